@@ -1,0 +1,97 @@
+"""The ``driftloop`` command line.
+
+Commands are loaded lazily (``COMMANDS`` maps a name to the module that defines it) so that
+``driftloop --help`` and the exporter do not pay for importing torch, mlflow or evidently.
+Each command module exposes ``command``, a :class:`click.Command`, and reads its configuration
+through :func:`config_from`.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from typing import Any
+
+import click
+
+from monitor.config import DriftloopConfig, load_config
+from monitor.errors import DriftloopError
+from monitor.logs import setup_logging
+
+# name -> (module, one-line help shown by `driftloop --help`)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("monitor.commands.serve", "Run the daemon: ingestion API, /metrics, drift job, alerts, retraining."),
+    "exporter": ("monitor.commands.exporter", "Run the GPU exporter alone (NVML, or --simulate N)."),
+    "train": ("monitor.commands.train", "Train the baseline model from a CSV/Parquet file and register it."),
+    "retrain": ("monitor.commands.retrain", "Run one incremental retrain now on the recent labelled window."),
+    "check": ("monitor.commands.check", "Run the drift and performance job once and print the result."),
+    "status": ("monitor.commands.status", "Show champion, last window's metrics, incidents and retrains."),
+    "rollback": ("monitor.commands.rollback", "Move the champion alias back to the previous version."),
+    "demo": ("monitor.commands.demo", "The whole loop end to end on embedded defaults (CPU, minutes)."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module = importlib.import_module(COMMANDS[name][0])
+        return module.command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, help_) for name, (_, help_) in COMMANDS.items()])
+
+
+class _State:
+    def __init__(self, config_path: str | None, log_level: str | None):
+        self.config_path = config_path
+        self.log_level = log_level
+
+
+def config_from(ctx: click.Context, overrides: dict[str, Any] | None = None) -> DriftloopConfig:
+    """Load and validate the configuration once, with CLI flag ``overrides`` on top, and set up logging."""
+    state: _State = ctx.find_object(_State)
+    overrides = {k: v for k, v in (overrides or {}).items() if v not in (None, {})}
+    cfg = load_config(state.config_path if state else None, overrides=overrides)
+    setup_logging(state.log_level if state and state.log_level else cfg.logging.level, cfg.logging.format)
+    return cfg
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--config", "-c", "config_path", type=click.Path(dir_okay=False), default=None,
+              help="YAML config file [default: $DRIFTLOOP_CONFIG or ./driftloop.yaml if present].")
+@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+              default=None, help="Override logging.level.")
+@click.version_option(package_name="driftloop")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None, log_level: str | None) -> None:
+    """driftloop: watch a deployed model and the GPUs it trains on, and fix the model when it degrades."""
+    ctx.obj = _State(config_path, log_level.upper() if log_level else None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        rv = cli.main(args=argv, prog_name="driftloop", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except DriftloopError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    return rv if isinstance(rv, int) else 0
+
+
+if __name__ == "__main__":
+    logging.captureWarnings(True)
+    sys.exit(main())

@@ -1,0 +1,308 @@
+"""Typed configuration: one YAML file plus ``DRIFTLOOP_*`` environment variables.
+
+Precedence, lowest first: built-in defaults, the YAML file, environment variables.
+An environment variable names a key by its path joined with double underscores::
+
+    DRIFTLOOP_SERVER__PORT=8471        -> server.port
+    DRIFTLOOP_ALERTS__ACCURACY_DROP=0.02
+
+Values from the environment are parsed as YAML scalars/lists, so ``true``, ``5`` and
+``[a, b]`` mean what they look like. Everything is validated once, by
+:func:`load_config`, and every problem is reported in one :class:`ConfigError`.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from monitor.errors import ConfigError
+
+ENV_PREFIX = "DRIFTLOOP_"
+DEFAULT_CONFIG_FILE = "driftloop.yaml"
+
+
+class _Section(BaseModel):
+    # Unknown keys are almost always typos; reject rather than silently ignore them.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class LoggingConfig(_Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    format: Literal["text", "json"] = "text"
+
+
+class ExporterConfig(_Section):
+    host: str = "127.0.0.1"
+    # 9400 is dcgm-exporter's, 9100 node_exporter's, 9835 nvidia_gpu_exporter's.
+    port: int = Field(9471, ge=1, le=65535)
+    simulate: int = Field(0, ge=0, le=1024, description="simulate N GPUs instead of reading NVML")
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    process_metrics: bool = False
+    pcie_throughput: bool = False
+    pcie_interval_seconds: float = Field(5.0, gt=0)
+    xid_events: bool = False
+    call_timeout_seconds: float = Field(2.0, gt=0, description="bound on one NVML sweep inside a scrape")
+    init_retry_initial_seconds: float = Field(1.0, gt=0)
+    init_retry_max_seconds: float = Field(60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> "ExporterConfig":
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key must be given together")
+        return self
+
+
+class ServerConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8470, ge=1, le=65535)
+    token: str | None = Field(None, description="bearer token required on write endpoints when set")
+    max_body_bytes: int = Field(32 * 1024 * 1024, gt=0)
+    max_batch_records: int = Field(100_000, gt=0)
+    gpu_metrics: bool = True
+
+
+class StoreConfig(_Section):
+    url: str | None = Field(None, description="SQLAlchemy URL; default sqlite file under home")
+    retention_days: float | None = Field(30.0, gt=0)
+
+
+class FeatureSpec(_Section):
+    name: str
+    type: Literal["numeric", "categorical"] = "numeric"
+
+    @field_validator("name")
+    @classmethod
+    def _identifier(cls, v: str) -> str:
+        if not v or not (v.replace("_", "a").isalnum() and not v[0].isdigit()):
+            raise ValueError(f"feature name {v!r} must be letters, digits and _ and not start with a digit")
+        return v
+
+
+def _default_features() -> list[FeatureSpec]:
+    # The demo dataset's schema (trainer.synthetic): 8 numeric and 2 categorical columns.
+    numeric = [FeatureSpec(name=f"x{i}") for i in range(8)]
+    return numeric + [FeatureSpec(name="region", type="categorical"), FeatureSpec(name="device", type="categorical")]
+
+
+class ModelConfig(_Section):
+    name: str = "demo"
+    features: list[FeatureSpec] = Field(default_factory=_default_features)
+    score: str = "score"
+    prediction: str = "prediction"
+    target: str = "label"
+    threshold: float = Field(0.5, gt=0, lt=1, description="score above which the predicted label is 1")
+    factory: str | None = Field(None, description="module:function building a user model; default MLP")
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> "ModelConfig":
+        names = [f.name for f in self.features]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"duplicate feature names: {', '.join(dup)}")
+        if not names:
+            raise ValueError("at least one feature is required")
+        reserved = {self.score, self.prediction, self.target, "id", "ts"}
+        clash = sorted(reserved & set(names))
+        if clash:
+            raise ValueError(f"feature names clash with reserved columns: {', '.join(clash)}")
+        return self
+
+    @property
+    def feature_names(self) -> list[str]:
+        return [f.name for f in self.features]
+
+    @property
+    def numeric_features(self) -> list[str]:
+        return [f.name for f in self.features if f.type == "numeric"]
+
+    @property
+    def categorical_features(self) -> list[str]:
+        return [f.name for f in self.features if f.type == "categorical"]
+
+
+class MlflowConfig(_Section):
+    tracking_uri: str | None = Field(None, description="default sqlite file under home")
+    experiment: str | None = Field(None, description="default driftloop-<model>")
+    registered_model: str | None = Field(None, description="default driftloop-<model>")
+    ui_url: str | None = Field(None, description="link shown in dashboards and status")
+
+
+class DriftConfig(_Section):
+    interval_seconds: float = Field(300.0, gt=0)
+    window_size: int = Field(5000, gt=0, description="last N predictions")
+    window_seconds: float | None = Field(None, gt=0, description="time window instead of last N")
+    min_labels: int = Field(1000, ge=1, description="labelled rows needed before performance alerts can fire")
+    sample_size: int = Field(20_000, gt=0, description="rows per side the drift tests run on at most")
+    drift_share: float = Field(0.5, gt=0, le=1, description="share of drifted features that marks dataset drift")
+    stattest_threshold: float | None = Field(None, gt=0, description="per-feature threshold; Evidently's default when unset")
+    reports_keep: int = Field(50, ge=0, description="Evidently snapshots kept on disk")
+    confidence: float = Field(0.95, gt=0, lt=1)
+
+
+class AlertsConfig(_Section):
+    accuracy_drop: float = Field(0.03, gt=0)
+    auc_drop: float = Field(0.05, gt=0)
+    mode: Literal["absolute", "relative"] = "absolute"
+    sustained_windows: int = Field(1, ge=1)
+    cooldown_seconds: float = Field(1800.0, ge=0)
+    retrain_on_drift: bool = False
+    retrain_cron: str | None = Field(None, description="crontab expression, e.g. '0 3 * * *'")
+
+
+class TrainingConfig(_Section):
+    epochs: int = Field(30, ge=1)
+    retrain_epochs: int = Field(15, ge=1)
+    batch_size: int = Field(256, ge=1)
+    learning_rate: float = Field(1e-3, gt=0)
+    retrain_lr_factor: float = Field(0.3, gt=0, le=1)
+    weight_decay: float = Field(1e-4, ge=0)
+    hidden: list[int] = Field(default_factory=lambda: [64, 32])
+    dropout: float = Field(0.1, ge=0, lt=1)
+    patience: int = Field(5, ge=1)
+    seed: int = 42
+    deterministic: bool = False
+    amp: Literal["auto", "off", "bf16", "fp16"] = "auto"
+    grad_accum_steps: int = Field(1, ge=1)
+    grad_clip: float | None = Field(1.0, gt=0)
+    num_workers: int = Field(0, ge=0)
+    device: str = "auto"
+    checkpoint_every_minutes: float = Field(5.0, gt=0)
+    validation_fraction: float = Field(0.2, gt=0, lt=1)
+    replay_ratio: float = Field(0.5, ge=0, description="reference rows replayed per recent row")
+    holdout_fraction: float = Field(0.3, gt=0, lt=1)
+    min_rows: int = Field(200, ge=10)
+    promote_min_accuracy_gain: float = Field(0.0, ge=0)
+    promote_min_auc_gain: float = Field(0.0, ge=0)
+    reference_floor: float = Field(0.05, ge=0, description="max accuracy loss on reference data allowed")
+    reference_sample: int = Field(5000, ge=100)
+
+
+class DriftloopConfig(_Section):
+    home: Path = Field(Path("driftloop-data"), description="folder for the default store, MLflow, reports, checkpoints")
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    exporter: ExporterConfig = Field(default_factory=ExporterConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    mlflow: MlflowConfig = Field(default_factory=MlflowConfig)
+    drift: DriftConfig = Field(default_factory=DriftConfig)
+    alerts: AlertsConfig = Field(default_factory=AlertsConfig)
+    training: TrainingConfig = Field(default_factory=TrainingConfig)
+
+    # Derived locations: one place decides where embedded defaults live.
+    @property
+    def store_url(self) -> str:
+        return self.store.url or f"sqlite:///{(self.home / 'driftloop.db').resolve()}"
+
+    @property
+    def tracking_uri(self) -> str:
+        return self.mlflow.tracking_uri or f"sqlite:///{(self.home / 'mlflow.db').resolve()}"
+
+    @property
+    def artifact_root(self) -> Path:
+        return (self.home / "mlartifacts").resolve()
+
+    @property
+    def experiment_name(self) -> str:
+        return self.mlflow.experiment or f"driftloop-{self.model.name}"
+
+    @property
+    def registered_model_name(self) -> str:
+        return self.mlflow.registered_model or f"driftloop-{self.model.name}"
+
+    @property
+    def reports_dir(self) -> Path:
+        return self.home / "reports"
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.home / "checkpoints"
+
+
+def _env_overrides(environ: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+    tree: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, raw in environ.items():
+        if not key.startswith(ENV_PREFIX) or key == ENV_PREFIX + "CONFIG":
+            continue
+        path = [p.lower() for p in key[len(ENV_PREFIX):].split("__")]
+        if not all(path):
+            problems.append(f"{key}: empty path segment (use DRIFTLOOP_SECTION__KEY)")
+            continue
+        try:
+            value = yaml.safe_load(raw) if raw != "" else None
+        except yaml.YAMLError:
+            value = raw
+        node = tree
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                problems.append(f"{key}: conflicts with another variable")
+                break
+        else:
+            node[path[-1]] = value
+    return tree, problems
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _format_errors(exc: ValidationError, source: str) -> list[str]:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        lines.append(f"{loc}: {msg} (got {err.get('input')!r})" if err["type"] != "extra_forbidden" else f"{loc}: {msg}")
+    return lines
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> DriftloopConfig:
+    """Build the configuration. ``path`` None means ``$DRIFTLOOP_CONFIG`` or ``./driftloop.yaml`` if present.
+
+    ``overrides`` (a nested dict, e.g. from CLI flags) win over everything else.
+    """
+    environ = os.environ if environ is None else environ
+    problems: list[str] = []
+    data: dict[str, Any] = {}
+    explicit = path is not None or ENV_PREFIX + "CONFIG" in environ
+    file = Path(path if path is not None else environ.get(ENV_PREFIX + "CONFIG", DEFAULT_CONFIG_FILE))
+    if file.exists():
+        try:
+            loaded = yaml.safe_load(file.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{file}: not valid YAML: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{file}: expected a mapping at the top level, got {type(loaded).__name__}")
+        data = loaded
+    elif explicit:
+        raise ConfigError(f"config file not found: {file}")
+    env_tree, env_problems = _env_overrides(environ)
+    problems += env_problems
+    data = _merge(data, env_tree)
+    if overrides:
+        data = _merge(data, dict(overrides))
+    try:
+        cfg = DriftloopConfig.model_validate(data)
+    except ValidationError as exc:
+        problems += _format_errors(exc, str(file))
+        cfg = None
+    if problems:
+        where = f" ({file})" if file.exists() else ""
+        raise ConfigError(f"invalid configuration{where}:\n  " + "\n  ".join(problems))
+    assert cfg is not None
+    return cfg

@@ -1,0 +1,34 @@
+"""Logging set-up, done once by the CLI. Library code only calls ``logging.getLogger(__name__)``."""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
+def setup_logging(level: str = "INFO", fmt: str = "text") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(_JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    # Third-party chatter that drowns our own lines at INFO.
+    for noisy in ("alembic", "mlflow", "urllib3", "apscheduler.executors", "httpx", "uvicorn.access"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -1,0 +1,24 @@
+import subprocess
+import sys
+
+from monitor.cli import COMMANDS, main
+
+
+def test_every_command_has_help(capsys):
+    for name in COMMANDS:
+        assert main([name, "--help"]) == 0, name
+        out = capsys.readouterr().out
+        assert "Usage:" in out and name in out
+
+
+def test_config_error_is_one_line_and_nonzero(tmp_path):
+    env = {"DRIFTLOOP_SERVER__PORT": "not-a-port", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-m", "monitor.cli", "status"], capture_output=True, text=True,
+                          env=env, cwd=tmp_path)
+    assert proc.returncode != 0
+    assert proc.stderr.startswith("Error: invalid configuration")
+    assert "server.port" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_unknown_command_is_a_usage_error(capsys):
+    assert main(["nope"]) == 2

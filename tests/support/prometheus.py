@@ -1,0 +1,100 @@
+"""Start a real Prometheus (Debian package `prometheus`) on 127.0.0.1 for a test, and query it."""
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def require(binary: str) -> str:
+    path = shutil.which(binary)
+    if path is None:
+        # In CI scripts/setup.sh installs these; a silent skip there would hide a broken set-up.
+        import os
+        if os.environ.get("CI"):
+            pytest.fail(f"{binary} is not installed (scripts/setup.sh installs it)")
+        pytest.skip(f"{binary} is not installed; run scripts/setup.sh as root")
+    return path
+
+
+@dataclass
+class Prometheus:
+    url: str
+    proc: subprocess.Popen
+    workdir: Path
+
+    def query(self, expr: str, time_: float | None = None) -> list[dict]:
+        params = {"query": expr}
+        if time_ is not None:
+            params["time"] = str(time_)
+        r = httpx.get(f"{self.url}/api/v1/query", params=params, timeout=10)
+        body = r.json()
+        if body.get("status") != "success":
+            raise AssertionError(f"query {expr!r} failed: {body}")
+        return body["data"]["result"]
+
+    def wait_for(self, expr: str, timeout: float = 30.0, interval: float = 0.5) -> list[dict]:
+        """Poll until ``expr`` returns at least one series (scrapes take a few seconds)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = self.query(expr)
+            if result or time.monotonic() > deadline:
+                return result
+            time.sleep(interval)
+
+    def targets(self) -> list[dict]:
+        return httpx.get(f"{self.url}/api/v1/targets", timeout=10).json()["data"]["activeTargets"]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def start_prometheus(workdir: Path, scrape_targets: list[str] | None = None, config: dict | None = None,
+                     scrape_interval: str = "1s", extra_args: list[str] | None = None) -> Prometheus:
+    """Start Prometheus scraping ``scrape_targets`` ("127.0.0.1:PORT") every ``scrape_interval``,
+    or with a full ``config`` dict. Returns once it answers /-/ready."""
+    binary = require("prometheus")
+    workdir.mkdir(parents=True, exist_ok=True)
+    if config is None:
+        config = {
+            "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
+            "scrape_configs": [{"job_name": "driftloop", "static_configs": [{"targets": scrape_targets or []}]}],
+        }
+    cfg_file = workdir / "prometheus.yml"
+    cfg_file.write_text(yaml.safe_dump(config))
+    port = _free_port()
+    log = open(workdir / "prometheus.log", "wb")
+    proc = subprocess.Popen(
+        [binary, f"--config.file={cfg_file}", f"--storage.tsdb.path={workdir / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle", *(extra_args or [])],
+        stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"prometheus exited: {(workdir / 'prometheus.log').read_text()[-2000:]}")
+        try:
+            if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
+                return Prometheus(url, proc, workdir)
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("prometheus did not become ready in 30 s")

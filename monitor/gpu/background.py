@@ -1,0 +1,151 @@
+"""Sources too slow or too blocking for the scrape path, each in one background thread.
+
+* :class:`PciePoller` — NVML measures PCIe throughput by sampling for ~20 ms per direction per GPU,
+  so 8 GPUs would add ~320 ms to every scrape. The poller reads them every ``interval`` seconds and
+  the scrape serves its cache; a reading older than three intervals is dropped, not served stale.
+* :class:`XidListener` — XID errors arrive as NVML events; the listener blocks in
+  ``nvmlEventSetWait`` and counts them per GPU and XID code.
+
+Both read the session's GPU set (replaced, never mutated, so no lock is needed) and re-register
+when it changes. One thread each, whatever NVML does: a hung call holds that thread only.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable
+
+from monitor.gpu.backend import GpuBackend, GpuBackendError, NvmlUnavailableError, PcieThroughput
+from monitor.gpu.session import GpuSession
+
+log = logging.getLogger(__name__)
+
+# What an operator should read when one of these shows up (NVIDIA's XID catalogue, shortened).
+XID_MEANING = {
+    13: "graphics engine exception (often an application bug)",
+    31: "GPU memory page fault (often an application bug)",
+    43: "GPU stopped processing",
+    45: "preemptive cleanup after an earlier error",
+    48: "double-bit ECC error: drain the node",
+    63: "ECC page retirement or row remapping event",
+    64: "ECC page retirement or row remapper failure",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus: the node needs attention",
+    92: "high single-bit ECC error rate",
+    94: "contained ECC error",
+    95: "uncontained ECC error: reset the GPU",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+}
+
+
+class _Worker:
+    def __init__(self, name: str):
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self, timeout: float = 2.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        try:
+            self.run()
+        except Exception:  # a bug: say so loudly, the scrape path keeps working without this source
+            log.exception("%s stopped", self._thread.name)
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+
+class PciePoller(_Worker):
+    def __init__(self, backend: GpuBackend, session: GpuSession, interval_seconds: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic):
+        super().__init__("gpu-pcie-poller")
+        self.backend = backend
+        self.session = session
+        self.interval = interval_seconds
+        self._clock = clock
+        self._cache: dict[int, tuple[float, PcieThroughput]] = {}
+
+    def snapshot(self) -> dict[int, PcieThroughput]:
+        """Readings no older than three intervals, by GPU index."""
+        oldest = self._clock() - 3 * self.interval
+        return {i: tp for i, (at, tp) in list(self._cache.items()) if at >= oldest}
+
+    def poll_once(self) -> None:
+        gpus = self.session.gpus if self.session.up else {}
+        for index in list(self._cache):
+            if index not in gpus:
+                self._cache.pop(index, None)
+        for index in gpus:
+            if self._stop.is_set():
+                return
+            try:
+                tp = self.backend.pcie_throughput(index)
+            except GpuBackendError as exc:
+                self._cache.pop(index, None)
+                log.debug("PCIe throughput of GPU %d: %s", index, exc)
+                if isinstance(exc, NvmlUnavailableError):
+                    return
+                continue
+            self._cache[index] = (self._clock(), tp)
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self.poll_once()
+            self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
+
+
+class XidListener(_Worker):
+    def __init__(self, backend: GpuBackend, session: GpuSession, wait_seconds: float = 1.0):
+        super().__init__("gpu-xid-listener")
+        self.backend = backend
+        self.session = session
+        self.wait_seconds = wait_seconds
+        self._counts: dict[tuple[int, int], int] = {}
+        self._watching: int | None = None  # session generation registered for
+
+    def counts(self) -> dict[tuple[int, int], int]:
+        return dict(self._counts)
+
+    def listen_once(self) -> bool:
+        """Register if the GPU set changed, then wait once for events. False when there was nothing
+        to wait on (NVML down or registration failed): the caller pauses before trying again."""
+        if not self.session.up:
+            self._watching = None
+            return False
+        generation = self.session.generation
+        if generation != self._watching:
+            try:
+                self.backend.watch_xid(sorted(self.session.gpus))
+            except GpuBackendError as exc:
+                log.warning("cannot watch XID events (%s); retrying", exc)
+                return False
+            self._watching = generation
+            log.info("watching XID events on GPU(s) %s", sorted(self.session.gpus))
+        try:
+            events = self.backend.wait_xid(self.wait_seconds)
+        except NvmlUnavailableError:
+            self._watching = None
+            return False
+        except GpuBackendError as exc:
+            log.debug("waiting for XID events: %s", exc)
+            return False
+        for ev in events:
+            key = (ev.gpu, ev.xid)
+            self._counts[key] = self._counts.get(key, 0) + 1
+            log.error("GPU %d reported XID %d%s", ev.gpu, ev.xid,
+                      f": {XID_MEANING[ev.xid]}" if ev.xid in XID_MEANING else "")
+        return True
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            if not self.listen_once():
+                self._stop.wait(self.wait_seconds)

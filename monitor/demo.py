@@ -1,0 +1,325 @@
+"""``driftloop demo``: the whole loop on a laptop, with the real parts.
+
+baseline → live traffic → drift → alert → incremental retraining → promotion → recovery:
+
+1. a synthetic tabular dataset (``trainer.synthetic``; nothing is downloaded) trains the baseline,
+   which MLflow registers as ``champion``;
+2. the daemon (:class:`monitor.daemon.Daemon`) serves the real HTTP API on 127.0.0.1 and runs its
+   scheduled check job on a short interval;
+3. a "model service" scores traffic with the current champion loaded from MLflow and sends
+   predictions through the real ingestion API (:class:`monitor.client.DriftloopClient`); the true
+   labels follow one batch later;
+4. after ``ticks_before`` batches the traffic drifts (covariate and concept drift); the check sees the
+   accuracy drop, the alert policy opens an incident, the retrain worker fine-tunes a challenger in a
+   child process, the promotion gate moves ``champion``, the service picks the new champion up and
+   accuracy recovers.
+
+Each batch waits for the next scheduled check that covers it, so the printed timeline has one row
+per batch. The run returns a :class:`DemoResult` whose timeline the end-to-end test asserts on.
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from monitor.config import DriftloopConfig, load_config
+from monitor.errors import UserInputError
+
+log = logging.getLogger(__name__)
+MARKER = ".driftloop-demo"
+
+
+@dataclass(frozen=True)
+class DemoPlan:
+    baseline_rows: int = 8000
+    batch: int = 1500            # predictions per batch (one batch per check)
+    ticks_before: int = 4        # stationary batches before the drift
+    ticks_after: int = 14        # batches after the drift starts (retraining happens among them)
+    recovery_ticks: int = 3      # batches served by the new champion needed before the demo may end
+    check_interval: float = 1.5  # seconds between scheduled checks
+    covariate_shift: float = 1.0
+    concept_shift: float = 1.0
+    seed: int = 7
+
+    @classmethod
+    def fast(cls) -> "DemoPlan":
+        return cls(baseline_rows=6000, batch=1200, ticks_before=3, ticks_after=12, recovery_ticks=2,
+                   check_interval=1.0)
+
+
+@dataclass
+class TimelineRow:
+    tick: int
+    phase: str                  # "stationary" or "drifted"
+    served_by: str              # champion version that scored this batch
+    check_id: int | None
+    champion_version: str | None  # the baseline the check compared against
+    window_rows: int
+    labelled_rows: int
+    accuracy: float | None
+    roc_auc: float | None
+    drift_share: float | None
+    events: list[str] = field(default_factory=list)
+    labelled_tick: int | None = None  # the batch whose labels the window's labelled part holds
+
+
+@dataclass
+class DemoResult:
+    home: Path
+    url: str
+    timeline: list[TimelineRow]
+    baseline_version: str
+    final_champion: str | None
+    promoted_versions: list[str]
+    alerts: list[str]
+    pre_drift_accuracy: float | None
+    recovered_accuracy: float | None
+    seconds: float
+
+
+def demo_config(home: Path, port: int, plan: DemoPlan, base: DriftloopConfig | None = None) -> DriftloopConfig:
+    """Embedded defaults with the short intervals and small sizes the demo needs."""
+    overrides: dict[str, Any] = {
+        "home": str(home),
+        "server": {"port": port},
+        "exporter": {"simulate": 2},  # GPU panels have data on a laptop too
+        "drift": {"interval_seconds": plan.check_interval, "window_size": 2 * plan.batch,
+                  "min_labels": int(plan.batch * 0.8), "reports_keep": 100},
+        # Two bad windows in a row before retraining: the retrain then sees two batches of the new concept.
+        "alerts": {"sustained_windows": 2, "cooldown_seconds": 0, "retrain_rows": 2 * plan.batch},
+        "training": {"epochs": 20, "retrain_epochs": 20, "checkpoint_every_minutes": 60},
+    }
+    if base is None:
+        return load_config(path=None, environ={}, overrides=overrides)
+    from monitor.config import _merge
+    return DriftloopConfig.model_validate(_merge(base.model_dump(mode="json"), overrides))
+
+
+def prepare_home(home: Path) -> None:
+    """A fresh demo folder: one we made before is emptied, anything else is refused."""
+    if home.exists() and any(home.iterdir()):
+        if not (home / MARKER).exists():
+            raise UserInputError(f"{home} exists and is not a driftloop demo folder; choose another --home")
+        shutil.rmtree(home)
+    home.mkdir(parents=True, exist_ok=True)
+    (home / MARKER).write_text("made by driftloop demo; emptied on the next run\n")
+
+
+class _Server:
+    """uvicorn in a thread, bound to 127.0.0.1."""
+
+    def __init__(self, app: Any, host: str, port: int):
+        import uvicorn
+        self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                                    access_log=False, lifespan="off"))
+        self.thread = threading.Thread(target=self.server.run, name="demo-api", daemon=True)
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the demo API server did not start")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+class ModelService:
+    """Stands in for the user's model service: scores with the current champion from MLflow."""
+
+    def __init__(self, cfg: DriftloopConfig):
+        self.cfg = cfg
+        self.champion = None
+
+    def refresh(self) -> str:
+        import trainer
+        self.champion = trainer.load_champion(self.cfg)  # cached by version; cheap when unchanged
+        return self.champion.version
+
+    def score(self, frame: pd.DataFrame, ids: list[str]) -> pd.DataFrame:
+        features = frame[self.cfg.model.feature_names]
+        scores = np.asarray(self.champion.predict_proba(features), dtype=float)
+        out = features.copy()
+        out.insert(0, "id", ids)
+        out[self.cfg.model.score] = scores
+        out[self.cfg.model.prediction] = (scores >= self.cfg.model.threshold).astype(int)
+        return out
+
+
+def _fmt(x: float | None, spec: str = ".3f") -> str:
+    return "   -  " if x is None else format(x, spec)
+
+
+class _Events:
+    """New incident events and retrain outcomes since the last call, as one-line strings."""
+
+    SHOWN = {"opened", "firing", "retraining", "promoted", "rejected", "failed", "resolved"}
+
+    def __init__(self, daemon: Any):
+        self.daemon = daemon
+        self.seen: set[tuple] = set()
+
+    def new(self) -> list[str]:
+        out = []
+        incidents = self.daemon.controller.incidents
+        for inc in reversed(incidents.recent(10)):
+            for ev in incidents.events(inc.id):
+                key = (inc.id, ev.get("id"), ev.get("ts"), ev.get("kind"), ev.get("message"))
+                if key in self.seen:
+                    continue
+                self.seen.add(key)
+                if ev.get("kind") in self.SHOWN:
+                    out.append(f"{inc.id[:8]} {ev.get('kind')}: {_short(ev.get('message') or '')}")
+        return out
+
+
+def _short(message: str, limit: int = 110) -> str:
+    message = message.split(" (reference accuracy")[0]
+    return message if len(message) <= limit else message[: limit - 1] + "…"
+
+
+def _wait_for_check(daemon: Any, after_id: int | None, not_before: float, timeout: float) -> dict | None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        last = daemon.controller.checklog.last()
+        if last and (after_id is None or last["id"] > after_id) and last["ts"] >= not_before:
+            return last
+        time.sleep(0.1)
+    return None
+
+
+def run_demo(cfg: DriftloopConfig, plan: DemoPlan, *, echo: Callable[[str], None] = print,
+             keep_serving: bool = False) -> DemoResult:
+    import trainer
+    from monitor.client import DriftloopClient
+    from monitor.daemon.daemon import Daemon
+
+    started = time.monotonic()
+    make = trainer.make_dataset
+    echo(f"driftloop demo: everything lives in {cfg.home.resolve()}")
+    echo(f"[1/4] training the baseline on {plan.baseline_rows} synthetic rows ...")
+    base = trainer.train_baseline(cfg, make(plan.baseline_rows, seed=plan.seed), trigger="manual")
+    echo(f"      registered {cfg.registered_model_name} v{base.version} as champion "
+         f"(accuracy {base.metrics.get('accuracy', float('nan')):.3f}, ROC AUC {base.metrics.get('roc_auc', float('nan')):.3f})")
+
+    daemon = Daemon(cfg)
+    server = _Server(daemon.build_app(), cfg.server.host, cfg.server.port)
+    url = f"http://{cfg.server.host}:{cfg.server.port}"
+    server.start()
+    daemon.start(scheduler=True, check_interval=plan.check_interval)
+    echo(f"[2/4] daemon serving {url} (API docs {url}/docs, metrics {url}/metrics); "
+         f"checks every {plan.check_interval:g} s over the last {cfg.drift.window_size} predictions")
+    echo(f"[3/4] replaying traffic: {plan.ticks_before} stationary batches of {plan.batch}, then drift "
+         f"(covariate {plan.covariate_shift:g}, concept {plan.concept_shift:g}); labels arrive one batch late")
+    header = f"{'batch':>5} {'phase':<10} {'served':>6} {'check':>5} {'base':>4} {'rows':>5} {'labelled':>8} " \
+             f"{'accuracy':>8} {'roc_auc':>7} {'drift':>5}  events"
+    echo(header)
+    echo("-" * len(header))
+
+    service = ModelService(cfg)
+    events = _Events(daemon)
+    client = DriftloopClient(url, token=cfg.server.token)
+    timeline: list[TimelineRow] = []
+    served: dict[int, str] = {}
+    pending_labels: list[pd.DataFrame] = []
+    last_check_id = None
+    promoted: list[str] = []
+    total = plan.ticks_before + plan.ticks_after
+    try:
+        tick = 0
+        while True:
+            drifted = tick >= plan.ticks_before
+            data = make(plan.batch, seed=plan.seed * 1000 + tick,
+                        covariate_shift=plan.covariate_shift if drifted else 0.0,
+                        concept_shift=plan.concept_shift if drifted else 0.0)
+            version = service.refresh()
+            served[tick] = version
+            ids = [f"b{tick}-{i}" for i in range(len(data))]
+            client.log_predictions(service.score(data, ids))
+            for labels in pending_labels:
+                client.log_labels(labels)
+            pending_labels = [pd.DataFrame({"id": ids, "label": data[cfg.model.target].to_numpy()})]
+            sent_at = time.time()
+            check = _wait_for_check(daemon, last_check_id, sent_at, timeout=max(60.0, 20 * plan.check_interval))
+            if check is not None:
+                last_check_id = check["id"]
+            new_events = events.new()
+            promoted_now = [e for e in new_events if "promoted" in e]
+            row = TimelineRow(
+                tick=tick, phase="drifted" if drifted else "stationary", served_by=version,
+                check_id=check and check["id"], champion_version=check and check.get("champion_version"),
+                window_rows=(check or {}).get("window_rows") or 0, labelled_rows=(check or {}).get("labelled_rows") or 0,
+                accuracy=check and check.get("accuracy"), roc_auc=check and check.get("roc_auc"),
+                drift_share=check and check.get("drift_share"), events=new_events,
+                labelled_tick=tick - 1 if tick > 0 else None)
+            timeline.append(row)
+            echo(f"{tick:>5} {row.phase:<10} {'v' + version:>6} {row.check_id or '-':>5} "
+                 f"{'v' + str(row.champion_version) if row.champion_version else '-':>4} {row.window_rows:>5} "
+                 f"{row.labelled_rows:>8} {_fmt(row.accuracy):>8} {_fmt(row.roc_auc):>7} {_fmt(row.drift_share, '.2f'):>5}  "
+                 + ("; ".join(new_events) if new_events else ""))
+            if promoted_now or (service.champion and service.champion.version != base.version
+                                and service.champion.version not in promoted):
+                v = service.refresh()
+                if v != base.version and v not in promoted:
+                    promoted.append(v)
+            tick += 1
+            recovered = sum(1 for t, v in served.items() if promoted and v == promoted[-1] and t >= 1)
+            if tick >= total and (recovered >= plan.recovery_ticks + 1 or tick >= total + 10):
+                break
+        daemon.wait_for_retrain(120)
+    finally:
+        client.close()
+        if not keep_serving:
+            daemon.stop()
+            server.stop()
+
+    result = _summarise(cfg, plan, timeline, served, base.version, promoted, time.monotonic() - started, url)
+    _print_summary(cfg, result, echo)
+    if keep_serving:
+        echo(f"--keep-serving: the daemon keeps serving {url}; Ctrl-C stops it.")
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            daemon.stop()
+            server.stop()
+    return result
+
+
+def _summarise(cfg, plan, timeline, served, baseline_version, promoted, seconds, url) -> DemoResult:
+    # A window's labelled part is the previous batch: attribute each check to the model that served it.
+    pre = [r.accuracy for r in timeline
+           if r.accuracy is not None and r.labelled_tick is not None and r.labelled_tick < plan.ticks_before]
+    rec = [r.accuracy for r in timeline
+           if r.accuracy is not None and promoted and r.labelled_tick is not None
+           and served.get(r.labelled_tick) == promoted[-1]]
+    alerts = [e for r in timeline for e in r.events if "opened" in e or "firing" in e]
+    return DemoResult(home=cfg.home, url=url, timeline=timeline, baseline_version=baseline_version,
+                      final_champion=promoted[-1] if promoted else baseline_version, promoted_versions=promoted,
+                      alerts=alerts, pre_drift_accuracy=float(np.mean(pre)) if pre else None,
+                      recovered_accuracy=float(np.mean(rec)) if rec else None, seconds=seconds)
+
+
+def _print_summary(cfg: DriftloopConfig, r: DemoResult, echo: Callable[[str], None]) -> None:
+    home = cfg.home.resolve()
+    echo("[4/4] summary")
+    echo(f"      accuracy before the drift {_fmt(r.pre_drift_accuracy)}; after recovery {_fmt(r.recovered_accuracy)}"
+         f"; champion v{r.baseline_version} -> v{r.final_champion}; {len(r.alerts)} alert event(s); {r.seconds:.0f} s")
+    echo("Where to look:")
+    echo(f"  MLflow runs and versions:  mlflow ui --backend-store-uri {cfg.tracking_uri} --port 5000")
+    echo(f"  Evidently reports (HTML):  {(home / 'reports')}")
+    echo(f"  Status:                    driftloop --config <your config> status  (or GET {r.url}/v1/status with --keep-serving)")
+    echo("  Prometheus + Grafana:      GF_ADMIN_PASSWORD=... docker compose up  (then http://127.0.0.1:3000)")

@@ -1,0 +1,41 @@
+"""Drift & performance evaluation with Evidently.
+
+    result = evaluate_window(reference, window, cfg.model, cfg.drift, baseline.metrics)
+    save_report(result, cfg.reports_dir, keep=cfg.drift.reports_keep)
+    registry.register(ModelMetricsCollector(cfg.model.name, lambda: latest_result))
+
+``DriftEvaluator()`` is ``evaluate_window`` with the reference's preparation cached per champion.
+Importing this package is cheap: Evidently (seconds to import) loads with ``evaluate_window``.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__all__ = [
+    "CheckResult", "FeatureDrift", "evaluate_window", "DriftEvaluator", "PreparedReference", "prepare_reference",
+    "save_report", "prune_reports", "ReportPaths", "ModelMetricsCollector",
+]
+
+_WHERE = {
+    "CheckResult": "monitor.drift.result", "FeatureDrift": "monitor.drift.result",
+    "evaluate_window": "monitor.drift.evaluate", "DriftEvaluator": "monitor.drift.evaluate",
+    "PreparedReference": "monitor.drift.frames", "prepare_reference": "monitor.drift.frames",
+    "save_report": "monitor.drift.reports", "prune_reports": "monitor.drift.reports",
+    "ReportPaths": "monitor.drift.reports", "ModelMetricsCollector": "monitor.drift.metrics",
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from monitor.drift.evaluate import DriftEvaluator, evaluate_window
+    from monitor.drift.frames import PreparedReference, prepare_reference
+    from monitor.drift.metrics import ModelMetricsCollector
+    from monitor.drift.reports import ReportPaths, prune_reports, save_report
+    from monitor.drift.result import CheckResult, FeatureDrift
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'monitor.drift' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,199 @@
+"""One drift & performance check: the current window against the champion's reference.
+
+Cost is bounded by ``drift.sample_size``, not by the window: Evidently runs on uniform samples
+of at most that many rows per side, with each column's stattest decided on the full data
+(:mod:`monitor.drift.methods`) so the verdicts are those of an unsampled run; accuracy and ROC
+AUC with their intervals are computed in numpy on *all* labelled rows.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+import weakref
+from collections import OrderedDict
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from monitor.config import DriftConfig, ModelConfig
+from monitor.drift import runner
+from monitor.drift.frames import PreparedReference, Side, prepare_reference, prepare_side, sample_positions
+from monitor.drift.methods import CATEGORICAL, NUMERIC, default_method, union_distinct
+from monitor.drift.result import CheckResult, FeatureDrift
+from monitor.drift.stats import performance
+from monitor.errors import DataError
+
+log = logging.getLogger(__name__)
+
+
+def _plan(name: str, kind: str, ref: PreparedReference, cur: Side, current: pd.DataFrame,
+          drift_cfg: DriftConfig) -> runner.ColumnPlan | str:
+    """The column's plan, or why it cannot be tested."""
+    if ref.side.counts.get(name, 0) == 0:
+        return "no values in the reference"
+    if cur.counts.get(name, 0) == 0:
+        return "no values in the current window"
+    method = drift_cfg.num_method if kind == NUMERIC else drift_cfg.cat_method
+    if method is None:
+        method = default_method(kind, ref.full_counts[name], union_distinct(ref.distinct[name], current[name]))
+    return runner.ColumnPlan(name, kind, method)
+
+
+def _warn_noisy_categories(plans: list[runner.ColumnPlan], ref: PreparedReference, cur: Side,
+                           threshold: float | None) -> None:
+    """Jensen-Shannon between two samples of one distribution is not 0: with k categories it is
+    about sqrt((k - 1) / 8 * (1/n1 + 1/n2)). Sampling raises that floor; say so when it nears
+    the threshold, since the verdict of the unsampled run may then differ."""
+    if ref.side.rows <= len(ref.side.sample) and cur.rows <= len(cur.sample):
+        return
+    limit = (threshold or 0.1) / 2
+    n1, n2 = len(ref.side.sample), len(cur.sample)
+    for p in plans:
+        if p.kind == CATEGORICAL and p.method == "jensenshannon":
+            k = int(cur.sample[p.name].nunique())
+            floor = ((k - 1) / 8 * (1 / n1 + 1 / n2)) ** 0.5
+            if floor > limit:
+                log.warning("feature %s has %d categories: at %d/%d sampled rows its no-drift Jensen-Shannon "
+                            "distance is about %.3f, near the threshold; raise drift.sample_size", p.name, k, n1, n2,
+                            floor)
+
+
+def _feature_drift(name: str, plan: runner.ColumnPlan | str, verdicts: dict[str, runner.ColumnVerdict]) -> FeatureDrift:
+    if isinstance(plan, str):
+        return FeatureDrift(name, None, None, None, False, skipped=plan)
+    v = verdicts[name]
+    return FeatureDrift(name, v.method, v.score, v.threshold, v.drifted)
+
+
+def _performance_frames(ref: PreparedReference, cur_labelled, model_cfg: ModelConfig, sample_size: int,
+                        rng: np.random.Generator) -> runner.PerformanceFrames:
+    cur_pos = sample_positions(len(cur_labelled), sample_size, rng)
+    current = cur_labelled.frame(model_cfg, cur_pos)
+    reference = None
+    if ref.side.labelled is not None and len(ref.side.labelled):
+        reference = ref.side.labelled.frame(model_cfg, sample_positions(len(ref.side.labelled), sample_size, rng))
+    return runner.PerformanceFrames(current, reference, both_classes=current[model_cfg.target].nunique() == 2)
+
+
+def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.DataFrame, model_cfg: ModelConfig,
+                    drift_cfg: DriftConfig, baseline_metrics: Mapping[str, Any] | None, *, rng_seed: int = 0,
+                    clock: Callable[[], float] = time.time) -> CheckResult:
+    """Compare ``current`` (a store window) with ``reference`` (the champion's baseline sample).
+
+    ``reference`` may be a :class:`PreparedReference` (see :func:`prepare_reference`) to skip
+    preparing it again. Raises :class:`DataError` when the frames cannot be compared (missing
+    columns, empty, non-numeric values in numeric columns, labels other than 0/1, no feature
+    with values on both sides)."""
+    started = time.perf_counter()
+    checked_at = float(clock())
+    check_id = uuid.uuid4().hex[:12]
+    rng = np.random.default_rng([rng_seed, 1])  # the reference draws from stream [seed, 0]
+    ref = reference if isinstance(reference, PreparedReference) else prepare_reference(
+        reference, model_cfg, drift_cfg, rng_seed)
+    cur = prepare_side(current, model_cfg, drift_cfg, rng, "current window")
+    if not cur.has_score:
+        raise DataError(f"the current window lacks the score column {model_cfg.score!r}")
+
+    kinds = {f.name: (NUMERIC if f.type == "numeric" else CATEGORICAL) for f in model_cfg.features}
+    plans = {name: _plan(name, kind, ref, cur, current, drift_cfg) for name, kind in kinds.items()}
+    tested = [p for p in plans.values() if not isinstance(p, str)]
+    if not tested:
+        reasons = "; ".join(f"{n}: {p}" for n, p in plans.items())
+        raise DataError(f"no feature can be tested for drift ({reasons})")
+    _warn_noisy_categories(tested, ref, cur, drift_cfg.stattest_threshold)
+    score_plan = (_plan(model_cfg.score, NUMERIC, ref, cur, current, drift_cfg) if ref.side.has_score
+                  else "no score column in the reference")
+
+    metadata = {"model": model_cfg.name, "check_id": check_id, "window_rows": str(cur.rows),
+                "reference_rows": str(ref.rows), "current_sample_rows": str(len(cur.sample)),
+                "reference_sample_rows": str(len(ref.side.sample))}
+    snapshot, verdicts = runner.run_drift(
+        ref.side.sample, cur.sample, tested, score_plan if not isinstance(score_plan, str) else None,
+        drift_share=drift_cfg.drift_share, threshold=drift_cfg.stattest_threshold,
+        timestamp=checked_at, metadata=metadata)
+
+    labelled = cur.labelled
+    perf = performance(labelled.y, labelled.pred, labelled.score, drift_cfg.confidence) if labelled is not None \
+        else performance(np.empty(0), np.empty(0), np.empty(0), drift_cfg.confidence)
+    if perf.rows:
+        frames = _performance_frames(ref, labelled, model_cfg, drift_cfg.sample_size, rng)
+        perf_snapshot = runner.run_performance(frames, target=model_cfg.target, prediction=model_cfg.prediction,
+                                               score=model_cfg.score, timestamp=checked_at, metadata=metadata)
+        metadata = {**metadata, "labelled_rows": str(perf.rows), "performance_sample_rows": str(len(frames.current))}
+        snapshot = runner.merge(snapshot, perf_snapshot, metadata=metadata)
+
+    features = [_feature_drift(name, plans[name], verdicts) for name in kinds]
+    evaluated = [f for f in features if f.skipped is None]
+    if len(evaluated) < len(features):
+        log.warning("drift not tested for %s", ", ".join(f"{f.name} ({f.skipped})" for f in features if f.skipped))
+    share = sum(f.drifted for f in evaluated) / len(evaluated)
+    baseline = dict(baseline_metrics or {})
+    result = CheckResult(
+        check_id=check_id, model=model_cfg.name, checked_at=checked_at,
+        window_rows=cur.rows, labelled_rows=perf.rows,
+        features=features, drift_share=share, drift_share_threshold=drift_cfg.drift_share,
+        dataset_drift=share >= drift_cfg.drift_share,
+        prediction_drift=_feature_drift(model_cfg.score, score_plan, verdicts),
+        accuracy=perf.accuracy, accuracy_ci=perf.accuracy_ci, roc_auc=perf.roc_auc, roc_auc_ci=perf.roc_auc_ci,
+        baseline_accuracy=_float_or_none(baseline.get("accuracy")),
+        baseline_roc_auc=_float_or_none(baseline.get("roc_auc")),
+        confidence=drift_cfg.confidence, min_labels=drift_cfg.min_labels,
+        performance_actionable=perf.rows >= drift_cfg.min_labels, positive_rate=perf.positive_rate,
+        reference_rows=ref.rows, reference_sample_rows=len(ref.side.sample), current_sample_rows=len(cur.sample),
+        duration_seconds=time.perf_counter() - started, snapshot=snapshot,
+    )
+    log.debug("check %s: %d rows (%d sampled), %d labelled, drift share %.2f, %.2f s", check_id, result.window_rows,
+              result.current_sample_rows, result.labelled_rows, share, result.duration_seconds)
+    return result
+
+
+def _float_or_none(x: Any) -> float | None:
+    try:
+        return None if x is None else float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+class DriftEvaluator:
+    """``evaluate_window`` with the prepared reference cached per champion.
+
+    The reference only changes with the champion, so its sample and description are kept. The
+    key is ``reference_key`` (e.g. the champion version) when given, else the reference
+    DataFrame's identity (held by weak reference, so a new champion's frame is a new entry).
+    Usable as the daemon's ``evaluate`` callable."""
+
+    def __init__(self, *, rng_seed: int = 0, clock: Callable[[], float] = time.time, max_entries: int = 2):
+        self._rng_seed = rng_seed
+        self._clock = clock
+        self._max = max_entries
+        self._cache: OrderedDict[Any, tuple[Any, PreparedReference]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def prepared(self, reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg: DriftConfig,
+                 reference_key: Any = None) -> PreparedReference:
+        settings = (drift_cfg.sample_size, model_cfg.model_dump_json(), self._rng_seed)
+        key = (reference_key if reference_key is not None else ("id", id(reference)), settings)
+        with self._lock:
+            entry = self._cache.get(key)
+            if entry is not None and (reference_key is not None or entry[0]() is reference):
+                self._cache.move_to_end(key)
+                self.hits += 1
+                return entry[1]
+        prepared = prepare_reference(reference, model_cfg, drift_cfg, self._rng_seed)
+        with self._lock:
+            self.misses += 1
+            self._cache[key] = (weakref.ref(reference), prepared)
+            while len(self._cache) > self._max:
+                self._cache.popitem(last=False)
+        return prepared
+
+    def __call__(self, reference: pd.DataFrame, current: pd.DataFrame, model_cfg: ModelConfig,
+                 drift_cfg: DriftConfig, baseline_metrics: Mapping[str, Any] | None, *,
+                 reference_key: Any = None) -> CheckResult:
+        prepared = self.prepared(reference, model_cfg, drift_cfg, reference_key)
+        return evaluate_window(prepared, current, model_cfg, drift_cfg, baseline_metrics,
+                               rng_seed=self._rng_seed, clock=self._clock)

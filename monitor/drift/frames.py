@@ -1,0 +1,163 @@
+"""Turning the reference and the current window into what the evaluation needs, cheaply.
+
+Only the model's columns are touched (features, score, prediction, target). Rows are sampled
+*before* columns are copied, so a million-row window costs one index draw and a 20k-row copy.
+The reference side is prepared once per champion (:class:`PreparedReference`; cache it with
+:class:`monitor.drift.DriftEvaluator`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from monitor.config import DriftConfig, ModelConfig
+from monitor.drift.methods import clean, distinct_values
+from monitor.errors import DataError
+
+
+def sample_positions(n: int, k: int, rng: np.random.Generator) -> np.ndarray | None:
+    """Sorted positions of a uniform sample of ``k`` of ``n`` rows; None when all rows are kept."""
+    if n <= k:
+        return None
+    return np.sort(rng.choice(n, size=k, replace=False))
+
+
+def _take(frame: pd.DataFrame, positions: np.ndarray | None, columns: list[str]) -> pd.DataFrame:
+    rows = frame if positions is None else frame.iloc[positions]
+    return rows.loc[:, columns].reset_index(drop=True)
+
+
+def _check_columns(frame: pd.DataFrame, required: list[str], side: str) -> None:
+    if not isinstance(frame, pd.DataFrame):
+        raise DataError(f"the {side} must be a pandas DataFrame, got {type(frame).__name__}")
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise DataError(f"the {side} lacks column(s) {', '.join(missing)} "
+                        f"(expected the model's features and score; has {', '.join(map(str, frame.columns))})")
+
+
+def _numeric(frame: pd.DataFrame, column: str, side: str) -> pd.Series:
+    """A numeric column as float64; a clear error naming the first bad value otherwise."""
+    col = frame[column]
+    if pd.api.types.is_bool_dtype(col.dtype) or not pd.api.types.is_numeric_dtype(col.dtype):
+        coerced = pd.to_numeric(col, errors="coerce")
+        bad = coerced.isna() & col.notna()
+        if bad.any():
+            pos = int(np.argmax(bad.to_numpy()))
+            raise DataError(f"{side} column {column!r} must be numeric; row {pos} holds {col.iloc[pos]!r}")
+        col = coerced
+    return col.astype("float64", copy=False)
+
+
+def _numeric_columns(frame: pd.DataFrame, columns: list[str], side: str) -> pd.DataFrame:
+    for c in columns:
+        if not pd.api.types.is_float_dtype(frame[c].dtype):
+            frame[c] = _numeric(frame, c, side)
+    return frame
+
+
+def _categorical_columns(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    # Evidently compares categories by value: keep them as Python objects, missing as None/NaN.
+    for c in columns:
+        if frame[c].dtype != object:
+            frame[c] = frame[c].astype(object).where(frame[c].notna(), None)
+    return frame
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """The labelled rows of one side, as plain arrays: target 0/1, served label 0/1, score."""
+
+    y: np.ndarray
+    pred: np.ndarray
+    score: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def frame(self, model_cfg: ModelConfig, positions: np.ndarray | None = None) -> pd.DataFrame:
+        sl = slice(None) if positions is None else positions
+        return pd.DataFrame({model_cfg.target: self.y[sl], model_cfg.prediction: self.pred[sl],
+                             model_cfg.score: self.score[sl]})
+
+
+def labelled_rows(frame: pd.DataFrame, model_cfg: ModelConfig, side: str) -> Labelled | None:
+    """Rows with a label and a finite score. None when the frame has no target column."""
+    target, score_col, pred_col = model_cfg.target, model_cfg.score, model_cfg.prediction
+    if target not in frame.columns or score_col not in frame.columns:
+        return None
+    y = pd.to_numeric(frame[target], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+    bad = frame[target].notna().to_numpy() & ~np.isin(y, (0.0, 1.0))
+    if bad.any():
+        pos = int(np.argmax(bad))
+        raise DataError(f"{side} column {target!r} must hold labels 0 or 1; row {pos} holds {frame[target].iloc[pos]!r}")
+    score = _numeric(frame, score_col, side).to_numpy()
+    keep = ~np.isnan(y) & np.isfinite(score)
+    score = score[keep]
+    derived = (score >= model_cfg.threshold).astype(np.int64)
+    if pred_col in frame.columns:
+        pred = pd.to_numeric(frame[pred_col], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)[keep]
+        pred = np.where(np.isnan(pred), derived, pred).astype(np.int64)
+    else:
+        pred = derived
+    return Labelled(y[keep].astype(np.int64), pred, score)
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side (reference or current) ready for Evidently and numpy."""
+
+    rows: int                               # rows in the full frame
+    sample: pd.DataFrame                    # <= sample_size rows of features (+ score when present)
+    counts: dict[str, int]                  # values present per column in the *sample*
+    labelled: Labelled | None               # all labelled rows (arrays)
+    has_score: bool
+
+
+def prepare_side(frame: pd.DataFrame, model_cfg: ModelConfig, drift_cfg: DriftConfig,
+                 rng: np.random.Generator, side: str) -> Side:
+    features = model_cfg.feature_names
+    _check_columns(frame, features, side)
+    if len(frame) == 0:
+        raise DataError(f"the {side} is empty; nothing to compare")
+    has_score = model_cfg.score in frame.columns
+    columns = features + ([model_cfg.score] if has_score else [])
+    sample = _take(frame, sample_positions(len(frame), drift_cfg.sample_size, rng), columns)
+    sample = _numeric_columns(sample, model_cfg.numeric_features + ([model_cfg.score] if has_score else []), side)
+    sample = _categorical_columns(sample, model_cfg.categorical_features)
+    counts = {c: int(len(clean(sample[c]))) for c in columns}
+    return Side(len(frame), sample, counts, labelled_rows(frame, model_cfg, side), has_score)
+
+
+@dataclass(frozen=True)
+class PreparedReference:
+    """The reference side, prepared once per champion: its sample, the facts the method choice
+    needs from the *full* reference (values present, distinct values when few) and its
+    labelled rows."""
+
+    side: Side
+    full_counts: dict[str, int]
+    distinct: dict[str, frozenset | None]
+
+    @property
+    def rows(self) -> int:
+        return self.side.rows
+
+
+def prepare_reference(reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg: DriftConfig,
+                      rng_seed: int = 0) -> PreparedReference:
+    """Sample and describe the reference once; pass the result to ``evaluate_window`` in place of
+    the DataFrame to skip this work on every check."""
+    side = prepare_side(reference, model_cfg, drift_cfg, np.random.default_rng([rng_seed, 0]), "reference")
+    columns = list(side.sample.columns)
+    full_counts: dict[str, int] = {}
+    distinct: dict[str, frozenset | None] = {}
+    for c in columns:
+        values = reference[c]
+        if c in model_cfg.numeric_features or c == model_cfg.score:
+            values = _numeric(reference, c, "reference")
+        full_counts[c] = int(len(clean(values)))
+        distinct[c] = distinct_values(values)
+    return PreparedReference(side, full_counts, distinct)

@@ -1,0 +1,113 @@
+"""Prometheus collector for the figures of the latest check (``driftloop_model_*``).
+
+Fresh families on every scrape, built from whatever ``source`` returns at that moment: a
+callable returning the latest :class:`~monitor.drift.CheckResult` (or None), or an object with
+a ``.latest`` attribute. A figure that does not exist (no labels, so no accuracy; a feature that
+could not be tested) is an absent series, never NaN. A failing source costs the scrape these
+families and a log line, not the scrape. Incident and retrain metrics are the daemon's.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any, Callable, Iterable, Iterator
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from monitor.drift.result import CheckResult
+
+log = logging.getLogger(__name__)
+
+_SCALARS = (  # (metric name, help, attribute or function of the result)
+    ("driftloop_model_accuracy", "Accuracy of the served labels on the window's labelled rows.", "accuracy"),
+    ("driftloop_model_accuracy_lower", "Lower bound of the accuracy's Wilson interval (drift.confidence).",
+     lambda r: r.accuracy_ci and r.accuracy_ci[0]),
+    ("driftloop_model_accuracy_upper", "Upper bound of the accuracy's Wilson interval (drift.confidence).",
+     lambda r: r.accuracy_ci and r.accuracy_ci[1]),
+    ("driftloop_model_roc_auc", "ROC AUC of the scores on the window's labelled rows.", "roc_auc"),
+    ("driftloop_model_roc_auc_lower", "Lower bound of the ROC AUC's DeLong interval (drift.confidence).",
+     lambda r: r.roc_auc_ci and r.roc_auc_ci[0]),
+    ("driftloop_model_roc_auc_upper", "Upper bound of the ROC AUC's DeLong interval (drift.confidence).",
+     lambda r: r.roc_auc_ci and r.roc_auc_ci[1]),
+    ("driftloop_model_baseline_accuracy", "Accuracy of the champion on its reference data.", "baseline_accuracy"),
+    ("driftloop_model_baseline_roc_auc", "ROC AUC of the champion on its reference data.", "baseline_roc_auc"),
+    ("driftloop_model_window_rows", "Predictions in the last checked window.", "window_rows"),
+    ("driftloop_model_labelled_rows", "Labelled predictions in the last checked window.", "labelled_rows"),
+    ("driftloop_model_drift_share_ratio", "Share of tested features that drifted in the last check.", "drift_share"),
+    ("driftloop_model_dataset_drifted", "1 when the drift share reached drift.drift_share in the last check.",
+     lambda r: int(r.dataset_drift)),
+    ("driftloop_model_performance_actionable",
+     "1 when the last check had at least drift.min_labels labelled rows (performance alerts may fire).",
+     lambda r: int(r.performance_actionable)),
+    ("driftloop_model_prediction_drift_score", "Drift score of the model's score column (see method label).",
+     lambda r: r.prediction_drift.score),
+    ("driftloop_model_prediction_drifted", "1 when the score column drifted in the last check.",
+     lambda r: None if r.prediction_drift.score is None else int(r.prediction_drift.drifted)),
+    ("driftloop_model_last_check_timestamp_seconds", "When the last check ran (Unix time).", "checked_at"),
+    ("driftloop_model_check_duration_seconds", "How long the last check's evaluation took.", "duration_seconds"),
+)
+
+
+def _value(result: CheckResult, get: str | Callable[[CheckResult], Any]) -> float | None:
+    raw = getattr(result, get) if isinstance(get, str) else get(result)
+    if raw is None or isinstance(raw, tuple):
+        return None
+    value = float(raw)
+    return value if math.isfinite(value) else None
+
+
+class ModelMetricsCollector(Collector):
+    def __init__(self, model_name: str, source: Callable[[], Any] | Any):
+        self._model = model_name
+        self._source = source
+
+    def _latest(self) -> CheckResult | None:
+        latest = self._source() if callable(self._source) else getattr(self._source, "latest", None)
+        # The daemon may hand over its check outcome, which carries the result.
+        if latest is not None and not isinstance(latest, CheckResult):
+            latest = getattr(latest, "result", None)
+        return latest if isinstance(latest, CheckResult) else None
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            result = self._latest()
+        except Exception as exc:  # never fail the whole scrape for this part
+            log.warning("model metrics unavailable: %s", exc)
+            return
+        if result is None:
+            return
+        yield from self._families(result)
+
+    def _families(self, r: CheckResult) -> Iterable[Metric]:
+        model = self._model
+        for name, help_, get in _SCALARS:
+            value = _value(r, get)
+            if value is None:
+                continue
+            if name == "driftloop_model_prediction_drift_score":
+                fam = GaugeMetricFamily(name, help_, labels=["model", "method"])
+                fam.add_metric([model, r.prediction_drift.method or ""], value)
+            else:
+                fam = GaugeMetricFamily(name, help_, labels=["model"])
+                fam.add_metric([model], value)
+            yield fam
+        tested = [f for f in r.features if f.score is not None and math.isfinite(f.score)]
+        if tested:
+            score = GaugeMetricFamily("driftloop_model_feature_drift_score",
+                                      "Drift score per feature in the last check: a distance (drifted when >= "
+                                      "threshold) or a p-value (drifted when < threshold), per method.",
+                                      labels=["model", "feature", "method"])
+            drifted = GaugeMetricFamily("driftloop_model_feature_drifted",
+                                        "1 when the feature drifted in the last check.", labels=["model", "feature"])
+            threshold = GaugeMetricFamily("driftloop_model_feature_drift_threshold",
+                                          "The threshold the feature's drift score is compared with.",
+                                          labels=["model", "feature", "method"])
+            for f in tested:
+                score.add_metric([model, f.name, f.method or ""], f.score)
+                drifted.add_metric([model, f.name], 1.0 if f.drifted else 0.0)
+                if f.threshold is not None:
+                    threshold.add_metric([model, f.name, f.method or ""], f.threshold)
+            yield score
+            yield drifted
+            yield threshold

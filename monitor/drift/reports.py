@@ -1,0 +1,123 @@
+"""Evidently snapshots on disk: ``<model>-<UTC timestamp>-<check id>.html`` and ``.json``.
+
+Files are written atomically (temporary name, then ``os.replace``), so a reader or a crash never
+leaves half a report. The JSON is Evidently's ``snapshot.dict()`` (``metrics``, ``tests``) with
+our own figures under ``driftloop`` (``CheckResult.to_dict()``, including the exact accuracy and
+ROC AUC on all labelled rows and their intervals). Retention keeps the newest ``keep`` checks of
+that model and never touches other files.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import NamedTuple
+
+from monitor.drift.result import CheckResult
+
+log = logging.getLogger(__name__)
+
+_STAMP = "%Y%m%dT%H%M%SZ"
+
+
+class ReportPaths(NamedTuple):
+    html: Path | None
+    json: Path | None
+
+
+def report_stem(model: str, checked_at: float, check_id: str) -> str:
+    stamp = datetime.fromtimestamp(checked_at, tz=timezone.utc).strftime(_STAMP)
+    return f"{model}-{stamp}-{check_id}"
+
+
+def _pattern(model: str) -> re.Pattern[str]:
+    return re.compile(rf"^{re.escape(model)}-(\d{{8}}T\d{{6}}Z)-([0-9a-zA-Z]+)\.(html|json)$")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; reports are for people and dashboards to read
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_report(result: CheckResult, reports_dir: str | os.PathLike[str], *, keep: int = 50,
+                checked_at: float | None = None) -> ReportPaths:
+    """Write the check's snapshot as HTML and JSON, then prune old ones; ``(None, None)`` when the
+    result carries no snapshot. ``keep`` 0 keeps everything."""
+    if result.snapshot is None:
+        return ReportPaths(None, None)
+    folder = Path(reports_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = report_stem(result.model, result.checked_at if checked_at is None else checked_at, result.check_id)
+    html, js = folder / f"{stem}.html", folder / f"{stem}.json"
+    body = result.snapshot.dict()
+    body["driftloop"] = result.to_dict()
+    _write_atomic(js, json.dumps(_json_safe(body), allow_nan=False))
+    _write_atomic(html, result.snapshot.get_html_str(as_iframe=False))
+    prune_reports(folder, result.model, keep)
+    return ReportPaths(html, js)
+
+
+def _json_safe(obj):
+    """Evidently's dict() holds numpy scalars and NaN (an undefined metric): make it strict JSON."""
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
+        try:
+            obj = obj.item()
+        except (TypeError, ValueError):
+            return str(obj)
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    return str(obj)
+
+
+def list_reports(reports_dir: str | os.PathLike[str], model: str) -> list[tuple[str, str, list[Path]]]:
+    """``(timestamp, check_id, files)`` per check of ``model``, oldest first."""
+    pattern = _pattern(model)
+    checks: dict[tuple[str, str], list[Path]] = {}
+    folder = Path(reports_dir)
+    if not folder.is_dir():
+        return []
+    for entry in folder.iterdir():
+        m = pattern.match(entry.name)
+        if m and entry.is_file():
+            checks.setdefault((m.group(1), m.group(2)), []).append(entry)
+
+    def order(item):
+        (stamp, _), files = item
+        return stamp, max(f.stat().st_mtime for f in files)
+
+    return [(stamp, cid, sorted(files)) for (stamp, cid), files in sorted(checks.items(), key=order)]
+
+
+def prune_reports(reports_dir: str | os.PathLike[str], model: str, keep: int) -> int:
+    """Delete all but the newest ``keep`` checks' files for ``model``; return files deleted."""
+    if keep <= 0:
+        return 0
+    deleted = 0
+    for _, _, files in list_reports(reports_dir, model)[:-keep]:
+        for f in files:
+            try:
+                f.unlink()
+                deleted += 1
+            except FileNotFoundError:
+                pass
+            except OSError as exc:  # keep going: one stuck file must not stop the others or the check
+                log.warning("could not delete old report %s: %s", f, exc)
+    return deleted

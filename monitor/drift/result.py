@@ -1,0 +1,121 @@
+"""What one drift & performance check found: :class:`CheckResult` and :class:`FeatureDrift`.
+
+Plain data, no Evidently import: the Prometheus collector, the daemon and the CLI read these
+without paying for Evidently. ``to_dict()`` is JSON-safe (no NaN, no numpy scalars).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _num(x: Any) -> float | None:
+    """A finite Python float, or None (NaN/inf and missing values are not JSON)."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _pair(ci: tuple[float, float] | None) -> list[float | None] | None:
+    return None if ci is None else [_num(ci[0]), _num(ci[1])]
+
+
+@dataclass(frozen=True)
+class FeatureDrift:
+    """Drift of one column between the reference and the current window.
+
+    ``method`` is Evidently's stattest name (``wasserstein``, ``jensenshannon``, ``ks``, ...);
+    ``score`` is a distance (drifted when ``score >= threshold``) or a p-value (drifted when
+    ``score < threshold``), as Evidently defines for that method. ``score`` is None when the
+    column had no values on one side; ``skipped`` then says why.
+    """
+
+    name: str
+    method: str | None
+    score: float | None
+    threshold: float | None
+    drifted: bool
+    skipped: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "method": self.method, "score": _num(self.score),
+                "threshold": _num(self.threshold), "drifted": bool(self.drifted), "skipped": self.skipped}
+
+
+@dataclass
+class CheckResult:
+    """The outcome of :func:`monitor.drift.evaluate_window`.
+
+    Performance figures are computed on *all* labelled rows of the window (``labelled_rows``);
+    ``performance_actionable`` is False when there are fewer than ``drift.min_labels`` of them,
+    in which case the figures are shown but must not fire alerts. Drift statistics are computed
+    on uniform samples of at most ``drift.sample_size`` rows per side (``reference_sample_rows``,
+    ``current_sample_rows``).
+    """
+
+    check_id: str
+    model: str
+    checked_at: float                      # epoch seconds, UTC
+    window_rows: int
+    labelled_rows: int
+    features: list[FeatureDrift]
+    drift_share: float                     # share of evaluated features that drifted, 0..1
+    drift_share_threshold: float
+    dataset_drift: bool                    # drift_share >= drift_share_threshold
+    prediction_drift: FeatureDrift
+    accuracy: float | None = None
+    accuracy_ci: tuple[float, float] | None = None
+    roc_auc: float | None = None
+    roc_auc_ci: tuple[float, float] | None = None
+    baseline_accuracy: float | None = None
+    baseline_roc_auc: float | None = None
+    confidence: float = 0.95
+    min_labels: int = 1
+    performance_actionable: bool = False
+    positive_rate: float | None = None     # share of label 1 among labelled rows
+    reference_rows: int = 0
+    reference_sample_rows: int = 0
+    current_sample_rows: int = 0
+    duration_seconds: float = 0.0
+    snapshot: Any = field(default=None, repr=False, compare=False)  # evidently Snapshot, for saving
+
+    @property
+    def drifted_features(self) -> list[str]:
+        return [f.name for f in self.features if f.drifted]
+
+    def feature(self, name: str) -> FeatureDrift:
+        for f in self.features:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "check_id": self.check_id,
+            "model": self.model,
+            "checked_at": self.checked_at,
+            "window_rows": int(self.window_rows),
+            "labelled_rows": int(self.labelled_rows),
+            "features": [f.to_dict() for f in self.features],
+            "drifted_features": self.drifted_features,
+            "drift_share": _num(self.drift_share),
+            "drift_share_threshold": _num(self.drift_share_threshold),
+            "dataset_drift": bool(self.dataset_drift),
+            "prediction_drift": self.prediction_drift.to_dict(),
+            "accuracy": _num(self.accuracy),
+            "accuracy_ci": _pair(self.accuracy_ci),
+            "roc_auc": _num(self.roc_auc),
+            "roc_auc_ci": _pair(self.roc_auc_ci),
+            "baseline_accuracy": _num(self.baseline_accuracy),
+            "baseline_roc_auc": _num(self.baseline_roc_auc),
+            "confidence": _num(self.confidence),
+            "min_labels": int(self.min_labels),
+            "performance_actionable": bool(self.performance_actionable),
+            "positive_rate": _num(self.positive_rate),
+            "reference_rows": int(self.reference_rows),
+            "reference_sample_rows": int(self.reference_sample_rows),
+            "current_sample_rows": int(self.current_sample_rows),
+            "duration_seconds": _num(self.duration_seconds),
+        }

@@ -1,0 +1,110 @@
+"""Performance statistics with confidence intervals, in numpy (cheap on millions of rows).
+
+- accuracy with the Wilson score interval (good coverage also near 0/1 and for small n,
+  unlike the Wald interval);
+- ROC AUC with DeLong's variance (DeLong, DeLong & Clarke-Pearson 1988), computed in
+  O(n log n) from mid-ranks (Sun & Xu 2014), normal interval clipped to [0, 1] as pROC does;
+- :func:`labels_needed`: how many labelled rows a one-sided test needs to see an accuracy drop,
+  the reasoning behind the ``drift.min_labels`` default.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import norm, rankdata
+
+
+def _z(confidence: float) -> float:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    return float(norm.ppf(0.5 + confidence / 2.0))
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:
+    """Wilson score interval for a binomial proportion; None when ``n == 0``."""
+    if n <= 0:
+        return None
+    z = _z(confidence)
+    p = successes / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass(frozen=True)
+class AucEstimate:
+    auc: float
+    variance: float | None   # DeLong; None with fewer than two rows in a class
+
+    def interval(self, confidence: float = 0.95) -> tuple[float, float] | None:
+        if self.variance is None:
+            return None
+        half = _z(confidence) * math.sqrt(max(self.variance, 0.0))
+        return max(0.0, self.auc - half), min(1.0, self.auc + half)
+
+
+def delong_auc(y_true: np.ndarray, scores: np.ndarray) -> AucEstimate | None:
+    """ROC AUC (ties count one half) and its DeLong variance; None unless both classes occur."""
+    y = np.asarray(y_true).astype(bool, copy=False)
+    s = np.asarray(scores, dtype=np.float64)
+    pos, neg = s[y], s[~y]
+    m, n = len(pos), len(neg)
+    if m == 0 or n == 0:
+        return None
+    ranks_all = rankdata(np.concatenate([pos, neg]))          # mid-ranks over both classes
+    ranks_pos_all, ranks_neg_all = ranks_all[:m], ranks_all[m:]
+    auc = (ranks_pos_all.sum() - m * (m + 1) / 2.0) / (m * n)
+    if m < 2 or n < 2:
+        return AucEstimate(float(auc), None)
+    # Structural components: for each positive, the share of negatives it outranks, and vice versa.
+    v10 = (ranks_pos_all - rankdata(pos)) / n
+    v01 = 1.0 - (ranks_neg_all - rankdata(neg)) / m
+    variance = v10.var(ddof=1) / m + v01.var(ddof=1) / n
+    return AucEstimate(float(auc), float(variance))
+
+
+@dataclass(frozen=True)
+class Performance:
+    rows: int
+    accuracy: float | None
+    accuracy_ci: tuple[float, float] | None
+    roc_auc: float | None
+    roc_auc_ci: tuple[float, float] | None
+    positive_rate: float | None
+
+
+def performance(y_true: np.ndarray, y_pred: np.ndarray, scores: np.ndarray,
+                confidence: float = 0.95) -> Performance:
+    """Accuracy of the served labels and ROC AUC of the scores, each with an interval.
+
+    AUC is None when the labels hold a single class (it is undefined, not 0.5)."""
+    y = np.asarray(y_true, dtype=np.int64)
+    n = len(y)
+    if n == 0:
+        return Performance(0, None, None, None, None, None)
+    correct = int((y == np.asarray(y_pred, dtype=np.int64)).sum())
+    est = delong_auc(y, scores)
+    return Performance(
+        rows=n,
+        accuracy=correct / n,
+        accuracy_ci=wilson_interval(correct, n, confidence),
+        roc_auc=None if est is None else est.auc,
+        roc_auc_ci=None if est is None else est.interval(confidence),
+        positive_rate=float(y.mean()),
+    )
+
+
+def labels_needed(accuracy: float, drop: float, alpha: float = 0.05, power: float = 0.8,
+                  one_sided: bool = True) -> int:
+    """Rows needed for a one-sample test of ``accuracy`` against ``accuracy - drop`` (normal
+    approximation): ``n = (z_a sqrt(p0 q0) + z_b sqrt(p1 q1))^2 / drop^2``."""
+    if not 0.0 < drop < accuracy < 1.0:
+        raise ValueError("need 0 < drop < accuracy < 1")
+    p0, p1 = accuracy, accuracy - drop
+    z_a = norm.ppf(1 - alpha) if one_sided else norm.ppf(1 - alpha / 2)
+    z_b = norm.ppf(power)
+    n = (z_a * math.sqrt(p0 * (1 - p0)) + z_b * math.sqrt(p1 * (1 - p1))) ** 2 / drop ** 2
+    return int(math.ceil(n))

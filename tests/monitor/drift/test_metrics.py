@@ -1,0 +1,112 @@
+import dataclasses
+import subprocess
+from types import SimpleNamespace
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitor.drift import ModelMetricsCollector, evaluate_window
+from tests.monitor.drift.conftest import window
+from tests.support.prometheus import require
+
+T0 = 1_764_460_800.0
+
+
+@pytest.fixture(scope="module")
+def labelled_result(cfg, ref_frame):
+    return evaluate_window(ref_frame, window(2000, seed=31, covariate_shift=1.0), cfg.model, cfg.drift,
+                           {"accuracy": 0.8, "roc_auc": 0.85}, clock=lambda: T0)
+
+
+@pytest.fixture(scope="module")
+def unlabelled_result(cfg, ref_frame):
+    return evaluate_window(ref_frame, window(800, seed=32, labelled=0.0), cfg.model, cfg.drift, {}, clock=lambda: T0)
+
+
+def scrape(source) -> str:
+    registry = CollectorRegistry()
+    registry.register(ModelMetricsCollector("demo", source))
+    return generate_latest(registry).decode()
+
+
+def samples(text: str) -> dict[tuple[str, tuple], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def promtool_check(text: str) -> None:
+    proc = subprocess.run([require("promtool"), "check", "metrics"], input=text, capture_output=True, text=True,
+                          timeout=30)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip() == "" and proc.stderr.strip() == "", proc.stdout + proc.stderr  # no lint warnings
+
+
+def test_exposition_passes_promtool_and_has_the_series(labelled_result):
+    text = scrape(lambda: labelled_result)
+    promtool_check(text)
+    got = samples(text)
+    m = (("model", "demo"),)
+    r = labelled_result
+    assert got[("driftloop_model_accuracy", m)] == pytest.approx(r.accuracy)
+    assert got[("driftloop_model_accuracy_lower", m)] == pytest.approx(r.accuracy_ci[0])
+    assert got[("driftloop_model_roc_auc_upper", m)] == pytest.approx(r.roc_auc_ci[1])
+    assert got[("driftloop_model_baseline_roc_auc", m)] == 0.85
+    assert got[("driftloop_model_window_rows", m)] == 2000
+    assert got[("driftloop_model_labelled_rows", m)] == 2000
+    assert got[("driftloop_model_drift_share_ratio", m)] == pytest.approx(0.4)
+    assert got[("driftloop_model_dataset_drifted", m)] == 0
+    assert got[("driftloop_model_prediction_drifted", m)] == 1
+    assert got[("driftloop_model_prediction_drift_score", (("method", "wasserstein"), ("model", "demo")))] > 0.1
+    assert got[("driftloop_model_last_check_timestamp_seconds", m)] == T0
+    assert got[("driftloop_model_check_duration_seconds", m)] == pytest.approx(r.duration_seconds)
+    x0 = (("feature", "x0"), ("method", "wasserstein"), ("model", "demo"))
+    assert got[("driftloop_model_feature_drift_score", x0)] == pytest.approx(r.feature("x0").score)
+    assert got[("driftloop_model_feature_drift_threshold", x0)] == 0.1
+    assert got[("driftloop_model_feature_drifted", (("feature", "x0"), ("model", "demo")))] == 1
+    assert got[("driftloop_model_feature_drifted", (("feature", "device"), ("model", "demo")))] == 0
+    region = (("feature", "region"), ("method", "jensenshannon"), ("model", "demo"))
+    assert ("driftloop_model_feature_drift_score", region) in got
+
+
+def test_absent_values_are_absent_series(unlabelled_result):
+    text = scrape(lambda: unlabelled_result)
+    promtool_check(text)
+    assert "NaN" not in text
+    for name in ("driftloop_model_accuracy", "driftloop_model_roc_auc_lower", "driftloop_model_baseline_accuracy"):
+        assert f"\n{name}{{" not in text and not text.startswith(f"{name}{{")
+    assert samples(text)[("driftloop_model_labelled_rows", (("model", "demo"),))] == 0
+
+
+def test_skipped_feature_has_no_series(labelled_result):
+    skipped = dataclasses.replace(labelled_result.features[0], score=None, method=None, threshold=None,
+                                  drifted=False, skipped="no values in the current window")
+    result = dataclasses.replace(labelled_result, features=[skipped] + labelled_result.features[1:])
+    text = scrape(lambda: result)
+    promtool_check(text)
+    assert 'feature="x0"' not in text and 'feature="x1"' in text
+
+
+def test_sources_latest_attribute_outcome_and_nothing_yet(labelled_result):
+    holder = SimpleNamespace(latest=None)
+    assert scrape(holder) == ""
+    holder.latest = labelled_result
+    assert "driftloop_model_accuracy{" in scrape(holder)
+    outcome = SimpleNamespace(result=labelled_result, status="ok")  # the daemon's CheckOutcome shape
+    assert "driftloop_model_accuracy{" in scrape(lambda: outcome)
+
+
+def test_each_scrape_reads_the_source_afresh(labelled_result, unlabelled_result):
+    current = {"r": labelled_result}
+    registry = CollectorRegistry()
+    registry.register(ModelMetricsCollector("demo", lambda: current["r"]))
+    assert "driftloop_model_accuracy{" in generate_latest(registry).decode()
+    current["r"] = unlabelled_result
+    assert "driftloop_model_accuracy{" not in generate_latest(registry).decode()
+
+
+def test_failing_source_costs_only_these_families(caplog):
+    def broken():
+        raise RuntimeError("store down")
+    assert scrape(broken) == ""
+    assert "store down" in caplog.text

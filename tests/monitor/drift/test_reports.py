@@ -1,0 +1,76 @@
+import dataclasses
+import json
+import re
+
+import pytest
+
+from monitor.drift import evaluate_window, prune_reports, save_report
+from monitor.drift.reports import list_reports
+from tests.monitor.drift.conftest import window
+
+T0 = 1_764_460_800.0  # 2025-11-30T00:00:00Z
+
+
+@pytest.fixture(scope="module")
+def result(cfg, ref_frame):
+    return evaluate_window(ref_frame, window(1500, seed=21, covariate_shift=1.0, labelled=0.5), cfg.model, cfg.drift,
+                           {"accuracy": 0.8, "roc_auc": 0.85}, clock=lambda: T0)
+
+
+def _strict(text):
+    def no_constants(c):
+        raise AssertionError(f"non-JSON constant {c}")
+    return json.loads(text, parse_constant=no_constants)
+
+
+def test_saves_html_and_json_named_by_model_time_and_check(tmp_path, result):
+    paths = save_report(result, tmp_path / "reports", keep=5)
+    assert paths.html.name == f"demo-20251130T000000Z-{result.check_id}.html"
+    assert paths.json.with_suffix(".html") == paths.html
+    html = paths.html.read_text()
+    assert html.lstrip().lower().startswith("<!doctype html") or "<html" in html[:500].lower()
+    assert "x0" in html and "Accuracy" in html
+    body = _strict(paths.json.read_text())
+    names = [m["metric_name"] for m in body["metrics"]]
+    assert any(n.startswith("DriftedColumnsCount") for n in names)
+    assert any(n.startswith("ValueDrift(column=region") for n in names)
+    assert any(n.startswith("Accuracy") for n in names) and any(n.startswith("RocAuc") for n in names)
+    assert body["driftloop"]["check_id"] == result.check_id
+    assert body["driftloop"]["accuracy"] == pytest.approx(result.accuracy)
+    assert not list(paths.html.parent.glob(".*.tmp"))  # no temporary files left behind
+
+
+def test_retention_keeps_the_newest_checks_of_this_model_only(tmp_path, result):
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    unrelated = [folder / "notes.txt", folder / f"demo-2-20240101T000000Z-abc.html",
+                 folder / "other-20200101T000000Z-abc.json"]
+    for f in unrelated:
+        f.write_text("keep me")
+    saved = []
+    for i in range(5):
+        r = dataclasses.replace(result, check_id=f"c{i}", checked_at=T0 + 3600 * i)
+        saved.append(save_report(r, folder, keep=3))
+    remaining = list_reports(folder, "demo")
+    assert [cid for _, cid, _ in remaining] == ["c2", "c3", "c4"]
+    assert all(len(files) == 2 for _, _, files in remaining)
+    assert not saved[0].html.exists() and not saved[1].json.exists() and saved[4].html.exists()
+    assert all(f.exists() for f in unrelated)
+    assert prune_reports(folder, "demo", 1) == 4
+    assert [cid for _, cid, _ in list_reports(folder, "demo")] == ["c4"]
+
+
+def test_keep_zero_keeps_everything(tmp_path, result):
+    for i in range(3):
+        save_report(dataclasses.replace(result, check_id=f"k{i}", checked_at=T0 + i), tmp_path, keep=0)
+    assert len(list_reports(tmp_path, "demo")) == 3
+
+
+def test_no_snapshot_writes_nothing(tmp_path, result):
+    assert save_report(dataclasses.replace(result, snapshot=None), tmp_path) == (None, None)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_stem_format_is_sortable_and_parsable(result, tmp_path):
+    paths = save_report(result, tmp_path, keep=1, checked_at=T0 + 59.9)
+    assert re.fullmatch(r"demo-20251130T000059Z-[0-9a-f]{12}\.json", paths.json.name)

@@ -13,6 +13,7 @@ Values from the environment are parsed as YAML scalars/lists, so ``true``, ``5``
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
@@ -69,6 +70,9 @@ class ServerConfig(_Section):
 class StoreConfig(_Section):
     url: str | None = Field(None, description="SQLAlchemy URL; default sqlite file under home")
     retention_days: float | None = Field(30.0, gt=0)
+    busy_timeout_seconds: float = Field(30.0, gt=0, description="SQLite: how long a writer waits for the lock")
+    # FULL syncs the WAL on every commit (one fsync per batch): a power cut loses no acknowledged batch.
+    sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
 
 
 class FeatureSpec(_Section):
@@ -98,15 +102,30 @@ class ModelConfig(_Section):
     threshold: float = Field(0.5, gt=0, lt=1, description="score above which the predicted label is 1")
     factory: str | None = Field(None, description="module:function building a user model; default MLP")
 
+    @field_validator("name")
+    @classmethod
+    def _table_safe(cls, v: str) -> str:
+        # The store names its tables after the model (predictions_<name>); PostgreSQL allows 63 bytes.
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,47}", v):
+            raise ValueError(f"model name {v!r} must be 1-48 letters, digits, '_', '.' or '-', starting with a letter or digit")
+        return v
+
     @model_validator(mode="after")
     def _unique_names(self) -> "ModelConfig":
         names = [f.name for f in self.features]
-        dup = sorted({n for n in names if names.count(n) > 1})
+        # SQLite column names ignore case, so X1 and x1 would be one column in the store.
+        lowered = [n.lower() for n in names]
+        dup = sorted({n for n in names if lowered.count(n.lower()) > 1})
         if dup:
-            raise ValueError(f"duplicate feature names: {', '.join(dup)}")
+            raise ValueError(f"duplicate feature names (case-insensitive): {', '.join(dup)}")
         if not names:
             raise ValueError("at least one feature is required")
-        reserved = {self.score, self.prediction, self.target, "id", "ts"}
+        long = [n for n in names if len(n) > 60]
+        if long:
+            raise ValueError(f"feature names longer than 60 characters: {', '.join(long)}")
+        if len({self.score, self.prediction, self.target}) < 3:
+            raise ValueError("score, prediction and target must be three different column names")
+        reserved = {self.score, self.prediction, self.target, "id", "ts", "label_ts"}
         clash = sorted(reserved & set(names))
         if clash:
             raise ValueError(f"feature names clash with reserved columns: {', '.join(clash)}")
@@ -130,6 +149,7 @@ class MlflowConfig(_Section):
     experiment: str | None = Field(None, description="default driftloop-<model>")
     registered_model: str | None = Field(None, description="default driftloop-<model>")
     ui_url: str | None = Field(None, description="link shown in dashboards and status")
+    timeout_seconds: float = Field(10.0, gt=0, description="reachability check and HTTP request timeout")
 
 
 class DriftConfig(_Section):
@@ -137,11 +157,18 @@ class DriftConfig(_Section):
     window_size: int = Field(5000, gt=0, description="last N predictions")
     window_seconds: float | None = Field(None, gt=0, description="time window instead of last N")
     min_labels: int = Field(1000, ge=1, description="labelled rows needed before performance alerts can fire")
-    sample_size: int = Field(20_000, gt=0, description="rows per side the drift tests run on at most")
+    # Smaller samples save little (Evidently's cost is mostly per column) and their noise nears the
+    # 0.1 threshold of the default distances (Wasserstein p99 ~0.13 at 1000 rows); see docs/readme/drift.md.
+    sample_size: int = Field(20_000, ge=5000, description="rows per side the drift tests run on at most")
     drift_share: float = Field(0.5, gt=0, le=1, description="share of drifted features that marks dataset drift")
     stattest_threshold: float | None = Field(None, gt=0, description="per-feature threshold; Evidently's default when unset")
-    reports_keep: int = Field(50, ge=0, description="Evidently snapshots kept on disk")
-    confidence: float = Field(0.95, gt=0, lt=1)
+    # Evidently's stattest names; None keeps Evidently's own choice (by reference size and cardinality).
+    num_method: Literal["anderson", "cramer_von_mises", "ed", "empirical_mmd", "es", "hellinger", "jensenshannon",
+                        "kl_div", "ks", "mannw", "psi", "t_test", "wasserstein"] | None = None
+    cat_method: Literal["TVD", "chisquare", "fisher_exact", "g_test", "hellinger", "jensenshannon", "kl_div",
+                        "psi", "z"] | None = None
+    reports_keep: int = Field(50, ge=0, description="newest Evidently snapshots kept on disk; 0 keeps all")
+    confidence: float = Field(0.95, gt=0, lt=1, description="level of the accuracy and ROC AUC intervals")
 
 
 class AlertsConfig(_Section):
@@ -152,13 +179,30 @@ class AlertsConfig(_Section):
     cooldown_seconds: float = Field(1800.0, ge=0)
     retrain_on_drift: bool = False
     retrain_cron: str | None = Field(None, description="crontab expression, e.g. '0 3 * * *'")
+    healthy_windows: int = Field(1, ge=1, description="healthy checks in a row that resolve an incident")
+    retrain_rows: int | None = Field(None, ge=10, description="most recent labelled rows to retrain on; default drift.window_size")
+    max_attempts: int = Field(3, ge=1, description="retrain attempts per incident before it is left failed")
+    retrain_timeout_seconds: float = Field(3600.0, gt=0, description="a retrain child running longer is killed")
+    webhook_match: dict[str, str] = Field(default_factory=lambda: {"component": "model"},
+                                          description="labels an Alertmanager alert needs to concern the daemon")
+
+    @field_validator("retrain_cron")
+    @classmethod
+    def _crontab(cls, v: str | None) -> str | None:
+        if v is not None:
+            from apscheduler.triggers.cron import CronTrigger
+            try:
+                CronTrigger.from_crontab(v)
+            except ValueError as exc:
+                raise ValueError(f"not a crontab expression (minute hour day month weekday): {exc}") from None
+        return v
 
 
 class TrainingConfig(_Section):
-    epochs: int = Field(30, ge=1)
-    retrain_epochs: int = Field(15, ge=1)
-    batch_size: int = Field(256, ge=1)
-    learning_rate: float = Field(1e-3, gt=0)
+    epochs: int = Field(60, ge=1, description="upper bound; early stopping usually ends sooner")
+    retrain_epochs: int = Field(20, ge=1)
+    batch_size: int = Field(64, ge=1, description="rows per micro-batch and process")
+    learning_rate: float = Field(2e-3, gt=0)
     retrain_lr_factor: float = Field(0.3, gt=0, le=1)
     weight_decay: float = Field(1e-4, ge=0)
     hidden: list[int] = Field(default_factory=lambda: [64, 32])
@@ -176,9 +220,15 @@ class TrainingConfig(_Section):
     replay_ratio: float = Field(0.5, ge=0, description="reference rows replayed per recent row")
     holdout_fraction: float = Field(0.3, gt=0, lt=1)
     min_rows: int = Field(200, ge=10)
-    promote_min_accuracy_gain: float = Field(0.0, ge=0)
+    gradient_checkpointing: bool = Field(False, description="recompute activations in backward (models that support it)")
+    threads: int = Field(0, ge=0, description="CPU threads for training; 0 keeps torch's default (one per core)")
+    progress: bool = Field(True, description="progress bar on stderr (only when stderr is a terminal)")
+    # Promotion gate (trainer/gate.py): the challenger must gain at least this much on BOTH metrics
+    # on the held-out recent rows, and be strictly better on at least one.
+    promote_min_accuracy_gain: float = Field(0.01, ge=0)
     promote_min_auc_gain: float = Field(0.0, ge=0)
-    reference_floor: float = Field(0.05, ge=0, description="max accuracy loss on reference data allowed")
+    reference_floor: float = Field(0.15, ge=0, le=1, description="max accuracy the challenger may lose vs the "
+                                   "champion on the champion's reference sample (bounds forgetting)")
     reference_sample: int = Field(5000, ge=100)
 
 

@@ -200,10 +200,10 @@ class AlertsConfig(_Section):
 
 class TrainingConfig(_Section):
     epochs: int = Field(60, ge=1, description="upper bound; early stopping usually ends sooner")
-    retrain_epochs: int = Field(20, ge=1)
+    retrain_epochs: int = Field(8, ge=1, description="a warm start converges in a few epochs")
     batch_size: int = Field(64, ge=1, description="rows per micro-batch and process")
     learning_rate: float = Field(2e-3, gt=0)
-    retrain_lr_factor: float = Field(0.3, gt=0, le=1)
+    retrain_lr_factor: float = Field(0.5, gt=0, le=1, description="retrain LR = learning_rate * this")
     weight_decay: float = Field(1e-4, ge=0)
     hidden: list[int] = Field(default_factory=lambda: [64, 32])
     dropout: float = Field(0.1, ge=0, lt=1)

@@ -1,0 +1,67 @@
+"""``driftloop retrain``: one incremental retrain now, on the store's recent labelled window or a file."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from monitor.cli import config_from
+
+
+@click.command("retrain")
+@click.option("--data", "data_path", type=click.Path(dir_okay=False), default=None,
+              help="Retrain on this CSV/Parquet file instead of the store's labelled window.")
+@click.option("--last-n", type=int, default=None,
+              help="Newest N labelled predictions from the store [default: alerts.retrain_rows or drift.window_size].")
+@click.option("--trigger", type=click.Choice(["manual", "alert", "schedule"]), default="manual", show_default=True)
+@click.option("--incident-id", default=None, help="Incident this retrain answers (tagged on the run).")
+@click.option("--report", "reports", multiple=True, type=click.Path(dir_okay=False),
+              help="Evidently report to attach to the run (repeatable).")
+@click.option("--resume", is_flag=True, help="Continue an interrupted retrain from its last checkpoint.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@click.pass_context
+def command(ctx: click.Context, data_path: str | None, last_n: int | None, trigger: str, incident_id: str | None,
+            reports: tuple[str, ...], resume: bool, quiet: bool, as_json: bool) -> None:
+    """Warm-start the champion on recent labelled data (plus a replay of its reference sample),
+    compare on held-out recent rows, and promote the challenger only if it is better.
+
+    A rejected challenger is still registered (alias 'challenger') with its reasons as tags.
+    Exit status 0 for promoted and rejected alike; 75 when interrupted (use --resume).
+    """
+    cfg = config_from(ctx, {"training": {"progress": False}} if quiet else None)
+
+    from monitor.errors import UserInputError
+    from trainer.loop import EXIT_INTERRUPTED, TrainingInterrupted
+    from trainer.retraining import retrain
+    from trainer.worker import load_window
+
+    if data_path and last_n:
+        raise UserInputError("give --data or --last-n, not both")
+    if last_n is not None and last_n < 1:
+        raise UserInputError(f"--last-n must be a positive number, got {last_n}")
+    if data_path:
+        spec: dict[str, Any] = {"source": "file", "path": data_path}
+    else:
+        rows = last_n or getattr(cfg.alerts, "retrain_rows", None) or cfg.drift.window_size
+        spec = {"source": "store", "last_n": rows}
+    window = load_window(cfg, spec)
+    try:
+        outcome = retrain(cfg, window, trigger=trigger, incident_id=incident_id, report_paths=reports,
+                          data_window=spec, resume=resume)
+    except TrainingInterrupted as exc:
+        click.echo(f"Interrupted: {exc}", err=True)
+        ctx.exit(EXIT_INTERRUPTED)
+    if outcome is None:  # a torchrun rank other than 0: rank 0 reports
+        return
+    if as_json:
+        click.echo(json.dumps(outcome.to_dict(), indent=2))
+        return
+    m = outcome.metrics
+    click.echo(f"{outcome.outcome.upper()}: challenger v{outcome.challenger_version} vs champion "
+               f"(accuracy {m['challenger_accuracy']:.4f} vs {m['champion_accuracy']:.4f}, ROC AUC "
+               f"{m['challenger_roc_auc']:.4f} vs {m['champion_roc_auc']:.4f} on {int(m['holdout_rows'])} held-out rows); "
+               f"champion is v{outcome.champion_version}")
+    for reason in outcome.reasons:
+        click.echo(f"  - {reason}")

@@ -1,0 +1,56 @@
+"""``driftloop train``: the baseline model from a CSV/Parquet file, registered in MLflow."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from monitor.cli import config_from
+
+
+@click.command("train")
+@click.option("--data", "data_path", required=True, type=click.Path(dir_okay=False),
+              help="CSV (.csv, .csv.gz) or Parquet file with the feature columns and the target.")
+@click.option("--target", default=None, help="Target column (0/1) [default: model.target, 'label'].")
+@click.option("--resume", is_flag=True, help="Continue an interrupted run from its last checkpoint.")
+@click.option("--epochs", type=int, default=None, help="Override training.epochs.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@click.pass_context
+def command(ctx: click.Context, data_path: str, target: str | None, resume: bool, epochs: int | None,
+            quiet: bool, as_json: bool) -> None:
+    """Train the baseline model on a file and register it; it becomes champion if there is none.
+
+    The saved model holds its preprocessing (scaling, category vocabularies) and takes a raw
+    DataFrame: mlflow.pyfunc.load_model("models:/<name>@champion").predict(df).
+
+    Exit status 75: interrupted (SIGTERM/SIGINT) after a checkpoint; run again with --resume.
+    """
+    overrides: dict[str, Any] = {}
+    if target:
+        overrides["model"] = {"target": target}
+    training = {k: v for k, v in {"epochs": epochs, "progress": False if quiet else None}.items() if v is not None}
+    if training:
+        overrides["training"] = training
+    cfg = config_from(ctx, overrides)
+
+    from trainer.baseline_training import train_baseline
+    from trainer.data import read_table
+    from trainer.loop import EXIT_INTERRUPTED, TrainingInterrupted
+
+    data = read_table(data_path)
+    try:
+        outcome = train_baseline(cfg, data, resume=resume)
+    except TrainingInterrupted as exc:
+        click.echo(f"Interrupted: {exc}", err=True)
+        ctx.exit(EXIT_INTERRUPTED)
+    if outcome is None:  # a torchrun rank other than 0: rank 0 reports
+        return
+    if as_json:
+        click.echo(json.dumps(outcome.to_dict(), indent=2))
+        return
+    role = " (champion)" if outcome.champion else ""
+    click.echo(f"Registered {cfg.registered_model_name} v{outcome.version}{role}: test accuracy "
+               f"{outcome.metrics['accuracy']:.4f}, ROC AUC {outcome.metrics['roc_auc']:.4f} "
+               f"(run {outcome.run_id}, {cfg.tracking_uri})")

@@ -1,0 +1,49 @@
+"""`driftloop train`, `retrain` and `rollback` through the real CLI entry point (in-process)."""
+import json
+import shutil
+
+import pytest
+
+from monitor.cli import main
+from trainer.synthetic import make_dataset
+
+
+@pytest.fixture
+def home(tmp_path, mlflow_template, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(mlflow_template, home / "mlflow.db")
+    monkeypatch.chdir(tmp_path)
+    for key, value in {"HOME": str(home), "TRAINING__EPOCHS": "20", "TRAINING__RETRAIN_EPOCHS": "15",
+                       "TRAINING__MIN_ROWS": "100", "TRAINING__THREADS": "1", "TRAINING__HIDDEN": "[32, 16]"}.items():
+        monkeypatch.setenv(f"DRIFTLOOP_{key}", value)
+    return home
+
+
+def test_train_retrain_rollback_on_files(home, tmp_path, capsys):
+    make_dataset(1500, seed=1).to_csv(tmp_path / "train.csv", index=False)
+    make_dataset(1200, seed=21, concept_shift=1.0).to_parquet(tmp_path / "recent.parquet")
+
+    assert main(["train", "--data", "train.csv", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Registered driftloop-demo v1 (champion): test accuracy 0.")
+
+    assert main(["retrain", "--data", "recent.parquet", "--trigger", "alert", "--incident-id", "3", "--json"]) == 0
+    outcome = json.loads(capsys.readouterr().out)
+    assert outcome["outcome"] == "promoted" and outcome["champion_version"] == "2"
+
+    assert main(["rollback"]) == 0
+    assert capsys.readouterr().out.strip() == "Champion of driftloop-demo: v2 -> v1"
+    assert main(["rollback"]) == 2
+    assert "Error: registered model 'driftloop-demo': champion v1 has no previous champion" in capsys.readouterr().err
+
+
+def test_user_mistakes_are_one_line_errors(home, tmp_path, capsys):
+    assert main(["train", "--data", "missing.csv"]) == 2
+    assert capsys.readouterr().err.strip() == "Error: data file not found: missing.csv"
+    make_dataset(300).drop(columns="x1").to_csv(tmp_path / "d.csv", index=False)
+    assert main(["train", "--data", "d.csv", "--target", "label"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("Error: training data: missing column(s) x1") and "Traceback" not in err
+    assert main(["retrain", "--data", "d.csv", "--last-n", "5"]) == 2
+    assert "give --data or --last-n, not both" in capsys.readouterr().err

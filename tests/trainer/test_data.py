@@ -1,0 +1,81 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from monitor.errors import DataError, UserInputError
+from trainer.data import check_frame, fingerprint, read_table, split
+from trainer.synthetic import make_dataset
+
+
+@pytest.fixture
+def rows():
+    return make_dataset(300, seed=0)
+
+
+def test_clean_frame_passes_and_store_columns_are_dropped(config, rows):
+    window = rows.assign(id=[f"r{i}" for i in range(len(rows))], ts=pd.Timestamp("2026-01-01", tz="UTC"),
+                         score=0.5, prediction=1, label_ts=pd.NaT)
+    out = check_frame(window, config.model)
+    assert list(out.columns) == config.model.feature_names + ["label"]
+    assert out["label"].dtype == np.int64 and out["region"].dtype == object
+    pd.testing.assert_frame_equal(out, check_frame(rows, config.model))
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda df: df.iloc[0:0], "empty"),
+    (lambda df: df.drop(columns=["x3", "device"]), "missing column(s) x3, device"),
+    (lambda df: df.drop(columns=["label"]), "missing column(s) label"),
+    (lambda df: df.assign(customer="a"), "unexpected column(s) customer"),
+    (lambda df: df.assign(x2=df["x2"].where(df.index != 17)), "column 'x2' has 1 missing"),
+    (lambda df: df.assign(x5=np.where(df.index == 3, np.inf, df["x5"])), "column 'x5' has 1 missing, non-numeric or infinite"),
+    (lambda df: df.assign(x0=df["x0"].astype(object).where(df.index != 5, "abc")), "first at row 5"),
+    (lambda df: df.assign(region=df["region"].where(df.index != 9)), "column 'region' has 1 missing"),
+    (lambda df: df.assign(label=df["label"].where(df.index != 4, 2)), "not 0 or 1 (first at row 4: 2)"),
+    (lambda df: df.assign(label=df["label"].astype(float).where(df.index != 8)), "not 0 or 1 (first at row 8"),
+    (lambda df: df.assign(label=1), "single class (1)"),
+    (lambda df: df.iloc[:50], "50 rows, need at least 100"),
+])
+def test_bad_data_is_a_clear_error(config, rows, mutate, message):
+    with pytest.raises(DataError) as err:
+        check_frame(mutate(rows), config.model, what="recent window", min_rows=100)
+    assert message in str(err.value)
+    assert str(err.value).startswith("recent window")
+
+
+def test_not_a_dataframe(config):
+    with pytest.raises(DataError, match="expected a pandas DataFrame, got list"):
+        check_frame([{"x0": 1}], config.model)
+
+
+def test_split_is_stratified_and_refuses_a_one_class_side(config, rows):
+    clean = check_frame(rows, config.model)
+    rest, held = split(clean, 0.3, "label", seed=1)
+    assert len(rest) + len(held) == len(clean)
+    assert abs(held["label"].mean() - clean["label"].mean()) < 0.02
+    rest2, held2 = split(clean, 0.3, "label", seed=1)
+    assert held.equals(held2)
+    tiny = pd.concat([clean[clean.label == 0].head(20), clean[clean.label == 1].head(1)])
+    with pytest.raises(DataError, match="too few rows to hold out a holdout set: class 1 has 1 row"):
+        split(tiny, 0.3, "label", seed=1, what="recent window", part="holdout")
+
+
+def test_read_table_csv_and_parquet(tmp_path, rows):
+    rows.to_csv(tmp_path / "d.csv", index=False)
+    rows.to_parquet(tmp_path / "d.parquet")
+    pd.testing.assert_frame_equal(read_table(tmp_path / "d.parquet"), rows)
+    assert read_table(tmp_path / "d.csv").shape == rows.shape
+    with pytest.raises(UserInputError, match="not found"):
+        read_table(tmp_path / "nope.csv")
+    (tmp_path / "d.xlsx").write_text("x")
+    with pytest.raises(UserInputError, match="unsupported file type"):
+        read_table(tmp_path / "d.xlsx")
+    (tmp_path / "bad.parquet").write_text("not parquet")
+    with pytest.raises(DataError, match="cannot read"):
+        read_table(tmp_path / "bad.parquet")
+
+
+def test_fingerprint_changes_with_content(rows):
+    assert fingerprint(rows) == fingerprint(rows.copy())
+    changed = rows.copy()
+    changed.loc[0, "x0"] += 1e-9
+    assert fingerprint(rows) != fingerprint(changed)

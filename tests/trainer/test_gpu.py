@@ -1,0 +1,60 @@
+"""CUDA paths of the loop: fp16 autocast with a live GradScaler, pinned-memory loading, and
+deterministic resume on the GPU. Self-contained (torch, numpy, pandas only) so it also runs with
+``--noconftest`` on a GPU machine without driftloop's other dependencies."""
+import os
+
+import pytest
+import torch
+
+from trainer.checkpoint import load_checkpoint
+from trainer.loop import LoopConfig, TrainingInterrupted, fit
+from trainer.model import MLP, TabularModel
+from trainer.synthetic import NUMERIC, make_dataset
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU with a driver")]
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before the first cuBLAS call, for determinism
+
+CATEGORICAL = ["region", "device"]
+
+
+def job(rows=4000):
+    data = make_dataset(rows, seed=0)
+    fit_rows, val_rows = data.iloc[: int(rows * 0.8)], data.iloc[int(rows * 0.8):]
+    vocab, mean, std = TabularModel.preprocessing_from(fit_rows, NUMERIC, CATEGORICAL)
+    torch.manual_seed(0)
+    model = TabularModel(MLP(len(NUMERIC), [len(vocab[c]) + 1 for c in CATEGORICAL], [256, 128], 0.1),
+                         NUMERIC, CATEGORICAL, vocab, mean, std)
+
+    def tensors(df):
+        x_num, x_cat = model.encode(df)
+        return x_num, x_cat, torch.as_tensor(df["label"].to_numpy(), dtype=torch.float32)
+    return model, tensors(fit_rows), tensors(val_rows)
+
+
+def test_fp16_autocast_with_grad_scaler_trains_checkpoints_and_resumes(tmp_path):
+    cfg = LoopConfig(epochs=6, batch_size=128, learning_rate=3e-3, amp="fp16", device="cuda", progress=False,
+                     grad_accum_steps=2)
+    model, train, val = job()
+    ckpt = tmp_path / "ckpt.pt"
+    with pytest.raises(TrainingInterrupted):
+        fit(model, train, val, cfg, checkpoint_path=ckpt, should_stop=lambda s: s.step == 20)
+    scaler = load_checkpoint(ckpt)["scaler"]
+    assert scaler["scale"] > 0 and "_growth_tracker" in scaler
+    result = fit(model, train, val, cfg, checkpoint_path=ckpt, resume=True)
+    assert next(model.parameters()).is_cuda
+    assert result.history[-1]["val_accuracy"] > 0.8
+
+
+def test_deterministic_resume_on_cuda_is_bitwise(tmp_path):
+    cfg = LoopConfig(epochs=4, batch_size=64, learning_rate=3e-3, amp="bf16", device="cuda", progress=False,
+                     deterministic=True)
+    reference, train, val = job()
+    fit(reference, train, val, cfg)
+    resumed, train, val = job()
+    with pytest.raises(TrainingInterrupted):
+        fit(resumed, train, val, cfg, checkpoint_path=tmp_path / "c.pt", should_stop=lambda s: s.step == 33)
+    resumed, train, val = job()
+    fit(resumed, train, val, cfg, checkpoint_path=tmp_path / "c.pt", resume=True)
+    a, b = reference.state_dict(), resumed.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)

@@ -1,0 +1,115 @@
+import json
+import time
+
+import pandas as pd
+import pytest
+from mlflow import MlflowClient
+
+from monitor.errors import DataError, RegistryError, UserInputError
+from tests.conftest import free_port
+from tests.trainer.conftest import make_config
+from trainer import load_champion, retrain, rollback
+from trainer.synthetic import make_dataset
+
+
+def client(cfg) -> MlflowClient:
+    return MlflowClient(tracking_uri=cfg.tracking_uri, registry_uri=cfg.tracking_uri)
+
+
+def alias(cfg, name):
+    return str(client(cfg).get_model_version_by_alias(cfg.registered_model_name, name).version)
+
+
+def retrain_runs(cfg):
+    c = client(cfg)
+    exp = c.get_experiment_by_name(cfg.experiment_name)
+    return c.search_runs([exp.experiment_id], "tags.`driftloop.kind` = 'retrain'") if exp else []
+
+
+def test_concept_drift_retrain_beats_the_champion_and_is_promoted(tcfg, champion, tmp_path):
+    report = tmp_path / "drift-report.html"
+    report.write_text("<html>evidently</html>")
+    window = make_dataset(1500, seed=21, concept_shift=1.0)
+    out = retrain(tcfg, window, trigger="alert", incident_id=12, report_paths=[report],
+                  data_window={"last_n": 1500})
+    assert out.outcome == "promoted", out.reasons
+    assert (out.challenger_version, out.champion_version, out.previous_champion_version) == ("2", "2", "1")
+    assert out.metrics["challenger_accuracy"] >= out.metrics["champion_accuracy"] + 0.03
+    assert out.metrics["holdout_rows"] == 450 and out.duration_seconds > 0 and out.samples_per_second > 0
+    assert (alias(tcfg, "champion"), alias(tcfg, "previous-champion"), alias(tcfg, "challenger")) == ("2", "1", "2")
+
+    run = client(tcfg).get_run(out.run_id)
+    tags = run.data.tags
+    assert run.info.run_name.startswith("retrain-v1-alert-inc12-")
+    assert (tags["driftloop.trigger"], tags["driftloop.incident_id"], tags["driftloop.parent_version"]) == ("alert", "12", "1")
+    assert json.loads(tags["driftloop.data_window"]) == {"last_n": 1500}
+    assert tags["driftloop.outcome"] == "promoted" and run.data.metrics["promoted"] == 1.0
+    assert [a.path for a in client(tcfg).list_artifacts(out.run_id, "reports")] == ["reports/drift-report.html"]
+
+    # The new champion brings its own baseline: recent rows scored by the challenger.
+    new = load_champion(tcfg)
+    assert new.version == "2"
+    assert new.baseline.metrics["accuracy"] == out.metrics["challenger_accuracy"]
+    assert abs(new.baseline.reference["label"].mean() - window["label"].mean()) < 0.05
+
+
+def test_retrain_on_unchanged_data_is_rejected_with_reasons(tcfg, champion):
+    out = retrain(tcfg, make_dataset(1500, seed=31), trigger="schedule")
+    assert out.outcome == "rejected"
+    assert out.reasons and any("accuracy gain" in r for r in out.reasons), out.reasons
+    assert (out.challenger_version, out.champion_version, out.previous_champion_version) == ("2", "1", None)
+    assert (alias(tcfg, "champion"), alias(tcfg, "challenger")) == ("1", "2")
+    mv = client(tcfg).get_model_version(tcfg.registered_model_name, "2")
+    assert mv.tags["driftloop.outcome"] == "rejected" and "accuracy gain" in mv.tags["driftloop.reasons"]
+    assert client(tcfg).get_run(out.run_id).data.metrics["promoted"] == 0.0
+
+
+def test_rollback_goes_back_one_champion_at_a_time(tcfg, champion):
+    assert retrain(tcfg, make_dataset(1500, seed=21, concept_shift=1.0)).outcome == "promoted"
+    assert rollback(tcfg) == ("2", "1")
+    assert alias(tcfg, "champion") == "1"
+    assert load_champion(tcfg).version == "1"
+    with pytest.raises(RegistryError, match="no previous champion to roll back to"):
+        rollback(tcfg)
+
+
+def _one_positive():
+    rows = make_dataset(600, seed=3)
+    return pd.concat([rows[rows.label == 0].head(150), rows[rows.label == 1].head(1)])
+
+
+@pytest.mark.parametrize("window, message", [
+    (make_dataset(0), "recent window is empty"),
+    (make_dataset(400).assign(label=1), "single class"),
+    (make_dataset(400).drop(columns="region"), "missing column(s) region"),
+    (make_dataset(400).assign(x3=float("nan")), "column 'x3' has 400 missing"),
+    (make_dataset(400).assign(extra=1), "unexpected column(s) extra"),
+    (make_dataset(60), "60 rows, need at least 100"),
+    (_one_positive(), "too few rows to hold out a holdout set: class 1 has 1 row"),
+])
+def test_bad_windows_fail_before_any_training(tcfg, window, message):
+    # No champion here: if the data were not checked first, this would be a RegistryError instead.
+    with pytest.raises(DataError) as err:
+        retrain(tcfg, window)
+    assert message in str(err.value)
+    assert retrain_runs(tcfg) == []
+    assert not (tcfg.checkpoints_dir / f"retrain-{tcfg.model.name}.pt").exists()
+
+
+def test_missing_report_or_bad_trigger_is_a_user_error(tcfg, tmp_path):
+    with pytest.raises(UserInputError, match="report file"):
+        retrain(tcfg, make_dataset(400), report_paths=[tmp_path / "missing.html"])
+    with pytest.raises(UserInputError, match="trigger must be one of manual, alert, schedule"):
+        retrain(tcfg, make_dataset(400), trigger="cron")
+
+
+def test_no_champion_or_unreachable_mlflow_is_a_registry_error_before_training(tcfg, tmp_path):
+    with pytest.raises(RegistryError, match="no 'champion' version"):
+        retrain(tcfg, make_dataset(400))
+    down = make_config(tmp_path / "down", mlflow={"tracking_uri": f"http://127.0.0.1:{free_port()}",
+                                                 "timeout_seconds": 2})
+    started = time.monotonic()
+    with pytest.raises(RegistryError, match="unreachable"):
+        retrain(down, make_dataset(400))
+    assert time.monotonic() - started < 10
+    assert not down.checkpoints_dir.exists()

@@ -1,0 +1,95 @@
+"""``train_baseline``: the first model, trained from scratch on a file's rows, registered, and made
+champion when there is none. Its baseline (a reference sample scored by the model, and its metrics
+on held-out rows) is saved with the run for the drift job."""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import mlflow
+import pandas as pd
+
+from monitor.config import DriftloopConfig
+from trainer import distributed
+from trainer import registry as reg
+from trainer.build import build_model
+from trainer.data import check_frame, fingerprint, split, tensors
+from trainer.loop import LoopConfig, LoopState, peek_checkpoint
+from trainer.metrics import binary_metrics
+from trainer.outcomes import Baseline, TrainOutcome
+from trainer.runs import (check_reports, check_trigger, epoch_logger, fit_checked, lineage_tags, log_reports,
+                          loop_params, mlflow_run, run_name)
+
+log = logging.getLogger(__name__)
+
+
+def reference_sample(cfg: DriftloopConfig, preferred: pd.DataFrame, *others: pd.DataFrame, model: Any,
+                     seed: int) -> pd.DataFrame:
+    """Up to ``training.reference_sample`` rows, ``preferred`` (held-out) rows first so the scores
+    look like live scores rather than scores on rows the model was fitted to; plus the model's score."""
+    rows = pd.concat([preferred, *others], ignore_index=True).iloc[: cfg.training.reference_sample]
+    rows = rows.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+    columns = cfg.model.feature_names + [cfg.model.target]
+    out = rows[columns].copy()
+    out[cfg.model.score] = model.predict_proba(out)
+    return out
+
+
+def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "manual",
+                   report_paths: Any = (), resume: bool = False,
+                   should_stop: Callable[[LoopState], bool] | None = None) -> TrainOutcome | None:
+    """Train from scratch on ``data`` (features + target), register a version, make it champion if
+    the registered model has none. DataError before anything starts when the data are unusable.
+    Under torchrun every rank calls this; only rank 0 talks to MLflow (the others return None)."""
+    check_trigger(trigger)
+    t = cfg.training
+    reports = check_reports(report_paths)
+    rows = check_frame(data, cfg.model, what="training data", min_rows=t.min_rows)
+    target = cfg.model.target
+    rest, test = split(rows, t.holdout_fraction, target, t.seed, what="training data", part="test")
+    fit_rows, val_rows = split(rest, t.validation_fraction, target, t.seed + 1, what="training data")
+    model = build_model(cfg, fit_rows)
+    loop = LoopConfig.from_training(t)
+    checkpoint = cfg.checkpoints_dir / f"train-{cfg.model.name}.pt"
+    if not distributed.from_env().is_main:  # other torchrun ranks train their shard; rank 0 does the rest
+        fit_checked(model, tensors(model, fit_rows, target), tensors(model, val_rows, target), loop,
+                    checkpoint_path=checkpoint, resume=resume, fingerprint=fingerprint(fit_rows, val_rows),
+                    should_stop=should_stop)
+        return None
+    reg.check_reachable(cfg)
+    saved = peek_checkpoint(checkpoint) if resume else None
+    with reg.session(cfg), reg.translating(cfg, "logging the training run"):
+        registry = reg.Registry(cfg)
+        experiment = registry.experiment_id()
+        tags = lineage_tags(cfg, "baseline", trigger, data_window={"rows": len(rows)})
+        with mlflow_run(experiment, run_name("train", trigger), tags, run_id=(saved or {}).get("run_id")) as run:
+            if saved is None:
+                mlflow.log_params(loop_params(loop, rows=len(rows), fit_rows=len(fit_rows), val_rows=len(val_rows),
+                                              test_rows=len(test), features=",".join(cfg.model.feature_names),
+                                              factory=cfg.model.factory or "mlp"))
+            log_reports(reports)
+            result = fit_checked(model, tensors(model, fit_rows, target), tensors(model, val_rows, target), loop,
+                                 checkpoint_path=checkpoint, resume=resume, fingerprint=fingerprint(fit_rows, val_rows),
+                                 extra={"run_id": run.info.run_id}, on_epoch_end=epoch_logger(),
+                                 should_stop=should_stop)
+            scores = model.predict_proba(test)
+            test_metrics = binary_metrics(test[target].to_numpy(), scores, cfg.model.threshold)
+            metrics = {"accuracy": test_metrics["accuracy"], "roc_auc": test_metrics["roc_auc"]}
+            mlflow.log_metrics({"test_accuracy": metrics["accuracy"], "test_roc_auc": metrics["roc_auc"],
+                                "test_log_loss": test_metrics["log_loss"], "best_epoch": result.best_epoch,
+                                "epochs_run": result.epochs_run, "train_seconds": result.train_seconds,
+                                "samples_per_second": result.samples_per_second})
+            reference = reference_sample(cfg, test, val_rows, fit_rows, model=model, seed=t.seed)
+            reg.log_baseline(Baseline(reference=reference, metrics=metrics))
+            version = reg.log_model(model, test[cfg.model.feature_names].head(5), registry)
+            became_champion = registry.alias_version(reg.CHAMPION) is None
+            if became_champion:
+                registry.make_champion(version)
+            mlflow.set_tags({"driftloop.version": version, "driftloop.champion": str(became_champion).lower()})
+            registry.client.set_model_version_tag(registry.name, version, "driftloop.kind", "baseline")
+    log.info("trained v%s: test accuracy %.4f, ROC AUC %.4f%s", version, metrics["accuracy"], metrics["roc_auc"],
+             " (champion)" if became_champion else "")
+    return TrainOutcome(version=version, run_id=run.info.run_id,
+                        metrics={**metrics, "samples_per_second": result.samples_per_second,
+                                 "epochs_run": float(result.epochs_run), "best_epoch": float(result.best_epoch)},
+                        champion=became_champion)

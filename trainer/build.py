@@ -1,0 +1,44 @@
+"""Building a model for the configured schema: preprocessing fitted on the training rows around the
+default MLP or a user's network from ``model.factory`` ("package.module:function")."""
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+import pandas as pd
+import torch
+from torch import nn
+
+from monitor.config import DriftloopConfig
+from monitor.errors import ConfigError
+from trainer.model import MLP, TabularModel
+
+
+def load_factory(spec: str) -> Callable[..., nn.Module]:
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"model.factory must look like 'package.module:function', got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"model.factory {spec!r}: cannot import {module_name!r}: {exc}") from exc
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise ConfigError(f"model.factory {spec!r}: {module_name!r} has no callable {attr!r}")
+    return factory
+
+
+def build_model(cfg: DriftloopConfig, data: pd.DataFrame, seed: int | None = None) -> TabularModel:
+    """A fresh, untrained model whose scaling and vocabularies are fitted on ``data``.
+    Weights are initialised from ``seed`` (default ``training.seed``), so builds are reproducible."""
+    m = cfg.model
+    vocab, mean, std = TabularModel.preprocessing_from(data, m.numeric_features, m.categorical_features)
+    cardinalities = [len(vocab[c]) + 1 for c in m.categorical_features]
+    torch.manual_seed(cfg.training.seed if seed is None else seed)
+    if m.factory:
+        net: Any = load_factory(m.factory)(len(m.numeric_features), cardinalities, cfg.training)
+        if not isinstance(net, nn.Module):
+            raise ConfigError(f"model.factory {m.factory!r} returned {type(net).__name__}, expected a torch.nn.Module")
+    else:
+        net = MLP(len(m.numeric_features), cardinalities, cfg.training.hidden, cfg.training.dropout)
+    return TabularModel(net, m.numeric_features, m.categorical_features, vocab, mean, std)

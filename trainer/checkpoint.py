@@ -1,0 +1,74 @@
+"""Complete, atomic training checkpoints.
+
+Complete: model, optimizer, GradScaler, LR scheduler, the loop's own state (epoch, step, position
+in the epoch, early-stopping state with the best weights so far), every RNG (python, numpy, torch,
+CUDA), the loop config and a fingerprint of the data. Atomic: written to a temporary file in the
+same folder, fsynced, then ``os.replace``d over the old one, so a crash or a SIGKILL mid-write
+leaves the previous checkpoint intact, never a torn one.
+
+Loaded with ``torch.load(weights_only=True)``: a checkpoint holds tensors and plain containers
+only (numpy's RNG state is stored as a tensor), so loading one cannot execute code.
+"""
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+FORMAT_VERSION = 1
+
+
+def rng_state() -> dict[str, Any]:
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state = {
+        "python": random.getstate(),
+        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                  "has_gauss": int(has_gauss), "cached": float(cached)},
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    n = state["numpy"]
+    np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached"]))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` to ``path`` atomically (temp file + fsync + os.replace + fsync of the folder)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save({"format": FORMAT_VERSION, **payload}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # make the rename itself durable
+    finally:
+        os.close(dir_fd)
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    payload = torch.load(Path(path), map_location="cpu", weights_only=True)
+    if payload.get("format") != FORMAT_VERSION:
+        raise ValueError(f"{path}: checkpoint format {payload.get('format')!r}, expected {FORMAT_VERSION}")
+    return payload

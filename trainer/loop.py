@@ -1,0 +1,323 @@
+"""The training loop. Read it top to bottom: set up, maybe resume, then for each epoch: accumulate
+forward/backward under autocast, unscale, clip, step, update, zero grads; evaluate, early-stop,
+checkpoint. Knows nothing about MLflow or driftloop's config (torch, numpy, pandas only).
+
+Preemption: SIGTERM or SIGINT sets a flag; at the next optimizer step the loop writes a checkpoint
+and raises :class:`TrainingInterrupted` (the CLI exits with :data:`EXIT_INTERRUPTED`). Calling
+:func:`fit` again with ``resume=True`` continues from that step; on CPU with the same seed the final
+weights are bitwise identical to an uninterrupted run (the epoch's sample order is recomputed from
+``seed + epoch`` and the consumed batches are skipped; every RNG comes back from the checkpoint).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import math
+import os
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from trainer import distributed
+from trainer.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from trainer.metrics import binary_metrics
+from trainer.runtime import StopOnSignal, resolve_amp, resolve_device, seed_everything
+from trainer.sampling import ShardedBatches
+
+log = logging.getLogger(__name__)
+
+EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: "interrupted, checkpoint saved, run again with --resume"
+
+# Loop settings that may differ between an interrupted run and its resumption.
+_OPERATIONAL = {"progress", "num_workers", "checkpoint_every_minutes", "threads"}
+
+
+@dataclass
+class LoopConfig:
+    epochs: int = 30
+    batch_size: int = 256  # per process and micro-batch: a step sees batch_size * grad_accum_steps * world rows
+    learning_rate: float = 1e-3
+    weight_decay: float = 1e-4
+    patience: int = 5
+    seed: int = 42
+    deterministic: bool = False
+    amp: str = "auto"  # auto (fp16 on CUDA, off on CPU) | off | bf16 | fp16
+    grad_accum_steps: int = 1
+    grad_clip: float | None = 1.0
+    num_workers: int = 0
+    device: str = "auto"
+    checkpoint_every_minutes: float = 5.0
+    gradient_checkpointing: bool = False
+    progress: bool = True
+    threads: int = 0  # CPU threads; 0 keeps torch's default
+    min_lr_ratio: float = 0.1  # cosine decay ends at learning_rate * min_lr_ratio
+
+    @classmethod
+    def from_training(cls, training: Any, **overrides: Any) -> "LoopConfig":
+        """From a ``TrainingConfig`` (any object with matching attribute names), with overrides."""
+        values = {f.name: getattr(training, f.name) for f in dataclasses.fields(cls) if hasattr(training, f.name)}
+        return cls(**{**values, **overrides})
+
+
+@dataclass
+class LoopState:
+    epoch: int = 0  # the epoch in progress (0-based)
+    epoch_batches: int = 0  # micro-batches of that epoch already trained on
+    epoch_samples: int = 0
+    epoch_loss_sum: float = 0.0
+    step: int = 0  # optimizer steps taken
+    samples: int = 0  # training rows seen by this process
+    best_val_loss: float = math.inf
+    best_epoch: int = 0
+    bad_epochs: int = 0
+    stopped_early: bool = False
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+@dataclass
+class FitResult:
+    history: list[dict[str, float]]  # one record per epoch: train_loss, val_loss, val_accuracy, val_roc_auc, lr
+    best_epoch: int
+    best_val_loss: float
+    epochs_run: int
+    steps: int
+    stopped_early: bool
+    train_seconds: float
+    samples_per_second: float  # all processes together
+
+
+class TrainingInterrupted(Exception):
+    """Training stopped on request (signal or hook) after writing ``checkpoint``."""
+
+    def __init__(self, checkpoint: Path | None, signum: int | None = None):
+        where = f"checkpoint saved to {checkpoint}" if checkpoint else "no checkpoint path was given"
+        super().__init__(f"training interrupted ({where}); run again with --resume to continue")
+        self.checkpoint = checkpoint
+        self.signum = signum
+
+
+class CheckpointMismatch(ValueError):
+    """The checkpoint was written for other data or other training settings."""
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, data: tuple[torch.Tensor, ...], device: torch.device,
+             amp_dtype: torch.dtype | None = None, batch_size: int = 65536) -> dict[str, float]:
+    """Loss, accuracy and ROC AUC of ``model`` on ``(x_num, x_cat, y)``."""
+    was_training = model.training
+    model.eval()
+    x_num, x_cat, y = data
+    logits = []
+    for i in range(0, len(y), batch_size):
+        with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+            logits.append(model(x_num[i:i + batch_size].to(device), x_cat[i:i + batch_size].to(device)).float())
+    model.train(was_training)
+    logits_t = torch.cat(logits) if logits else torch.zeros(0, device=device)
+    loss = F.binary_cross_entropy_with_logits(logits_t, y.to(device).float()).item() if len(y) else math.nan
+    out = binary_metrics(y.numpy(), torch.sigmoid(logits_t).cpu().numpy())
+    return {"loss": loss, "accuracy": out["accuracy"], "roc_auc": out["roc_auc"]}
+
+
+def _enable_gradient_checkpointing(model: nn.Module) -> None:
+    for module in (model, getattr(model, "net", None)):
+        if module is not None and getattr(module, "supports_checkpointing", False):
+            module.set_gradient_checkpointing(True)
+            return
+    log.warning("training.gradient_checkpointing is on but the model does not support it; ignored")
+
+
+def _cosine(total_steps: int, min_ratio: float) -> Callable[[int], float]:
+    def factor(step: int) -> float:
+        progress = min(step / max(total_steps, 1), 1.0)
+        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+    return factor
+
+
+def _progress_bar(cfg: LoopConfig, info: distributed.Dist, total: int, initial: int):
+    from tqdm import tqdm
+    enabled = cfg.progress and info.is_main and sys.stderr.isatty()
+    return tqdm(total=total, initial=initial, unit="sample", unit_scale=True, dynamic_ncols=True,
+                file=sys.stderr, disable=not enabled, leave=False)
+
+
+def peek_checkpoint(path: Path) -> dict[str, Any] | None:
+    """The ``extra`` dict stored with a checkpoint (e.g. the MLflow run id), or None if there is none."""
+    return load_checkpoint(path).get("extra", {}) if Path(path).exists() else None
+
+
+def fit(model: nn.Module, train: tuple[torch.Tensor, ...], val: tuple[torch.Tensor, ...], cfg: LoopConfig, *,
+        checkpoint_path: Path | None = None, resume: bool = False, fingerprint: str = "",
+        extra: dict[str, Any] | None = None, on_epoch_end: Callable[[dict[str, float]], None] | None = None,
+        should_stop: Callable[[LoopState], bool] | None = None,
+        clock: Callable[[], float] = time.monotonic) -> FitResult:
+    """Train ``model`` (called as ``model(x_num, x_cat) -> logits``) on ``train = (x_num, x_cat, y)``,
+    early-stopping on the loss over ``val``; the model ends with its best weights.
+
+    ``should_stop(state)`` is checked after every optimizer step, like a signal: when it returns
+    True the loop checkpoints and raises :class:`TrainingInterrupted`. ``extra`` is stored in the
+    checkpoint (read it back with :func:`peek_checkpoint`). ``on_epoch_end`` runs on rank 0 only.
+    """
+    info = distributed.from_env()
+    device = resolve_device(cfg.device, info)
+    distributed.init(device.type)  # joins the process group under torchrun; no-op otherwise
+    amp_dtype = resolve_amp(cfg.amp, device)
+    previous_determinism, previous_threads = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
+    if cfg.threads:
+        # Small models gain little from intra-op threads, and on a busy machine extra threads spin.
+        torch.set_num_threads(cfg.threads)
+    if cfg.deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS needs it for determinism
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.benchmark = False
+    seed_everything(cfg.seed + info.rank)  # ranks drop out different units; DDP syncs the weights
+
+    model.to(device)
+    if cfg.gradient_checkpointing:
+        _enable_gradient_checkpointing(model)
+    net: nn.Module = model
+    if info.enabled:
+        from torch.nn.parallel import DistributedDataParallel
+        net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    dataset = TensorDataset(*train)
+    per_rank = math.ceil(len(dataset) / info.world_size)
+    steps_per_epoch = math.ceil(math.ceil(per_rank / cfg.batch_size) / cfg.grad_accum_steps)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _cosine(cfg.epochs * steps_per_epoch, cfg.min_lr_ratio))
+    # A disabled scaler is a no-op pass-through: one code path for fp32, bf16 and fp16.
+    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype is torch.float16)
+    state = LoopState()
+    best_weights = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+
+    def checkpoint() -> None:
+        if checkpoint_path is None or not info.is_main:
+            return
+        save_checkpoint(checkpoint_path, {
+            "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
+            "scheduler": scheduler.state_dict(), "state": dataclasses.asdict(state), "best_weights": best_weights,
+            "rng": rng_state(), "config": dataclasses.asdict(cfg), "fingerprint": fingerprint, "extra": extra or {},
+        })
+
+    if resume and checkpoint_path is not None and Path(checkpoint_path).exists():
+        saved = load_checkpoint(checkpoint_path)
+        changed = sorted(k for k, v in saved["config"].items() if k not in _OPERATIONAL and getattr(cfg, k, v) != v)
+        if saved["fingerprint"] != fingerprint or changed:
+            what = f"settings changed: {', '.join(changed)}" if changed else "the training data differ"
+            raise CheckpointMismatch(f"{checkpoint_path} does not match this run ({what}); "
+                                     "delete it or run without --resume")
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        scaler.load_state_dict(saved["scaler"])
+        scheduler.load_state_dict(saved["scheduler"])
+        state = LoopState(**saved["state"])
+        best_weights = saved["best_weights"]
+        set_rng_state(saved["rng"])
+        log.info("resumed from %s at epoch %d, step %d", checkpoint_path, state.epoch + 1, state.step)
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    # One context, re-entered each micro-batch; a disabled autocast would still cost a call per step.
+    autocast = torch.autocast(device.type, dtype=amp_dtype) if amp_dtype is not None else nullcontext()
+    stop = StopOnSignal()
+    last_checkpoint = clock()
+    started, samples_at_start = time.perf_counter(), state.samples
+    bar = _progress_bar(cfg, info, cfg.epochs * per_rank * info.world_size, state.samples * info.world_size)
+    try:
+        with stop:
+            for epoch in range(state.epoch, cfg.epochs):
+                if state.stopped_early:
+                    break
+                state.epoch = epoch
+                # batch_size=None: the sampler hands out whole batches of indices. A generator of our own
+                # keeps the DataLoader from drawing its seed from (and so shifting) the global RNG.
+                loader = DataLoader(dataset, sampler=ShardedBatches(dataset, info, cfg.seed, epoch, cfg.batch_size,
+                                                                    state.epoch_batches),
+                                    batch_size=None, num_workers=cfg.num_workers,
+                                    pin_memory=device.type == "cuda", generator=torch.Generator())
+                loss_sum = torch.tensor(state.epoch_loss_sum, dtype=torch.float64, device=device)
+                model.train()
+                batches = iter(loader)
+                while micro := list(islice(batches, cfg.grad_accum_steps)):
+                    rows = sum(len(b[2]) for b in micro)
+                    for i, (x_num, x_cat, y) in enumerate(micro):
+                        x_num, x_cat, y = (t.to(device, non_blocking=True) for t in (x_num, x_cat, y))
+                        # Under DDP, all-reduce gradients only after the last micro-batch of the step.
+                        sync = net.no_sync() if info.enabled and i < len(micro) - 1 else nullcontext()
+                        with sync:
+                            with autocast:
+                                logits = net(x_num, x_cat)
+                            # Mean over the micro-batch, weighted by its share of the step's rows.
+                            loss = F.binary_cross_entropy_with_logits(logits.float(), y)
+                            if len(micro) > 1:
+                                loss = loss * (len(y) / rows)
+                            scaler.scale(loss).backward()
+                        loss_sum.add_(loss.detach(), alpha=rows)  # stays on device: no sync point here
+                    if cfg.grad_clip is not None:
+                        scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
+                        torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+                    scaler.step(optimizer)  # skipped if fp16 gradients overflowed
+                    scaler.update()
+                    optimizer.zero_grad(set_to_none=True)
+                    scheduler.step()
+                    state.step += 1
+                    state.epoch_batches += len(micro)
+                    state.epoch_samples += rows
+                    state.samples += rows
+                    bar.update(rows * info.world_size)
+
+                    requested = stop.signum is not None or (should_stop is not None and should_stop(state))
+                    if distributed.any_rank(requested, info, device):
+                        state.epoch_loss_sum = loss_sum.item()
+                        checkpoint()
+                        raise TrainingInterrupted(checkpoint_path, stop.signum)
+                    if clock() - last_checkpoint >= cfg.checkpoint_every_minutes * 60:
+                        state.epoch_loss_sum = loss_sum.item()  # a CPU-GPU sync point, once per checkpoint
+                        checkpoint()
+                        last_checkpoint = clock()
+
+                # End of epoch: evaluate, early-stop, checkpoint.
+                val_metrics = evaluate(model, val, device, amp_dtype)
+                record = {"epoch": epoch + 1, "train_loss": loss_sum.item() / max(state.epoch_samples, 1),
+                          "val_loss": val_metrics["loss"], "val_accuracy": val_metrics["accuracy"],
+                          "val_roc_auc": val_metrics["roc_auc"], "lr": scheduler.get_last_lr()[0]}
+                state.history.append(record)
+                if val_metrics["loss"] < state.best_val_loss:
+                    state.best_val_loss, state.best_epoch, state.bad_epochs = val_metrics["loss"], epoch + 1, 0
+                    best_weights = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+                else:
+                    state.bad_epochs += 1
+                state.stopped_early = distributed.any_rank(state.bad_epochs >= cfg.patience, info, device)
+                state.epoch, state.epoch_batches, state.epoch_samples, state.epoch_loss_sum = epoch + 1, 0, 0, 0.0
+                bar.set_postfix(epoch=epoch + 1, val_loss=f"{val_metrics['loss']:.4f}")
+                if on_epoch_end is not None and info.is_main:
+                    on_epoch_end(record)
+                checkpoint()
+                last_checkpoint = clock()
+                if stop.signum is not None:
+                    raise TrainingInterrupted(checkpoint_path, stop.signum)
+    finally:
+        bar.close()
+        torch.use_deterministic_algorithms(previous_determinism)
+        torch.set_num_threads(previous_threads)
+
+    elapsed = time.perf_counter() - started
+    model.load_state_dict(best_weights)
+    if checkpoint_path is not None and info.is_main:
+        Path(checkpoint_path).unlink(missing_ok=True)  # finished: a later --resume must not pick it up
+    return FitResult(history=state.history, best_epoch=state.best_epoch, best_val_loss=state.best_val_loss,
+                     epochs_run=len(state.history), steps=state.step, stopped_early=state.stopped_early,
+                     train_seconds=elapsed,
+                     samples_per_second=(state.samples - samples_at_start) * info.world_size / max(elapsed, 1e-9))
+
+
+def copy_model(model: nn.Module) -> nn.Module:
+    """A deep copy on CPU (warm starts must not train the cached champion in place)."""
+    return copy.deepcopy(model).cpu()

@@ -1,0 +1,143 @@
+"""The model: preprocessing (standard scaling, categorical vocabularies with an "unknown" bucket)
+wrapped around a network, so a saved model takes a raw DataFrame and nothing else.
+
+This module imports only torch, numpy and pandas: it is pickled *by value* into the MLflow model
+(see trainer/pyfunc.py), so serving needs neither driftloop nor its configuration.
+
+A network (the default :class:`MLP`, or a user's own from ``model.factory = "pkg.mod:build"``)
+is called as ``net(x_num, x_cat) -> logits`` where ``x_num`` is ``float32 [B, n_numeric]``,
+already standardised, and ``x_cat`` is ``int64 [B, n_categorical]`` with 0 meaning unknown. A
+factory is called as ``build(n_numeric, cardinalities, training_cfg)``; ``cardinalities[i]``
+counts the unknown bucket. A network that sets ``supports_checkpointing = True`` and has
+``set_gradient_checkpointing(flag)`` gets gradient checkpointing when the config asks for it.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+UNKNOWN = 0  # index of the unknown bucket in every categorical vocabulary
+
+
+def embedding_dim(cardinality: int) -> int:
+    return int(min(16, max(2, round(1.6 * cardinality ** 0.56))))  # fastai's rule of thumb, capped
+
+
+class MLP(nn.Module):
+    """Embeddings for categoricals, concatenated with numerics, then Linear-ReLU-Dropout blocks."""
+
+    supports_checkpointing = True
+
+    def __init__(self, n_numeric: int, cardinalities: Sequence[int], hidden: Sequence[int] = (64, 32),
+                 dropout: float = 0.1):
+        super().__init__()
+        self.embeddings = nn.ModuleList(nn.Embedding(c, embedding_dim(c)) for c in cardinalities)
+        with torch.no_grad():  # the unknown bucket never trains; zero keeps it neutral
+            for emb in self.embeddings:
+                emb.weight[UNKNOWN].zero_()
+        width = n_numeric + sum(e.embedding_dim for e in self.embeddings)
+        blocks = []
+        for h in hidden:
+            blocks.append(nn.Sequential(nn.Linear(width, h), nn.ReLU(), nn.Dropout(dropout)))
+            width = h
+        self.blocks = nn.ModuleList(blocks)
+        self.head = nn.Linear(width, 1)
+        self.gradient_checkpointing = False
+
+    def set_gradient_checkpointing(self, enabled: bool) -> None:
+        self.gradient_checkpointing = enabled
+
+    def forward(self, x_num: torch.Tensor, x_cat: torch.Tensor) -> torch.Tensor:
+        parts = [x_num] + [emb(x_cat[:, i]) for i, emb in enumerate(self.embeddings)]
+        x = torch.cat(parts, dim=1)
+        for block in self.blocks:
+            if self.gradient_checkpointing and self.training and x.requires_grad:
+                # Trades a second forward of the block for not keeping its activations.
+                x = checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x)
+        return self.head(x).squeeze(-1)
+
+
+class TabularModel(nn.Module):
+    """Preprocessing + network. ``predict_proba(df)`` is the whole serving path."""
+
+    def __init__(self, net: nn.Module, numeric: Sequence[str], categorical: Sequence[str],
+                 vocab: dict[str, list[str]], mean: np.ndarray, std: np.ndarray):
+        super().__init__()
+        self.net = net
+        self.numeric = list(numeric)
+        self.categorical = list(categorical)
+        self.vocab = {k: list(v) for k, v in vocab.items()}
+        self._index = {k: {v: i + 1 for i, v in enumerate(vals)} for k, vals in self.vocab.items()}
+        self.register_buffer("mean", torch.as_tensor(mean, dtype=torch.float32))
+        self.register_buffer("std", torch.as_tensor(std, dtype=torch.float32))
+
+    @property
+    def feature_names(self) -> list[str]:
+        return self.numeric + self.categorical
+
+    @property
+    def cardinalities(self) -> list[int]:
+        return [len(self.vocab[c]) + 1 for c in self.categorical]
+
+    @staticmethod
+    def preprocessing_from(df: pd.DataFrame, numeric: Sequence[str], categorical: Sequence[str]):
+        """Fit scaling statistics and vocabularies on training data: ``(vocab, mean, std)``."""
+        values = df[list(numeric)].to_numpy(np.float64) if numeric else np.zeros((len(df), 0))
+        mean = values.mean(axis=0) if len(df) else np.zeros(values.shape[1])
+        std = values.std(axis=0) if len(df) else np.ones(values.shape[1])
+        std = np.where(std > 1e-12, std, 1.0)  # a constant column stays constant (0), not NaN
+        vocab = {c: sorted(df[c].astype(str).unique().tolist()) for c in categorical}
+        return vocab, mean, std
+
+    def encode(self, df: pd.DataFrame) -> tuple[torch.Tensor, torch.Tensor]:
+        """Raw features -> (numeric float32 [n, k], category indices int64 [n, m]); unseen -> 0."""
+        missing = [c for c in self.feature_names if c not in df.columns]
+        if missing:
+            raise ValueError(f"missing feature columns: {', '.join(missing)}")
+        if self.numeric:
+            num = df[self.numeric].to_numpy(np.float32, na_value=np.nan)
+            bad = ~np.isfinite(num)
+            if bad.any():
+                col = self.numeric[int(np.nonzero(bad.any(axis=0))[0][0])]
+                raise ValueError(f"feature {col!r} has {int(bad.sum())} missing or non-finite value(s)")
+        else:
+            num = np.zeros((len(df), 0), np.float32)
+        cat = np.zeros((len(df), len(self.categorical)), np.int64)
+        for j, c in enumerate(self.categorical):
+            index = self._index[c]
+            cat[:, j] = [index.get(v, UNKNOWN) for v in df[c].astype(str)]
+        return torch.from_numpy(num), torch.from_numpy(cat)
+
+    def forward(self, x_num: torch.Tensor, x_cat: torch.Tensor) -> torch.Tensor:
+        logits = self.net((x_num - self.mean) / self.std, x_cat)
+        return logits.reshape(-1)
+
+    @torch.no_grad()
+    def predict_proba(self, df: pd.DataFrame, batch_size: int = 65536) -> np.ndarray:
+        """P(label = 1) for each row of ``df`` as float64."""
+        was_training = self.training
+        self.eval()
+        try:
+            x_num, x_cat = self.encode(df)
+            device = self.mean.device
+            out = [torch.sigmoid(self(x_num[i:i + batch_size].to(device), x_cat[i:i + batch_size].to(device)).float())
+                   for i in range(0, len(df), batch_size)]
+            return torch.cat(out).cpu().numpy().astype(np.float64) if out else np.zeros(0)
+        finally:
+            self.train(was_training)
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("_index", None)  # rebuilt on load; keeps pickles small
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._index = {k: {v: i + 1 for i, v in enumerate(vals)} for k, vals in self.vocab.items()}

@@ -1,0 +1,60 @@
+"""Plain, picklable results of the trainer's public functions (the retrain worker ships them
+across a process boundary, so they hold only built-in types, numpy arrays and DataFrames)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Literal
+
+import numpy as np
+import pandas as pd
+
+Trigger = Literal["manual", "alert", "schedule"]
+TRIGGERS: tuple[str, ...] = ("manual", "alert", "schedule")
+
+
+@dataclass
+class Baseline:
+    """What the drift job compares live traffic with: a reference sample of the data the champion
+    was fitted for (features + target + the champion's score) and its metrics on held-out rows."""
+
+    reference: pd.DataFrame
+    metrics: dict[str, float]  # {"accuracy": ..., "roc_auc": ...}
+
+
+@dataclass
+class TrainOutcome:
+    version: str
+    run_id: str
+    metrics: dict[str, float]
+    champion: bool = False  # whether this version became champion (it does when there was none)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RetrainOutcome:
+    outcome: Literal["promoted", "rejected"]
+    challenger_version: str
+    champion_version: str  # the champion after the decision (the challenger when promoted)
+    run_id: str
+    metrics: dict[str, float]
+    reasons: list[str] = field(default_factory=list)
+    duration_seconds: float = 0.0
+    samples_per_second: float = 0.0
+    previous_champion_version: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Champion:
+    """The model behind alias ``champion``. ``predict_proba(df)`` takes raw features (a DataFrame
+    with the configured feature columns; extra columns are ignored) and returns P(label = 1)."""
+
+    version: str
+    run_id: str
+    predict_proba: Callable[[pd.DataFrame], np.ndarray]
+    baseline: Baseline
+    model: Any = None  # the torch module (preprocessing inside), for warm starts

@@ -1,0 +1,148 @@
+"""``retrain``: warm-start the champion on the recent labelled window plus a replay of its reference
+sample, compare challenger and champion on held-out recent rows, promote through the gate
+(trainer/gate.py). ``rollback``: move ``champion`` back to the previous champion.
+
+Order matters: the data are checked and MLflow's reachability and the champion confirmed before
+a single training step, so bad input or an outage fails in seconds with DataError/RegistryError.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable
+
+import mlflow
+import numpy as np
+import pandas as pd
+
+from monitor.config import DriftloopConfig
+from trainer import distributed
+from trainer import registry as reg
+from trainer.baseline_training import reference_sample
+from trainer.data import check_frame, fingerprint, split, tensors
+from trainer.gate import decide
+from trainer.loop import LoopConfig, LoopState, copy_model, peek_checkpoint
+from trainer.metrics import accuracy, binary_metrics
+from trainer.outcomes import Baseline, Champion, RetrainOutcome
+from trainer.runs import (check_reports, check_trigger, epoch_logger, fit_checked, lineage_tags, log_reports,
+                          loop_params, mlflow_run, run_name)
+
+log = logging.getLogger(__name__)
+
+
+def _replay(reference: pd.DataFrame, rows: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(replayed, kept_for_evaluation)``: a random sample of the champion's reference rows to train
+    on, and the rest to check forgetting on (all rows when too few are left to mean anything)."""
+    rng = np.random.default_rng(seed)
+    rows = min(rows, len(reference))
+    picked = np.zeros(len(reference), dtype=bool)
+    picked[rng.choice(len(reference), size=rows, replace=False)] = True
+    replayed, rest = reference[picked], reference[~picked]
+    return replayed.reset_index(drop=True), (rest if len(rest) >= 100 else reference).reset_index(drop=True)
+
+
+def _evaluate(model: Any, rows: pd.DataFrame, target: str, threshold: float) -> dict[str, float]:
+    m = binary_metrics(rows[target].to_numpy(), model.predict_proba(rows), threshold)
+    return {"accuracy": m["accuracy"], "roc_auc": m["roc_auc"]}
+
+
+def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manual", incident_id: Any = None,
+            report_paths: Any = (), data_window: Any = None, resume: bool = False,
+            should_stop: Callable[[LoopState], bool] | None = None) -> RetrainOutcome | None:
+    """One incremental retrain on ``window`` (recent labelled rows; store-window columns allowed).
+    The challenger is registered either way (alias ``challenger``); ``champion`` moves only when
+    the gate says so. Plain picklable inputs and output: the daemon runs this in a child process.
+    Under torchrun every rank calls this; only rank 0 talks to MLflow (the others return None)."""
+    started = time.perf_counter()
+    check_trigger(trigger)
+    t, target = cfg.training, cfg.model.target
+    reports = check_reports(report_paths)
+    recent = check_frame(window, cfg.model, what="recent window", min_rows=t.min_rows)
+    rest, holdout = split(recent, t.holdout_fraction, target, t.seed, what="recent window", part="holdout")
+    champion: Champion = reg.load_champion(cfg)  # checks reachability; RegistryError if no champion
+    reference = check_frame(champion.baseline.reference, cfg.model, what=f"champion v{champion.version}'s reference")
+    replayed, reference_eval = _replay(reference, int(round(t.replay_ratio * len(rest))), t.seed)
+    train_rows = pd.concat([rest, replayed], ignore_index=True)
+    fit_rows, val_rows = split(train_rows, t.validation_fraction, target, t.seed + 1, what="retraining data")
+
+    model = copy_model(champion.model)  # warm start; the cached champion stays untouched
+    loop = LoopConfig.from_training(t, epochs=t.retrain_epochs, learning_rate=t.learning_rate * t.retrain_lr_factor)
+    checkpoint = cfg.checkpoints_dir / f"retrain-{cfg.model.name}.pt"
+    if not distributed.from_env().is_main:  # other torchrun ranks train their shard; rank 0 does the rest
+        fit_checked(model, tensors(model, fit_rows, target), tensors(model, val_rows, target), loop,
+                    checkpoint_path=checkpoint, resume=resume, fingerprint=fingerprint(fit_rows, val_rows),
+                    should_stop=should_stop)
+        return None
+    saved = peek_checkpoint(checkpoint) if resume else None
+    with reg.session(cfg), reg.translating(cfg, "logging the retraining run"):
+        registry = reg.Registry(cfg)
+        tags = lineage_tags(cfg, "retrain", trigger, incident_id, champion.version,
+                            data_window if data_window is not None else {"rows": len(recent)})
+        name = run_name("retrain", trigger, champion.version, incident_id)
+        with mlflow_run(registry.experiment_id(), name, tags, run_id=(saved or {}).get("run_id")) as run:
+            if saved is None:
+                mlflow.log_params(loop_params(loop, window_rows=len(recent), holdout_rows=len(holdout),
+                                              recent_train_rows=len(rest), replay_rows=len(replayed),
+                                              parent_version=champion.version))
+            log_reports(reports)
+            result = fit_checked(model, tensors(model, fit_rows, target), tensors(model, val_rows, target), loop,
+                                 checkpoint_path=checkpoint, resume=resume, fingerprint=fingerprint(fit_rows, val_rows),
+                                 extra={"run_id": run.info.run_id}, on_epoch_end=epoch_logger(),
+                                 should_stop=should_stop)
+            challenger_m = _evaluate(model, holdout, target, cfg.model.threshold)
+            champion_m = _evaluate(champion.model, holdout, target, cfg.model.threshold)
+            ref_ch = accuracy(reference_eval[target].to_numpy(), model.predict_proba(reference_eval), cfg.model.threshold)
+            ref_cp = accuracy(reference_eval[target].to_numpy(), champion.model.predict_proba(reference_eval),
+                              cfg.model.threshold)
+            decision = decide(challenger_m, champion_m, ref_ch, ref_cp, min_accuracy_gain=t.promote_min_accuracy_gain,
+                              min_auc_gain=t.promote_min_auc_gain, reference_floor=t.reference_floor)
+
+            # The baseline a promoted challenger brings: the recent rows (the new normal), held-out first.
+            new_reference = reference_sample(cfg, holdout, rest, model=model, seed=t.seed)
+            reg.log_baseline(Baseline(reference=new_reference, metrics=challenger_m))
+            version = reg.log_model(model, holdout[cfg.model.feature_names].head(5), registry)
+            registry.client.set_registered_model_alias(registry.name, reg.CHALLENGER, version)
+
+            promote, reasons = decision.promote, list(decision.reasons)
+            current = registry.alias_version(reg.CHAMPION)
+            if promote and current != champion.version:  # moved under us (rollback, manual edit): don't clobber
+                promote = False
+                reasons.append(f"champion changed during retraining (v{champion.version} -> v{current}); not promoted")
+            previous = registry.make_champion(version) if promote else None
+            outcome = "promoted" if promote else "rejected"
+            metrics = {
+                "challenger_accuracy": challenger_m["accuracy"], "challenger_roc_auc": challenger_m["roc_auc"],
+                "champion_accuracy": champion_m["accuracy"], "champion_roc_auc": champion_m["roc_auc"],
+                "accuracy_gain": challenger_m["accuracy"] - champion_m["accuracy"],
+                "roc_auc_gain": challenger_m["roc_auc"] - champion_m["roc_auc"],
+                "challenger_reference_accuracy": ref_ch, "champion_reference_accuracy": ref_cp,
+                "holdout_rows": float(len(holdout)), "train_rows": float(len(fit_rows)),
+                "replay_rows": float(len(replayed)), "epochs_run": float(result.epochs_run),
+                "best_epoch": float(result.best_epoch), "samples_per_second": result.samples_per_second,
+                "promoted": 1.0 if promote else 0.0,
+            }
+            mlflow.log_metrics(metrics)
+            outcome_tags = {"driftloop.outcome": outcome, "driftloop.reasons": "\n".join(reasons)[:4900],
+                            "driftloop.version": version, "driftloop.champion_before": champion.version,
+                            "driftloop.champion_after": version if promote else (current or "")}
+            mlflow.set_tags(outcome_tags)
+            for key in ("driftloop.outcome", "driftloop.reasons", "driftloop.champion_before"):
+                registry.client.set_model_version_tag(registry.name, version, key, outcome_tags[key])
+            registry.client.set_model_version_tag(registry.name, version, "driftloop.kind", "retrain")
+    duration = time.perf_counter() - started
+    log.info("retrain v%s -> v%s: %s (%s)", champion.version, version, outcome, "; ".join(reasons))
+    return RetrainOutcome(outcome=outcome, challenger_version=version,
+                          champion_version=version if promote else (current or champion.version),
+                          run_id=run.info.run_id, metrics=metrics, reasons=reasons, duration_seconds=duration,
+                          samples_per_second=result.samples_per_second, previous_champion_version=previous)
+
+
+def rollback(cfg: DriftloopConfig) -> tuple[str, str]:
+    """Move ``champion`` back to the previous champion: ``(from_version, to_version)``."""
+    reg.check_reachable(cfg)
+    with reg.translating(cfg, "rolling back"):
+        registry = reg.Registry(cfg)
+        moved = registry.roll_back()
+    log.info("rolled back champion v%s -> v%s", *moved)
+    return moved
+

@@ -1,0 +1,112 @@
+"""What every training run shares: a readable name, lineage tags, params, live epoch metrics,
+and an MLflow run that ends FINISHED, KILLED (interrupted, resumable) or FAILED."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from monitor.config import DriftloopConfig
+from monitor.errors import UserInputError
+from trainer.loop import LoopConfig, TrainingInterrupted
+from trainer.outcomes import TRIGGERS
+
+
+def utc_stamp(now: datetime | None = None) -> str:
+    return (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%S")
+
+
+def run_name(kind: str, trigger: str, parent_version: str | None = None, incident_id: Any = None,
+             now: datetime | None = None) -> str:
+    """e.g. ``retrain-v3-alert-inc12-20261130T031200`` or ``train-manual-20261130T031200``."""
+    parts = [kind]
+    if parent_version is not None:
+        parts.append(f"v{parent_version}")
+    parts.append(trigger)
+    if incident_id not in (None, ""):
+        parts.append(f"inc{incident_id}")
+    parts.append(utc_stamp(now))
+    return "-".join(parts)
+
+
+def check_trigger(trigger: str) -> None:
+    if trigger not in TRIGGERS:
+        raise UserInputError(f"trigger must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
+
+
+def check_reports(report_paths: Any) -> list[Path]:
+    paths = [Path(p) for p in report_paths or ()]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise UserInputError(f"report file(s) not found: {', '.join(missing)}")
+    return paths
+
+
+def lineage_tags(cfg: DriftloopConfig, kind: str, trigger: str, incident_id: Any = None,
+                 parent_version: str | None = None, data_window: Any = None) -> dict[str, str]:
+    tags = {"driftloop.kind": kind, "driftloop.trigger": trigger, "driftloop.model": cfg.model.name,
+            "driftloop.incident_id": "" if incident_id is None else str(incident_id),
+            "driftloop.parent_version": parent_version or ""}
+    if data_window is not None:
+        tags["driftloop.data_window"] = data_window if isinstance(data_window, str) else json.dumps(
+            data_window, default=str, sort_keys=True)
+    return tags
+
+
+def loop_params(loop: LoopConfig, **extra: Any) -> dict[str, Any]:
+    params = {f"loop.{k}": v for k, v in dataclasses.asdict(loop).items() if k not in ("progress",)}
+    return {**params, **extra}
+
+
+def epoch_logger() -> Callable[[dict[str, float]], None]:
+    import mlflow
+
+    def log_epoch(record: dict[str, float]) -> None:
+        step = int(record["epoch"])
+        mlflow.log_metrics({k: float(v) for k, v in record.items()
+                            if k != "epoch" and not math.isnan(float(v))}, step=step)
+    return log_epoch
+
+
+@contextmanager
+def mlflow_run(experiment_id: str, name: str, tags: dict[str, str], run_id: str | None = None) -> Iterator[Any]:
+    """Start (or, when resuming, re-open) a run; end it KILLED when training was interrupted so
+    that ``--resume`` continues the same run, FAILED on any other error."""
+    import mlflow
+    if run_id is not None:
+        run = mlflow.start_run(run_id=run_id)
+    else:
+        run = mlflow.start_run(experiment_id=experiment_id, run_name=name, tags=tags)
+    try:
+        yield run
+    except TrainingInterrupted:
+        mlflow.end_run("KILLED")
+        raise
+    except BaseException:
+        mlflow.end_run("FAILED")
+        raise
+    mlflow.end_run("FINISHED")
+
+
+def log_reports(paths: list[Path]) -> None:
+    import mlflow
+    for p in paths:
+        mlflow.log_artifact(str(p), "reports")
+
+
+def fit_checked(*args: Any, **kwargs: Any):
+    """:func:`trainer.loop.fit`, with its setting errors translated to ours."""
+    from monitor.errors import ConfigError
+    from trainer.loop import CheckpointMismatch, fit
+    try:
+        return fit(*args, **kwargs)
+    except CheckpointMismatch as exc:
+        raise UserInputError(str(exc)) from exc
+    except ValueError as exc:
+        if str(exc).startswith("training."):
+            raise ConfigError(str(exc)) from exc
+        raise

@@ -1,0 +1,110 @@
+"""The retrain worker: one retrain in a process of its own, so a crash or an OOM never takes the
+daemon down. The daemon writes a JSON request, runs ``python -m trainer.worker REQUEST RESULT`` and
+reads the JSON result; see docs/CONTRACTS.md ("Retrain worker") for both formats.
+
+Exit status: 0 a result (promoted or rejected), 2 an expected failure (bad data, MLflow down, bad
+config; the result says which), 75 interrupted by SIGTERM/SIGINT after a checkpoint (run again with
+``"resume": true``), 1 a bug (traceback on stderr). The result file is written atomically in every
+case but a hard kill.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any
+
+from monitor.errors import DriftloopError, UserInputError
+
+EXIT_OK, EXIT_BUG, EXIT_FAILED = 0, 1, 2
+REQUEST_KEYS = {"config_path", "config", "trigger", "incident_id", "report_paths", "data_window", "window", "resume"}
+
+
+def load_window(cfg: Any, spec: dict[str, Any] | None):
+    """The labelled rows to retrain on: ``{"source": "store", "last_n", "since", "until"}`` (default)
+    or ``{"source": "file", "path": ...}``."""
+    spec = dict(spec or {"source": "store"})
+    source = spec.pop("source", "store")
+    if source == "file":
+        from trainer.data import read_table
+        if "path" not in spec:
+            raise UserInputError("window.source 'file' needs window.path")
+        return read_table(spec["path"])
+    if source != "store":
+        raise UserInputError(f"window.source must be 'store' or 'file', got {source!r}")
+    unknown = set(spec) - {"last_n", "since", "until"}
+    if unknown:
+        raise UserInputError(f"window: unknown key(s) {', '.join(sorted(unknown))}")
+    from monitor.store import PredictionStore
+    with PredictionStore.from_config(cfg) as store:
+        return store.window(last_n=spec.get("last_n"), since=spec.get("since"), until=spec.get("until"),
+                            labelled_only=True)
+
+
+def run_request(request: dict[str, Any]) -> dict[str, Any]:
+    """Run one retrain request in this process; returns the outcome as a dict. Raises our errors."""
+    from monitor.config import load_config
+    from trainer.retraining import retrain
+    unknown = set(request) - REQUEST_KEYS
+    if unknown:
+        raise UserInputError(f"retrain request: unknown key(s) {', '.join(sorted(unknown))}")
+    cfg = load_config(request.get("config_path"), overrides=request.get("config") or None)
+    window = load_window(cfg, request.get("window"))
+    outcome = retrain(cfg, window, trigger=request.get("trigger", "manual"), incident_id=request.get("incident_id"),
+                      report_paths=request.get("report_paths") or (), data_window=request.get("data_window"),
+                      resume=bool(request.get("resume", False)))
+    return outcome.to_dict()
+
+
+def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        json.dump(payload, f, indent=2, default=str)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from trainer.loop import EXIT_INTERRUPTED, TrainingInterrupted
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print("usage: python -m trainer.worker REQUEST.json RESULT.json", file=sys.stderr)
+        return EXIT_FAILED
+    request_path, result_path = Path(argv[0]), Path(argv[1])
+    logging.basicConfig(level=os.environ.get("DRIFTLOOP_LOGGING__LEVEL", "INFO"),
+                        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s", stream=sys.stderr)
+    for noisy in ("mlflow", "alembic", "urllib3", "httpx"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        try:
+            request = json.loads(request_path.read_text())
+        except (OSError, ValueError) as exc:
+            raise UserInputError(f"cannot read retrain request {request_path}: {exc}") from exc
+        if not isinstance(request, dict):
+            raise UserInputError(f"retrain request {request_path}: expected a JSON object")
+        outcome = run_request(request)
+    except TrainingInterrupted as exc:
+        write_json_atomic(result_path, {"status": "interrupted", "error": "TrainingInterrupted", "message": str(exc),
+                                        "checkpoint": str(exc.checkpoint) if exc.checkpoint else None})
+        return EXIT_INTERRUPTED
+    except DriftloopError as exc:
+        write_json_atomic(result_path, {"status": "error", "error": type(exc).__name__, "message": str(exc)})
+        print(f"Error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except Exception as exc:  # a bug: keep the traceback, still leave a result for the daemon
+        traceback.print_exc()
+        write_json_atomic(result_path, {"status": "error", "error": "InternalError",
+                                        "message": f"{type(exc).__name__}: {exc}"})
+        return EXIT_BUG
+    write_json_atomic(result_path, {"status": "ok", "outcome": outcome})
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

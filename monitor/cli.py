@@ -93,5 +93,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # `python -m monitor.cli` runs this file as __main__, a second copy of the module: call the
+    # real one so that its _State class is the one commands look up.
+    from monitor.cli import main as _main
     logging.captureWarnings(True)
-    sys.exit(main())
+    sys.exit(_main())

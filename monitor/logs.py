@@ -30,5 +30,5 @@ def setup_logging(level: str = "INFO", fmt: str = "text") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     # Third-party chatter that drowns our own lines at INFO.
-    for noisy in ("alembic", "mlflow", "urllib3", "apscheduler.executors", "httpx", "uvicorn.access"):
+    for noisy in ("alembic", "mlflow", "urllib3", "apscheduler.executors", "apscheduler.scheduler", "httpx", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -1,0 +1,66 @@
+"""``driftloop check``: one drift and performance evaluation now, printed."""
+from __future__ import annotations
+
+import json
+import time
+
+import click
+
+from monitor.cli import config_from
+from monitor.errors import DriftloopError, RegistryError
+
+
+@click.command("check")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--no-report", is_flag=True, help="Do not save the Evidently report (HTML + JSON) under home/reports.")
+@click.option("--fail-on-breach", is_flag=True,
+              help="Exit with code 3 when accuracy or ROC AUC breaches its threshold (for scripts and CI).")
+@click.pass_context
+def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: bool) -> int:
+    """Evaluate the current window against the champion's baseline and print the result.
+
+    The window is the last drift.window_size predictions (or drift.window_seconds). This
+    reads the store and the registry and writes only the report files: it does not record
+    the check, open incidents or retrain (the running daemon does that).
+    """
+    cfg = config_from(ctx)
+
+    from monitor.daemon.checks import CheckJob
+    from monitor.daemon.daemon import _default_champion
+    from monitor.daemon.policy import AlertPolicy
+    from monitor.daemon.render import render_check
+    from monitor.drift import evaluate_window, save_report
+    from monitor.store import PredictionStore
+
+    def save(result, ts):
+        if no_report:
+            return None, None
+        return tuple(save_report(result, cfg.reports_dir, keep=cfg.drift.reports_keep))
+
+    store = PredictionStore.from_config(cfg)
+    try:
+        outcome = CheckJob(cfg, store, _default_champion(cfg), evaluate_window, save, time.time).run()
+    finally:
+        store.close()
+    breaches = None
+    if outcome.result is not None:
+        breaches = AlertPolicy(cfg.alerts, cfg.drift.min_labels).performance_breaches(
+            _observation(outcome))
+    if as_json:
+        body = outcome.to_dict()
+        body["breaches"] = None if breaches is None else [b.reason for b in breaches]
+        click.echo(json.dumps(body, indent=2, default=str))
+    else:
+        click.echo(render_check(outcome, breaches, cfg.drift.min_labels))
+    if outcome.status == "no_champion":
+        raise RegistryError(outcome.message)
+    if outcome.status == "error":
+        raise DriftloopError(outcome.message)
+    if fail_on_breach and breaches:
+        return 3
+    return 0
+
+
+def _observation(outcome):
+    from monitor.daemon.controller import observation
+    return observation(outcome)

@@ -1,0 +1,45 @@
+"""``driftloop serve``: the daemon (ingestion API, /metrics, drift job, alerts, retraining)."""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import click
+
+from monitor.cli import config_from
+
+
+@click.command("serve")
+@click.option("--host", default=None, help="Address to listen on [default: server.host, 127.0.0.1].")
+@click.option("--port", type=int, default=None, help="Port to listen on [default: server.port, 8470].")
+@click.option("--simulate-gpus", type=int, default=None, metavar="N",
+              help="Serve N simulated GPUs on /metrics instead of reading NVML.")
+@click.option("--no-gpu", is_flag=True, default=False, help="No GPU metrics on /metrics (server.gpu_metrics=false).")
+@click.option("--check-interval", type=float, default=None, metavar="SECONDS",
+              help="Seconds between drift/performance checks [default: drift.interval_seconds, 300].")
+@click.pass_context
+def command(ctx: click.Context, host: str | None, port: int | None, simulate_gpus: int | None, no_gpu: bool,
+            check_interval: float | None) -> None:
+    """Run the daemon until SIGTERM or Ctrl-C.
+
+    One process: the HTTP API (/v1/predictions, /v1/labels, /v1/alerts, /v1/retrain,
+    /v1/status, /metrics, /healthz, OpenAPI at /docs), the scheduled drift and performance
+    check, the alert policy and incidents, and retraining in a child process.
+    """
+    server: dict[str, Any] = {"host": host, "port": port}
+    if no_gpu:
+        server["gpu_metrics"] = False
+    overrides: dict[str, Any] = {"server": {k: v for k, v in server.items() if v is not None}}
+    if simulate_gpus is not None:
+        overrides["exporter"] = {"simulate": simulate_gpus}
+        if simulate_gpus and not no_gpu:
+            overrides["server"]["gpu_metrics"] = True  # asking for simulated GPUs means showing them
+    if check_interval is not None:
+        overrides["drift"] = {"interval_seconds": check_interval}
+    cfg = config_from(ctx, overrides)
+
+    from monitor.daemon.serve import install_signal_handlers, serve  # after config: --help stays fast
+
+    stop = threading.Event()
+    install_signal_handlers(stop)
+    serve(cfg, stop)

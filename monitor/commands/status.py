@@ -1,0 +1,63 @@
+"""``driftloop status``: champion, last window's metrics, open incidents, recent retrains."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from monitor.cli import config_from
+from monitor.errors import UserInputError
+
+
+@click.command("status")
+@click.option("--url", default=None, metavar="URL",
+              help="Ask a running daemon (GET URL/v1/status, e.g. http://127.0.0.1:8470) instead of "
+                   "reading the store and MLflow directly.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--limit", type=click.IntRange(1, 100), default=5, show_default=True,
+              help="Recent incidents and retrains to show.")
+@click.pass_context
+def command(ctx: click.Context, url: str | None, as_json: bool, limit: int) -> None:
+    """Show the champion version, the last check, open incidents and recent retrains."""
+    cfg = config_from(ctx)
+    from monitor.daemon.status import render_status
+
+    if url:
+        status = _fetch(url, cfg.server.token)
+    else:
+        status = _read(cfg, limit)
+    click.echo(json.dumps(status, indent=2, default=str) if as_json else render_status(status))
+
+
+def _fetch(url: str, token: str | None) -> dict:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    target = url.rstrip("/") + "/v1/status"
+    try:
+        r = httpx.get(target, headers=headers, timeout=10)
+    except httpx.HTTPError as exc:
+        raise UserInputError(f"cannot reach the daemon at {target}: {exc}") from exc
+    if r.status_code != 200:
+        raise UserInputError(f"{target} answered HTTP {r.status_code}: {r.text[:200]}")
+    return r.json()
+
+
+def _read(cfg, limit: int) -> dict:
+    import time
+
+    from monitor.daemon.attempts import AttemptStore
+    from monitor.daemon.champion import mlflow_alias_lookup
+    from monitor.daemon.checklog import CheckLog
+    from monitor.daemon.incidents import IncidentStore
+    from monitor.daemon.status import collect_status
+    from monitor.store import PredictionStore
+
+    store = PredictionStore.from_config(cfg)
+    try:
+        engine, model = store.engine, cfg.model.name
+        return collect_status(model, mlflow_alias_lookup(cfg),
+                              CheckLog(engine, model, time.time), IncidentStore(engine, model, time.time),
+                              AttemptStore(engine, model, time.time), limit=limit)
+    finally:
+        store.close()

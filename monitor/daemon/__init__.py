@@ -1,0 +1,38 @@
+"""The daemon behind ``driftloop serve``: scheduled checks, the alert policy, incidents,
+retraining in a child process, and its HTTP endpoints and metrics.
+
+    from monitor.daemon import Daemon
+    daemon = Daemon(cfg)           # see monitor/daemon/daemon.py for the in-process API
+    daemon.start(); ...; daemon.stop()
+
+Names are imported lazily: the store's migrations import :mod:`monitor.daemon.schema`, and that
+must not pull in FastAPI, MLflow or the trainer.
+
+    policy.py      AlertPolicy (pure; injected clock)      incidents.py  IncidentStore (state machine)
+    checks.py      CheckJob (one check)                     attempts.py   AttemptStore (single-flight)
+    controller.py  Controller (decisions)                   supervisor.py RetrainSupervisor (child watch)
+    launcher.py    ProcessLauncher (job folder protocol)    worker.py     the child's entry point
+    recovery.py    start-up settling                        registry.py   MLflow ground truth
+    triggers.py    Alertmanager / manual / schedule         alertmanager.py webhook payload
+    metrics.py     DaemonCollector                          status.py     status body and text
+    scheduler.py   APScheduler jobs                         serve.py      ``driftloop serve``
+    api.py         /v1/alerts, /v1/retrain, /v1/status      schema.py / tables.py  the store tables
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["AlertPolicy", "CheckOutcome", "CheckReport", "Daemon", "Incident", "Observation", "Verdict"]
+
+_WHERE = {
+    "AlertPolicy": "monitor.daemon.policy", "Observation": "monitor.daemon.policy", "Verdict": "monitor.daemon.policy",
+    "CheckOutcome": "monitor.daemon.checks", "CheckReport": "monitor.daemon.controller",
+    "Daemon": "monitor.daemon.daemon", "Incident": "monitor.daemon.incidents",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'monitor.daemon' has no attribute {name!r}")

@@ -1,0 +1,111 @@
+"""The daemon's HTTP endpoints, mounted on the ingestion app: ``POST /v1/alerts`` (Alertmanager
+webhook), ``POST /v1/retrain`` (manual trigger) and ``GET /v1/status``.
+
+Writes take the same bearer token as ingestion (``server.token``). Errors use ingestion's shape,
+``{"error": ..., "errors": [{"field", "message"}]}``: 400 for a body that is not JSON, 422 for
+one that does not match (each wrong field named), 409 for a retrain asked for while one runs.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+import anyio
+import orjson
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticValidationError
+
+from monitor.daemon.alertmanager import WebhookPayload
+from monitor.daemon.attempts import BusyError
+
+if TYPE_CHECKING:
+    from monitor.daemon.daemon import Daemon
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class RetrainRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reason: str = Field("requested through POST /v1/retrain", max_length=1000,
+                        description="why; recorded on the incident")
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, message: str, errors: list[dict] | None = None):
+        super().__init__(message)
+        self.status, self.errors = status, errors
+
+
+def parse_body(raw: bytes, model: type[M], what: str, *, empty_ok: bool = False) -> M:
+    if not raw.strip() and empty_ok:
+        return model()
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(400, f"the body is not valid JSON: {exc}") from exc
+    try:
+        return model.model_validate(data)
+    except PydanticValidationError as exc:
+        errors = [{"field": ".".join(str(p) for p in e["loc"]) or "(body)", "message": e["msg"]} for e in exc.errors()]
+        raise BadRequest(422, f"not a valid {what}: {len(errors)} problem(s), first: "
+                              f"{errors[0]['field']}: {errors[0]['message']}", errors) from exc
+
+
+def _body_doc(model: type[BaseModel], example: dict | None = None) -> dict[str, Any]:
+    content: dict[str, Any] = {"schema": model.model_json_schema(by_alias=True)}
+    if example is not None:
+        content["example"] = example
+    return {"requestBody": {"required": False, "content": {"application/json": content}}}
+
+
+def _error(exc: BadRequest) -> JSONResponse:
+    body: dict[str, Any] = {"error": str(exc)}
+    if exc.errors is not None:
+        body["errors"] = exc.errors
+    return JSONResponse(body, status_code=exc.status)
+
+
+def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRouter:
+    router = APIRouter(prefix="/v1", tags=["daemon"])
+
+    async def run(fn: Callable[..., Any], *args: Any) -> Any:
+        return await anyio.to_thread.run_sync(fn, *args)
+
+    @router.post("/alerts", dependencies=[Depends(require_token)], summary="Alertmanager webhook (version 4)",
+                 openapi_extra=_body_doc(WebhookPayload))
+    async def alerts(request: Request) -> Any:
+        """Firing alerts labelled for this model (``alerts.webhook_match``, default
+        ``component="model"``) open an incident or attach to the open one, and retrain unless the
+        cooldown or a running retrain says wait; resolved ones are recorded, and resolve an
+        incident Alertmanager opened."""
+        try:
+            payload = parse_body(await request.body(), WebhookPayload, "Alertmanager webhook payload (version 4)")
+        except BadRequest as exc:
+            return _error(exc)
+        return (await run(daemon.handle_alerts, payload)).to_dict()
+
+    @router.post("/retrain", status_code=202, dependencies=[Depends(require_token)],
+                 summary="Start a retrain now (no cooldown; one at a time)",
+                 openapi_extra=_body_doc(RetrainRequest, {"reason": "new labels from the quarterly audit"}),
+                 responses={409: {"description": "a retrain is already running, or there is too little "
+                                                 "labelled data to start one"}})
+    async def retrain(request: Request) -> Any:
+        try:
+            body = parse_body(await request.body(), RetrainRequest, "retrain request", empty_ok=True)
+        except BadRequest as exc:
+            return _error(exc)
+        try:
+            result = await run(daemon.retrain_now, "manual", body.reason)
+        except BusyError as exc:
+            return _error(BadRequest(409, str(exc)))
+        if result.details.get("attempt_id") is None:  # e.g. too few labelled rows to train on
+            return JSONResponse({"error": f"retrain not started: {result.action}", **result.to_dict()},
+                                status_code=409)
+        return JSONResponse(result.to_dict(), status_code=202)
+
+    @router.get("/status", summary="Champion, last check, open incidents, recent retrains")
+    async def status() -> dict[str, Any]:
+        return await run(daemon.status)
+
+    return router

@@ -1,0 +1,151 @@
+"""Retrain attempts: one row per launched retrain, written *before* the child starts.
+
+The row is what makes a restart safe: a daemon that dies mid-retrain finds an attempt still
+``running`` on start-up and settles it (see :mod:`monitor.daemon.recovery`). The database
+also enforces single-flight: a unique partial index allows one running attempt per model, so
+a second :meth:`AttemptStore.begin` raises :class:`BusyError` even from another process.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+
+from monitor.daemon.tables import retrain_attempts
+from monitor.errors import DriftloopError
+from monitor.store.engine import write_transaction
+
+OUTCOMES = ("promoted", "rejected", "failed")
+
+
+class BusyError(DriftloopError):
+    """A retrain is already running (single-flight)."""
+
+
+@dataclass
+class Attempt:
+    id: str
+    model: str
+    incident_id: str
+    trigger: str
+    status: str
+    started_at: float
+    finished_at: float | None
+    pid: int | None
+    rows: int | None
+    data_window: dict | None
+    run_id: str | None
+    challenger_version: str | None
+    champion_version: str | None
+    duration_seconds: float | None
+    samples_per_second: float | None
+    reasons: list[str]
+    error: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _attempt(row) -> Attempt:
+    m = dict(row._mapping)
+    m["data_window"] = json.loads(m["data_window"]) if m["data_window"] else None
+    m["reasons"] = json.loads(m["reasons"] or "[]")
+    return Attempt(**m)
+
+
+class AttemptStore:
+    def __init__(self, engine: Engine, model: str, clock: Callable[[], float]):
+        self._engine = engine
+        self._model = model
+        self._clock = clock
+
+    def begin(self, incident_id: str, trigger: str, rows: int | None = None,
+              data_window: dict | None = None) -> Attempt:
+        attempt_id = "att-" + uuid.uuid4().hex[:12]
+        try:
+            with write_transaction(self._engine) as conn:
+                conn.execute(insert(retrain_attempts).values(
+                    id=attempt_id, model=self._model, incident_id=incident_id, trigger=trigger,
+                    status="running", started_at=self._clock(), rows=rows,
+                    data_window=json.dumps(data_window) if data_window else None, reasons="[]"))
+        except IntegrityError as exc:
+            running = self.running()
+            raise BusyError(f"a retrain is already running ({running.id if running else 'unknown'})") from exc
+        return self.get(attempt_id)
+
+    def set_pid(self, attempt_id: str, pid: int) -> None:
+        with write_transaction(self._engine) as conn:
+            conn.execute(update(retrain_attempts).where(retrain_attempts.c.id == attempt_id).values(pid=pid))
+
+    def finish(self, attempt_id: str, status: str, *, run_id: str | None = None,
+               challenger_version: str | None = None, champion_version: str | None = None,
+               duration_seconds: float | None = None, samples_per_second: float | None = None,
+               reasons: list[str] | None = None, error: str | None = None) -> Attempt:
+        """Settle a running attempt. Settling one twice (a late child result after recovery
+        already settled it) raises ``ValueError``: the first word stands."""
+        if status not in OUTCOMES:
+            raise ValueError(f"unknown attempt outcome {status!r}")
+        with write_transaction(self._engine) as conn:
+            done = conn.execute(update(retrain_attempts)
+                                .where(retrain_attempts.c.id == attempt_id, retrain_attempts.c.status == "running")
+                                .values(status=status, finished_at=self._clock(), run_id=run_id,
+                                        challenger_version=challenger_version, champion_version=champion_version,
+                                        duration_seconds=duration_seconds, samples_per_second=samples_per_second,
+                                        reasons=json.dumps(reasons or []), error=error)).rowcount
+        if done != 1:
+            raise ValueError(f"attempt {attempt_id} is not running")
+        return self.get(attempt_id)
+
+    def get(self, attempt_id: str) -> Attempt:
+        with self._engine.connect() as conn:
+            row = conn.execute(select(retrain_attempts).where(retrain_attempts.c.id == attempt_id)).first()
+        if row is None:
+            raise KeyError(attempt_id)
+        return _attempt(row)
+
+    def running(self) -> Attempt | None:
+        q = select(retrain_attempts).where(retrain_attempts.c.model == self._model,
+                                           retrain_attempts.c.status == "running")
+        with self._engine.connect() as conn:
+            row = conn.execute(q).first()
+        return _attempt(row) if row else None
+
+    def recent(self, limit: int = 10) -> list[Attempt]:
+        q = (select(retrain_attempts).where(retrain_attempts.c.model == self._model)
+             .order_by(retrain_attempts.c.started_at.desc()).limit(limit))
+        with self._engine.connect() as conn:
+            return [_attempt(r) for r in conn.execute(q)]
+
+    def for_incident(self, incident_id: str) -> list[Attempt]:
+        q = (select(retrain_attempts).where(retrain_attempts.c.incident_id == incident_id)
+             .order_by(retrain_attempts.c.started_at))
+        with self._engine.connect() as conn:
+            return [_attempt(r) for r in conn.execute(q)]
+
+    def last_finished(self) -> Attempt | None:
+        q = (select(retrain_attempts).where(retrain_attempts.c.model == self._model,
+                                            retrain_attempts.c.finished_at.is_not(None))
+             .order_by(retrain_attempts.c.finished_at.desc()).limit(1))
+        with self._engine.connect() as conn:
+            row = conn.execute(q).first()
+        return _attempt(row) if row else None
+
+    def last_with_status(self) -> dict[str, float]:
+        """Finish time of the latest attempt per outcome."""
+        q = (select(retrain_attempts.c.status, func.max(retrain_attempts.c.finished_at))
+             .where(retrain_attempts.c.model == self._model, retrain_attempts.c.finished_at.is_not(None))
+             .group_by(retrain_attempts.c.status))
+        with self._engine.connect() as conn:
+            return {s: float(t) for s, t in conn.execute(q)}
+
+    def totals_by_outcome(self) -> dict[str, int]:
+        q = (select(retrain_attempts.c.status, func.count()).where(retrain_attempts.c.model == self._model,
+                                                                   retrain_attempts.c.status.in_(OUTCOMES))
+             .group_by(retrain_attempts.c.status))
+        with self._engine.connect() as conn:
+            return {s: int(n) for s, n in conn.execute(q)}

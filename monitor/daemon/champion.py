@@ -1,0 +1,59 @@
+"""The champion, cached by version: loading a model and its baseline from MLflow takes
+seconds, asking which version the ``champion`` alias points at takes milliseconds.
+
+After a promotion (or a ``driftloop rollback`` from another shell) the alias moves; the next
+:meth:`ChampionCache.get` sees a different version and loads it, so the next check compares
+against the new champion's baseline.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from monitor.errors import RegistryError
+
+
+class NoChampionError(RegistryError):
+    """The registry answered, and it has no champion (as opposed to not answering)."""
+
+
+class ChampionCache:
+    def __init__(self, load: Callable[[], Any], current_version: Callable[[], str | None]):
+        """``load()`` returns a trainer ``Champion`` (raises ``RegistryError`` without one);
+        ``current_version()`` the version the alias points at now, or None without a champion."""
+        self._load = load
+        self._current_version = current_version
+        self._cached: Any = None
+        self._lock = threading.Lock()
+        self.last_version: str | None = None  # as of the latest lookup; for /metrics, which must not block
+
+    def version(self) -> str | None:
+        self.last_version = self._current_version()
+        return self.last_version
+
+    def get(self) -> Any:
+        with self._lock:
+            version = self.version()
+            if version is None:
+                self._cached = None
+                raise NoChampionError("the registry has no champion yet")
+            if self._cached is None or str(self._cached.version) != str(version):
+                self._cached = self._load()
+            return self._cached
+
+    def invalidate(self) -> None:
+        with self._lock:
+            self._cached = None
+
+
+def mlflow_alias_lookup(cfg: Any) -> Callable[[], str | None]:
+    """``current_version`` for :class:`ChampionCache` that asks the MLflow registry, through the
+    trainer's registry boundary: errors become ``RegistryError``, and HTTP timeouts and retries are
+    bounded, so a tracking server that is down costs a check seconds, not minutes."""
+    def current() -> str | None:
+        from trainer import registry as reg
+
+        reg.check_reachable(cfg)
+        with reg.session(cfg), reg.translating(cfg, "reading the champion alias"):
+            return reg.Registry(cfg).alias_version(reg.CHAMPION)
+    return current

@@ -1,0 +1,115 @@
+"""The check log: one row per drift/performance check in the store's ``check_results`` table.
+
+It is the daemon's memory across restarts: the last window's metrics for ``status``, the
+policy's streaks (replayed from the latest rows on start-up), and the check-error counter.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable
+
+from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.engine import Engine
+
+from monitor.daemon.checks import CheckOutcome
+from monitor.daemon.policy import Observation
+from monitor.daemon.tables import check_results, daemon_counters
+from monitor.store.engine import write_transaction
+
+_ERRORS_PRUNED = "check_errors_pruned"
+
+
+def _num(x: Any) -> float | None:
+    """A float for the database, or None: NaN (e.g. ROC AUC of a one-class window) is not stored."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _row(row) -> dict[str, Any]:
+    m = dict(row._mapping)
+    m["result"] = json.loads(m["result"]) if m["result"] else None
+    if m["dataset_drift"] is not None:
+        m["dataset_drift"] = bool(m["dataset_drift"])
+    return m
+
+
+class CheckLog:
+    def __init__(self, engine: Engine, model: str, clock: Callable[[], float]):
+        self._engine = engine
+        self._model = model
+        self._clock = clock
+
+    def record(self, outcome: CheckOutcome, verdict: str | None = None) -> int:
+        r = outcome.result
+        values: dict[str, Any] = dict(
+            model=self._model, ts=outcome.ts, status=outcome.status, message=outcome.message,
+            champion_version=outcome.champion_version, window_rows=outcome.window_rows,
+            labelled_rows=outcome.labelled_rows, window_start=outcome.window_start,
+            window_end=outcome.window_end, duration_seconds=outcome.duration_seconds,
+            report_html=str(outcome.report_html) if outcome.report_html else None,
+            report_json=str(outcome.report_json) if outcome.report_json else None, verdict=verdict)
+        if r is not None:
+            values.update(accuracy=_num(r.accuracy), roc_auc=_num(r.roc_auc),
+                          baseline_accuracy=_num(r.baseline_accuracy), baseline_roc_auc=_num(r.baseline_roc_auc),
+                          drift_share=_num(r.drift_share), dataset_drift=bool(r.dataset_drift),
+                          result=json.dumps(r.to_dict(), default=str))
+        with write_transaction(self._engine) as conn:
+            return int(conn.execute(insert(check_results).values(**values)).inserted_primary_key[0])
+
+    def set_verdict(self, check_id: int, verdict: str) -> None:
+        with write_transaction(self._engine) as conn:
+            conn.execute(update(check_results).where(check_results.c.id == check_id).values(verdict=verdict))
+
+    def last(self, status: str | None = None) -> dict[str, Any] | None:
+        q = select(check_results).where(check_results.c.model == self._model)
+        if status is not None:
+            q = q.where(check_results.c.status == status)
+        with self._engine.connect() as conn:
+            row = conn.execute(q.order_by(check_results.c.id.desc()).limit(1)).first()
+        return _row(row) if row else None
+
+    def recent(self, limit: int = 10) -> list[dict[str, Any]]:
+        q = (select(check_results).where(check_results.c.model == self._model)
+             .order_by(check_results.c.id.desc()).limit(limit))
+        with self._engine.connect() as conn:
+            return [_row(r) for r in conn.execute(q)]
+
+    def recent_observations(self, limit: int) -> list[Observation]:
+        """The policy's view of the latest ``limit`` successful checks, oldest first."""
+        q = (select(check_results).where(check_results.c.model == self._model, check_results.c.status == "ok")
+             .order_by(check_results.c.id.desc()).limit(limit))
+        with self._engine.connect() as conn:
+            rows = list(conn.execute(q))
+        return [Observation(labelled_rows=r.labelled_rows, accuracy=r.accuracy, roc_auc=r.roc_auc,
+                            baseline_accuracy=r.baseline_accuracy, baseline_roc_auc=r.baseline_roc_auc,
+                            dataset_drift=bool(r.dataset_drift), champion_version=r.champion_version)
+                for r in reversed(rows)]
+
+    def error_total(self) -> int:
+        with self._engine.connect() as conn:
+            n = conn.execute(select(func.count()).select_from(check_results).where(
+                check_results.c.model == self._model, check_results.c.status == "error")).scalar_one()
+            pruned = conn.execute(select(daemon_counters.c.value).where(
+                daemon_counters.c.model == self._model, daemon_counters.c.name == _ERRORS_PRUNED)).scalar()
+        return int(n) + int(pruned or 0)
+
+    def prune(self, older_than: float) -> int:
+        """Delete check rows older than ``older_than`` (epoch seconds), keeping the error tally."""
+        old = (check_results.c.model == self._model) & (check_results.c.ts < older_than)
+        with write_transaction(self._engine) as conn:
+            errors = conn.execute(select(func.count()).select_from(check_results)
+                                  .where(old, check_results.c.status == "error")).scalar_one()
+            if errors:
+                current = conn.execute(select(daemon_counters.c.value).where(
+                    daemon_counters.c.model == self._model, daemon_counters.c.name == _ERRORS_PRUNED)).scalar()
+                if current is None:
+                    conn.execute(insert(daemon_counters).values(model=self._model, name=_ERRORS_PRUNED, value=errors))
+                else:
+                    conn.execute(update(daemon_counters).where(
+                        daemon_counters.c.model == self._model, daemon_counters.c.name == _ERRORS_PRUNED)
+                        .values(value=current + errors))
+            return int(conn.execute(delete(check_results).where(old)).rowcount)

@@ -1,0 +1,149 @@
+"""The drift and performance check: the current window against the champion's baseline.
+
+:class:`CheckJob` never raises for expected conditions: no champion yet, an empty window and
+evaluation errors become a :class:`CheckOutcome` with ``status`` ``no_champion``, ``empty`` or
+``error`` and a message saying what to do, so the scheduler job keeps running.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+import pandas as pd
+
+from monitor.config import DriftloopConfig
+from monitor.daemon.champion import NoChampionError
+from monitor.errors import DriftloopError, RegistryError
+
+log = logging.getLogger(__name__)
+
+STATUSES = ("ok", "no_champion", "empty", "error")
+
+
+class ChampionSource(Protocol):
+    def get(self) -> Any:
+        """A trainer ``Champion`` (version, run_id, predict_proba, baseline); raises
+        ``NoChampionError`` when the registry has none, ``RegistryError`` when it cannot answer."""
+
+
+class WindowSource(Protocol):
+    def window(self, last_n: int | None = None, since: Any = None, until: Any = None,
+               labelled_only: bool = False) -> pd.DataFrame: ...
+
+
+@dataclass
+class CheckOutcome:
+    ts: float
+    status: str
+    message: str
+    champion_version: str | None = None
+    result: Any = None                 # monitor.drift CheckResult when status == "ok"
+    window_rows: int = 0
+    labelled_rows: int = 0
+    window_start: float | None = None
+    window_end: float | None = None
+    report_html: Path | None = None
+    report_json: Path | None = None
+    duration_seconds: float = 0.0
+    id: int | None = None              # the check_results row, once recorded
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def report_paths(self) -> list[str]:
+        return [str(p) for p in (self.report_html, self.report_json) if p]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "ts": self.ts, "status": self.status, "message": self.message,
+            "champion_version": self.champion_version, "window_rows": self.window_rows,
+            "labelled_rows": self.labelled_rows, "window_start": self.window_start,
+            "window_end": self.window_end, "report_html": str(self.report_html) if self.report_html else None,
+            "report_json": str(self.report_json) if self.report_json else None,
+            "duration_seconds": self.duration_seconds,
+            "result": self.result.to_dict() if self.result is not None else None,
+        }
+
+
+def _epoch(ts: Any) -> float | None:
+    if ts is None or pd.isna(ts):
+        return None
+    return pd.Timestamp(ts).timestamp()
+
+
+class CheckJob:
+    """One check: read the window, load the champion, evaluate, save the Evidently snapshot.
+
+    ``evaluate`` is ``monitor.drift.evaluate_window``; ``save_report(result, ts) -> (html, json)``
+    writes the snapshot (with retention) or returns ``(None, None)`` when there is none."""
+
+    def __init__(self, cfg: DriftloopConfig, store: WindowSource, champion: ChampionSource,
+                 evaluate: Callable[..., Any], save_report: Callable[[Any, float], tuple[Path | None, Path | None]],
+                 clock: Callable[[], float] = time.time):
+        self._cfg = cfg
+        self._store = store
+        self._champion = champion
+        self._evaluate = evaluate
+        self._save_report = save_report
+        self._clock = clock
+
+    def current_window(self, labelled_only: bool = False) -> pd.DataFrame:
+        drift = self._cfg.drift
+        if drift.window_seconds is not None:
+            since = pd.Timestamp(self._clock() - drift.window_seconds, unit="s", tz="UTC")
+            return self._store.window(since=since, labelled_only=labelled_only)
+        return self._store.window(last_n=drift.window_size, labelled_only=labelled_only)
+
+    def run(self) -> CheckOutcome:
+        ts = self._clock()
+        started = time.perf_counter()
+        outcome = self._run(ts)
+        outcome.duration_seconds = time.perf_counter() - started
+        return outcome
+
+    def _run(self, ts: float) -> CheckOutcome:
+        target = self._cfg.model.target
+        try:
+            window = self.current_window()
+        except DriftloopError as exc:
+            return CheckOutcome(ts, "error", f"cannot read the window from the store: {exc}")
+        rows = len(window)
+        labelled = int(window[target].notna().sum()) if rows else 0
+        span = dict(window_rows=rows, labelled_rows=labelled,
+                    window_start=_epoch(window["ts"].iloc[0]) if rows else None,
+                    window_end=_epoch(window["ts"].iloc[-1]) if rows else None)
+        try:
+            champion = self._champion.get()
+        except NoChampionError as exc:
+            return CheckOutcome(ts, "no_champion",
+                                f"no champion model to compare against ({exc}); train one with `driftloop train`",
+                                **span)
+        except RegistryError as exc:
+            return CheckOutcome(ts, "error", f"cannot load the champion: {exc}", **span)
+        version = str(champion.version)
+        if rows == 0:
+            where = (f"in the last {self._cfg.drift.window_seconds:g} s" if self._cfg.drift.window_seconds
+                     else "in the store")
+            return CheckOutcome(ts, "empty", f"no predictions {where} yet; nothing to check",
+                                champion_version=version, **span)
+        try:
+            baseline = champion.baseline
+            result = self._evaluate(baseline.reference, window, self._cfg.model, self._cfg.drift,
+                                    dict(baseline.metrics))
+        except DriftloopError as exc:
+            return CheckOutcome(ts, "error", f"evaluation failed: {exc}", champion_version=version, **span)
+        except Exception as exc:  # a bug or a third-party surprise: log it fully, keep the daemon alive
+            log.exception("check failed unexpectedly")
+            return CheckOutcome(ts, "error", f"evaluation failed unexpectedly: {type(exc).__name__}: {exc}",
+                                champion_version=version, **span)
+        html = js = None
+        try:
+            html, js = self._save_report(result, ts)
+        except Exception as exc:  # a full disk must not lose the check itself
+            log.warning("could not save the Evidently report: %s", exc)
+        # evaluate_window counted the labelled rows itself; its count is the one its metrics rest on.
+        span.update(window_rows=int(result.window_rows), labelled_rows=int(result.labelled_rows))
+        return CheckOutcome(ts, "ok", "checked", champion_version=version, result=result,
+                            report_html=html, report_json=js, **span)

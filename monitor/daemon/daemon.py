@@ -1,0 +1,185 @@
+"""The daemon, composed: store, checks, alert policy, incidents, retrain worker, metrics, API.
+
+In-process use (tests, ``driftloop demo``)::
+
+    daemon = Daemon(cfg)              # opens the store (migrations run), wires everything
+    app = daemon.build_app()          # FastAPI app: ingestion + /v1/alerts, /v1/retrain, /v1/status, /metrics
+    daemon.start()                    # recovery, then the scheduler (first check after 1 s)
+    report = daemon.run_check_now()   # one check, acted upon (may open an incident and retrain)
+    daemon.wait_for_retrain(600)      # block until the retrain child has finished and is settled
+    daemon.stop()                     # scheduler, retrain child, GPU collector, store
+
+Every side effect can be injected (store, registry, clock, launcher, champion source,
+registry probe, evaluation and report saving), which is how the tests drive it.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable
+
+from prometheus_client import CollectorRegistry
+
+from monitor.config import DriftloopConfig
+from monitor.daemon.attempts import AttemptStore
+from monitor.daemon.champion import ChampionCache, mlflow_alias_lookup
+from monitor.daemon.checklog import CheckLog
+from monitor.daemon.checks import CheckJob
+from monitor.daemon.controller import CheckReport, Controller
+from monitor.daemon.incidents import IncidentStore
+from monitor.daemon.launcher import Launcher, ProcessLauncher
+from monitor.daemon.metrics import DaemonCollector
+from monitor.daemon.policy import AlertPolicy
+from monitor.daemon.recovery import recover
+from monitor.daemon.registry import MlflowProbe, RegistryProbe
+from monitor.daemon.scheduler import build_scheduler
+from monitor.daemon.status import collect_status
+from monitor.daemon.triggers import TriggerResult, handle_alertmanager, request_retrain
+
+log = logging.getLogger(__name__)
+
+
+def _default_champion(cfg: DriftloopConfig) -> ChampionCache:
+    def load() -> Any:
+        import trainer
+        return trainer.load_champion(cfg)
+    return ChampionCache(load, mlflow_alias_lookup(cfg))
+
+
+class _LazyEvaluator:
+    """``monitor.drift.DriftEvaluator`` (which caches the prepared reference per champion), built
+    on the first check: importing Evidently takes seconds, and start-up should not wait for it."""
+
+    def __init__(self, clock: Callable[[], float]):
+        self._clock = clock
+        self._evaluator: Any = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._evaluator is None:
+            from monitor.drift import DriftEvaluator
+            self._evaluator = DriftEvaluator(clock=self._clock)
+        return self._evaluator(*args, **kwargs)
+
+
+class Daemon:
+    def __init__(self, cfg: DriftloopConfig, *, store: Any = None, registry: CollectorRegistry | None = None,
+                 clock: Callable[[], float] = time.time, launcher: Launcher | None = None,
+                 champion: ChampionCache | None = None, probe: RegistryProbe | None = None,
+                 evaluate: Callable[..., Any] | None = None,
+                 save_report: Callable[[Any, float], tuple[Any, Any]] | None = None, gpu: bool | None = None):
+        self.cfg = cfg
+        self.clock = clock
+        if store is None:
+            from monitor.store import PredictionStore
+            store = PredictionStore.from_config(cfg)
+        self.store = store
+        engine, model = store.engine, cfg.model.name
+        self.champion = champion or _default_champion(cfg)
+        if evaluate is None:
+            evaluate = _LazyEvaluator(clock)
+        if save_report is None:
+            save_report = self._save_report
+        checklog = CheckLog(engine, model, clock)
+        self.controller = Controller(
+            cfg, store, CheckJob(cfg, store, self.champion, evaluate, save_report, clock), checklog,
+            IncidentStore(engine, model, clock), AttemptStore(engine, model, clock),
+            AlertPolicy(cfg.alerts, cfg.drift.min_labels),
+            launcher or ProcessLauncher(cfg.home / "retrains"),
+            self.champion, probe or MlflowProbe(cfg),
+            clock)
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        self.registry.register(DaemonCollector(self.controller, lambda: self.champion.last_version))
+        self._register_model_metrics()
+        self._gpu_close: Callable[[], None] | None = None
+        if cfg.server.gpu_metrics if gpu is None else gpu:
+            from monitor.gpu import build_gpu_collector
+            collector, self._gpu_close = build_gpu_collector(cfg.exporter)
+            self.registry.register(collector)
+        self._scheduler = None
+        self._started = False
+
+    # -- composition ----------------------------------------------------------------------
+    def _register_model_metrics(self) -> None:
+        from monitor.drift import ModelMetricsCollector
+        self.registry.register(ModelMetricsCollector(self.cfg.model.name, self._latest_result))
+
+    def _latest_result(self) -> Any:
+        """The latest successful check's result: a failed check leaves the last good values up
+        (``driftloop_model_last_check_timestamp_seconds`` shows their age)."""
+        return self.controller.last_result
+
+    def _save_report(self, result: Any, ts: float) -> tuple[Any, Any]:
+        from monitor.drift import save_report
+        paths = save_report(result, self.cfg.reports_dir, keep=self.cfg.drift.reports_keep)
+        return paths.html, paths.json
+
+    def build_app(self) -> Any:
+        """The FastAPI app: ingestion (``/v1/predictions``, ``/v1/labels``, ``/metrics``,
+        ``/healthz``) plus the daemon's endpoints."""
+        from monitor.daemon.api import build_router
+        from monitor.ingest import create_app
+        from monitor.ingest.security import require_token
+
+        app = create_app(self.cfg, self.store, self.registry)
+        app.include_router(build_router(self, require_token))
+        return app
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self, *, scheduler: bool = True, check_interval: float | None = None) -> None:
+        """Settle what a previous run left half done, then start the scheduled jobs
+        (``check_interval`` overrides ``drift.interval_seconds``)."""
+        recover(self.controller)  # logs what it settled
+        if scheduler:
+            self._scheduler = build_scheduler(
+                check=self.run_check_now, check_interval=check_interval or self.cfg.drift.interval_seconds,
+                retention=self.apply_retention,
+                retrain=lambda: self.retrain_now("schedule", f"cron {self.cfg.alerts.retrain_cron}"),
+                retrain_cron=self.cfg.alerts.retrain_cron, on_check_error=self._check_failed)
+            self._scheduler.start()
+        self._started = True
+
+    def _check_failed(self, exc: BaseException) -> None:
+        # The check could not even be recorded (the store is down): count it here instead.
+        self.controller.unrecorded_errors += 1
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Stop the scheduler (a running check finishes), abort a running retrain (it is settled
+        against the registry, so a promotion that just happened is kept), close everything."""
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=True)
+            self._scheduler = None
+        self.controller.supervisor.stop(grace=grace)
+        if self._gpu_close is not None:
+            self._gpu_close()
+            self._gpu_close = None
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            close()
+        self._started = False
+
+    # -- actions --------------------------------------------------------------------------
+    def run_check_now(self) -> CheckReport:
+        return self.controller.run_check()
+
+    def retrain_now(self, trigger: str = "manual", detail: str = "manual retrain") -> TriggerResult:
+        return request_retrain(self.controller, trigger, detail)
+
+    def handle_alerts(self, payload: Any) -> TriggerResult:
+        return handle_alertmanager(self.controller, payload)
+
+    def wait_for_retrain(self, timeout: float | None = None) -> bool:
+        return self.controller.supervisor.wait_idle(timeout)
+
+    def apply_retention(self) -> None:
+        days = self.cfg.store.retention_days
+        if days is None:
+            return
+        removed = self.store.apply_retention(days)
+        pruned = self.controller.checklog.prune(self.clock() - days * 86400)
+        log.info("retention: %s prediction rows and %d check rows older than %g days removed", removed, pruned, days)
+
+    def status(self) -> dict[str, Any]:
+        c = self.controller
+        return collect_status(self.cfg.model.name, self.champion.version, c.checklog, c.incidents, c.attempts,
+                              extra={"daemon": {"running": self._started,
+                                                "check_interval_seconds": self.cfg.drift.interval_seconds}})

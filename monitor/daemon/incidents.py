@@ -1,0 +1,195 @@
+"""Incidents: the persisted state machine, and their event trail.
+
+::
+
+    firing ──► retraining ──► promoted ─┐
+       │            │    └──► rejected ─┼──► resolved
+       │            └───────► failed ───┤
+       └────────────────────────────────┘
+    promoted / rejected / failed ──► retraining   (another attempt: still unhealthy after the cooldown)
+
+Every transition is a conditional ``UPDATE ... WHERE state IN (allowed sources)``, so two
+writers (the scheduler thread, an API request, the retrain supervisor) can never both move
+the same incident; the loser gets :class:`TransitionError`.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterable
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.engine import Engine
+
+from monitor.daemon.tables import incident_events, incidents
+from monitor.errors import DriftloopError
+from monitor.store.engine import write_transaction
+
+STATES = ("firing", "retraining", "promoted", "rejected", "failed", "resolved")
+OPEN_STATES = ("firing", "retraining", "promoted", "rejected", "failed")
+OUTCOME_STATES = ("promoted", "rejected", "failed")
+TRANSITIONS: dict[str, tuple[str, ...]] = {
+    "firing": ("retraining", "resolved"),
+    "retraining": OUTCOME_STATES,
+    "promoted": ("retraining", "resolved"),
+    "rejected": ("retraining", "resolved"),
+    "failed": ("retraining", "resolved"),
+    "resolved": (),
+}
+REASONS = ("accuracy", "roc_auc", "drift", "alertmanager", "schedule", "manual")
+
+
+class TransitionError(DriftloopError):
+    """The incident is not in a state this transition may start from (or does not exist)."""
+
+
+@dataclass
+class Incident:
+    id: str
+    model: str
+    reason: str
+    trigger: str
+    state: str
+    detail: str | None
+    opened_at: float
+    updated_at: float
+    resolved_at: float | None
+    check_id: int | None
+    report_paths: list[str]
+    window_start: float | None
+    retrain: bool
+    attempts: int
+    run_id: str | None
+    version: str | None
+    outcome_reasons: list[str]
+
+    @property
+    def is_open(self) -> bool:
+        return self.state != "resolved"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _incident(row) -> Incident:
+    m = dict(row._mapping)
+    m["report_paths"] = json.loads(m["report_paths"] or "[]")
+    m["outcome_reasons"] = json.loads(m["outcome_reasons"] or "[]")
+    m["retrain"] = bool(m["retrain"])
+    return Incident(**m)
+
+
+class IncidentStore:
+    def __init__(self, engine: Engine, model: str, clock: Callable[[], float]):
+        self._engine = engine
+        self._model = model
+        self._clock = clock
+
+    def open(self, reason: str, trigger: str, detail: str, *, check_id: int | None = None,
+             report_paths: Iterable[str] = (), window_start: float | None = None,
+             retrain: bool = True) -> Incident:
+        if reason not in REASONS:
+            raise ValueError(f"unknown incident reason {reason!r}")
+        now = self._clock()
+        incident_id = "inc-" + uuid.uuid4().hex[:12]
+        with write_transaction(self._engine) as conn:
+            conn.execute(insert(incidents).values(
+                id=incident_id, model=self._model, reason=reason, trigger=trigger, state="firing",
+                detail=detail, opened_at=now, updated_at=now, check_id=check_id,
+                report_paths=json.dumps(list(report_paths)), window_start=window_start, retrain=retrain,
+                attempts=0, outcome_reasons="[]"))
+            conn.execute(insert(incident_events).values(
+                incident_id=incident_id, ts=now, kind="opened", message=detail,
+                data=json.dumps({"reason": reason, "trigger": trigger, "check_id": check_id})))
+        return self.get(incident_id)
+
+    def get(self, incident_id: str) -> Incident:
+        with self._engine.connect() as conn:
+            row = conn.execute(select(incidents).where(incidents.c.id == incident_id)).first()
+        if row is None:
+            raise TransitionError(f"no incident {incident_id!r}")
+        return _incident(row)
+
+    def open_incidents(self) -> list[Incident]:
+        q = (select(incidents).where(incidents.c.model == self._model, incidents.c.state.in_(OPEN_STATES))
+             .order_by(incidents.c.opened_at))
+        with self._engine.connect() as conn:
+            return [_incident(r) for r in conn.execute(q)]
+
+    def current(self) -> Incident | None:
+        """The oldest open incident: new alerts attach to it rather than opening another."""
+        found = self.open_incidents()
+        return found[0] if found else None
+
+    def recent(self, limit: int = 20) -> list[Incident]:
+        q = (select(incidents).where(incidents.c.model == self._model)
+             .order_by(incidents.c.opened_at.desc()).limit(limit))
+        with self._engine.connect() as conn:
+            return [_incident(r) for r in conn.execute(q)]
+
+    def transition(self, incident_id: str, to: str, message: str, **fields: Any) -> Incident:
+        """Move ``incident_id`` to ``to`` if allowed from its current state; record an event."""
+        if to not in STATES:
+            raise ValueError(f"unknown incident state {to!r}")
+        sources = [s for s, targets in TRANSITIONS.items() if to in targets]
+        now = self._clock()
+        values: dict[str, Any] = {"state": to, "updated_at": now}
+        if to == "resolved":
+            values["resolved_at"] = now
+        if to == "retraining":
+            values["attempts"] = incidents.c.attempts + 1
+        for key in ("run_id", "version", "detail"):
+            if key in fields:
+                values[key] = fields[key]
+        if "outcome_reasons" in fields:
+            values["outcome_reasons"] = json.dumps(list(fields["outcome_reasons"]))
+        with write_transaction(self._engine) as conn:
+            done = conn.execute(update(incidents)
+                                .where(incidents.c.id == incident_id, incidents.c.state.in_(sources))
+                                .values(**values)).rowcount
+            if done != 1:
+                row = conn.execute(select(incidents.c.state).where(incidents.c.id == incident_id)).first()
+                where = "does not exist" if row is None else f"is {row.state}"
+                raise TransitionError(f"incident {incident_id} {where}; cannot move it to {to}")
+            conn.execute(insert(incident_events).values(
+                incident_id=incident_id, ts=now, kind=to, message=message,
+                data=json.dumps(fields.get("data")) if fields.get("data") is not None else None))
+        return self.get(incident_id)
+
+    def set_retrain(self, incident_id: str) -> None:
+        """Mark an incident as asking for a retrain (a drift incident later confirmed by performance)."""
+        with write_transaction(self._engine) as conn:
+            conn.execute(update(incidents).where(incidents.c.id == incident_id)
+                         .values(retrain=True, updated_at=self._clock()))
+
+    def note(self, incident_id: str, kind: str, message: str, data: Any = None, *, dedupe: bool = False) -> None:
+        """Record something that happened to an incident without changing its state. ``dedupe``:
+        not again when the incident's latest event says the same (a wait repeated every check)."""
+        with write_transaction(self._engine) as conn:
+            if dedupe:
+                last = conn.execute(select(incident_events.c.kind, incident_events.c.message)
+                                    .where(incident_events.c.incident_id == incident_id)
+                                    .order_by(incident_events.c.id.desc()).limit(1)).first()
+                if last is not None and (last.kind, last.message) == (kind, message):
+                    return
+            conn.execute(insert(incident_events).values(
+                incident_id=incident_id, ts=self._clock(), kind=kind, message=message,
+                data=json.dumps(data) if data is not None else None))
+
+    def events(self, incident_id: str) -> list[dict[str, Any]]:
+        q = select(incident_events).where(incident_events.c.incident_id == incident_id).order_by(incident_events.c.id)
+        with self._engine.connect() as conn:
+            return [{**dict(r._mapping), "data": json.loads(r.data) if r.data else None} for r in conn.execute(q)]
+
+    def count_open(self) -> int:
+        q = select(func.count()).select_from(incidents).where(
+            incidents.c.model == self._model, incidents.c.state.in_(OPEN_STATES))
+        with self._engine.connect() as conn:
+            return int(conn.execute(q).scalar_one())
+
+    def totals_by_reason(self) -> dict[str, int]:
+        q = (select(incidents.c.reason, func.count()).where(incidents.c.model == self._model)
+             .group_by(incidents.c.reason))
+        with self._engine.connect() as conn:
+            return {r: int(n) for r, n in conn.execute(q)}

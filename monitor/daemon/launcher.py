@@ -1,0 +1,182 @@
+"""Launch a retrain in a child process, so a crash or an out-of-memory kill in training never
+takes the daemon down.
+
+The protocol is a job folder (``<home>/retrains/<attempt id>/``)::
+
+    job.json        attempt id, incident id, the daemon's pid             (for the watchdog, recovery)
+    request.json    trainer.worker's request: config, trigger, incident id, report paths, data
+                    window, and the window file                              (written by the daemon)
+    window.parquet  the labelled rows to retrain on                          (written by the daemon)
+    worker.log      the child's stdout and stderr
+    result.json     trainer.worker's result, written atomically by the child as its last act:
+                    {"status": "ok", "outcome": {...}} or {"status": "error"|"interrupted", "message"}
+
+A child that exits without ``result.json`` failed; the last lines of its log say why.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import pandas as pd
+
+WORKER_MODULE = "monitor.daemon.worker"
+KEEP_JOB_DIRS = 20
+
+
+@dataclass
+class RetrainJob:
+    attempt_id: str
+    incident_id: str
+    trigger: str
+    window: pd.DataFrame
+    config: dict[str, Any]                      # DriftloopConfig.model_dump(mode="json")
+    report_paths: list[str] = field(default_factory=list)
+    data_window: dict[str, Any] | None = None
+
+
+@dataclass
+class ChildResult:
+    """What a finished child reported. ``outcome`` is trainer's RetrainOutcome as a dict."""
+
+    exit_code: int | None
+    outcome: dict[str, Any] | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is not None and self.error is None
+
+
+class RetrainHandle(Protocol):
+    pid: int
+
+    def wait(self, timeout: float | None = None) -> ChildResult | None:
+        """The result once the child has exited; ``None`` if still running after ``timeout``."""
+
+    def terminate(self, grace: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL after ``grace`` seconds."""
+
+
+class Launcher(Protocol):
+    def launch(self, job: RetrainJob) -> RetrainHandle: ...
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        sig = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+        hint = " (killed: out of memory, a timeout or a shutdown)" if -code == signal.SIGKILL else ""
+        return f"retrain worker died by {sig}{hint}"
+    return f"retrain worker exited with code {code}"
+
+
+class ProcessHandle:
+    def __init__(self, proc: subprocess.Popen, job_dir: Path):
+        self._proc = proc
+        self.pid = proc.pid
+        self.job_dir = job_dir
+
+    def wait(self, timeout: float | None = None) -> ChildResult | None:
+        try:
+            code = self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        return read_result(self.job_dir, code)
+
+    def terminate(self, grace: float = 10.0) -> None:
+        if self._proc.poll() is not None:
+            return
+        self._proc.terminate()
+        try:
+            self._proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+def _write_json(path: Path, body: dict[str, Any]) -> None:
+    # 0600: the request holds the configuration, and a store or MLflow URL may carry a password.
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(body, default=str))
+    os.replace(tmp, path)
+
+
+def read_result(job_dir: Path, exit_code: int | None) -> ChildResult:
+    result_file = job_dir / "result.json"
+    if result_file.exists():
+        try:
+            body = json.loads(result_file.read_text())
+        except (OSError, ValueError) as exc:
+            return ChildResult(exit_code, error=f"unreadable result.json: {exc}")
+        if body.get("status") == "ok" and isinstance(body.get("outcome"), dict):
+            return ChildResult(exit_code, outcome=body["outcome"])
+        what = body.get("status", "error")
+        return ChildResult(exit_code, error=f"retrain {what}: {body.get('error', '')}: {body.get('message', '')}")
+    why = _describe_exit(exit_code) if exit_code is not None else "retrain worker vanished"
+    tail = _tail(job_dir / "worker.log")
+    return ChildResult(exit_code, error=f"{why}; last log lines:\n{tail}" if tail else why)
+
+
+class ProcessLauncher:
+    """Runs ``python -m monitor.daemon.worker <job dir>``. The child watches its parent and
+    exits if the daemon dies, so an orphan can never promote behind a restarted daemon's back."""
+
+    def __init__(self, root: Path, python: str = sys.executable, module: str = WORKER_MODULE,
+                 env: dict[str, str] | None = None, keep: int = KEEP_JOB_DIRS):
+        self._root = Path(root)
+        self._python = python
+        self._module = module
+        self._env = env
+        self._keep = keep
+
+    def prune(self) -> None:
+        """Keep the newest ``keep`` job folders (their logs are what explains a failed retrain)."""
+        try:
+            dirs = sorted((d for d in self._root.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime)
+        except FileNotFoundError:
+            return
+        for old in dirs[:-self._keep] if self._keep else []:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def prepare(self, job: RetrainJob) -> Path:
+        self.prune()
+        job_dir = self._root / job.attempt_id
+        job_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        job.window.to_parquet(job_dir / "window.parquet", index=False)
+        # The full configuration travels as overrides, so the child trains exactly as configured here.
+        request = {"config": job.config, "trigger": job.trigger, "incident_id": job.incident_id,
+                   "report_paths": job.report_paths, "data_window": job.data_window,
+                   "window": {"source": "file", "path": str((job_dir / "window.parquet").resolve())}}
+        _write_json(job_dir / "request.json", request)
+        _write_json(job_dir / "job.json", {"attempt_id": job.attempt_id, "incident_id": job.incident_id,
+                                           "parent_pid": os.getpid()})
+        return job_dir
+
+    def launch(self, job: RetrainJob) -> ProcessHandle:
+        job_dir = self.prepare(job)
+        env = dict(os.environ if self._env is None else self._env)
+        # The child must import this project even when the daemon was started from elsewhere.
+        root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        with open(job_dir / "worker.log", "ab") as log_file:
+            proc = subprocess.Popen([self._python, "-m", self._module, str(job_dir)], stdout=log_file,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                    cwd=os.getcwd())
+        return ProcessHandle(proc, job_dir)

@@ -1,0 +1,101 @@
+"""The daemon's metrics: champion, incidents, retrains, check errors and the alert state.
+
+Counters are derived from the store's tables on each scrape (``SELECT count(*) ... GROUP
+BY``), so they survive restarts and agree with ``driftloop status``. A failing store does not
+fail the scrape: ``driftloop_daemon_store_up`` drops to 0 and the store-derived families are
+left out.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable, Iterable
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from monitor.daemon.attempts import OUTCOMES
+from monitor.daemon.checks import STATUSES
+from monitor.daemon.controller import Controller
+from monitor.daemon.incidents import REASONS
+
+log = logging.getLogger(__name__)
+
+ALERT_REASONS = ("accuracy", "roc_auc", "drift")
+
+
+def _gauge(name: str, doc: str, labels: list[str], samples: Iterable[tuple[list[str], float]]) -> GaugeMetricFamily:
+    g = GaugeMetricFamily(name, doc, labels=labels)
+    for values, v in samples:
+        g.add_metric(values, v)
+    return g
+
+
+class DaemonCollector:
+    def __init__(self, ctl: Controller, champion_version: Callable[[], str | None]):
+        self._ctl = ctl
+        self._champion_version = champion_version
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # dynamic families; nothing to pre-register
+
+    def collect(self) -> Iterable[Metric]:
+        m = self._ctl.cfg.model.name
+        yield from self._from_memory(m)
+        try:
+            families = list(self._from_store(m))
+        except Exception as exc:  # the store is down: say so, keep the rest of the scrape
+            log.warning("daemon metrics: store unavailable: %s", exc)
+            yield _gauge("driftloop_daemon_store_up", "1 when the daemon can read its store", [], [([], 0)])
+            return
+        yield _gauge("driftloop_daemon_store_up", "1 when the daemon can read its store", [], [([], 1)])
+        yield from families
+
+    def _from_memory(self, m: str) -> Iterable[Metric]:
+        version = self._champion_version()
+        yield _gauge("driftloop_model_champion_info", "The model version behind alias champion",
+                     ["model", "version"], [([m, version], 1)] if version else [])
+        report = self._ctl.last_check
+        status = report.outcome.status if report else None
+        yield _gauge("driftloop_model_check_state", "1 for the state of the latest check (ok, no_champion, empty, error)",
+                     ["model", "state"], [([m, s], 1.0 if s == status else 0.0) for s in STATUSES] if status else [])
+        verdict = report.verdict if report else None
+        if verdict is not None:
+            firing = set(verdict.firing)
+            yield _gauge("driftloop_model_alert_firing",
+                         "1 while the daemon's alert policy sees a sustained breach, per reason",
+                         ["model", "reason"], [([m, r], 1.0 if r in firing else 0.0) for r in ALERT_REASONS])
+        yield _gauge("driftloop_retrain_running", "1 while a retrain worker runs", ["model"],
+                     [([m], 1.0 if self._ctl.supervisor.busy else 0.0)])
+
+    def _from_store(self, m: str) -> Iterable[Metric]:
+        ctl = self._ctl
+        last_label = ctl.store.last_label_time()
+        if last_label is not None:
+            yield _gauge("driftloop_model_last_label_timestamp_seconds", "When the latest label arrived",
+                         ["model"], [([m], last_label.timestamp())])
+        errors = CounterMetricFamily("driftloop_model_check_errors", "Drift/performance checks that failed",
+                                     labels=["model"])
+        errors.add_metric([m], ctl.checklog.error_total() + ctl.unrecorded_errors)
+        yield errors
+        yield _gauge("driftloop_incidents_open", "Incidents not yet resolved", ["model"],
+                     [([m], ctl.incidents.count_open())])
+        by_reason = ctl.incidents.totals_by_reason()
+        incidents = CounterMetricFamily("driftloop_incidents", "Incidents opened, by reason", labels=["model", "reason"])
+        for reason in REASONS:
+            incidents.add_metric([m, reason], by_reason.get(reason, 0))
+        yield incidents
+        by_outcome = ctl.attempts.totals_by_outcome()
+        retrains = CounterMetricFamily("driftloop_retrains", "Retrains finished, by outcome", labels=["model", "outcome"])
+        for outcome in OUTCOMES:
+            retrains.add_metric([m, outcome], by_outcome.get(outcome, 0))
+        yield retrains
+        last_at = ctl.attempts.last_with_status()
+        yield _gauge("driftloop_retrain_last_outcome_timestamp_seconds", "When a retrain last ended with each outcome",
+                     ["model", "outcome"], [([m, o], t) for o, t in sorted(last_at.items())])
+        last = ctl.attempts.last_finished()
+        if last is not None and last.duration_seconds is not None:
+            yield _gauge("driftloop_retrain_last_duration_seconds", "Duration of the latest finished retrain",
+                         ["model"], [([m], last.duration_seconds)])
+        done = next((a for a in ctl.attempts.recent(20) if a.samples_per_second), None)
+        if done is not None:
+            yield _gauge("driftloop_training_samples_per_second", "Training throughput of the latest retrain",
+                         ["model"], [([m], done.samples_per_second)])

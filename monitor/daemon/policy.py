@@ -1,0 +1,172 @@
+"""The alert policy: when does a check open an incident, when does it retrain, when is it healthy again.
+
+Pure: no I/O and no clock of its own. :meth:`AlertPolicy.observe` is fed one
+:class:`Observation` per check (in order) and keeps only the streak counters that make an
+alert *sustained*. The cooldown between retrains is a plain function of "now" and the time the
+last retrain finished, both given by the caller.
+
+Rules (``alerts`` section of the config):
+
+- a *performance breach* is an accuracy drop >= ``accuracy_drop`` or a ROC AUC drop >=
+  ``auc_drop`` against the champion's baseline, absolute (baseline - value) or relative
+  ((baseline - value) / baseline) per ``mode``. Only checks with ``labelled_rows >=
+  drift.min_labels`` can breach or be healthy on performance; with fewer labels performance is
+  *unknown* and the streaks neither grow nor reset;
+- a *drift breach* is Evidently's dataset drift (share of drifted features >= ``drift.drift_share``);
+- an alert *fires* once a breach has been seen in ``sustained_windows`` checks in a row; a
+  performance alert retrains, a drift alert retrains only with ``retrain_on_drift``;
+- a check is *healthy* for an incident when the incident's own signal is fine: performance
+  within thresholds (with enough labels) for accuracy/roc_auc incidents, no dataset drift for
+  drift incidents; an incident resolves after ``healthy_windows`` healthy checks in a row;
+- a new champion resets the streaks: breaches measured against the old baseline say nothing
+  about the new model.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+from monitor.config import AlertsConfig
+
+Reason = Literal["accuracy", "roc_auc", "drift"]
+PERFORMANCE_REASONS: tuple[str, ...] = ("accuracy", "roc_auc")
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the policy needs to know about one check."""
+
+    labelled_rows: int
+    accuracy: float | None = None
+    roc_auc: float | None = None
+    baseline_accuracy: float | None = None
+    baseline_roc_auc: float | None = None
+    dataset_drift: bool = False
+    champion_version: str | None = None
+
+
+@dataclass(frozen=True)
+class Breach:
+    reason: Reason
+    value: float | None
+    baseline: float | None
+    drop: float | None
+    threshold: float | None
+
+    def describe(self) -> str:
+        if self.reason == "drift":
+            return "dataset drift"
+        return (f"{self.reason} {self.value:.4f} vs baseline {self.baseline:.4f} "
+                f"(drop {self.drop:.4f} >= {self.threshold:g})")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    breaches: tuple[Breach, ...]
+    performance_known: bool      # enough labels to judge accuracy / ROC AUC
+    performance_streak: int
+    drift_streak: int
+    fire: bool                   # a sustained alert: open an incident (or attach to the open one)
+    reason: Reason | None        # the reason an incident opened by this verdict carries
+    retrain: bool                # the sustained alert asks for a retrain
+    message: str = ""
+    healthy: dict[str, bool | None] = field(default_factory=dict)  # per reason; None = unknown
+    firing: tuple[str, ...] = ()  # every reason with a sustained breach now
+
+    def healthy_for(self, reason: str) -> bool | None:
+        """Is this check healthy for an incident opened for ``reason``? ``None``: cannot tell.
+        Incidents opened from outside (Alertmanager, schedule, manual) are judged on performance."""
+        key = reason if reason in self.healthy else "performance"
+        return self.healthy.get(key)
+
+
+def drop_of(value: float, baseline: float, mode: str) -> float:
+    if mode == "relative":
+        return (baseline - value) / baseline if baseline > 0 else 0.0
+    return baseline - value
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+class AlertPolicy:
+    def __init__(self, alerts: AlertsConfig, min_labels: int):
+        self._cfg = alerts
+        self._min_labels = min_labels
+        self._perf_streak = 0
+        self._drift_streak = 0
+        self._champion: str | None = None
+
+    @property
+    def config(self) -> AlertsConfig:
+        return self._cfg
+
+    def reset(self) -> None:
+        self._perf_streak = self._drift_streak = 0
+
+    def performance_breaches(self, obs: Observation) -> list[Breach] | None:
+        """Performance breaches of one check; ``None`` when there are too few labels to judge."""
+        if obs.labelled_rows < self._min_labels:
+            return None
+        out: list[Breach] = []
+        for reason, value, baseline, threshold in (
+            ("accuracy", obs.accuracy, obs.baseline_accuracy, self._cfg.accuracy_drop),
+            ("roc_auc", obs.roc_auc, obs.baseline_roc_auc, self._cfg.auc_drop),
+        ):
+            if not (_finite(value) and _finite(baseline)):
+                continue  # e.g. ROC AUC is undefined on a one-class window
+            drop = drop_of(value, baseline, self._cfg.mode)
+            # A tiny epsilon so that a drop of exactly the threshold counts despite float rounding.
+            if drop >= threshold - 1e-12:
+                out.append(Breach(reason, value, baseline, drop, threshold))
+        return out
+
+    def observe(self, obs: Observation) -> Verdict:
+        if obs.champion_version != self._champion:
+            self._champion = obs.champion_version
+            self.reset()
+        perf = self.performance_breaches(obs)
+        if perf is not None:
+            self._perf_streak = self._perf_streak + 1 if perf else 0
+        if obs.dataset_drift:
+            self._drift_streak += 1
+        else:
+            self._drift_streak = 0
+        breaches = tuple(perf or ()) + ((Breach("drift", None, None, None, None),) if obs.dataset_drift else ())
+        need = self._cfg.sustained_windows
+        perf_fire = bool(perf) and self._perf_streak >= need
+        drift_fire = obs.dataset_drift and self._drift_streak >= need
+        reason: Reason | None = None
+        if perf_fire:
+            reason = perf[0].reason  # accuracy first: the headline number people act on
+        elif drift_fire:
+            reason = "drift"
+        retrain = perf_fire or (drift_fire and self._cfg.retrain_on_drift)
+        firing = tuple(b.reason for b in perf or () if perf_fire) + (("drift",) if drift_fire else ())
+        healthy = {
+            "performance": None if perf is None else not perf,
+            "accuracy": None if perf is None else not perf,
+            "roc_auc": None if perf is None else not perf,
+            "drift": not obs.dataset_drift,
+        }
+        if perf is None:
+            msg = f"{obs.labelled_rows} labelled rows < drift.min_labels={self._min_labels}: performance not judged"
+        elif perf:
+            msg = "; ".join(b.describe() for b in perf) + f" ({self._perf_streak}/{need} windows)"
+        else:
+            msg = "performance within thresholds"
+        if obs.dataset_drift:
+            msg += f"; dataset drift ({self._drift_streak}/{need} windows)"
+        return Verdict(breaches=breaches, performance_known=perf is not None,
+                       performance_streak=self._perf_streak, drift_streak=self._drift_streak,
+                       fire=perf_fire or drift_fire, reason=reason, retrain=retrain, message=msg,
+                       healthy=healthy, firing=firing)
+
+
+def cooldown_remaining(now: float, last_finished_at: float | None, cooldown_seconds: float) -> float:
+    """Seconds until an automatic retrain may start again (0 when it may start now)."""
+    if last_finished_at is None:
+        return 0.0
+    return max(0.0, last_finished_at + cooldown_seconds - now)

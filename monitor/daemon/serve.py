@@ -1,0 +1,90 @@
+"""``driftloop serve``'s body: the daemon with its HTTP server, until SIGTERM or SIGINT.
+
+uvicorn runs in a thread on a socket bound here first (so "address in use" is a one-line
+error, not a traceback), and the main thread owns the signals. Shutdown order: stop taking
+requests, stop the scheduler (a running check finishes), abort a running retrain (settled
+against the registry), close the GPU collector and the store.
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import threading
+import time
+from typing import Any
+
+from monitor.config import DriftloopConfig
+from monitor.errors import UserInputError
+
+log = logging.getLogger(__name__)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UserInputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    sock.listen(2048)
+    sock.set_inheritable(False)
+    return sock
+
+
+def serve(cfg: DriftloopConfig, stop: threading.Event | None = None, *, daemon: Any = None,
+          ready: threading.Event | None = None, scheduler: bool = True) -> None:
+    """Run until ``stop`` is set (the CLI sets it from SIGTERM/SIGINT). ``daemon``: an already
+    built :class:`~monitor.daemon.daemon.Daemon` (tests, the demo); stopped on the way out.
+    ``ready`` is set once requests are answered and the scheduler runs."""
+    import uvicorn
+
+    from monitor.daemon.daemon import Daemon
+
+    stop = stop or threading.Event()
+    sock = _bind(cfg.server.host, cfg.server.port)
+    try:
+        daemon = daemon if daemon is not None else Daemon(cfg)
+    except BaseException:
+        sock.close()
+        raise
+    server = None
+    thread = None
+    try:
+        app = daemon.build_app()
+        server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, timeout_graceful_shutdown=10,
+                                               proxy_headers=False, server_header=False))
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="http", daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not server.started and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not server.started:
+            raise RuntimeError("the HTTP server did not start; see the log above")
+        daemon.start(scheduler=scheduler)
+        host, port = sock.getsockname()[:2]
+        log.info("driftloop serving model %r on http://%s:%s (checks every %g s)", cfg.model.name, host, port,
+                 cfg.drift.interval_seconds)
+        if ready is not None:
+            ready.set()
+        while not stop.wait(1.0):
+            if not thread.is_alive():
+                raise RuntimeError("the HTTP server stopped unexpectedly; see the log above")
+        log.info("shutting down")
+    finally:
+        if server is not None and thread is not None:
+            server.should_exit = True
+            thread.join(15)
+        daemon.stop()
+        sock.close()
+        log.info("stopped")
+
+
+def install_signal_handlers(stop: threading.Event) -> None:
+    def _stop(signum: int, frame: Any) -> None:
+        log.info("received %s", signal.Signals(signum).name)
+        stop.set()
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)

@@ -1,0 +1,88 @@
+"""``driftloop status`` and ``GET /v1/status``: champion, last window's metrics, open incidents,
+recent retrains. Built from the store and the registry only, so the CLI can answer with the
+daemon stopped, and both answers agree."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from monitor.daemon.attempts import AttemptStore
+from monitor.daemon.checklog import CheckLog
+from monitor.daemon.incidents import IncidentStore
+
+_TIME_KEYS = ("ts", "opened_at", "updated_at", "resolved_at", "started_at", "finished_at", "window_start", "window_end")
+
+
+def iso(t: float | None) -> str | None:
+    return None if t is None else datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _times(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: iso(v) if k in _TIME_KEYS and isinstance(v, (int, float)) else v for k, v in d.items()}
+
+
+def _check_summary(row: dict[str, Any] | None) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    result = row.pop("result", None) or {}
+    features = result.get("features") or []
+    row["drifted_features"] = [f.get("name") for f in features if isinstance(f, dict) and f.get("drifted")]
+    for key in ("accuracy_ci", "roc_auc_ci"):
+        if key in result:
+            row[key] = result[key]
+    return _times(row)
+
+
+def collect_status(model: str, champion_version: Callable[[], str | None], checklog: CheckLog,
+                   incidents: IncidentStore, attempts: AttemptStore, *, limit: int = 5,
+                   extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    try:
+        version = champion_version()
+        champion_error = None
+    except Exception as exc:  # the registry being down must not hide the rest
+        version, champion_error = None, str(exc)
+    running = attempts.running()
+    return {
+        "model": model,
+        "champion": {"version": version, **({"error": champion_error} if champion_error else {})},
+        "last_check": _check_summary(checklog.last()),
+        "open_incidents": [_times(i.to_dict()) for i in incidents.open_incidents()],
+        "recent_incidents": [_times(i.to_dict()) for i in incidents.recent(limit)],
+        "retrain_running": _times(running.to_dict()) if running else None,
+        "recent_retrains": [_times(a.to_dict()) for a in attempts.recent(limit)],
+        **(extra or {}),
+    }
+
+
+def _fmt(x: Any, spec: str = ".4f") -> str:
+    return "-" if x is None else format(x, spec) if isinstance(x, (int, float)) else str(x)
+
+
+def render_status(s: dict[str, Any]) -> str:
+    lines = [f"model        {s['model']}",
+             f"champion     {'v' + s['champion']['version'] if s['champion'].get('version') else 'none'}"
+             + (f"  ({s['champion']['error']})" if s["champion"].get("error") else "")]
+    c = s.get("last_check")
+    if c is None:
+        lines.append("last check   never")
+    else:
+        lines.append(f"last check   {c['ts']}  {c['status']}  {c.get('message') or ''}".rstrip())
+        if c["status"] == "ok":
+            lines.append(f"  window     {c['window_rows']} rows, {c['labelled_rows']} labelled")
+            lines.append(f"  accuracy   {_fmt(c.get('accuracy'))} (baseline {_fmt(c.get('baseline_accuracy'))})")
+            lines.append(f"  roc_auc    {_fmt(c.get('roc_auc'))} (baseline {_fmt(c.get('baseline_roc_auc'))})")
+            drifted = ", ".join(c.get("drifted_features") or []) or "none"
+            lines.append(f"  drift      share {_fmt(c.get('drift_share'), '.2f')}; drifted: {drifted}")
+            if c.get("verdict"):
+                lines.append(f"  verdict    {c['verdict']}")
+    lines.append(f"incidents    {len(s['open_incidents'])} open")
+    for i in s["open_incidents"]:
+        lines.append(f"  {i['id']}  {i['state']:<10} {i['reason']:<12} opened {i['opened_at']}  attempts {i['attempts']}")
+        if i.get("detail"):
+            lines.append(f"    {i['detail']}")
+    lines.append("retrains     " + ("running: " + s["retrain_running"]["id"] if s.get("retrain_running") else "none running"))
+    for a in s["recent_retrains"]:
+        what = a["challenger_version"] and f"v{a['challenger_version']}" or "-"
+        why = "; ".join(a.get("reasons") or [])
+        lines.append(f"  {a['id']}  {a['status']:<9} {a['trigger']:<8} {a['started_at']}  {what}  {why}".rstrip())
+    return "\n".join(lines)

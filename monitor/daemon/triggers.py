@@ -1,0 +1,89 @@
+"""Retrains asked for from outside the check: Alertmanager's webhook, a person, the cron schedule.
+
+Each attaches to the open incident when there is one (one incident at a time keeps the story
+of a degradation in one place) and opens one otherwise.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from monitor.daemon.alertmanager import WebhookPayload, select_alerts
+from monitor.daemon.attempts import BusyError
+from monitor.daemon.controller import Controller
+from monitor.daemon.incidents import Incident
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TriggerResult:
+    incident: Incident | None
+    action: str
+    details: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"incident": self.incident.to_dict() if self.incident else None, "action": self.action, **self.details}
+
+
+def _wants_retrain(labels: dict[str, str], retrain_on_drift: bool) -> bool:
+    return labels.get("reason") != "drift" or retrain_on_drift
+
+
+def handle_alertmanager(ctl: Controller, payload: WebhookPayload) -> TriggerResult:
+    """Firing alerts that concern us open (or attach to) an incident and may retrain, with the
+    cooldown; resolved ones are noted, and resolve an Alertmanager incident that is not retraining."""
+    sel = select_alerts(payload, ctl.cfg.alerts.webhook_match, ctl.cfg.model.name)
+    details = {"firing": len(sel.firing), "resolved": len(sel.resolved), "ignored": len(sel.ignored)}
+    with ctl.lock:
+        current = ctl.incidents.current()
+        if sel.firing:
+            summary = "; ".join(a.summary() for a in sel.firing)
+            retrain = any(_wants_retrain(a.labels, ctl.cfg.alerts.retrain_on_drift) for a in sel.firing)
+            data = {"alerts": [{"labels": a.labels, "startsAt": str(a.starts_at)} for a in sel.firing]}
+            if current is None:
+                current = ctl.incidents.open("alertmanager", "alert", f"Alertmanager: {summary}", retrain=retrain)
+                ctl.incidents.note(current.id, "alertmanager_firing", summary, data)
+                action = f"opened incident {current.id}"
+            else:
+                ctl.incidents.note(current.id, "alertmanager_firing", summary, data)
+                if retrain and not current.retrain:
+                    ctl.incidents.set_retrain(current.id)
+                current = ctl.incidents.get(current.id)
+                action = f"attached to incident {current.id}"
+            if current.retrain:
+                action += f"; {ctl.maybe_retrain(current, 'alert')}"
+            log.warning("Alertmanager: %s (%s)", summary, action)
+            return TriggerResult(ctl.incidents.get(current.id), action, details)
+        if sel.resolved and current is not None:
+            summary = "; ".join(a.summary() for a in sel.resolved)
+            ctl.incidents.note(current.id, "alertmanager_resolved", summary)
+            if current.reason == "alertmanager" and current.state != "retraining":
+                ctl._resolve(current, f"Alertmanager resolved: {summary}")
+                return TriggerResult(ctl.incidents.get(current.id), f"resolved incident {current.id}", details)
+            return TriggerResult(current, f"noted on incident {current.id}", details)
+        return TriggerResult(current, "nothing to do: no firing alert concerns this model", details)
+
+
+def request_retrain(ctl: Controller, trigger: str, detail: str) -> TriggerResult:
+    """A manual (``POST /v1/retrain``) or scheduled retrain: no cooldown, but single-flight.
+    Raises :class:`BusyError` when a retrain is running."""
+    reason = "manual" if trigger == "manual" else "schedule"
+    with ctl.lock:
+        if ctl.supervisor.busy or ctl.attempts.running() is not None:
+            running = ctl.attempts.running()
+            raise BusyError(f"a retrain is already running ({running.id if running else 'starting'})")
+        current = ctl.incidents.current()
+        if current is None:
+            current = ctl.incidents.open(reason, trigger, detail)
+            action = f"opened incident {current.id}"
+        else:
+            ctl.incidents.note(current.id, f"{reason}_retrain", detail)
+            action = f"attached to incident {current.id}"
+        # A person asking explicitly overrides the attempt limit; the schedule does not.
+        started = ctl.maybe_retrain(current, trigger, respect_cooldown=False, ignore_attempt_limit=trigger == "manual")
+        incident = ctl.incidents.get(current.id)
+        if started.attempt is None and incident.reason == reason and incident.state == "firing":
+            ctl._resolve(incident, f"{reason} retrain not started: {started}")
+            incident = ctl.incidents.get(current.id)
+        return TriggerResult(incident, f"{action}; {started}", {"attempt_id": started.attempt.id if started.attempt else None})

@@ -1,0 +1,150 @@
+"""Fixtures of the daemon tests. The clock is injected wherever a test needs to move time.
+
+A baseline model is trained once per session (real PyTorch, real MLflow on SQLite) into a
+template home; each test gets its own home with a copy of that registry, so tests never see
+each other's retrains.
+"""
+from __future__ import annotations
+
+import itertools
+import shutil
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from monitor.config import DriftloopConfig, load_config
+from monitor.store.engine import make_engine
+from monitor.store.migrations import migrate
+
+STUB_WORKER = "tests.monitor.daemon.stub_worker"
+
+# Small and fast: a few thousand rows, a handful of epochs. Cooldown 0 unless a test sets it.
+SMALL = {
+    "training": {"epochs": 6, "retrain_epochs": 5, "min_rows": 100, "reference_sample": 1000, "patience": 3},
+    "drift": {"window_size": 1500, "min_labels": 300, "interval_seconds": 3600},
+    "alerts": {"cooldown_seconds": 0},
+    "server": {"gpu_metrics": False},
+    "logging": {"level": "INFO"},
+}
+
+
+def merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+class Clock:
+    def __init__(self, t: float | None = None):
+        self.t = time.time() if t is None else t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def engine(tmp_path):
+    """A store's engine with every migration applied (the daemon's tables included)."""
+    eng = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    migrate(eng)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture(scope="session")
+def baseline_home(tmp_path_factory):
+    """A home whose MLflow registry holds champion v1, trained on stationary synthetic data."""
+    import trainer
+    from trainer.synthetic import make_dataset
+
+    home = tmp_path_factory.mktemp("baseline-home")
+    cfg = load_config(path=None, environ={}, overrides=merge(SMALL, {"home": str(home)}))
+    trainer.train_baseline(cfg, make_dataset(3000, seed=1))
+    return home
+
+
+@pytest.fixture
+def make_config(tmp_path, request):
+    """``make_config(overrides)``: a config whose home holds a copy of the baseline registry
+    (trained on first use), or no registry at all with ``with_champion=False``."""
+    def make(overrides: dict | None = None, *, with_champion: bool = True, name: str = "home") -> DriftloopConfig:
+        home = tmp_path / name
+        if with_champion and not (home / "mlflow.db").exists():
+            home.mkdir(parents=True, exist_ok=True)
+            shutil.copy(request.getfixturevalue("baseline_home") / "mlflow.db", home / "mlflow.db")
+        return load_config(path=None, environ={}, overrides=merge(SMALL, {"home": str(home), **(overrides or {})}))
+    return make
+
+
+class Traffic:
+    """Synthetic predictions scored by the current champion, written to the store with labels."""
+
+    def __init__(self, cfg: DriftloopConfig, store, start: float | None = None, spacing: float = 0.5):
+        self.cfg = cfg
+        self.store = store
+        self.t = (time.time() - 20_000) if start is None else start
+        self.spacing = spacing
+        self._ids = itertools.count()
+
+    def send(self, n: int, seed: int, *, concept: float = 0.0, covariate: float = 0.0,
+             labelled: float = 1.0) -> pd.DataFrame:
+        import trainer
+        from trainer.synthetic import make_dataset
+
+        df = make_dataset(n, seed=seed, concept_shift=concept, covariate_shift=covariate)
+        df["score"] = trainer.load_champion(self.cfg).predict_proba(df)
+        df["id"] = [f"req-{seed}-{next(self._ids)}" for _ in range(n)]
+        df["ts"] = self.t + np.arange(n) * self.spacing
+        self.t += n * self.spacing
+        self.store.add_predictions(df.drop(columns=["label"]))
+        k = int(round(n * labelled))
+        if k:
+            self.store.add_labels(df[["id", "label", "ts"]].tail(k))
+        return df
+
+
+@pytest.fixture
+def live_daemon(make_config):
+    """``live_daemon(token=None, overrides=None, behaviour="promote")`` -> (Daemon, base URL): the
+    daemon served over real HTTP (uvicorn on 127.0.0.1) in this process, with 300 labelled rows in
+    its store, no scheduled checks, and the stand-in retrain child told to ``behaviour``."""
+    import threading
+
+    from monitor.daemon.daemon import Daemon
+    from monitor.daemon.launcher import ProcessLauncher
+    from monitor.daemon.serve import serve
+    from monitor.store import PredictionStore
+    from tests.conftest import free_port
+
+    running = []
+
+    def start(token: str | None = None, overrides: dict | None = None, behaviour: str = "promote"):
+        cfg = make_config(merge(overrides or {}, {"server": {"token": token, "port": free_port()}}))
+        root = cfg.home / "retrains"
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "behaviour").write_text(behaviour)
+        with PredictionStore.from_config(cfg) as store:
+            Traffic(cfg, store).send(300, 5)
+        daemon = Daemon(cfg, launcher=ProcessLauncher(root, module=STUB_WORKER))
+        stop, ready = threading.Event(), threading.Event()
+        thread = threading.Thread(target=serve, args=(cfg, stop), kwargs={"daemon": daemon, "ready": ready,
+                                                                           "scheduler": False}, daemon=True)
+        thread.start()
+        assert ready.wait(60), "the daemon did not start"
+        running.append((stop, thread))
+        return daemon, f"http://127.0.0.1:{cfg.server.port}"
+    yield start
+    for stop, thread in running:
+        stop.set()
+        thread.join(60)

@@ -1,0 +1,64 @@
+"""The daemon's endpoints over real HTTP: /v1/alerts, /v1/retrain, /v1/status."""
+from __future__ import annotations
+
+import httpx
+
+from tests.monitor.daemon.test_alertmanager import DOCS_PAYLOAD
+
+AUTH = {"Authorization": "Bearer t0ken"}
+
+
+def test_alerts_endpoint_validates_and_needs_the_token(live_daemon):
+    daemon, url = live_daemon(token="t0ken")
+    assert httpx.post(f"{url}/v1/alerts", json=DOCS_PAYLOAD, timeout=10).status_code == 401
+    bad = {**DOCS_PAYLOAD, "version": "3", "alerts": [{"status": "firing"}]}
+    r = httpx.post(f"{url}/v1/alerts", json=bad, headers=AUTH, timeout=10)
+    assert r.status_code == 422
+    assert r.json()["error"].startswith("not a valid Alertmanager webhook payload (version 4)")
+    assert {"version", "alerts.0.labels"} <= {e["field"] for e in r.json()["errors"]}
+    r = httpx.post(f"{url}/v1/alerts", content=b"{not json", headers={**AUTH, "content-type": "application/json"},
+                   timeout=10)
+    assert r.status_code == 400 and "not valid JSON" in r.json()["error"]
+    assert daemon.controller.incidents.recent() == []  # nothing was opened by the bad requests
+
+
+def test_alert_for_another_component_is_ignored(live_daemon):
+    daemon, url = live_daemon()
+    payload = {**DOCS_PAYLOAD, "alerts": [DOCS_PAYLOAD["alerts"][1]]}
+    r = httpx.post(f"{url}/v1/alerts", json=payload, timeout=10)
+    assert r.status_code == 200 and r.json()["ignored"] == 1 and r.json()["incident"] is None
+
+
+def test_manual_retrain_is_single_flight(live_daemon):
+    daemon, url = live_daemon(token="t0ken", behaviour="hang")
+    r = httpx.post(f"{url}/v1/retrain", json={"reason": "new labels from the audit"}, headers=AUTH, timeout=30)
+    assert r.status_code == 202, r.text
+    body = r.json()
+    assert body["incident"]["reason"] == "manual" and body["attempt_id"].startswith("att-")
+    r = httpx.post(f"{url}/v1/retrain", headers=AUTH, timeout=30)
+    assert r.status_code == 409 and "already running" in r.text
+    r = httpx.post(f"{url}/v1/retrain", json={"reason": "x", "force": True}, headers=AUTH, timeout=30)
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "force"  # a typo is not ignored
+    status = httpx.get(f"{url}/v1/status", timeout=10).json()
+    assert status["retrain_running"]["id"] == body["attempt_id"]
+    assert status["open_incidents"][0]["state"] == "retraining"
+    metrics = httpx.get(f"{url}/metrics", timeout=10).text
+    assert 'driftloop_retrain_running{model="demo"} 1.0' in metrics
+    assert 'driftloop_incidents_total{model="demo",reason="manual"} 1.0' in metrics
+
+
+def test_manual_retrain_without_enough_labels_is_refused_with_the_reason(live_daemon):
+    daemon, url = live_daemon(overrides={"training": {"min_rows": 1000}})  # the store holds 300 labelled rows
+    r = httpx.post(f"{url}/v1/retrain", timeout=30)
+    assert r.status_code == 409
+    assert "300 labelled rows < training.min_rows=1000" in r.json()["error"]
+    assert r.json()["incident"]["state"] == "resolved"  # the request is on record, and closed
+    assert daemon.controller.attempts.recent() == []
+
+
+def test_openapi_documents_the_daemon_endpoints(live_daemon):
+    _, url = live_daemon()
+    spec = httpx.get(f"{url}/openapi.json", timeout=10).json()
+    assert {"/v1/alerts", "/v1/retrain", "/v1/status"} <= set(spec["paths"])
+    body = spec["paths"]["/v1/alerts"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert "alerts" in body["properties"] and "startsAt" in str(body)

@@ -1,0 +1,59 @@
+"""``driftloop check`` and ``driftloop status`` against a real store and registry."""
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from monitor.cli import main
+from monitor.store import PredictionStore
+from tests.monitor.daemon.conftest import Traffic
+
+
+def config_file(cfg, tmp_path):
+    path = tmp_path / "driftloop.yaml"
+    path.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
+    return str(path)
+
+
+def test_check_prints_a_table_and_json(make_config, tmp_path, capsys):
+    cfg = make_config()
+    path = config_file(cfg, tmp_path)
+    assert main(["--config", path, "check"]) == 0
+    assert "status empty" in capsys.readouterr().out
+    with PredictionStore.from_config(cfg) as store:
+        Traffic(cfg, store).send(1500, 100, concept=1.0)
+    assert main(["--config", path, "check", "--fail-on-breach"]) == 3
+    out = capsys.readouterr().out
+    assert "champion v1" in out and "1500 rows, 1500 labelled" in out
+    assert "BREACH (drop >= 0.03)" in out and "region" in out
+    assert main(["--config", path, "check", "--json", "--no-report"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["status"] == "ok" and body["breaches"][0] == "accuracy" and body["report_html"] is None
+    assert body["result"]["accuracy"] < body["result"]["baseline_accuracy"] - 0.03
+    # check only looks: nothing was recorded, no incident opened.
+    assert main(["--config", path, "status", "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["last_check"] is None and status["open_incidents"] == []
+
+
+def test_check_without_champion_is_a_one_line_error(make_config, tmp_path, capsys):
+    cfg = make_config(with_champion=False)
+    assert main(["--config", config_file(cfg, tmp_path), "check"]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("Error: no champion model") and "driftloop train" in last
+
+
+def test_status_reads_the_store_or_asks_the_daemon(live_daemon, tmp_path, capsys):
+    daemon, url = live_daemon()
+    daemon.retrain_now("manual", "because")
+    assert daemon.wait_for_retrain(60)
+    path = config_file(daemon.cfg, tmp_path)
+    assert main(["--config", path, "status"]) == 0
+    local = capsys.readouterr().out
+    assert "champion     v1" in local and "promoted" in local and "manual" in local
+    assert main(["--config", path, "status", "--url", url, "--json"]) == 0
+    remote = json.loads(capsys.readouterr().out)
+    assert remote["recent_retrains"][0]["status"] == "promoted" and remote["daemon"]["running"]
+    assert main(["--config", path, "status", "--url", "http://127.0.0.1:1"]) == 2
+    assert "cannot reach the daemon" in capsys.readouterr().err

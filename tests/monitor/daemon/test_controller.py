@@ -1,0 +1,192 @@
+"""The daemon's decisions on real data: real store, real Evidently, the real champion from
+MLflow, the real scheduler. The retrain child is a scripted stand-in process here (fast);
+tests/monitor/daemon/test_loop.py runs the real trainer."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitor.daemon.attempts import BusyError
+from monitor.daemon.checks import CheckOutcome
+from monitor.daemon.daemon import Daemon
+from monitor.daemon.launcher import ProcessLauncher
+from tests.monitor.daemon.conftest import STUB_WORKER, Traffic
+
+
+@pytest.fixture
+def make_daemon(make_config, clock):
+    made = []
+
+    def make(overrides=None, *, with_champion=True, behaviour="promote", name="home"):
+        cfg = make_config(overrides, with_champion=with_champion, name=name)
+        root = cfg.home / "retrains"
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "behaviour").write_text(behaviour)
+        daemon = Daemon(cfg, clock=clock, launcher=ProcessLauncher(root, module=STUB_WORKER))
+        made.append(daemon)
+        return daemon, Traffic(cfg, daemon.store) if with_champion else None
+    yield make
+    for d in made:
+        d.stop(grace=2)
+
+
+def samples(daemon) -> dict[tuple, float]:
+    out = {}
+    for family in text_string_to_metric_families(generate_latest(daemon.registry).decode()):
+        for s in family.samples:
+            out[(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "model")))] = s.value
+    return out
+
+
+def test_stationary_traffic_opens_no_incident(make_daemon):
+    daemon, traffic = make_daemon()
+    daemon.start(scheduler=False)
+    for seed in (20, 21, 22):
+        traffic.send(1500, seed)
+        report = daemon.run_check_now()
+        assert report.outcome.status == "ok" and report.verdict.performance_known
+        assert report.incident is None, report.verdict.message
+    m = samples(daemon)
+    assert m[("driftloop_incidents_open", ())] == 0
+    assert m[("driftloop_incidents_total", (("reason", "accuracy"),))] == 0
+    assert m[("driftloop_model_alert_firing", (("reason", "accuracy"),))] == 0
+    assert m[("driftloop_model_champion_info", (("version", "1"),))] == 1
+    assert m[("driftloop_model_accuracy", ())] > 0.8
+    status = daemon.status()
+    assert status["open_incidents"] == [] and status["last_check"]["labelled_rows"] == 1500
+
+
+def test_too_few_labels_cannot_fire(make_daemon):
+    daemon, traffic = make_daemon()
+    daemon.start(scheduler=False)
+    df = traffic.send(1500, 30, concept=1.0, labelled=0.1)  # 150 labels < drift.min_labels=300
+    report = daemon.run_check_now()
+    assert report.outcome.labelled_rows == 150 and not report.verdict.performance_known
+    assert report.incident is None and "150 labelled rows < drift.min_labels=300" in report.verdict.message
+    # The rest of the labels arrive: the same window now has enough of them, and fires.
+    daemon.store.add_labels(df[["id", "label", "ts"]].head(1350))
+    report = daemon.run_check_now()
+    assert report.incident is not None and report.incident.reason == "accuracy"
+
+
+def test_cooldown_then_single_flight(make_daemon, clock):
+    daemon, traffic = make_daemon({"alerts": {"cooldown_seconds": 600}})
+    daemon.start(scheduler=False)
+    traffic.send(1500, 40, concept=1.0)
+    first = daemon.run_check_now()
+    incident = first.incident
+    assert incident.reason == "accuracy" and "retrain att-" in first.action
+    assert daemon.wait_for_retrain(60)
+    assert daemon.controller.incidents.get(incident.id).state == "promoted"
+    # The stand-in "promoted" without changing the model: still breaching, but in the cooldown.
+    report = daemon.run_check_now()
+    assert "waiting: cooldown until " in report.action
+    assert daemon.run_check_now().action == report.action
+    assert daemon.controller.incidents.get(incident.id).attempts == 1
+    waits = [e for e in daemon.controller.incidents.events(incident.id) if e["kind"] == "retrain_deferred"]
+    assert len(waits) == 1  # the same wait is recorded once, not at every check
+    clock.advance(601)
+    (daemon.cfg.home / "retrains" / "behaviour").write_text("hang")
+    report = daemon.run_check_now()
+    assert "retrain att-" in report.action
+    assert daemon.controller.incidents.get(incident.id).state == "retraining"
+    # One retrain at a time: another breaching check waits, a manual request is refused.
+    assert "waiting: a retrain is already running" in daemon.run_check_now().action
+    with pytest.raises(BusyError):
+        daemon.retrain_now("manual", "impatient human")
+    assert samples(daemon)[("driftloop_retrain_running", ())] == 1
+    daemon.stop(grace=2)
+    inc = daemon.controller.incidents.get(incident.id)
+    assert inc.state == "failed" and inc.attempts == 2
+    assert "aborted: the daemon is shutting down" in inc.outcome_reasons[0]
+    assert daemon.controller.attempts.totals_by_outcome() == {"promoted": 1, "failed": 1}
+
+
+def test_drift_without_labels_alerts_without_retraining(make_daemon):
+    daemon, traffic = make_daemon()
+    daemon.start(scheduler=False)
+    traffic.send(1500, 50, covariate=1.5, labelled=0.0)
+    report = daemon.run_check_now()
+    assert report.incident.reason == "drift" and not report.incident.retrain
+    assert "alerts.retrain_on_drift is off" in report.action
+    assert daemon.controller.attempts.recent() == []
+    assert samples(daemon)[("driftloop_model_alert_firing", (("reason", "drift"),))] == 1
+    traffic.send(1500, 51, labelled=0.0)  # the inputs look like the reference again
+    report = daemon.run_check_now()
+    assert report.incident is None and "resolved" in report.action
+
+
+def test_no_champion_and_empty_window_are_reported_not_raised(make_daemon):
+    daemon, _ = make_daemon(with_champion=False, name="empty-home")
+    daemon.start(scheduler=False)
+    report = daemon.run_check_now()
+    assert report.outcome.status == "no_champion" and "driftloop train" in report.outcome.message
+    assert samples(daemon)[("driftloop_model_check_state", (("state", "no_champion"),))] == 1
+    daemon2, _ = make_daemon()
+    report = daemon2.run_check_now()
+    assert report.outcome.status == "empty" and report.outcome.champion_version == "1"
+    assert samples(daemon2)[("driftloop_model_check_errors_total", ())] == 0
+
+
+def test_failing_checks_are_counted_and_the_job_keeps_running(make_daemon, make_config):
+    """The configured schema gained a feature the champion never saw: every evaluation fails."""
+    from monitor.config import FeatureSpec
+
+    features = [f.model_dump() for f in make_config().model.features] + [FeatureSpec(name="x8").model_dump()]
+    daemon, _ = make_daemon({"model": {"features": features}})
+    traffic = Traffic(daemon.cfg, daemon.store)
+    import trainer
+    from trainer.synthetic import make_dataset
+    df = make_dataset(400, seed=60)
+    df["x8"] = 0.0
+    df["score"] = trainer.load_champion(daemon.cfg).predict_proba(df)
+    df["id"] = [f"r{i}" for i in range(len(df))]
+    df["ts"] = traffic.t + df.index * 1.0
+    daemon.store.add_predictions(df.drop(columns=["label"]))
+    daemon.start(check_interval=0.2)  # the real scheduler
+    deadline = time.monotonic() + 60
+    while daemon.controller.checklog.error_total() < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert daemon.controller.checklog.error_total() >= 3
+    last = daemon.controller.checklog.last()
+    assert last["status"] == "error" and "x8" in last["message"]
+    assert samples(daemon)[("driftloop_model_check_errors_total", ())] >= 3
+
+
+def test_scheduled_retrain_opens_and_resolves_its_own_incident(make_daemon):
+    daemon, traffic = make_daemon()
+    traffic.send(300, 110)
+    result = daemon.retrain_now("schedule", "cron 0 3 * * *")
+    assert result.incident.reason == "schedule" and result.incident.trigger == "schedule"
+    assert daemon.wait_for_retrain(60)
+    incident = daemon.controller.incidents.get(result.incident.id)
+    assert incident.state == "resolved" and incident.version == "2"
+    assert daemon.controller.attempts.for_incident(incident.id)[0].trigger == "schedule"
+
+
+def test_restart_replays_the_policy_streak(make_daemon):
+    """sustained_windows=2: one breaching window before a restart and one after open an incident."""
+    overrides = {"alerts": {"sustained_windows": 2}}
+    daemon, traffic = make_daemon(overrides)
+    traffic.send(1500, 120, concept=1.0)
+    first = daemon.run_check_now()
+    assert first.verdict.performance_streak == 1 and first.incident is None
+    daemon.stop()
+    again, _ = make_daemon(overrides)
+    again.start(scheduler=False)
+    report = again.run_check_now()
+    assert report.verdict.performance_streak == 2 and report.incident is not None
+
+
+def test_retention_removes_old_rows_but_no_counts(make_daemon, clock):
+    daemon, traffic = make_daemon({"store": {"retention_days": 0.1}})  # 8640 s; the traffic is 20 000 s old
+    traffic.send(300, 130)
+    daemon.controller.checklog.record(CheckOutcome(clock(), "error", "evaluation failed: boom"))
+    clock.advance(86_400)
+    daemon.apply_retention()
+    assert daemon.store.row_counts() == {"predictions": 0, "labels": 0}
+    assert daemon.controller.checklog.recent() == []
+    assert samples(daemon)[("driftloop_model_check_errors_total", ())] == 1

@@ -1,0 +1,86 @@
+import pytest
+from hypothesis import given, strategies as st
+
+from monitor.config import AlertsConfig
+from monitor.daemon.policy import AlertPolicy, Observation, cooldown_remaining, drop_of
+
+BASE = dict(baseline_accuracy=0.87, baseline_roc_auc=0.93, champion_version="1")
+
+
+def obs(acc=0.87, auc=0.93, labelled=2000, drift=False, **kw):
+    return Observation(labelled_rows=labelled, accuracy=acc, roc_auc=auc, dataset_drift=drift, **{**BASE, **kw})
+
+
+def policy(**alerts):
+    return AlertPolicy(AlertsConfig(**alerts), min_labels=1000)
+
+
+def test_healthy_window_does_not_fire():
+    v = policy().observe(obs())
+    assert not v.fire and not v.retrain and v.breaches == ()
+    assert v.healthy_for("accuracy") is True and v.healthy_for("drift") is True
+
+
+def test_accuracy_drop_at_threshold_fires_and_retrains():
+    v = policy().observe(obs(acc=0.84))  # exactly 0.03 below: the threshold counts
+    assert v.fire and v.retrain and v.reason == "accuracy"
+    assert [b.reason for b in v.breaches] == ["accuracy"]
+    assert "accuracy 0.8400 vs baseline 0.8700" in v.message
+
+
+def test_drop_just_below_threshold_does_not_fire():
+    assert not policy().observe(obs(acc=0.8401)).fire
+
+
+def test_auc_drop_alone_fires_with_reason_roc_auc():
+    v = policy().observe(obs(auc=0.88))
+    assert v.fire and v.reason == "roc_auc" and v.firing == ("roc_auc",)
+
+
+def test_too_few_labels_cannot_fire_and_does_not_reset_the_streak():
+    p = policy(sustained_windows=2)
+    assert not p.observe(obs(acc=0.70)).fire
+    v = p.observe(obs(acc=0.50, labelled=999))
+    assert not v.fire and not v.performance_known and v.healthy_for("accuracy") is None
+    assert "999 labelled rows < drift.min_labels=1000" in v.message
+    assert p.observe(obs(acc=0.70)).fire  # second breaching window with enough labels
+
+
+def test_sustained_windows_need_consecutive_breaches():
+    p = policy(sustained_windows=3)
+    assert [p.observe(obs(acc=a)).fire for a in (0.8, 0.8, 0.87, 0.8, 0.8, 0.8)] == [
+        False, False, False, False, False, True]
+
+
+def test_relative_mode_scales_with_the_baseline():
+    p = policy(mode="relative", accuracy_drop=0.05)
+    assert not p.observe(obs(acc=0.83)).fire    # 4.6 % below 0.87
+    assert p.observe(obs(acc=0.82)).fire        # 5.7 % below
+
+
+def test_drift_without_labels_alerts_but_retrains_only_when_configured():
+    v = policy().observe(obs(labelled=0, acc=None, auc=None, drift=True))
+    assert v.fire and v.reason == "drift" and not v.retrain and v.firing == ("drift",)
+    assert policy(retrain_on_drift=True).observe(obs(labelled=0, drift=True)).retrain
+
+
+def test_new_champion_resets_streaks():
+    p = policy(sustained_windows=2)
+    p.observe(obs(acc=0.8))
+    assert not p.observe(obs(acc=0.8, champion_version="2")).fire
+
+
+def test_undefined_auc_is_not_a_breach():
+    v = policy().observe(obs(auc=float("nan")))
+    assert not v.fire and v.healthy_for("roc_auc") is True
+
+
+def test_cooldown():
+    assert cooldown_remaining(100.0, None, 60) == 0
+    assert cooldown_remaining(100.0, 50.0, 60) == pytest.approx(10.0)
+    assert cooldown_remaining(200.0, 50.0, 60) == 0
+
+
+@given(base=st.floats(0.5, 1.0), value=st.floats(0.0, 1.0))
+def test_drop_modes_agree_on_sign(base, value):
+    assert (drop_of(value, base, "absolute") > 0) == (drop_of(value, base, "relative") > 0)

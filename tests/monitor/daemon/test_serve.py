@@ -1,0 +1,142 @@
+"""``driftloop serve`` as a real process: HTTP, /metrics, SIGTERM, and SIGKILL mid-retrain."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from monitor.store import PredictionStore
+from tests.conftest import free_port
+from tests.monitor.daemon.conftest import Traffic
+from tests.support.prometheus import require
+
+
+# The console script's entry point (``python -m monitor.cli`` would import monitor.cli twice).
+DRIFTLOOP = [sys.executable, "-c", "import sys; from monitor.cli import main; sys.exit(main(sys.argv[1:]))"]
+
+
+class Served:
+    def __init__(self, cfg, workdir: Path, token: str | None = None):
+        self.cfg = cfg
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.config_file = workdir / "driftloop.yaml"
+        self.config_file.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
+        self.log_path = workdir / f"serve-{self.port}.log"
+        self.token = token
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, *flags: str) -> "Served":
+        env = {**os.environ, "PYTHONPATH": os.getcwd()}
+        if self.token:
+            env["DRIFTLOOP_SERVER__TOKEN"] = self.token
+        self.proc = subprocess.Popen(
+            [*DRIFTLOOP, "--config", str(self.config_file), "serve", "--port", str(self.port), "--no-gpu", *flags], stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"serve exited:\n{self.log()}"
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError(f"serve did not answer /healthz:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def served(tmp_path):
+    made = []
+
+    def make(cfg, token=None):
+        s = Served(cfg, tmp_path, token)
+        made.append(s)
+        return s
+    yield make
+    for s in made:
+        s.stop()
+
+
+def rows(cfg, sql: str) -> list[tuple]:
+    with sqlite3.connect(cfg.home / "driftloop.db") as conn:
+        return conn.execute(sql).fetchall()
+
+
+def test_serve_answers_and_stops_cleanly_on_sigterm(make_config, served):
+    cfg = make_config(with_champion=False)
+    daemon = served(cfg, token="s3cret").start("--check-interval", "3600")
+    deadline = time.monotonic() + 60  # the first check runs a second after start
+    while not rows(cfg, "SELECT status FROM check_results"):
+        assert time.monotonic() < deadline, daemon.log()
+        time.sleep(0.2)
+    r = httpx.get(daemon.url + "/metrics", timeout=10)
+    assert r.status_code == 200
+    promtool = require("promtool")
+    lint = subprocess.run([promtool, "check", "metrics"], input=r.content, capture_output=True)
+    assert lint.returncode == 0, lint.stdout.decode() + lint.stderr.decode()
+    assert 'driftloop_model_check_state{model="demo",state="no_champion"} 1.0' in r.text
+    assert 'driftloop_incidents_open{model="demo"} 0.0' in r.text
+    assert "driftloop_retrains_total" in r.text and "driftloop_ingest_records_total" in r.text
+    # Writes need the token; reads do not.
+    assert httpx.post(daemon.url + "/v1/retrain", timeout=10).status_code == 401
+    status = httpx.get(daemon.url + "/v1/status", timeout=10).json()
+    assert status["champion"]["version"] is None and status["last_check"]["status"] == "no_champion"
+    daemon.proc.send_signal(signal.SIGTERM)
+    assert daemon.proc.wait(30) == 0, daemon.log()
+    assert "stopped" in daemon.log() and "Traceback" not in daemon.log()
+
+
+def test_sigkill_mid_retrain_loses_nothing_and_promotes_once(make_config, served):
+    cfg = make_config()
+    with PredictionStore.from_config(cfg) as store:
+        Traffic(cfg, store).send(1500, 90, concept=1.0)
+    daemon = served(cfg).start("--check-interval", "3600")  # the first check runs a second after start
+    deadline = time.monotonic() + 60
+    while not rows(cfg, "SELECT id, pid FROM retrain_attempts WHERE status = 'running' AND pid IS NOT NULL"):
+        assert time.monotonic() < deadline, daemon.log()
+        time.sleep(0.2)
+    [(attempt_id, child_pid)] = rows(cfg, "SELECT id, pid FROM retrain_attempts")
+    time.sleep(3)  # the child is importing and training now
+    daemon.proc.send_signal(signal.SIGKILL)
+    daemon.proc.wait()
+    deadline = time.monotonic() + 10  # the child's watchdog notices its parent is gone
+    while Path(f"/proc/{child_pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{child_pid}").exists(), "the retrain child outlived its daemon"
+    [(incident_id, state)] = rows(cfg, "SELECT id, state FROM incidents")
+    assert state == "retraining"
+
+    restarted = served(cfg).start("--check-interval", "3600")
+    deadline = time.monotonic() + 300
+    while rows(cfg, f"SELECT state FROM incidents WHERE id = '{incident_id}'")[0][0] not in ("promoted", "rejected"):
+        assert time.monotonic() < deadline, restarted.log()
+        assert restarted.proc.poll() is None, restarted.log()
+        time.sleep(0.5)
+    attempts = rows(cfg, "SELECT id, status FROM retrain_attempts ORDER BY started_at")
+    assert attempts[0] == (attempt_id, "failed") and [s for _, s in attempts] == ["failed", "promoted"]
+    assert [r[0] for r in rows(cfg, "SELECT id FROM incidents")] == [incident_id]  # the same incident
+    from mlflow import MlflowClient
+    tags = MlflowClient(tracking_uri=cfg.tracking_uri).get_registered_model(cfg.registered_model_name).tags
+    history = json.loads(tags["driftloop.champion_history"])
+    assert len(history) == 2 and history[0] == "1", history  # exactly one promotion
+    status = httpx.get(restarted.url + "/v1/status", timeout=10).json()
+    assert status["champion"]["version"] == history[-1]
+    restarted.proc.send_signal(signal.SIGTERM)
+    assert restarted.proc.wait(30) == 0, restarted.log()

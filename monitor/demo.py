@@ -179,8 +179,10 @@ class _Events:
                 if key in self.seen:
                     continue
                 self.seen.add(key)
-                if ev.get("kind") in self.SHOWN:
-                    out.append(f"{inc.id[:8]} {ev.get('kind')}: {_short(ev.get('message') or '')}")
+                kind, message = ev.get("kind"), ev.get("message") or ""
+                if kind in self.SHOWN:
+                    message = message[len(kind) + 2:] if message.startswith(f"{kind}: ") else message
+                    out.append(f"{inc.id[:8]} {kind}: {_short(message)}")
         return out
 
 

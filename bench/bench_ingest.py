@@ -1,0 +1,288 @@
+"""Ingestion benchmark: predictions/s over HTTP and through monitor.client, and window reads,
+each against a raw baseline measured in the same run on the same SQLite file.
+
+    .venv/bin/python bench/bench_ingest.py              # 200k records over HTTP, windows of 100k and 1M rows
+    .venv/bin/python bench/bench_ingest.py --quick      # a smaller run (about a minute)
+
+* HTTP: a real uvicorn server in a subprocess (the app of ``driftloop serve``'s ingestion part), a
+  client process posting pre-serialised JSON batches of ``--batch`` records x ``--features`` features
+  on ``--concurrency`` keep-alive connections. Baseline: ``executemany`` of the same rows, as ready
+  tuples, into the same table, one transaction per batch.
+* Client: ``DriftloopClient.log_predictions(DataFrame)`` in a separate process (DataFrame to JSON
+  included) against the same server.
+* Window: ``PredictionStore.window()`` for the newest N rows (joined with labels, half labelled).
+  Baseline: ``pandas.read_sql_query`` of the same SQL on a sqlite3 connection.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _config(home: Path, features: int, categorical: int):
+    from monitor.config import load_config
+    feats = [{"name": f"x{i}"} for i in range(features - categorical)]
+    feats += [{"name": f"c{i}", "type": "categorical"} for i in range(categorical)]
+    return load_config(environ={}, overrides={"home": str(home), "model": {"name": "bench", "features": feats},
+                                              "server": {"max_batch_records": 1_000_000}})
+
+
+def _records(prefix: str, n: int, features: int, categorical: int, seed: int = 0) -> list[dict]:
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    numeric = rng.normal(size=(n, features - categorical)).round(6).tolist()
+    cats = ["eu", "us", "apac", "latam"]
+    scores = rng.random(n).round(6).tolist()
+    t0 = 1_790_000_000.0
+    out = []
+    for i in range(n):
+        f = {f"x{j}": v for j, v in enumerate(numeric[i])}
+        for j in range(categorical):
+            f[f"c{j}"] = cats[(i + j) % 4]
+        out.append({"id": f"{prefix}-{i}", "ts": t0 + i * 0.001, "features": f, "score": scores[i]})
+    return out
+
+
+def _pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+# ---- subprocess roles ---------------------------------------------------------------------------
+def serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from monitor.ingest import create_app
+    from monitor.store import PredictionStore
+    cfg = _config(Path(args.home), args.features, args.categorical)
+    store = PredictionStore.from_config(cfg)
+    uvicorn.run(create_app(cfg, store), host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+
+
+def post(args: argparse.Namespace) -> None:
+    """Post pre-serialised batches on N connections; print throughput and per-request latency."""
+    import threading
+
+    import httpx
+    import orjson
+    records = _records(args.prefix, args.records, args.features, args.categorical, seed=1)
+    bodies = [orjson.dumps(records[i:i + args.batch]) for i in range(0, len(records), args.batch)]
+    del records
+    latencies: list[float] = []
+    failures: list[str] = []
+    lock = threading.Lock()
+    next_body = iter(range(len(bodies)))
+
+    def worker() -> None:
+        with httpx.Client(base_url=args.url, timeout=60) as http:
+            while True:
+                with lock:
+                    k = next(next_body, None)
+                if k is None:
+                    return
+                t = time.perf_counter()
+                r = http.post("/v1/predictions", content=bodies[k], headers={"Content-Type": "application/json"})
+                dt = time.perf_counter() - t
+                with lock:
+                    latencies.append(dt)
+                    if r.status_code != 200:
+                        failures.append(f"{r.status_code} {r.text[:200]}")
+
+    threads = [threading.Thread(target=worker) for _ in range(args.concurrency)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
+    print(json.dumps({"wall": wall, "latencies": latencies, "failures": failures[:5]}))
+
+
+def post_client(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from monitor.client import DriftloopClient
+    records = _records(args.prefix, args.records, args.features, args.categorical, seed=2)
+    frame = pd.DataFrame([{"id": r["id"], "ts": pd.Timestamp(r["ts"], unit="s", tz="UTC"), **r["features"],
+                           "score": r["score"]} for r in records])
+    del records
+    with DriftloopClient(args.url, batch_size=args.batch) as client:
+        start = time.perf_counter()
+        summary = client.log_predictions(frame)
+        wall = time.perf_counter() - start
+    print(json.dumps({"wall": wall, "stored": summary.stored}))
+
+
+# ---- measurements -------------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _subprocess(role: str, args: argparse.Namespace, **extra) -> list[str]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), role, "--features", str(args.features),
+           "--categorical", str(args.categorical), "--batch", str(args.batch)]
+    for k, v in extra.items():
+        cmd += [f"--{k.replace('_', '-')}", str(v)]
+    return cmd
+
+
+def raw_insert_rate(store, n: int, args: argparse.Namespace) -> float:
+    """Baseline: rows ready as tuples, executemany into the store's table, one commit per batch."""
+    records = _records("raw", n, args.features, args.categorical, seed=3)
+    batch = store.validator.predictions(records)
+    now = int(time.time() * 1e6)
+    rows = list(zip(batch.ids, batch.ts, *batch.features, batch.scores, batch.predictions, [now] * n))
+    conn = sqlite3.connect(store.engine.url.database, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")  # as the store (store.sqlite_synchronous default)
+    sql = store._insert_predictions
+    start = time.perf_counter()
+    for i in range(0, n, args.batch):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(sql, rows[i:i + args.batch])
+        conn.execute("COMMIT")
+    wall = time.perf_counter() - start
+    conn.close()
+    return n / wall
+
+
+def http_rates(home: Path, args: argparse.Namespace) -> dict:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(_subprocess("_serve", args, home=home, port=port))
+    try:
+        import httpx
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError("the benchmark server did not start")
+            time.sleep(0.2)
+        out = subprocess.run(_subprocess("_post", args, url=url, records=args.records, prefix="http",
+                                         concurrency=args.concurrency), capture_output=True, text=True, check=True)
+        http = json.loads(out.stdout)
+        if http["failures"]:
+            raise RuntimeError(f"posts failed: {http['failures']}")
+        out = subprocess.run(_subprocess("_client", args, url=url, records=args.client_records, prefix="client"),
+                             capture_output=True, text=True, check=True)
+        client = json.loads(out.stdout)
+    finally:
+        server.terminate()
+        server.wait(20)
+    return {"http_rate": args.records / http["wall"], "lat_median": statistics.median(http["latencies"]),
+            "lat_p99": _pct(http["latencies"], 0.99), "client_rate": args.client_records / client["wall"]}
+
+
+def populate(store, n: int, args: argparse.Namespace) -> None:
+    """Fill the store with n predictions (every other one labelled), fast, untimed."""
+    chunk = 50_000
+    for start in range(0, n, chunk):
+        k = min(chunk, n - start)
+        records = _records(f"w{start}", k, args.features, args.categorical, seed=start)
+        store.add_predictions(records)
+        store.add_labels([{"id": r["id"], "label": i % 2, "ts": r["ts"] + 3600} for i, r in enumerate(records) if i % 2 == 0])
+
+
+def window_times(store, rows: int, args: argparse.Namespace) -> dict:
+    import pandas as pd
+
+    from monitor.store import window as W
+    query = W.build_query(store.tables, store.model, store._q, last_n=rows)
+    ours, base = [], []
+    for _ in range(args.repeats):
+        t = time.perf_counter()
+        frame = store.window(last_n=rows)
+        ours.append(time.perf_counter() - t)
+        assert len(frame) == rows, (len(frame), rows)
+        del frame
+        conn = sqlite3.connect(store.engine.url.database)
+        t = time.perf_counter()
+        frame = pd.read_sql_query(query.sql, conn, params=query.params)
+        base.append(time.perf_counter() - t)
+        conn.close()
+        del frame
+    return {"ours": statistics.median(ours), "base": statistics.median(base)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("role", nargs="?", default="bench", choices=["bench", "_serve", "_post", "_client"],
+                   help=argparse.SUPPRESS)
+    p.add_argument("--records", type=int, default=200_000, help="predictions posted over HTTP")
+    p.add_argument("--client-records", type=int, default=100_000, help="predictions sent through monitor.client")
+    p.add_argument("--batch", type=int, default=1000, help="records per request")
+    p.add_argument("--features", type=int, default=20)
+    p.add_argument("--categorical", type=int, default=2, help="how many of the features are categorical")
+    p.add_argument("--concurrency", type=int, default=2, help="connections posting at once")
+    p.add_argument("--window-rows", default="100000,1000000", help="window sizes to read, comma-separated")
+    p.add_argument("--repeats", type=int, default=3, help="window reads per size (median reported)")
+    p.add_argument("--quick", action="store_true", help="20k records, windows of 20k and 100k rows")
+    p.add_argument("--workdir", help="keep the data here instead of a temporary folder")
+    for internal in ("--home", "--url", "--prefix"):  # used by the subprocess roles
+        p.add_argument(internal, help=argparse.SUPPRESS)
+    p.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.role == "_serve":
+        return serve(args)
+    if args.role == "_post":
+        return post(args)
+    if args.role == "_client":
+        return post_client(args)
+    if args.quick:  # smaller presets, for whatever was not given explicitly
+        for name, value in (("records", 20_000), ("client_records", 10_000), ("window_rows", "20000,100000"), ("repeats", 2)):
+            if getattr(args, name) == p.get_default(name):
+                setattr(args, name, value)
+    sizes = [int(s) for s in args.window_rows.split(",") if s]
+
+    from monitor.store import PredictionStore
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="driftloop-bench-"))
+    try:
+        home = workdir / "ingest"
+        cfg = _config(home, args.features, args.categorical)
+        with PredictionStore.from_config(cfg) as store:
+            raw_rate = raw_insert_rate(store, args.records, args)
+        http = http_rates(home, args)
+        wcfg = _config(workdir / "window", args.features, args.categorical)
+        with PredictionStore.from_config(wcfg) as store:
+            populate(store, max(sizes), args)
+            windows = {n: window_times(store, n, args) for n in sizes}
+    finally:
+        if not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    print(f"\ndriftloop ingestion benchmark: batches of {args.batch} x {args.features} features "
+          f"({args.categorical} categorical), SQLite, {os.cpu_count()} CPUs\n")
+    print("| measurement | driftloop | raw baseline | ratio |")
+    print("| --- | ---: | ---: | ---: |")
+    print(f"| HTTP ingest, {args.records:,} predictions, {args.concurrency} connections | {http['http_rate']:,.0f} /s "
+          f"| {raw_rate:,.0f} /s (executemany) | {http['http_rate'] / raw_rate:.2f} |")
+    print(f"| monitor.client from a DataFrame, {args.client_records:,} predictions | {http['client_rate']:,.0f} /s "
+          f"| {raw_rate:,.0f} /s (executemany) | {http['client_rate'] / raw_rate:.2f} |")
+    for n, t in windows.items():
+        print(f"| window read, {n:,} rows (joined, typed DataFrame) | {t['ours']:.2f} s | {t['base']:.2f} s "
+              f"(pandas.read_sql_query) | {t['ours'] / t['base']:.2f} |")
+    print(f"\nHTTP request latency per batch: median {http['lat_median'] * 1000:.1f} ms, "
+          f"p99 {http['lat_p99'] * 1000:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+"""Python client for model services: send predictions and, later, their true labels to driftloop.
+
+    from monitor.client import DriftloopClient
+    with DriftloopClient("http://127.0.0.1:8470", token="...") as dl:
+        dl.log_predictions(frame)            # DataFrame: id, [ts], features..., score, [prediction]
+        dl.log_labels(labels_frame)          # DataFrame: id, label, [ts]
+
+or, module-level: ``monitor.client.configure(url, token=...)`` then ``monitor.client.log_predictions(...)``.
+
+Data goes in batches of ``batch_size`` records, each stored atomically by the server. Connection
+errors, 429 and 5xx answers are retried with exponential backoff and jitter; that is safe because
+the server treats a re-sent id with the same content as a duplicate, not a new row. A 4xx answer
+raises :class:`RequestRejected` carrying the server's error list, with each ``index`` shifted to the
+record's position in what you passed; batches before it are stored, so re-sending everything after
+fixing the data is fine.
+
+Exceptions (all :class:`monitor.errors.DriftloopError`)::
+
+    ClientError
+    ├── RequestRejected      4xx: bad records (422), conflicting re-send (409), auth (401), size (413)
+    └── ServerUnavailable    retries exhausted on connection errors / 5xx
+"""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any, Callable, Sequence
+
+import httpx
+import orjson
+
+from monitor.errors import DriftloopError
+
+__all__ = ["ClientError", "DriftloopClient", "IngestSummary", "RequestRejected", "ServerUnavailable",
+           "configure", "log_labels", "log_predictions"]
+
+_RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+_DUMPS_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z
+
+
+class ClientError(DriftloopError):
+    pass
+
+
+class RequestRejected(ClientError):
+    """The server refused a batch (4xx). ``errors`` are ``{"index", "field", "message"}`` with
+    ``index`` counted from the start of the data passed in; ``stored`` says what earlier batches stored."""
+
+    def __init__(self, message: str, status_code: int, errors: list[dict], stored: "IngestSummary"):
+        super().__init__(message)
+        self.status_code = status_code
+        self.errors = errors
+        self.stored = stored
+
+
+class ServerUnavailable(ClientError):
+    def __init__(self, message: str, stored: "IngestSummary"):
+        super().__init__(message)
+        self.stored = stored
+
+
+@dataclass
+class IngestSummary:
+    stored: int = 0
+    duplicates: int = 0
+    batches: int = 0
+
+    def add(self, body: dict) -> None:
+        self.stored += int(body.get("stored", 0))
+        self.duplicates += int(body.get("duplicates", 0))
+        self.batches += 1
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, datetime):  # pandas.Timestamp too
+        return value.isoformat() if value.tzinfo else value.isoformat() + "Z"
+    if isinstance(value, date):
+        return value.isoformat()
+    if hasattr(value, "item"):  # numpy scalars orjson does not take natively
+        return value.item()
+    raise TypeError(f"cannot send a value of type {type(value).__name__}")
+
+
+class DriftloopClient:
+    def __init__(self, base_url: str = "http://127.0.0.1:8470", token: str | None = None, *,
+                 batch_size: int = 1000, retries: int = 5, timeout: float = 30.0,
+                 backoff_seconds: float = 0.2, max_backoff_seconds: float = 30.0,
+                 transport: httpx.BaseTransport | None = None, sleep: Callable[[float], None] = time.sleep,
+                 rng: Callable[[], float] = random.random):
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        if retries < 0:
+            raise ValueError("retries must be 0 or more")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport)
+        self.batch_size = batch_size
+        self.retries = retries
+        self.backoff = backoff_seconds
+        self.max_backoff = max_backoff_seconds
+        self._sleep = sleep
+        self._rng = rng
+
+    # ---- public ------------------------------------------------------------------------------
+    def log_predictions(self, data: Any, *, features: Sequence[str] | None = None, id: str = "id", ts: str = "ts",
+                        score: str = "score", prediction: str = "prediction") -> IngestSummary:
+        """Send predictions: a DataFrame (features = ``features`` or every column that is not id, ts,
+        score, prediction or label) or a list of API records."""
+        if _is_frame(data):
+            from monitor.ingest.frames import prediction_records
+            data = prediction_records(data, features=features, id=id, ts=ts, score=score, prediction=prediction)
+        return self._send("/v1/predictions", data)
+
+    def log_labels(self, data: Any, *, id: str = "id", label: str = "label", ts: str = "ts") -> IngestSummary:
+        """Send true labels: a DataFrame with id, label and optional ts columns, or a list of records."""
+        if _is_frame(data):
+            from monitor.ingest.frames import label_records
+            data = label_records(data, id=id, label=label, ts=ts)
+        return self._send("/v1/labels", data)
+
+    def health(self) -> dict:
+        response = self._request("GET", "/healthz", None, IngestSummary(), "health check")
+        return response.json()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "DriftloopClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- internals ---------------------------------------------------------------------------
+    def _send(self, path: str, records: Any) -> IngestSummary:
+        if not isinstance(records, (list, tuple)):
+            raise TypeError(f"expected a DataFrame or a list of records, got {type(records).__name__}")
+        summary = IngestSummary()
+        for start in range(0, len(records), self.batch_size):
+            batch = records[start:start + self.batch_size]
+            body = orjson.dumps(batch, default=_default, option=_DUMPS_OPTIONS)
+            what = f"records {start}-{start + len(batch) - 1}"
+            response = self._request("POST", path, body, summary, what)
+            if response.status_code >= 400:
+                raise _rejected(response, start, what, summary)
+            summary.add(response.json())
+        return summary
+
+    def _request(self, method: str, path: str, body: bytes | None, summary: IngestSummary, what: str) -> httpx.Response:
+        headers = {"Content-Type": "application/json"} if body is not None else None
+        for attempt in range(self.retries + 1):
+            try:
+                response = self._http.request(method, path, content=body, headers=headers)
+            except httpx.TransportError as exc:
+                problem, response = f"{type(exc).__name__}: {exc}", None
+            else:
+                if response.status_code not in _RETRY_STATUSES:
+                    return response
+                problem = f"HTTP {response.status_code}: {_message(response)}"
+            if attempt == self.retries:
+                break
+            self._sleep(self._delay(attempt, response))
+        raise ServerUnavailable(f"{method} {self._http.base_url}{path} ({what}) failed after "
+                                f"{self.retries + 1} attempt(s); last: {problem}", summary)
+
+    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
+        delay = min(self.max_backoff, self.backoff * 2 ** attempt)
+        delay = delay / 2 + self._rng() * delay / 2  # "equal jitter": replicas do not retry in lockstep
+        if response is not None:
+            try:
+                delay = max(delay, min(self.max_backoff, float(response.headers.get("retry-after", 0))))
+            except ValueError:
+                pass  # an HTTP-date Retry-After; our server sends seconds
+        return delay
+
+
+def _is_frame(data: Any) -> bool:
+    return type(data).__name__ == "DataFrame" and hasattr(data, "columns")
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:200]
+    return str(body.get("error") or body.get("detail") or body)[:500] if isinstance(body, dict) else str(body)[:200]
+
+
+def _rejected(response: httpx.Response, offset: int, what: str, summary: IngestSummary) -> RequestRejected:
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    errors = []
+    for err in (body.get("errors") or []) if isinstance(body, dict) else []:
+        err = dict(err)
+        if isinstance(err.get("index"), int):
+            err["index"] += offset
+        errors.append(err)
+    first = "; ".join(f"[{e.get('index')}] {e.get('field')}: {e.get('message')}" for e in errors[:3])
+    message = f"HTTP {response.status_code} for {what}: {_message(response)}" + (f" -- {first}" if first else "")
+    return RequestRejected(message, response.status_code, errors, summary)
+
+
+_client: DriftloopClient | None = None
+
+
+def configure(base_url: str = "http://127.0.0.1:8470", token: str | None = None, **kwargs: Any) -> DriftloopClient:
+    """Set up the client the module-level functions use."""
+    global _client
+    if _client is not None:
+        _client.close()
+    _client = DriftloopClient(base_url, token, **kwargs)
+    return _client
+
+
+def _default_client() -> DriftloopClient:
+    if _client is None:
+        raise ClientError("call monitor.client.configure(base_url, token=...) first")
+    return _client
+
+
+def log_predictions(data: Any, **kwargs: Any) -> IngestSummary:
+    return _default_client().log_predictions(data, **kwargs)
+
+
+def log_labels(data: Any, **kwargs: Any) -> IngestSummary:
+    return _default_client().log_labels(data, **kwargs)

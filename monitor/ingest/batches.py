@@ -1,0 +1,74 @@
+"""Validated batches, column-wise, and the error list a refused batch carries."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from monitor.errors import ValidationError
+from monitor.ingest.fields import describe
+
+
+@dataclass(frozen=True)
+class PredictionBatch:
+    """Validated predictions, column-wise. ``features`` holds one list per feature, in the model's
+    feature order (numeric values as float). ``ts`` is microseconds since the epoch, UTC.
+    ``positions`` maps each row to its index in the request when repeats were dropped."""
+    ids: list[str]
+    ts: list[int]
+    ts_given: list[bool]
+    features: list[list]
+    scores: list[float]
+    predictions: list[int]
+    prediction_given: list[bool]
+    duplicates: int = 0  # identical repeats inside the batch, dropped
+    positions: list[int] | None = None
+
+    def position(self, row: int) -> int:
+        return row if self.positions is None else self.positions[row]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass(frozen=True)
+class LabelBatch:
+    ids: list[str]
+    labels: list[int]
+    ts: list[int]
+    ts_given: list[bool]
+    duplicates: int = 0
+    positions: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def position(self, row: int) -> int:
+        return row if self.positions is None else self.positions[row]
+
+
+class ErrorList:
+    def __init__(self, cap: int):
+        self.items: list[dict] = []
+        self.count = 0
+        self.cap = cap
+
+    def add(self, index: int | None, field: str, message: str) -> None:
+        self.count += 1
+        if len(self.items) < self.cap:
+            self.items.append({"index": index, "field": field, "message": message})
+
+    def check(self, kind: str, n: int) -> None:
+        if self.count:
+            listed = "" if self.count <= len(self.items) else f" (first {len(self.items)} listed)"
+            raise ValidationError(f"{self.count} problem(s) in a batch of {n} {kind} records{listed}; "
+                                  "nothing from this batch was stored", self.items)
+
+
+def as_record_list(records: Any) -> list:
+    """A batch as a list; anything that is not a sequence of records is a validation error."""
+    if isinstance(records, list):
+        return records
+    if isinstance(records, tuple):
+        return list(records)
+    raise ValidationError("expected a list of records",
+                          [{"index": None, "field": "(body)", "message": f"expected a list of records, got {describe(records)}"}])

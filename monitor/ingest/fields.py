@@ -1,0 +1,110 @@
+"""Checks for single values of an ingested record. Each returns the normalised value or raises
+:class:`FieldError` with a message that says what was expected and what came instead.
+
+These are the slow, precise path: :mod:`monitor.ingest.validation` checks whole columns at once and
+only comes here, record by record, to explain what is wrong.
+"""
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta, timezone
+
+MAX_ID_LENGTH = 200
+# Epoch seconds beyond this (year 2286) are almost certainly milliseconds or nanoseconds.
+MAX_EPOCH_SECONDS = 10_000_000_000
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_ONE_US = timedelta(microseconds=1)
+_MAX_US = MAX_EPOCH_SECONDS * 1_000_000
+
+
+class FieldError(ValueError):
+    pass
+
+
+def describe(value: object) -> str:
+    """A short, JSON-flavoured rendering of a bad value for an error message."""
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_text(value: object, what: str = "a string") -> str:
+    if type(value) is not str:
+        raise FieldError(f"expected {what}, got {describe(value)}")
+    if "\x00" in value:
+        raise FieldError(f"expected {what} without NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise FieldError(f"expected {what} of valid Unicode (lone surrogate)") from None
+    return value
+
+
+def check_id(value: object) -> str:
+    what = f"a string of 1-{MAX_ID_LENGTH} characters"
+    text = check_text(value, what)
+    if not 1 <= len(text) <= MAX_ID_LENGTH:
+        raise FieldError(f"expected {what}, got a string of {len(text)} characters")
+    return text
+
+
+def check_number(value: object) -> float:
+    # bool is an int subclass in Python; `true` is never a meaningful feature value.
+    if type(value) not in (int, float):
+        raise FieldError(f"expected a finite number, got {describe(value)}")
+    try:
+        out = float(value)
+    except OverflowError:
+        raise FieldError(f"expected a finite number, got {describe(value)}") from None
+    if not math.isfinite(out):
+        raise FieldError(f"expected a finite number, got {describe(value)}")
+    return out
+
+
+def check_score(value: object) -> float:
+    try:
+        out = check_number(value)
+    except FieldError:
+        raise FieldError(f"expected a finite number in [0, 1], got {describe(value)}") from None
+    if not 0.0 <= out <= 1.0:
+        raise FieldError(f"expected a finite number in [0, 1], got {describe(value)}")
+    return out
+
+
+def check_binary(value: object) -> int:
+    if type(value) is not int or value not in (0, 1):
+        raise FieldError(f"expected 0 or 1, got {describe(value)}")
+    return value
+
+
+def check_ts(value: object) -> int:
+    """RFC 3339 text with an offset, or epoch seconds -> microseconds since the epoch (UTC)."""
+    expected = "an RFC 3339 timestamp with a UTC offset (e.g. 2026-11-30T01:02:03Z) or epoch seconds"
+    if type(value) is str:
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            raise FieldError(f"expected {expected}, got {describe(value)}") from None
+        if parsed.tzinfo is None:
+            raise FieldError(f"expected {expected}, got {describe(value)} (no UTC offset)")
+        us = (parsed - _EPOCH) // _ONE_US
+    elif type(value) in (int, float):
+        if not math.isfinite(value):
+            raise FieldError(f"expected {expected}, got {describe(value)}")
+        if value >= MAX_EPOCH_SECONDS:
+            raise FieldError(f"expected epoch seconds, got {describe(value)} (milliseconds? divide by 1000)")
+        if value < 0:  # checked before scaling: a huge negative number would overflow
+            raise FieldError(f"expected a time between 1970 and 2286, got {describe(value)}")
+        us = round(value * 1_000_000)
+    else:
+        raise FieldError(f"expected {expected}, got {describe(value)}")
+    if not 0 <= us < _MAX_US:
+        raise FieldError(f"expected a time between 1970 and 2286, got {describe(value)}")
+    return us

@@ -1,0 +1,68 @@
+"""OpenAPI descriptions of the ingestion bodies, built from the configured model so that ``/docs``
+shows the real feature names. The routes read raw bytes (see app.py), so FastAPI cannot infer these."""
+from __future__ import annotations
+
+from typing import Any
+
+from monitor.config import ModelConfig
+
+_TS = {"oneOf": [{"type": "string", "format": "date-time"}, {"type": "number", "description": "epoch seconds"}],
+       "description": "event time; server time when absent"}
+_ID = {"type": "string", "minLength": 1, "maxLength": 200, "description": "caller-given; re-sending it is idempotent"}
+
+
+def prediction_schema(model: ModelConfig) -> dict[str, Any]:
+    features = {f.name: ({"type": "number"} if f.type == "numeric" else {"type": "string"}) for f in model.features}
+    return {
+        "type": "object", "additionalProperties": False, "required": ["id", "features", "score"],
+        "properties": {
+            "id": _ID, "ts": _TS,
+            "features": {"type": "object", "properties": features, "required": list(features),
+                         "additionalProperties": False},
+            "score": {"type": "number", "minimum": 0, "maximum": 1},
+            "prediction": {"type": "integer", "enum": [0, 1],
+                           "description": f"derived as score > {model.threshold} when absent"},
+        },
+    }
+
+
+LABEL_SCHEMA: dict[str, Any] = {
+    "type": "object", "additionalProperties": False, "required": ["id", "label"],
+    "properties": {"id": _ID, "label": {"type": "integer", "enum": [0, 1]}, "ts": _TS},
+}
+
+
+def request_body(record: dict[str, Any], example: dict[str, Any]) -> dict[str, Any]:
+    batch = {"oneOf": [{"type": "array", "items": record},
+                       {"type": "object", "properties": {"records": {"type": "array", "items": record}},
+                        "required": ["records"]}]}
+    return {"requestBody": {"required": True, "content": {
+        "application/json": {"schema": batch, "example": [example]},
+        "application/x-ndjson": {"schema": {"type": "string", "description": "one JSON record per line"}},
+    }}}
+
+
+def prediction_example(model: ModelConfig) -> dict[str, Any]:
+    features = {f.name: (0.5 if f.type == "numeric" else "a") for f in model.features}
+    return {"id": "req-123", "ts": "2026-11-30T01:02:03Z", "features": features, "score": 0.81, "prediction": 1}
+
+
+LABEL_EXAMPLE = {"id": "req-123", "label": 1, "ts": "2026-11-30T07:00:00Z"}
+
+_ERROR = {"application/json": {"schema": {"type": "object", "properties": {
+    "error": {"type": "string"},
+    "errors": {"type": "array", "items": {"type": "object", "properties": {
+        "index": {"type": ["integer", "null"]}, "field": {"type": "string"}, "message": {"type": "string"},
+        "id": {"type": "string"}}}}}}}}
+
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "Stored (atomically)", "content": {"application/json": {"schema": {
+        "type": "object", "properties": {"stored": {"type": "integer"}, "duplicates": {"type": "integer"}}}}}},
+    400: {"description": "Malformed JSON", "content": _ERROR},
+    401: {"description": "Missing or wrong bearer token", "content": _ERROR},
+    409: {"description": "An id is already stored with different content; nothing stored", "content": _ERROR},
+    413: {"description": "Body or batch too large", "content": _ERROR},
+    415: {"description": "Unsupported Content-Type or Content-Encoding", "content": _ERROR},
+    422: {"description": "Invalid records (index and field named); nothing stored", "content": _ERROR},
+    503: {"description": "The store is unavailable; retry", "content": _ERROR},
+}

@@ -1,0 +1,302 @@
+"""Validate a batch of prediction or label records against the model schema (``cfg.model``).
+
+A batch is accepted whole or rejected whole. The hot path checks the batch column by column with
+C-level ``map``/``set``/``sum`` (about two microseconds per record of 20 features); it answers only
+"all good" or "something is off". When something is off, a second pass walks the records one by one
+with :mod:`monitor.ingest.fields` and reports every problem as ``{"index", "field", "message"}``.
+Both passes build the same normalised :class:`PredictionBatch`; the tests hold them to that.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import fields, replace
+from itertools import chain, repeat
+from operator import itemgetter, mul
+from typing import Any, Callable, Sequence
+
+from monitor.config import ModelConfig
+from monitor.ingest import fields as F
+from monitor.ingest.batches import ErrorList, LabelBatch, PredictionBatch, as_record_list
+
+MAX_LISTED_ERRORS = 50
+_NUMBER = frozenset({int, float})
+_STR = {str}
+_NONE = {type(None)}
+_OPTIONAL_INT = frozenset({int, type(None)})
+_OPTIONAL_BINARY = frozenset({None, 0, 1})
+_PRED_FIELDS = frozenset({"id", "ts", "features", "score", "prediction"})
+_PRED_REQUIRED = frozenset({"id", "features", "score"})
+_LABEL_FIELDS = frozenset({"id", "ts", "label"})
+_LABEL_REQUIRED = frozenset({"id", "label"})
+_BAD = object()
+
+
+def _clean_text(values: Sequence[str]) -> bool:
+    joined = "".join(values)
+    if "\x00" in joined:
+        return False
+    try:
+        joined.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _dicts_with_keys(dicts: list, allowed: frozenset, required: frozenset) -> bool:
+    """All are dicts whose keys lie between ``required`` and ``allowed``. Clients write every record
+    the same way, so a batch has one or two distinct key orders: check those, not each record."""
+    if set(map(type, dicts)) != {dict}:
+        return False
+    return all(required <= set(keys) <= allowed for keys in set(map(tuple, dicts)))
+
+
+def _all_finite(columns: list[list]) -> bool:
+    # A NaN or an infinity anywhere makes the sum non-finite (JSON has neither; Python callers might).
+    # Huge finite values can overflow the sum too: only then look at each value.
+    try:
+        if math.isfinite(sum(chain.from_iterable(columns))):
+            return True
+    except OverflowError:  # an int too large for a float
+        return False
+    return all(map(math.isfinite, chain.from_iterable(columns)))
+
+
+def _good_ids(ids: list) -> bool:
+    if set(map(type, ids)) != _STR or not _clean_text(ids):
+        return False
+    lengths = list(map(len, ids))
+    return min(lengths) >= 1 and max(lengths) <= F.MAX_ID_LENGTH
+
+
+def _fast_ts(raw: list, now: int) -> tuple[list[int], list[bool]] | None:
+    n = len(raw)
+    types = set(map(type, raw))
+    if types == _NONE:
+        return [now] * n, [False] * n
+    if types <= _NUMBER:
+        if not (_all_finite([raw]) and min(raw) >= 0 and max(raw) < F.MAX_EPOCH_SECONDS):
+            return None
+        # The same arithmetic as fields.check_ts, so both paths store the same microsecond.
+        return list(map(round, map(mul, raw, repeat(1_000_000)))), [True] * n
+    return [now if v is None else F.check_ts(v) for v in raw], [v is not None for v in raw]
+
+class RecordValidator:
+    """Turns raw records (dicts as parsed from JSON) into validated batches for ``model``."""
+
+    def __init__(self, model: ModelConfig, clock: Callable[[], float] = time.time,
+                 max_errors: int = MAX_LISTED_ERRORS):
+        self.model = model
+        self._clock = clock
+        self._max_errors = max_errors
+        self._names = model.feature_names
+        self._featset = frozenset(self._names)
+        self._numeric = [i for i, f in enumerate(model.features) if f.type == "numeric"]
+        self._categorical = [i for i, f in enumerate(model.features) if f.type == "categorical"]
+        self._getters = [itemgetter(name) for name in self._names]
+
+    def _now_us(self) -> int:
+        return int(self._clock() * 1_000_000)
+
+    # ---- predictions -------------------------------------------------------------------------
+    def predictions(self, records: Any) -> PredictionBatch:
+        records = as_record_list(records)
+        now = self._now_us()
+        batch = self._fast_predictions(records, now)
+        if batch is None:
+            batch = self.slow_predictions(records, now)
+        return self._dedupe(records, batch, "prediction")
+
+    def _fast_predictions(self, records: list, now: int) -> PredictionBatch | None:
+        n = len(records)
+        if n == 0:
+            return PredictionBatch([], [], [], [[] for _ in self._names], [], [], [])
+        try:
+            if not _dicts_with_keys(records, _PRED_FIELDS, _PRED_REQUIRED):
+                return None
+            ids = list(map(itemgetter("id"), records))
+            if not _good_ids(ids):
+                return None
+            feats = list(map(itemgetter("features"), records))
+            # Every configured name present (the getters raise KeyError otherwise) and no more keys
+            # than names: exactly the configured features.
+            if set(map(type, feats)) != {dict} or set(map(len, feats)) != {len(self._names)}:
+                return None
+            cols = [list(map(get, feats)) for get in self._getters]
+            for j in self._categorical:
+                if set(map(type, cols[j])) != _STR or not _clean_text(cols[j]):
+                    return None
+            if self._numeric:
+                types = set(map(type, chain.from_iterable(cols[j] for j in self._numeric)))
+                if not types <= _NUMBER:
+                    return None
+                if int in types:
+                    for j in self._numeric:
+                        cols[j] = list(map(float, cols[j]))  # stored as float; OverflowError -> slow path
+                if not _all_finite([cols[j] for j in self._numeric]):
+                    return None
+            scores = list(map(itemgetter("score"), records))
+            types = set(map(type, scores))
+            if not types <= _NUMBER:
+                return None
+            if int in types:
+                scores = list(map(float, scores))
+            if not (_all_finite([scores]) and min(scores) >= 0.0 and max(scores) <= 1.0):
+                return None
+            preds_raw = list(map(dict.get, records, repeat("prediction", n)))
+            if not set(map(type, preds_raw)) <= _OPTIONAL_INT or not set(preds_raw) <= _OPTIONAL_BINARY:
+                return None
+            pred_given = [p is not None for p in preds_raw]
+            if all(pred_given):
+                preds = preds_raw
+            else:
+                threshold = self.model.threshold
+                preds = [int(sc > threshold) if p is None else p for p, sc in zip(preds_raw, scores)]
+            ts = _fast_ts(list(map(dict.get, records, repeat("ts", n))), now)
+            if ts is None:
+                return None
+        except (TypeError, ValueError, KeyError, OverflowError):
+            return None
+        return PredictionBatch(ids, ts[0], ts[1], cols, scores, preds, pred_given)
+
+    def slow_predictions(self, records: list, now: int) -> PredictionBatch:
+        """Record-by-record validation: every problem reported, or the same batch as the fast path."""
+        errors = ErrorList(self._max_errors)
+        out: dict[str, list] = {f.name: [] for f in fields(PredictionBatch) if f.name not in ("duplicates", "positions")}
+        for i, rec in enumerate(records):
+            if not self._structure(errors, i, rec, _PRED_FIELDS, _PRED_REQUIRED):
+                continue
+            rid = _check(errors, i, "id", F.check_id, rec["id"]) if "id" in rec else _BAD
+            feats = self._features(errors, i, rec["features"]) if "features" in rec else _BAD
+            score = _check(errors, i, "score", F.check_score, rec["score"]) if "score" in rec else _BAD
+            pred = rec.get("prediction")
+            if pred is not None:
+                pred = _check(errors, i, "prediction", F.check_binary, pred)
+            ts = rec.get("ts")
+            if ts is not None:
+                ts = _check(errors, i, "ts", F.check_ts, ts)
+            if errors.count:
+                continue  # stop building once the batch is lost; keep collecting errors
+            out["ids"].append(rid)
+            out["ts"].append(now if ts is None else ts)
+            out["ts_given"].append(ts is not None)
+            out["features"].append(feats)
+            out["scores"].append(score)
+            out["predictions"].append(int(score > self.model.threshold) if pred is None else pred)
+            out["prediction_given"].append(pred is not None)
+        errors.check("prediction", len(records))
+        rows = out.pop("features")
+        columns = [list(c) for c in zip(*rows)] if rows else [[] for _ in self._names]
+        return PredictionBatch(features=columns, **out)
+
+    def _features(self, errors: ErrorList, i: int, feats: Any) -> tuple | object:
+        if type(feats) is not dict:
+            errors.add(i, "features", f"expected an object of feature values, got {F.describe(feats)}")
+            return _BAD
+        before = errors.count
+        for name in sorted(feats.keys() - self._featset, key=str):
+            known = ", ".join(self._names[:12]) + (", ..." if len(self._names) > 12 else "")
+            errors.add(i, f"features.{name}", f"unknown feature (model {self.model.name!r} has: {known})")
+        values = []
+        for spec in self.model.features:
+            if spec.name not in feats:
+                errors.add(i, f"features.{spec.name}", f"missing feature ({spec.type})")
+                continue
+            check = F.check_number if spec.type == "numeric" else _check_category
+            values.append(_check(errors, i, f"features.{spec.name}", check, feats[spec.name]))
+        return _BAD if errors.count > before else tuple(values)
+
+    # ---- labels ------------------------------------------------------------------------------
+    def labels(self, records: Any) -> LabelBatch:
+        records = as_record_list(records)
+        now = self._now_us()
+        batch = self._fast_labels(records, now)
+        if batch is None:
+            batch = self.slow_labels(records, now)
+        return self._dedupe(records, batch, "label")
+
+    def _fast_labels(self, records: list, now: int) -> LabelBatch | None:
+        n = len(records)
+        if n == 0:
+            return LabelBatch([], [], [], [])
+        try:
+            if not _dicts_with_keys(records, _LABEL_FIELDS, _LABEL_REQUIRED):
+                return None
+            ids = list(map(itemgetter("id"), records))
+            if not _good_ids(ids):
+                return None
+            labels = list(map(itemgetter("label"), records))
+            if set(map(type, labels)) != {int} or not set(labels) <= {0, 1}:
+                return None
+            ts = _fast_ts(list(map(dict.get, records, repeat("ts", n))), now)
+            if ts is None:
+                return None
+        except (TypeError, ValueError, KeyError):
+            return None
+        return LabelBatch(ids, labels, ts[0], ts[1])
+
+    def slow_labels(self, records: list, now: int) -> LabelBatch:
+        errors = ErrorList(self._max_errors)
+        out: dict[str, list] = {"ids": [], "labels": [], "ts": [], "ts_given": []}
+        for i, rec in enumerate(records):
+            if not self._structure(errors, i, rec, _LABEL_FIELDS, _LABEL_REQUIRED):
+                continue
+            rid = _check(errors, i, "id", F.check_id, rec["id"]) if "id" in rec else _BAD
+            label = _check(errors, i, "label", F.check_binary, rec["label"]) if "label" in rec else _BAD
+            ts = rec.get("ts")
+            if ts is not None:
+                ts = _check(errors, i, "ts", F.check_ts, ts)
+            if errors.count:
+                continue
+            out["ids"].append(rid)
+            out["labels"].append(label)
+            out["ts"].append(now if ts is None else ts)
+            out["ts_given"].append(ts is not None)
+        errors.check("label", len(records))
+        return LabelBatch(**out)
+
+    # ---- shared ------------------------------------------------------------------------------
+    @staticmethod
+    def _structure(errors: ErrorList, i: int, rec: Any, allowed: frozenset, required: frozenset) -> bool:
+        """False when ``rec`` is not an object; unknown and missing fields are reported either way."""
+        if type(rec) is not dict:
+            errors.add(i, "(record)", f"expected an object, got {F.describe(rec)}")
+            return False
+        for key in sorted(rec.keys() - allowed, key=str):
+            errors.add(i, str(key), f"unknown field (allowed: {', '.join(sorted(allowed))})")
+        for key in sorted(required - rec.keys()):
+            errors.add(i, key, "required field is missing")
+        return True
+
+    def _dedupe(self, records: list, batch, kind: str):
+        """Identical repeats of an id inside one batch are dropped; differing ones reject the batch."""
+        ids = batch.ids
+        if len(set(ids)) == len(ids):
+            return batch
+        errors = ErrorList(self._max_errors)
+        first: dict[str, int] = {}
+        keep: list[int] = []
+        for i, rid in enumerate(ids):
+            j = first.setdefault(rid, i)
+            if j == i:
+                keep.append(i)
+            elif records[i] != records[j]:
+                errors.add(i, "id", f"id {rid!r} appears again in this batch (first at index {j}) with different content")
+        errors.check(kind, len(records))
+        columns = {f.name: [getattr(batch, f.name)[i] for i in keep]
+                   for f in fields(batch) if f.name not in ("duplicates", "positions", "features")}
+        if isinstance(batch, PredictionBatch):
+            columns["features"] = [[col[i] for i in keep] for col in batch.features]
+        return replace(batch, **columns, duplicates=len(ids) - len(keep), positions=keep)
+
+
+def _check_category(value: Any) -> str:
+    return F.check_text(value, "a string (categorical feature)")
+
+
+def _check(errors: ErrorList, i: int, field: str, check: Callable[[Any], Any], value: Any) -> Any:
+    try:
+        return check(value)
+    except F.FieldError as exc:
+        errors.add(i, field, str(exc))
+        return _BAD

@@ -1,0 +1,13 @@
+"""The prediction store: predictions keyed by a caller-given id, labels joined by that id, windows as
+pandas DataFrames. SQLite file by default, PostgreSQL (or any SQLAlchemy URL) for several replicas.
+
+    store = PredictionStore.from_config(cfg)      # runs migrations, syncs the model's tables
+    store.add_predictions(records)                # -> IngestResult(stored, duplicates)
+    frame = store.window(last_n=5000, labelled_only=True)
+"""
+from monitor.store.engine import make_engine, write_transaction
+from monitor.store.migrations import MIGRATIONS, Migration, migrate, sql
+from monitor.store.store import IngestResult, PredictionStore
+
+__all__ = ["IngestResult", "MIGRATIONS", "Migration", "PredictionStore", "make_engine", "migrate", "sql",
+           "write_transaction"]

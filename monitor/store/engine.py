@@ -1,0 +1,121 @@
+"""SQLAlchemy engines for the store, with the settings each backend needs to be shared safely.
+
+SQLite (the default, one file under ``home``): WAL so that readers never block the writer, a busy
+timeout so that writers from other threads and processes wait instead of failing, and transactions
+begun by us rather than by the sqlite3 module (its implicit BEGIN is deferred, and a deferred
+transaction that reads and then writes can fail at once with SQLITE_BUSY when another writer got in
+between). :func:`write_transaction` begins ``BEGIN IMMEDIATE``: it takes the write lock up front and
+waits for it under the busy timeout. Reads use a plain deferred ``BEGIN``.
+
+PostgreSQL: psycopg 3; ``postgresql://`` and ``postgres://`` URLs are read as ``postgresql+psycopg://``.
+"""
+from __future__ import annotations
+
+import zlib
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import StaticPool
+
+from monitor.errors import StoreError
+
+_IMMEDIATE = "driftloop_immediate"
+# Key of the transaction-scoped advisory lock that serialises schema changes on PostgreSQL.
+SCHEMA_LOCK_KEY = zlib.crc32(b"driftloop.schema")
+
+
+def normalise_url(url: str) -> sa.URL:
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError as exc:
+        raise StoreError(f"store.url: not a valid SQLAlchemy URL: {url!r}") from exc
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def safe_url(engine_or_url: Engine | sa.URL) -> str:
+    url = engine_or_url.url if isinstance(engine_or_url, Engine) else engine_or_url
+    return url.render_as_string(hide_password=True)
+
+
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def sqlite_path(engine: Engine) -> Path | None:
+    """The database file of a file-backed SQLite engine, else None."""
+    database = engine.url.database
+    if not is_sqlite(engine) or not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def make_engine(url: str, *, busy_timeout_seconds: float = 30.0, synchronous: str = "FULL",
+                pool_size: int = 8) -> Engine:
+    parsed = normalise_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return _sqlite_engine(parsed, busy_timeout_seconds, synchronous)
+    try:
+        return sa.create_engine(parsed, pool_pre_ping=True, pool_size=pool_size, max_overflow=pool_size)
+    except (ImportError, sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
+        raise StoreError(f"store.url {safe_url(parsed)}: {exc}") from exc
+
+
+def _sqlite_engine(url: sa.URL, busy_timeout_seconds: float, synchronous: str) -> Engine:
+    memory = not url.database or url.database == ":memory:"
+    if not memory:
+        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+    kwargs: dict = {"connect_args": {"check_same_thread": False, "timeout": busy_timeout_seconds}}
+    if memory:
+        # One connection shared by every thread, or each would see its own empty database.
+        kwargs["poolclass"] = StaticPool
+    else:
+        kwargs.update(pool_size=8, max_overflow=8)
+    engine = sa.create_engine(url, **kwargs)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:  # noqa: ANN001
+        dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (see module docstring)
+        cur = dbapi_conn.cursor()
+        if not memory:
+            cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_seconds * 1000)}")
+        cur.execute(f"PRAGMA synchronous={synchronous}")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        immediate = conn.get_execution_options().get(_IMMEDIATE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+@contextmanager
+def write_transaction(engine: Engine) -> Iterator[Connection]:
+    """A transaction that will write: holds SQLite's write lock from the start (waiting for it up
+    to the busy timeout), so a read-then-write inside it cannot fail half-way on lock upgrade.
+    Other parts writing their own tables (the daemon) should use this too."""
+    with engine.connect() as conn:
+        conn.execution_options(**{_IMMEDIATE: True})
+        with conn.begin():
+            yield conn
+
+
+def lock_schema(conn: Connection) -> None:
+    """Serialise schema changes between processes sharing a PostgreSQL store (SQLite's
+    BEGIN IMMEDIATE already does). Released at the end of the transaction."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK_KEY})")
+
+
+def driver_sql(conn: Connection | Engine, statement: str) -> str:
+    """``?`` placeholders rewritten in the driver's own style: ``exec_driver_sql`` passes SQL through
+    untouched, and sqlite3 wants ``?`` where psycopg wants ``%s``. Statements must not contain ``%``."""
+    return statement if conn.dialect.paramstyle == "qmark" else statement.replace("?", "%s")

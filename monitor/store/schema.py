@@ -1,0 +1,131 @@
+"""Per-model tables: ``predictions_<model>`` with one typed column per feature, and ``labels_<model>``.
+
+Typed columns (``f_<feature>``: DOUBLE for numeric, TEXT for categorical) keep writes to one
+executemany and let a million-row window come back as columns, not as JSON parsed row by row.
+Labels have their own table keyed by id, so they may arrive before or after their prediction; the
+window query joins the two.
+
+The tables follow the configured feature list, synchronised at start-up (:func:`sync_model_tables`):
+
+* a new feature becomes a new nullable column (rows stored before it read as NaN / None);
+* a feature no longer configured keeps its column and data, and is ignored;
+* a feature whose type changed (numeric <-> categorical) is an error: the stored values cannot be
+  reinterpreted. Rename the feature, or use a new ``model.name`` (new tables).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from monitor.config import ModelConfig
+from monitor.errors import StoreError
+from monitor.store.engine import driver_sql
+
+log = logging.getLogger(__name__)
+
+FEATURE_PREFIX = "f_"
+
+
+@dataclass(frozen=True)
+class ModelTables:
+    predictions: sa.Table
+    labels: sa.Table
+
+    def feature_column(self, feature: str) -> str:
+        return FEATURE_PREFIX + feature
+
+
+def table_suffix(model_name: str) -> str:
+    return re.sub(r"[^a-z0-9_]", "_", model_name.lower())
+
+
+def _feature_type(kind: str) -> sa.types.TypeEngine:
+    return sa.Double() if kind == "numeric" else sa.Text()
+
+
+def build_tables(model: ModelConfig) -> ModelTables:
+    suffix = table_suffix(model.name)
+    meta = sa.MetaData()
+    pname, lname = f"predictions_{suffix}", f"labels_{suffix}"
+    predictions = sa.Table(
+        pname, meta,
+        # An integer key orders rows with equal ts by arrival; in SQLite it is the rowid itself.
+        sa.Column("seq", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True),
+        sa.Column("id", sa.Text(), nullable=False, unique=True),
+        sa.Column("ts", sa.BigInteger(), nullable=False),  # microseconds since the epoch, UTC
+        *[sa.Column(FEATURE_PREFIX + f.name, _feature_type(f.type), nullable=True) for f in model.features],
+        sa.Column("score", sa.Double(), nullable=False),
+        sa.Column("prediction", sa.SmallInteger(), nullable=False),
+        sa.Column("received_at", sa.BigInteger(), nullable=False),
+        sa.Index(f"{pname}_ts", "ts", "seq"),
+    )
+    labels = sa.Table(
+        lname, meta,
+        sa.Column("id", sa.Text(), primary_key=True),
+        sa.Column("label", sa.SmallInteger(), nullable=False),
+        sa.Column("ts", sa.BigInteger(), nullable=False),
+        sa.Column("received_at", sa.BigInteger(), nullable=False),
+        sa.Index(f"{lname}_ts", "ts"),
+        sqlite_with_rowid=False,  # the join probes labels by id: one B-tree search instead of two
+    )
+    return ModelTables(predictions, labels)
+
+
+def _kind_of(sql_type: sa.types.TypeEngine) -> str:
+    if isinstance(sql_type, sa.Float):
+        return "numeric"
+    if isinstance(sql_type, sa.String):
+        return "categorical"
+    return str(sql_type)
+
+
+def sync_model_tables(conn: Connection, model: ModelConfig, clock: Callable[[], float] = time.time) -> ModelTables:
+    """Create the model's tables, or bring their feature columns in line with ``model``.
+    Call inside a write transaction holding the schema lock."""
+    tables = build_tables(model)
+    pred = tables.predictions
+    inspector = sa.inspect(conn)
+    if not inspector.has_table(pred.name):
+        pred.create(conn)
+        log.info("created table %s for model %r (%d features)", pred.name, model.name, len(model.features))
+    else:
+        existing = {c["name"]: _kind_of(c["type"]) for c in inspector.get_columns(pred.name)}
+        problems = []
+        for spec in model.features:
+            column = FEATURE_PREFIX + spec.name
+            if column not in existing:
+                ddl = _feature_type(spec.type).compile(dialect=conn.dialect)
+                prep = conn.dialect.identifier_preparer
+                conn.exec_driver_sql(f"ALTER TABLE {prep.quote(pred.name)} ADD COLUMN {prep.quote(column)} {ddl}")
+                log.info("model %r: new feature %r (%s) added to %s; earlier rows read as missing",
+                         model.name, spec.name, spec.type, pred.name)
+            elif existing[column] != spec.type:
+                problems.append(f"{spec.name!r} is stored as {existing[column]} but configured as {spec.type}")
+        if problems:
+            raise StoreError(f"model {model.name!r}: feature types changed: {'; '.join(problems)}. Stored values "
+                             "cannot be reinterpreted: rename the feature or use a new model.name")
+        configured = {FEATURE_PREFIX + f.name for f in model.features}
+        dropped = sorted(c[len(FEATURE_PREFIX):] for c in existing if c.startswith(FEATURE_PREFIX) and c not in configured)
+        if dropped:
+            log.info("model %r: stored features no longer configured are kept but ignored: %s",
+                     model.name, ", ".join(dropped))
+    if not inspector.has_table(tables.labels.name):
+        tables.labels.create(conn)
+    _register(conn, model, tables, int(clock()))
+    return tables
+
+
+def _register(conn: Connection, model: ModelConfig, tables: ModelTables, now: int) -> None:
+    features = json.dumps({f.name: f.type for f in model.features})
+    conn.exec_driver_sql(driver_sql(conn,
+        "INSERT INTO driftloop_models (name, predictions_table, labels_table, features_json, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET features_json = excluded.features_json,"
+        " updated_at = excluded.updated_at"),
+        (model.name, tables.predictions.name, tables.labels.name, features, now, now))

@@ -1,0 +1,260 @@
+"""``PredictionStore``: predictions keyed by a caller-given id, labels joined by that id, windows as DataFrames.
+
+Writes are idempotent and atomic per batch. A batch is inserted with ``ON CONFLICT (id) DO NOTHING``
+in one executemany; when fewer rows went in than were sent, the stored versions of the batch's ids
+are compared with the new ones inside the same transaction (conflicts.py): identical ones are
+duplicates (a retry), different ones roll the whole batch back with ConflictError. On SQLite the
+transaction holds the write lock from the start; on PostgreSQL the unique index makes a concurrent
+insert of the same id wait for the first to commit, after which the comparison sees it.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from itertools import repeat
+from typing import Any, Callable, Iterator, Sequence
+
+import pandas as pd
+import pyarrow as pa
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from monitor.config import DriftloopConfig, ModelConfig
+from monitor.errors import StoreError, ValidationError
+from monitor.ingest import frames
+from monitor.ingest.validation import LabelBatch, PredictionBatch, RecordValidator
+from monitor.store import conflicts
+from monitor.store import sqlite_reader as SR
+from monitor.store import window as W
+from monitor.store.engine import (driver_sql, lock_schema, make_engine, safe_url, sqlite_path,
+                                  write_transaction)
+from monitor.store.migrations import Migration, migrate
+from monitor.store.schema import FEATURE_PREFIX, sync_model_tables
+
+log = logging.getLogger(__name__)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    stored: int      # new rows written
+    duplicates: int  # ids already stored (or repeated in the batch) with the same content
+
+    def to_dict(self) -> dict[str, int]:
+        return {"stored": self.stored, "duplicates": self.duplicates}
+
+
+class PredictionStore:
+    """See docs/CONTRACTS.md. ``url`` is any SQLAlchemy URL; SQLite files are shared safely by the
+    threads of one process and by several processes; PostgreSQL by several replicas."""
+
+    def __init__(self, url: str, model: ModelConfig, *, clock: Callable[[], float] = time.time,
+                 busy_timeout_seconds: float = 30.0, synchronous: str = "FULL",
+                 migrations: Sequence[Migration] | None = None, use_adbc: bool = True,
+                 child_reader_min_rows: int = W.CHILD_READER_MIN_ROWS, reader_processes: int | None = None):
+        self.model = model
+        self._clock = clock
+        self.engine = make_engine(url, busy_timeout_seconds=busy_timeout_seconds, synchronous=synchronous)
+        self.url = safe_url(self.engine)
+        self.validator = RecordValidator(model, clock=clock)
+        try:
+            migrate(self.engine, migrations, clock)
+            with write_transaction(self.engine) as conn:
+                lock_schema(conn)
+                self.tables = sync_model_tables(conn, model, clock)
+        except sa.exc.SQLAlchemyError as exc:
+            self.engine.dispose()
+            raise StoreError(f"store {self.url}: cannot open: {_reason(exc)}") from exc
+        except StoreError:
+            self.engine.dispose()
+            raise
+        # Large SQLite windows are read by a child process through ADBC (see window.py).
+        self._adbc_path = sqlite_path(self.engine) if use_adbc and W.ADBC_AVAILABLE else None
+        self._child_min_rows = child_reader_min_rows
+        self._reader_parts = reader_processes or SR.default_parts()
+        q = self.engine.dialect.identifier_preparer.quote
+        self._q = q
+        p, lab = q(self.tables.predictions.name), q(self.tables.labels.name)
+        feature_cols = [q(FEATURE_PREFIX + f.name) for f in model.features]
+        pred_cols = ["id", "ts", *feature_cols, "score", "prediction", "received_at"]
+        self._insert_predictions = driver_sql(self.engine, (
+            f"INSERT INTO {p} ({', '.join(pred_cols)}) VALUES ({', '.join('?' * len(pred_cols))})"
+            " ON CONFLICT (id) DO NOTHING"))
+        self._insert_labels = driver_sql(self.engine, (
+            f"INSERT INTO {lab} (id, label, ts, received_at) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING"))
+
+    @classmethod
+    def from_config(cls, cfg: DriftloopConfig, **kwargs: Any) -> "PredictionStore":
+        options = {"busy_timeout_seconds": cfg.store.busy_timeout_seconds, "synchronous": cfg.store.sqlite_synchronous}
+        return cls(cfg.store_url, cfg.model, **{**options, **kwargs})
+
+    # ---- writes ------------------------------------------------------------------------------
+    def add_predictions(self, records: Any) -> IngestResult:
+        """Store a batch atomically. ``records``: a validated :class:`PredictionBatch`, a list of
+        API records (validated here), or a DataFrame with the model's columns."""
+        batch = self._prediction_batch(records)
+        n = len(batch)
+        if n == 0:
+            return IngestResult(0, batch.duplicates)
+        now = self._now_us()
+        rows = list(zip(batch.ids, batch.ts, *batch.features, batch.scores, batch.predictions, repeat(now, n)))
+        with self._writing("predictions") as conn:
+            inserted = conn.exec_driver_sql(self._insert_predictions, rows).rowcount
+            if inserted < n:
+                conflicts.check_predictions(conn, self.tables, self.model, batch)
+        return IngestResult(inserted, n - inserted + batch.duplicates)
+
+    def add_labels(self, records: Any) -> IngestResult:
+        """Store labels atomically; ``records`` as for :meth:`add_predictions` (id, label, ts)."""
+        batch = self._label_batch(records)
+        n = len(batch)
+        if n == 0:
+            return IngestResult(0, batch.duplicates)
+        rows = list(zip(batch.ids, batch.labels, batch.ts, repeat(self._now_us(), n)))
+        with self._writing("labels") as conn:
+            inserted = conn.exec_driver_sql(self._insert_labels, rows).rowcount
+            if inserted < n:
+                conflicts.check_labels(conn, self.tables, batch)
+        return IngestResult(inserted, n - inserted + batch.duplicates)
+
+    def _prediction_batch(self, records: Any) -> PredictionBatch:
+        if isinstance(records, PredictionBatch):
+            return records
+        if isinstance(records, pd.DataFrame):
+            m = self.model
+            with _frame_errors():
+                records = frames.prediction_records(records, features=m.feature_names, score=m.score,
+                                                    prediction=m.prediction)
+        return self.validator.predictions(records)
+
+    def _label_batch(self, records: Any) -> LabelBatch:
+        if isinstance(records, LabelBatch):
+            return records
+        if isinstance(records, pd.DataFrame):
+            with _frame_errors():
+                records = frames.label_records(records, label=self.model.target)
+        return self.validator.labels(records)
+
+    @contextmanager
+    def _writing(self, what: str) -> Iterator[Connection]:
+        try:
+            with write_transaction(self.engine) as conn:
+                yield conn
+        except sa.exc.SQLAlchemyError as exc:
+            raise StoreError(f"store {self.url}: writing {what} failed: {_reason(exc)}") from exc
+
+    def write_transaction(self):
+        """A write transaction on the store's engine, for other parts' own tables (see engine.py)."""
+        return write_transaction(self.engine)
+
+    # ---- reads -------------------------------------------------------------------------------
+    def window(self, last_n: int | None = None, since: Any = None, until: Any = None,
+               labelled_only: bool = False) -> pd.DataFrame:
+        """Predictions with ``since <= ts < until`` (either may be None), the newest ``last_n`` of
+        them if given, joined with their labels (``labelled_only``: only rows that have one).
+        Columns and dtypes as in docs/CONTRACTS.md, ordered by ts."""
+        if last_n is not None and (isinstance(last_n, bool) or not isinstance(last_n, int) or last_n < 1):
+            raise ValueError(f"last_n must be a positive integer or None, got {last_n!r}")
+        since_us, until_us = _micros(since, "since"), _micros(until, "until")
+        table = None
+        if self._adbc_path is not None and (last_n is None or last_n >= self._child_min_rows):
+            try:
+                with self.engine.connect() as conn:
+                    plan = SR.plan(conn, self.tables, self.model, self._q, last_n=last_n, since_us=since_us,
+                                   until_us=until_us, labelled_only=labelled_only, parts=self._reader_parts)
+                if plan.rows >= self._child_min_rows:
+                    table = SR.read(self._adbc_path, plan, W.arrow_schema(self.model))
+            except (StoreError, OSError, pa.ArrowException, sa.exc.SQLAlchemyError) as exc:
+                # The in-process reader below says what is wrong, if anything is.
+                log.warning("fast SQLite window reader failed (%s); reading through SQLAlchemy", exc)
+        query = W.build_query(self.tables, self.model, self._q, last_n=last_n, since_us=since_us,
+                              until_us=until_us, labelled_only=labelled_only)
+        if table is None:
+            try:
+                with self.engine.connect() as conn:
+                    table = W.read_generic(conn, query)
+            except sa.exc.SQLAlchemyError as exc:
+                raise StoreError(f"store {self.url}: reading the window failed: {_reason(exc)}") from exc
+        return W.to_frame(table, self.model)
+
+    def last_label_time(self) -> datetime | None:
+        value = self._scalar(f"SELECT max(ts) FROM {self._q(self.tables.labels.name)}")
+        return None if value is None else _EPOCH + timedelta(microseconds=int(value))
+
+    def row_counts(self) -> dict[str, int]:
+        return {"predictions": int(self._scalar(f"SELECT count(*) FROM {self._q(self.tables.predictions.name)}")),
+                "labels": int(self._scalar(f"SELECT count(*) FROM {self._q(self.tables.labels.name)}"))}
+
+    def ping(self) -> None:
+        """Raise StoreError unless the store answers a query."""
+        self._scalar("SELECT 1")
+
+    def _scalar(self, sql: str, params: tuple = ()) -> Any:
+        try:
+            with self.engine.connect() as conn:
+                return conn.exec_driver_sql(sql, params).scalar()
+        except sa.exc.SQLAlchemyError as exc:
+            raise StoreError(f"store {self.url}: query failed: {_reason(exc)}") from exc
+
+    # ---- housekeeping ------------------------------------------------------------------------
+    def apply_retention(self, days: float, chunk_rows: int = 5000) -> int:
+        """Delete predictions and labels whose ts is more than ``days`` old; returns rows deleted.
+        Works in chunks of ``chunk_rows``, each its own short transaction, so ingestion goes on."""
+        if not days > 0:
+            raise ValueError(f"retention days must be positive, got {days!r}")
+        cutoff = self._now_us() - int(days * 86_400 * 1_000_000)
+        total = 0
+        for table, key in ((self.tables.predictions.name, "seq"), (self.tables.labels.name, "id")):
+            t = self._q(table)
+            sql = driver_sql(self.engine, f"DELETE FROM {t} WHERE {key} IN (SELECT {key} FROM {t} WHERE ts < ? LIMIT ?)")
+            while True:
+                with self._writing(f"retention of {table}") as conn:
+                    deleted = conn.exec_driver_sql(sql, (cutoff, chunk_rows)).rowcount
+                total += deleted
+                if deleted < chunk_rows:
+                    break
+        if total:
+            log.info("retention: deleted %d rows older than %s days", total, days)
+        return total
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> "PredictionStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _now_us(self) -> int:
+        return int(self._clock() * 1_000_000)
+
+
+@contextmanager
+def _frame_errors() -> Iterator[None]:
+    try:
+        yield
+    except KeyError as exc:  # a column the model needs is not in the frame
+        message = str(exc.args[0]) if exc.args else str(exc)
+        raise ValidationError(message, [{"index": None, "field": "(frame)", "message": message}]) from None
+
+
+def _micros(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):  # includes pandas.Timestamp
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return (value - _EPOCH) // timedelta(microseconds=1)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return round(value * 1_000_000)
+    raise ValueError(f"{name} must be a datetime or epoch seconds, got {value!r}")
+
+
+def _reason(exc: sa.exc.SQLAlchemyError) -> str:
+    orig = getattr(exc, "orig", None)
+    return str(orig if orig is not None else exc).strip().splitlines()[0]

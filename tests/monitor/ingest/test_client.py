@@ -1,0 +1,192 @@
+"""monitor.client against the real API, and against a tiny real HTTP server that fails on purpose."""
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import monitor.client as client_module
+from monitor.client import DriftloopClient, RequestRejected, ServerUnavailable
+from monitor.ingest.frames import label_records, prediction_records
+from tests.monitor.ingest.conftest import TOKEN, free_port
+from tests.monitor.store.factories import T0
+
+
+def _frame(n: int, start: int = 0) -> pd.DataFrame:
+    i = np.arange(start, start + n)
+    return pd.DataFrame({
+        "id": i,                                                     # ints: sent as strings
+        "ts": pd.to_datetime(T0 + i, unit="s"),                      # naive: taken as UTC
+        "x0": i * 0.5, "x1": i.astype(np.int64),
+        "region": pd.Categorical(np.where(i % 2, "us", "eu")),
+        "score": (i % 10) / 10,
+        "label": i % 2,                                              # ignored by log_predictions
+    })
+
+
+def test_log_dataframes_in_batches(base_url, store):
+    with DriftloopClient(base_url, token=TOKEN, batch_size=7) as dl:
+        summary = dl.log_predictions(_frame(20))
+        assert (summary.stored, summary.duplicates, summary.batches) == (20, 0, 3)
+        again = dl.log_predictions(_frame(22))
+        assert (again.stored, again.duplicates) == (2, 20)
+        labelled = dl.log_labels(_frame(10)[["id", "label"]])
+        assert labelled.stored == 10
+        assert dl.health()["status"] == "ok"
+    frame = store.window()
+    assert frame["id"].tolist()[:3] == ["0", "1", "2"]
+    assert frame["ts"].iloc[3] == pd.Timestamp(T0 + 3, unit="s", tz="UTC")
+    assert frame["region"].tolist()[:2] == ["eu", "us"] and frame["x1"].iloc[5] == 5.0
+    assert frame["label"].notna().sum() == 10
+
+
+def test_rejection_carries_the_servers_errors_with_absolute_positions(base_url, store):
+    frame = _frame(20)
+    frame.loc[15, "score"] = 1.7
+    with DriftloopClient(base_url, token=TOKEN, batch_size=7) as dl:
+        with pytest.raises(RequestRejected) as info:
+            dl.log_predictions(frame)
+    exc = info.value
+    assert exc.status_code == 422
+    assert exc.errors == [{"index": 15, "field": "score", "message": "expected a finite number in [0, 1], got 1.7"}]
+    assert "records 14-19" in str(exc) and "[15] score" in str(exc)
+    assert exc.stored.stored == 14 and store.row_counts()["predictions"] == 14
+
+
+def test_missing_values_are_named_by_the_server(base_url):
+    frame = _frame(3)
+    frame.loc[1, "x0"] = np.nan
+    with DriftloopClient(base_url, token=TOKEN) as dl, pytest.raises(RequestRejected) as info:
+        dl.log_predictions(frame)
+    assert info.value.errors == [{"index": 1, "field": "features.x0", "message": "expected a finite number, got null"}]
+
+
+def test_wrong_token_is_not_retried(base_url):
+    sleeps: list[float] = []
+    with DriftloopClient(base_url, token="nope", sleep=sleeps.append) as dl, pytest.raises(RequestRejected) as info:
+        dl.log_labels([{"id": "a", "label": 1}])
+    assert info.value.status_code == 401 and sleeps == []
+
+
+class FlakyServer:
+    """A real HTTP server answering the first ``failures`` requests with ``status``."""
+
+    def __init__(self, failures: int, status: int = 503, retry_after: str | None = None):
+        self.failures, self.status, self.retry_after = failures, status, retry_after
+        self.bodies: list[bytes] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                outer.bodies.append(body)
+                if len(outer.bodies) <= outer.failures:
+                    payload = json.dumps({"error": "busy"}).encode()
+                    self.send_response(outer.status)
+                    if outer.retry_after:
+                        self.send_header("Retry-After", outer.retry_after)
+                else:
+                    payload = json.dumps({"stored": len(json.loads(body)), "duplicates": 0}).encode()
+                    self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "FlakyServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_retries_5xx_with_exponential_backoff_and_jitter():
+    sleeps: list[float] = []
+    with FlakyServer(failures=2) as flaky, DriftloopClient(flaky.url, sleep=sleeps.append, rng=lambda: 1.0,
+                                                           backoff_seconds=0.2) as dl:
+        summary = dl.log_labels([{"id": "a", "label": 1}, {"id": "b", "label": 0}])
+    assert summary.stored == 2
+    assert len(flaky.bodies) == 3 and len(set(flaky.bodies)) == 1  # the same batch each time
+    assert sleeps == [0.2, 0.4]
+
+
+def test_jitter_spreads_retries():
+    sleeps: list[float] = []
+    with FlakyServer(failures=2) as flaky, DriftloopClient(flaky.url, sleep=sleeps.append, rng=lambda: 0.0,
+                                                           backoff_seconds=0.2) as dl:
+        dl.log_labels([{"id": "a", "label": 1}])
+    assert sleeps == [0.1, 0.2]
+
+
+def test_retry_after_is_honoured():
+    sleeps: list[float] = []
+    with FlakyServer(failures=1, retry_after="3") as flaky, DriftloopClient(flaky.url, sleep=sleeps.append) as dl:
+        dl.log_labels([{"id": "a", "label": 1}])
+    assert sleeps == [3.0]
+
+
+def test_gives_up_after_the_retries():
+    sleeps: list[float] = []
+    with FlakyServer(failures=10, status=502) as flaky, DriftloopClient(flaky.url, retries=3, sleep=sleeps.append,
+                                                                        max_backoff_seconds=0.5) as dl:
+        with pytest.raises(ServerUnavailable, match="after 4 attempt"):
+            dl.log_labels([{"id": "a", "label": 1}])
+    assert len(flaky.bodies) == 4 and len(sleeps) == 3 and max(sleeps) <= 0.5
+
+
+def test_connection_refused_is_retried_then_raised():
+    sleeps: list[float] = []
+    with DriftloopClient(f"http://127.0.0.1:{free_port()}", retries=2, sleep=sleeps.append) as dl:
+        with pytest.raises(ServerUnavailable, match="ConnectError"):
+            dl.log_predictions([{"id": "a"}])
+    assert len(sleeps) == 2
+
+
+def test_4xx_is_not_retried():
+    with FlakyServer(failures=5, status=422) as flaky, DriftloopClient(flaky.url, sleep=lambda s: None) as dl:
+        with pytest.raises(RequestRejected) as info:
+            dl.log_labels([{"id": "a", "label": 1}])
+    assert len(flaky.bodies) == 1 and info.value.status_code == 422 and "busy" in str(info.value)
+
+
+def test_module_level_functions(base_url, store):
+    with pytest.raises(client_module.ClientError, match="configure"):
+        client_module._client = None
+        client_module.log_labels([])
+    client_module.configure(base_url, token=TOKEN)
+    try:
+        assert client_module.log_predictions(_frame(2)).stored == 2
+        assert client_module.log_labels([{"id": "0", "label": 1}]).stored == 1
+    finally:
+        client_module._client.close()
+        client_module._client = None
+
+
+def test_frames_to_records():
+    frame = pd.DataFrame({"id": ["a", "b"], "ts": pd.to_datetime(["2026-01-01T00:00:00+01:00", None], utc=True),
+                          "f": [1.5, np.nan], "g": pd.array(["x", pd.NA], dtype="string"), "flag": [True, False],
+                          "score": [0.2, 0.9], "prediction": [1.0, np.nan], "label": [1, 0]})
+    records = prediction_records(frame)
+    assert records == [
+        {"id": "a", "features": {"f": 1.5, "g": "x", "flag": 1}, "score": 0.2, "ts": 1767222000.0, "prediction": 1},
+        {"id": "b", "features": {"f": None, "g": None, "flag": 0}, "score": 0.9},
+    ]
+    assert prediction_records(frame, features=["f"])[0]["features"] == {"f": 1.5}
+    assert label_records(frame) == [{"id": "a", "label": 1, "ts": 1767222000.0}, {"id": "b", "label": 0}]
+    with pytest.raises(KeyError, match="'proba' score column"):
+        prediction_records(frame, score="proba")
+    with pytest.raises(KeyError, match="no feature column"):
+        prediction_records(frame, features=["nope"])

@@ -1,0 +1,191 @@
+"""Record validation: messages that name index and field, and a fast path that agrees with the
+record-by-record one (property-tested)."""
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from monitor.errors import ValidationError
+from monitor.ingest.fields import FieldError, check_ts
+from monitor.ingest.validation import RecordValidator
+from tests.monitor.store.factories import prediction, predictions, small_model
+
+NOW = 1_790_000_123.5
+validator = RecordValidator(small_model(), clock=lambda: NOW)
+
+
+def _errors(records, kind="predictions") -> list[dict]:
+    with pytest.raises(ValidationError) as info:
+        getattr(validator, kind)(records)
+    return info.value.errors
+
+
+def _with(**over) -> dict:
+    rec = prediction(0)
+    rec.update(over)
+    return rec
+
+
+def _with_feature(name, value) -> dict:
+    rec = prediction(0)
+    rec["features"][name] = value
+    return rec
+
+
+@pytest.mark.parametrize("record, field, message", [
+    ("oops", "(record)", "expected an object, got 'oops'"),
+    ({k: v for k, v in prediction(0).items() if k != "score"}, "score", "required field is missing"),
+    (_with(extra=1), "extra", "unknown field (allowed: features, id, prediction, score, ts)"),
+    (_with(id=""), "id", "expected a string of 1-200 characters, got a string of 0 characters"),
+    (_with(id="x" * 201), "id", "expected a string of 1-200 characters, got a string of 201 characters"),
+    (_with(id=17), "id", "expected a string of 1-200 characters, got 17"),
+    (_with(id="a\x00b"), "id", "without NUL characters"),
+    (_with(score=1.5), "score", "expected a finite number in [0, 1], got 1.5"),
+    (_with(score=True), "score", "expected a finite number in [0, 1], got true"),
+    (_with(score=float("nan")), "score", "expected a finite number in [0, 1], got nan"),
+    (_with(prediction=2), "prediction", "expected 0 or 1, got 2"),
+    (_with(prediction=1.0), "prediction", "expected 0 or 1, got 1.0"),
+    (_with(ts="yesterday"), "ts", "expected an RFC 3339 timestamp"),
+    (_with(ts="2026-11-30T01:02:03"), "ts", "(no UTC offset)"),
+    (_with(ts=1_790_000_000_000), "ts", "milliseconds? divide by 1000"),
+    (_with(ts=-5), "ts", "between 1970 and 2286"),
+    (_with(features=[1, 2]), "features", "expected an object of feature values, got a list"),
+    (_with_feature("x1", "abc"), "features.x1", "expected a finite number, got 'abc'"),
+    (_with_feature("x1", None), "features.x1", "expected a finite number, got null"),
+    (_with_feature("x1", float("inf")), "features.x1", "expected a finite number, got inf"),
+    (_with_feature("x1", False), "features.x1", "expected a finite number, got false"),
+    (_with_feature("region", 3), "features.region", "expected a string (categorical feature), got 3"),
+    (_with_feature("color", "red"), "features.color", "unknown feature (model 'm' has: x0, x1, region)"),
+])
+def test_each_problem_names_index_and_field(record, field, message):
+    errors = _errors([prediction(5), record])
+    assert len(errors) == 1
+    assert errors[0]["index"] == 1 and errors[0]["field"] == field
+    assert message in errors[0]["message"]
+
+
+def test_missing_feature_is_named():
+    rec = prediction(0)
+    del rec["features"]["x0"]
+    assert _errors([rec]) == [{"index": 0, "field": "features.x0", "message": "missing feature (numeric)"}]
+
+
+def test_all_problems_are_reported_and_the_list_is_capped():
+    errors = _errors([_with(score=2, prediction=5)] + [{"id": i} for i in range(100)])
+    assert errors[:2] == [{"index": 0, "field": "score", "message": "expected a finite number in [0, 1], got 2"},
+                          {"index": 0, "field": "prediction", "message": "expected 0 or 1, got 5"}]
+    assert len(errors) == 50
+    with pytest.raises(ValidationError, match=r"^302 problem\(s\) in a batch of 101 .*first 50 listed"):
+        validator.predictions([_with(score=2, prediction=5)] + [{"id": i} for i in range(100)])
+
+
+def test_body_must_be_a_list():
+    with pytest.raises(ValidationError) as info:
+        validator.predictions({"id": "a"})
+    assert info.value.errors[0]["field"] == "(body)"
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("2026-11-30T01:02:03Z", datetime(2026, 11, 30, 1, 2, 3, tzinfo=timezone.utc)),
+    ("2026-11-30T02:02:03.25+01:00", datetime(2026, 11, 30, 1, 2, 3, 250000, tzinfo=timezone.utc)),
+    (1_790_000_000, datetime(2026, 9, 21, 14, 13, 20, tzinfo=timezone.utc)),
+    (1_790_000_000.000001, datetime(2026, 9, 21, 14, 13, 20, 1, tzinfo=timezone.utc)),
+])
+def test_timestamps(value, expected):
+    micros = check_ts(value)
+    assert micros == (expected - datetime(1970, 1, 1, tzinfo=timezone.utc)) // (expected - expected + (datetime(1970, 1, 1, 0, 0, 0, 1) - datetime(1970, 1, 1)))
+
+
+def test_timestamps_rejected():
+    for bad in ("2026-11-30", "", "now", True, [1], float("nan"), 1e10, -1.8e302, -1):
+        with pytest.raises(FieldError):
+            check_ts(bad)
+
+
+def test_server_time_and_derived_prediction():
+    batch = validator.predictions([_with(score=0.9), _with(id="b", score=0.2, prediction=1)] + [
+        {k: v for k, v in prediction(3).items() if k != "ts"}])
+    assert batch.ts[2] == int(NOW * 1_000_000) and batch.ts_given == [True, True, False]
+    assert batch.predictions == [1, 1, 0] and batch.prediction_given == [False, True, False]
+
+
+def test_ints_are_normalised_to_floats():
+    batch = validator.predictions([_with(score=1, features={"x0": 3, "x1": -2, "region": "eu"})])
+    assert batch.features[0] == [3.0] and type(batch.features[0][0]) is float and type(batch.scores[0]) is float
+
+
+def test_labels():
+    batch = validator.labels([{"id": "a", "label": 1}, {"id": "b", "label": 0, "ts": 1_790_000_000}])
+    assert batch.labels == [1, 0] and batch.ts_given == [False, True]
+    errors = _errors([{"id": "a", "label": "yes"}, {"id": "b"}, {"id": "c", "label": 1, "score": 1}], "labels")
+    assert errors == [
+        {"index": 0, "field": "label", "message": "expected 0 or 1, got 'yes'"},
+        {"index": 1, "field": "label", "message": "required field is missing"},
+        {"index": 2, "field": "score", "message": "unknown field (allowed: id, label, ts)"},
+    ]
+
+
+def test_repeats_in_a_batch_keep_request_positions():
+    batch = validator.predictions([prediction(0), prediction(1), prediction(0), prediction(2)])
+    assert batch.ids == ["r0", "r1", "r2"] and batch.duplicates == 1
+    assert [batch.position(i) for i in range(3)] == [0, 1, 3]
+
+
+# ---- the fast path agrees with the slow one ------------------------------------------------------
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64) | st.integers(-2**53, 2**53)
+text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=12)
+timestamps = st.none() | st.floats(0, 8e9) | st.integers(0, 9_000_000_000) | st.sampled_from(
+    ["2026-11-30T01:02:03Z", "2026-11-30T01:02:03.123456+05:30", "1999-12-31T23:59:59.5-08:00"])
+valid_record = st.fixed_dictionaries(
+    {"id": text, "features": st.fixed_dictionaries({"x0": finite, "x1": finite, "region": text}),
+     "score": st.floats(0, 1) | st.sampled_from([0, 1])},
+    optional={"ts": timestamps, "prediction": st.none() | st.sampled_from([0, 1])})
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(valid_record, max_size=8, unique_by=lambda r: r["id"]))
+def test_fast_and_slow_paths_build_the_same_batch(records):
+    fast = validator._fast_predictions(records, 123)
+    slow = validator.slow_predictions(records, 123)
+    assert fast == slow
+
+
+junk = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5) | st.lists(st.integers(), max_size=2)
+maybe_bad_record = valid_record.flatmap(lambda r: st.fixed_dictionaries({
+    k: (st.just(v) | junk) if k != "features" else st.fixed_dictionaries(
+        {fk: st.just(fv) | junk for fk, fv in v.items()}) | junk
+    for k, v in r.items()}, optional={"extra": junk}) | junk)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(maybe_bad_record, max_size=6))
+def test_fast_path_never_accepts_what_the_slow_path_rejects(records):
+    try:
+        slow = validator.slow_predictions(records, 123)
+    except ValidationError as exc:
+        assert exc.errors and all(isinstance(e["field"], str) and e["message"] for e in exc.errors)
+        assert validator._fast_predictions(records, 123) is None
+    else:
+        fast = validator._fast_predictions(records, 123)
+        assert fast is None or fast == slow
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.fixed_dictionaries({"id": text, "label": st.sampled_from([0, 1]) | junk},
+                                      optional={"ts": timestamps | junk}), max_size=6))
+def test_label_paths_agree(records):
+    try:
+        slow = validator.slow_labels(records, 7)
+    except ValidationError:
+        assert validator._fast_labels(records, 7) is None
+    else:
+        assert validator._fast_labels(records, 7) in (None, slow)
+        assert all(isinstance(t, int) and not math.isnan(t) for t in slow.ts)
+
+
+def test_valid_batch_takes_the_fast_path():
+    assert validator._fast_predictions(predictions(20), 1) is not None

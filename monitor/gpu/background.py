@@ -48,7 +48,7 @@ class _Worker:
     def start(self) -> None:
         self._thread.start()
 
-    def close(self, timeout: float = 2.0) -> None:
+    def close(self, timeout: float = 5.0) -> None:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
@@ -129,6 +129,8 @@ class XidListener(_Worker):
                 log.warning("cannot watch XID events (%s); retrying", exc)
                 return False
             self._watching = generation
+            if self._stop.is_set():  # closed while registering: stay quiet, the process may be exiting
+                return False
             log.info("watching XID events on GPU(s) %s", sorted(self.session.gpus))
         try:
             events = self.backend.wait_xid(self.wait_seconds)

@@ -323,5 +323,5 @@ def _print_summary(cfg: DriftloopConfig, r: DemoResult, echo: Callable[[str], No
     echo("Where to look:")
     echo(f"  MLflow runs and versions:  mlflow ui --backend-store-uri {cfg.tracking_uri} --port 5000")
     echo(f"  Evidently reports (HTML):  {(home / 'reports')}")
-    echo(f"  Status:                    driftloop --config <your config> status  (or GET {r.url}/v1/status with --keep-serving)")
+    echo(f"  Status and one check now:  DRIFTLOOP_HOME={home} driftloop status   (and ... driftloop check)")
     echo("  Prometheus + Grafana:      GF_ADMIN_PASSWORD=... docker compose up  (then http://127.0.0.1:3000)")

@@ -3,11 +3,8 @@ targets, fast intervals), and running every dashboard and rule expression agains
 from __future__ import annotations
 
 import re
-import socket
-import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -15,7 +12,7 @@ import yaml
 
 from tests.observability.promql import (REPO, Query, dashboard_queries, label_values_promql, load_rules,
                                          metric_names, render, variable_queries)
-from tests.support.prometheus import Prometheus, require, start_prometheus
+from tests.support.prometheus import Alertmanager, Prometheus, start_alertmanager, start_prometheus
 
 # Grafana's $__rate_interval is at least 4 scrape intervals; a wider window keeps a scrape that a
 # loaded 2-core machine delayed from emptying a rate() window.
@@ -125,54 +122,16 @@ def rule_selectors_without_data(prom: Prometheus, names: set[str], start: float,
     return missing
 
 
-@dataclass
-class Alertmanager:
-    url: str
-    proc: subprocess.Popen
-
-    def post(self, alerts: list[dict]) -> None:
-        r = httpx.post(f"{self.url}/api/v2/alerts", json=alerts, timeout=10)
-        assert r.status_code == 200, r.text
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
 def start_alertmanager_like_ours(workdir: Path, daemon_url: str, token_file: Path) -> Alertmanager:
     """Alertmanager with alertmanager.yml: the webhook pointed at ``daemon_url``, the token read from
     ``token_file``, and the model route's waits cut to a second so a test need not wait."""
-    binary = require("prometheus-alertmanager")
-    workdir.mkdir(parents=True, exist_ok=True)
     cfg = yaml.safe_load((REPO / "alertmanager.yml").read_text())
     (hook,) = next(r for r in cfg["receivers"] if r["name"] == "driftloop")["webhook_configs"]
     hook["url"] = f"{daemon_url}/v1/alerts"
     hook["http_config"]["authorization"]["credentials_file"] = str(token_file)
     model_route = next(r for r in cfg["route"]["routes"] if r["receiver"] == "driftloop")
     model_route.update(group_wait="1s", group_interval="1s")
-    (workdir / "alertmanager.yml").write_text(yaml.safe_dump(cfg))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([binary, f"--config.file={workdir / 'alertmanager.yml'}", f"--storage.path={workdir / 'data'}",
-                             f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
-                            stdout=open(workdir / "alertmanager.log", "wb"), stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"alertmanager exited: {(workdir / 'alertmanager.log').read_text()[-2000:]}")
-        try:
-            if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
-                return Alertmanager(url, proc)
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("alertmanager did not become ready in 30 s")
+    return start_alertmanager(workdir, cfg)
 
 
 def image_script(tmp_path, name: str) -> str:

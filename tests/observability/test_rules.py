@@ -70,7 +70,7 @@ def test_alert_carries_routing_labels_and_annotations(alert):
 
 
 def test_runbook_anchors_exist_in_the_readme_section():
-    doc = (REPO / "docs" / "readme" / "observability.md").read_text()
+    doc = (REPO / "README.md").read_text()
     headings = {re.sub(r"[^a-z0-9 -]", "", h.strip().lower()).replace(" ", "-")
                 for h in re.findall(r"^#+ (.+)$", doc, flags=re.M)}
     missing = [a["alert"] for a in ALERTS if a["annotations"]["runbook_url"].split("#")[1] not in headings]

@@ -66,6 +66,53 @@ class Prometheus:
             self.proc.kill()
 
 
+def start_ready(argv: list[str], url: str, log_path: Path, name: str, timeout: float = 30.0) -> subprocess.Popen:
+    """Start one of the Prometheus family's binaries and return once ``url``/-/ready answers 200;
+    if it exits first, the error carries the end of its log."""
+    proc = subprocess.Popen(argv, stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited: {log_path.read_text()[-2000:]}")
+        try:
+            if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError(f"{name} did not become ready in {timeout:g} s")
+
+
+@dataclass
+class Alertmanager:
+    url: str
+    proc: subprocess.Popen
+
+    def post(self, alerts: list[dict]) -> None:
+        r = httpx.post(f"{self.url}/api/v2/alerts", json=alerts, timeout=10)
+        assert r.status_code == 200, r.text
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def start_alertmanager(workdir: Path, config: dict) -> Alertmanager:
+    """A real Alertmanager (Debian package ``prometheus-alertmanager``) on 127.0.0.1 with ``config``."""
+    binary = require("prometheus-alertmanager")
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "alertmanager.yml").write_text(yaml.safe_dump(config))
+    url = f"http://127.0.0.1:{_free_port()}"
+    proc = start_ready([binary, f"--config.file={workdir / 'alertmanager.yml'}", f"--storage.path={workdir / 'data'}",
+                        f"--web.listen-address={url[7:]}", "--cluster.listen-address="],
+                       url, workdir / "alertmanager.log", "alertmanager")
+    return Alertmanager(url, proc)
+
+
 def start_prometheus(workdir: Path, scrape_targets: list[str] | None = None, config: dict | None = None,
                      scrape_interval: str = "1s", extra_args: list[str] | None = None) -> Prometheus:
     """Start Prometheus scraping ``scrape_targets`` ("127.0.0.1:PORT") every ``scrape_interval``,
@@ -79,22 +126,8 @@ def start_prometheus(workdir: Path, scrape_targets: list[str] | None = None, con
         }
     cfg_file = workdir / "prometheus.yml"
     cfg_file.write_text(yaml.safe_dump(config))
-    port = _free_port()
-    log = open(workdir / "prometheus.log", "wb")
-    proc = subprocess.Popen(
-        [binary, f"--config.file={cfg_file}", f"--storage.tsdb.path={workdir / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle", *(extra_args or [])],
-        stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"prometheus exited: {(workdir / 'prometheus.log').read_text()[-2000:]}")
-        try:
-            if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
-                return Prometheus(url, proc, workdir)
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("prometheus did not become ready in 30 s")
+    url = f"http://127.0.0.1:{_free_port()}"
+    proc = start_ready([binary, f"--config.file={cfg_file}", f"--storage.tsdb.path={workdir / 'data'}",
+                        f"--web.listen-address={url[7:]}", "--web.enable-lifecycle", *(extra_args or [])],
+                       url, workdir / "prometheus.log", "prometheus")
+    return Prometheus(url, proc, workdir)

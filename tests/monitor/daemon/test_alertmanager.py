@@ -2,19 +2,15 @@
 real daemon over HTTP, which opens an incident and retrains."""
 from __future__ import annotations
 
-import socket
-import subprocess
 import time
 from datetime import datetime, timedelta, timezone
 
 import httpx
 import pytest
-import yaml
 from pydantic import ValidationError
 
 from monitor.daemon.alertmanager import WebhookPayload, select_alerts
-from tests.conftest import free_port
-from tests.support.prometheus import require
+from tests.support.prometheus import start_alertmanager
 
 # The format of https://prometheus.io/docs/alerting/latest/configuration/#webhook_config, filled in
 # as Alertmanager 0.25 sends it (a firing alert's endsAt is the zero time).
@@ -68,24 +64,11 @@ def test_malformed_payloads_name_the_field(change, field):
     assert field in {".".join(str(p) for p in e["loc"]) for e in err.value.errors()}
 
 
-def _wait_port(port: int, proc: subprocess.Popen, log) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise AssertionError("alertmanager did not listen")
-
-
 @pytest.fixture
 def alertmanager(tmp_path):
-    binary = require("prometheus-alertmanager")
-    procs = []
+    started = []
 
     def start(webhook_url: str, token: str) -> str:
-        port = free_port()
         config = {
             "route": {"receiver": "driftloop", "group_by": ["alertname", "model"], "group_wait": "0s",
                       "group_interval": "1s", "repeat_interval": "1h"},
@@ -93,18 +76,11 @@ def alertmanager(tmp_path):
                 "url": webhook_url, "send_resolved": True,
                 "http_config": {"authorization": {"type": "Bearer", "credentials": token}}}]}],
         }
-        (tmp_path / "am.yml").write_text(yaml.safe_dump(config))
-        log = tmp_path / "alertmanager.log"
-        proc = subprocess.Popen([binary, f"--config.file={tmp_path / 'am.yml'}", f"--storage.path={tmp_path / 'am'}",
-                                 f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
-                                stdout=open(log, "wb"), stderr=subprocess.STDOUT)
-        procs.append(proc)
-        _wait_port(port, proc, log)
-        return f"http://127.0.0.1:{port}"
+        started.append(start_alertmanager(tmp_path / "am", config))
+        return started[-1].url
     yield start
-    for p in procs:
-        p.terminate()
-        p.wait(10)
+    for am in started:
+        am.stop()
 
 
 def post_alert(am_url: str, ends_in: float) -> None:

@@ -7,15 +7,17 @@ An environment variable names a key by its path joined with double underscores::
     DRIFTLOOP_ALERTS__ACCURACY_DROP=0.02
 
 Values from the environment are parsed as YAML scalars/lists, so ``true``, ``5`` and
-``[a, b]`` mean what they look like. Everything is validated once, by
-:func:`load_config`, and every problem is reported in one :class:`ConfigError`.
+``[a, b]`` mean what they look like; text keys (token, host, URLs, names) take the value
+verbatim. Everything is validated once, by :func:`load_config`, and every problem is reported
+in one :class:`ConfigError`.
 """
 from __future__ import annotations
 
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from types import UnionType
+from typing import Any, Literal, Mapping, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -231,6 +233,11 @@ class TrainingConfig(_Section):
                                    "champion on the champion's reference sample (bounds forgetting)")
     reference_sample: int = Field(5000, ge=100)
 
+    @field_validator("amp", mode="before")
+    @classmethod
+    def _amp_off(cls, v: Any) -> Any:
+        return "off" if v is False else v  # YAML reads an unquoted `amp: off` as false
+
 
 class DriftloopConfig(_Section):
     home: Path = Field(Path("driftloop-data"), description="folder for the default store, MLflow, reports, checkpoints")
@@ -274,6 +281,24 @@ class DriftloopConfig(_Section):
         return self.home / "checkpoints"
 
 
+def _takes_text(path: list[str], optional: bool = False) -> bool:
+    """Whether the key at ``path`` holds text (str, Path or a Literal of strings); with ``optional``, or None."""
+    model: Any = DriftloopConfig
+    for part in path[:-1]:
+        field = model.model_fields.get(part)
+        if field is None or not (isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)):
+            return False
+        model = field.annotation
+    field = model.model_fields.get(path[-1])
+    if field is None:
+        return False
+    kinds = get_args(field.annotation) if get_origin(field.annotation) in (Union, UnionType) else (field.annotation,)
+    rest = [k for k in kinds if k is not type(None)]
+    text = all(k in (str, Path) or (get_origin(k) is Literal and all(isinstance(a, str) for a in get_args(k)))
+               for k in rest)
+    return bool(rest) and text and (not optional or len(rest) < len(kinds))
+
+
 def _env_overrides(environ: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
     tree: dict[str, Any] = {}
     problems: list[str] = []
@@ -284,10 +309,17 @@ def _env_overrides(environ: Mapping[str, str]) -> tuple[dict[str, Any], list[str
         if not all(path):
             problems.append(f"{key}: empty path segment (use DRIFTLOOP_SECTION__KEY)")
             continue
-        try:
-            value = yaml.safe_load(raw) if raw != "" else None
-        except yaml.YAMLError:
-            value = raw
+        if raw == "":
+            value = None
+        elif _takes_text(path):
+            # Text keys (token, host, URLs, names, choices) take the variable verbatim: YAML would turn
+            # a token '#x' into null (auth off), '::' into a mapping, 'off' into false and '0123' into 83.
+            value = None if raw in ("null", "~") and _takes_text(path, optional=True) else raw
+        else:
+            try:
+                value = yaml.safe_load(raw)
+            except yaml.YAMLError:
+                value = raw
         node = tree
         for part in path[:-1]:
             node = node.setdefault(part, {})
@@ -333,9 +365,16 @@ def load_config(
     file = Path(path if path is not None else environ.get(ENV_PREFIX + "CONFIG", DEFAULT_CONFIG_FILE))
     if file.exists():
         try:
-            loaded = yaml.safe_load(file.read_text()) or {}
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{file}: cannot read the config file: {exc}") from exc
+        try:
+            loaded = yaml.safe_load(text) or {}
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{file}: not valid YAML: {exc}") from exc
+            # One line, as every CLI error: PyYAML's own text spans several and names "<unicode string>".
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise ConfigError(f"{file}: not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from exc
         if not isinstance(loaded, dict):
             raise ConfigError(f"{file}: expected a mapping at the top level, got {type(loaded).__name__}")
         data = loaded

@@ -20,6 +20,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+# Metrics are ratios of row counts, so a gain of exactly the margin (9 more right of 900 for 0.01) can
+# come out of the float subtraction a hair below it (0.57 - 0.56 = 0.00999...): compare with this slack.
+_EPS = 1e-9
+
 
 @dataclass
 class Decision:
@@ -37,15 +41,15 @@ def decide(challenger: dict[str, float], champion: dict[str, float], challenger_
     if any(math.isnan(v) for v in (acc_gain, auc_gain)):
         failed.append("held-out metrics are undefined (NaN); cannot compare")
     else:
-        if acc_gain < min_accuracy_gain:
+        if acc_gain < min_accuracy_gain - _EPS:
             failed.append(f"accuracy gain {acc_gain:+.4f} < required {min_accuracy_gain:.4f} "
                           f"({challenger['accuracy']:.4f} vs champion {champion['accuracy']:.4f})")
-        if auc_gain < min_auc_gain:
+        if auc_gain < min_auc_gain - _EPS:
             failed.append(f"ROC AUC gain {auc_gain:+.4f} < required {min_auc_gain:.4f} "
                           f"({challenger['roc_auc']:.4f} vs champion {champion['roc_auc']:.4f})")
         if acc_gain <= 0 and auc_gain <= 0:
             failed.append("not better than the champion on accuracy or ROC AUC")
-    if math.isnan(ref_loss) or ref_loss > reference_floor:
+    if math.isnan(ref_loss) or ref_loss > reference_floor + _EPS:
         failed.append(f"forgets the reference data: accuracy on the champion's reference sample "
                       f"{challenger_reference_accuracy:.4f} vs {champion_reference_accuracy:.4f} "
                       f"(loss {ref_loss:.4f} > reference_floor {reference_floor:.4f})")

@@ -96,7 +96,7 @@ def labelled_rows(frame: pd.DataFrame, model_cfg: ModelConfig, side: str) -> Lab
     score = _numeric(frame, score_col, side).to_numpy()
     keep = ~np.isnan(y) & np.isfinite(score)
     score = score[keep]
-    derived = (score >= model_cfg.threshold).astype(np.int64)
+    derived = (score > model_cfg.threshold).astype(np.int64)
     if pred_col in frame.columns:
         pred = pd.to_numeric(frame[pred_col], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)[keep]
         pred = np.where(np.isnan(pred), derived, pred).astype(np.int64)

@@ -12,7 +12,16 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from monitor.errors import UserInputError
+
 _RESERVED = {"id", "ts", "label_ts"}
+
+
+class MissingColumn(UserInputError, KeyError):
+    """A column the records need is not in the frame. A KeyError, and a DriftloopError like every client error."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 def _column(frame: pd.DataFrame, name: str) -> list:
@@ -51,7 +60,7 @@ def _epoch_seconds(series: pd.Series) -> list:
 
 def _ids(frame: pd.DataFrame, column: str) -> list:
     if column not in frame.columns:
-        raise KeyError(f"the frame has no {column!r} column (the caller-given record id)")
+        raise MissingColumn(f"the frame has no {column!r} column (the caller-given record id)")
     series = frame[column]
     if pd.api.types.is_integer_dtype(series.dtype):
         return series.astype(str).tolist()
@@ -62,13 +71,13 @@ def prediction_records(frame: pd.DataFrame, *, features: Sequence[str] | None = 
                        ts: str = "ts", score: str = "score", prediction: str = "prediction",
                        exclude: Sequence[str] = ("label",)) -> list[dict]:
     if score not in frame.columns:
-        raise KeyError(f"the frame has no {score!r} score column (pass score=... to name it)")
+        raise MissingColumn(f"the frame has no {score!r} score column (pass score=... to name it)")
     if features is None:
         skip = _RESERVED | {id, ts, score, prediction, *exclude}
         features = [c for c in frame.columns if c not in skip]
     missing = [f for f in features if f not in frame.columns]
     if missing:
-        raise KeyError(f"the frame has no feature column(s) {missing}")
+        raise MissingColumn(f"the frame has no feature column(s) {missing}")
     names = [str(f) for f in features]
     ids = _ids(frame, id)
     scores = _column(frame, score)
@@ -85,7 +94,7 @@ def prediction_records(frame: pd.DataFrame, *, features: Sequence[str] | None = 
 
 def label_records(frame: pd.DataFrame, *, id: str = "id", label: str = "label", ts: str = "ts") -> list[dict]:
     if label not in frame.columns:
-        raise KeyError(f"the frame has no {label!r} label column (pass label=... to name it)")
+        raise MissingColumn(f"the frame has no {label!r} label column (pass label=... to name it)")
     records = [{"id": i, "label": v} for i, v in zip(_ids(frame, id), _binary(frame, label))]
     _attach(records, frame, ts, "ts")
     return records

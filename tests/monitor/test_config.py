@@ -51,6 +51,19 @@ def test_bad_yaml_is_named(tmp_path):
         load_config(f, environ={})
 
 
+def test_unreadable_config_is_a_one_line_config_error(tmp_path):
+    f = tmp_path / "d.yaml"
+    f.write_text("server:\n  port: 1\n   host: x\n")
+    with pytest.raises(ConfigError, match=r"not valid YAML at line 3, column 8: mapping values") as exc:
+        load_config(f, environ={})
+    assert "\n" not in str(exc.value)
+    f.write_bytes(b"home: \"\xff\"\n")
+    with pytest.raises(ConfigError, match="cannot read the config file"):
+        load_config(f, environ={})
+    with pytest.raises(ConfigError, match="cannot read the config file"):
+        load_config(None, environ={"DRIFTLOOP_CONFIG": str(tmp_path)})
+
+
 def test_model_schema_rejects_duplicates_and_reserved(tmp_path):
     f = tmp_path / "d.yaml"
     f.write_text("model:\n  features:\n    - {name: a}\n    - {name: a}\n    - {name: score}\n    - {name: b, type: text}\n")
@@ -62,3 +75,22 @@ def test_model_schema_rejects_duplicates_and_reserved(tmp_path):
 def test_tls_needs_both_files(tmp_path):
     with pytest.raises(ConfigError, match="tls_cert and tls_key"):
         load_config(None, environ={"DRIFTLOOP_EXPORTER__TLS_CERT": "/x.pem"})
+
+
+def test_environment_text_keys_are_taken_verbatim():
+    # YAML would read a token '#s3cret' as null (authentication silently off), '0123' as 83,
+    # '::' as a mapping and 'off' as false; text keys keep the variable as written.
+    cfg = load_config(path=None, environ={
+        "DRIFTLOOP_SERVER__TOKEN": "#s3cret", "DRIFTLOOP_SERVER__HOST": "::", "DRIFTLOOP_MODEL__NAME": "0123",
+        "DRIFTLOOP_TRAINING__AMP": "off", "DRIFTLOOP_EXPORTER__HOST": "0.0.0.0",
+        "DRIFTLOOP_DRIFT__NUM_METHOD": "psi", "DRIFTLOOP_SERVER__PORT": "8471"})
+    assert cfg.server.token == "#s3cret" and cfg.server.host == "::" and cfg.model.name == "0123"
+    assert cfg.training.amp == "off" and cfg.drift.num_method == "psi" and cfg.server.port == 8471
+    assert load_config(path=None, environ={"DRIFTLOOP_SERVER__TOKEN": "abc #def"}).server.token == "abc #def"
+    assert load_config(path=None, environ={"DRIFTLOOP_DRIFT__NUM_METHOD": "null"}).drift.num_method is None
+
+
+def test_unquoted_amp_off_in_the_file(tmp_path):
+    f = tmp_path / "d.yaml"
+    f.write_text("training:\n  amp: off\n")
+    assert load_config(f, environ={}).training.amp == "off"

@@ -35,3 +35,9 @@ def test_zero_margins_still_need_a_strict_improvement():
 def test_every_failed_condition_is_reported():
     d = decide(m(0.70, 0.80), m(0.80, 0.88), 0.5, 0.86, **MARGINS)
     assert not d.promote and len(d.reasons) == 4
+
+
+def test_a_gain_of_exactly_the_margin_passes_despite_float_rounding():
+    # 0.57 - 0.56 is 0.00999... in floating point: 9 more right answers of 900 must still pass 0.01.
+    decision = decide(m(0.57, 0.90), m(0.56, 0.90), 0.71, 0.86, **MARGINS)
+    assert decision.promote is True, decision.reasons

@@ -216,3 +216,15 @@ def test_sampling_a_high_cardinality_category_is_flagged(caplog):
         result = evaluate_window(frame(8000), frame(8000), model, drift, {})
     assert "city has 600 categories" in caplog.text and "raise drift.sample_size" in caplog.text
     assert result.feature("city").method == "jensenshannon"
+
+
+def test_derived_prediction_uses_the_same_threshold_rule_as_ingestion_and_training(cfg, ref_frame):
+    # A frame without a prediction column (as a baseline reference is saved) derives it from the
+    # score; a score exactly at model.threshold is class 0 everywhere (ingestion and trainer: score > t).
+    from trainer.metrics import accuracy
+    cur = window(200, seed=21).drop(columns=["prediction"])
+    cur["score"] = cfg.model.threshold
+    cur["label"] = pd.array([0] * 150 + [1] * 50, dtype="Int64")
+    result = evaluate_window(ref_frame, cur, cfg.model, cfg.drift, BASELINE)
+    expected = accuracy(cur["label"].to_numpy(dtype=int), cur["score"].to_numpy(), cfg.model.threshold)
+    assert result.accuracy == pytest.approx(expected) == pytest.approx(0.75)

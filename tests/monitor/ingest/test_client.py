@@ -190,3 +190,14 @@ def test_frames_to_records():
         prediction_records(frame, score="proba")
     with pytest.raises(KeyError, match="no feature column"):
         prediction_records(frame, features=["nope"])
+
+
+def test_a_frame_without_a_needed_column_raises_a_driftloop_error(base_url):
+    # README: "All client errors derive from monitor.errors.DriftloopError" (still a KeyError too).
+    from monitor.errors import DriftloopError
+    with DriftloopClient(base_url, token=TOKEN) as dl:
+        with pytest.raises(DriftloopError, match="no 'id' column") as exc:
+            dl.log_predictions(_frame(3).drop(columns=["id"]))
+        assert isinstance(exc.value, KeyError)
+        with pytest.raises(DriftloopError, match="no 'label' label column"):
+            dl.log_labels(_frame(3)[["id"]])

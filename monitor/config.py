@@ -159,6 +159,7 @@ class DriftConfig(_Section):
     window_size: int = Field(5000, gt=0, description="last N predictions")
     window_seconds: float | None = Field(None, gt=0, description="time window instead of last N")
     min_labels: int = Field(1000, ge=1, description="labelled rows needed before performance alerts can fire")
+    min_rows: int = Field(500, ge=1, description="rows a window needs before its dataset-drift verdict can fire")
     # Smaller samples save little (Evidently's cost is mostly per column) and their noise nears the
     # 0.1 threshold of the default distances (Wasserstein p99 ~0.13 at 1000 rows); see README "Cost stays bounded on large windows".
     sample_size: int = Field(20_000, ge=5000, description="rows per side the drift tests run on at most")

@@ -49,7 +49,8 @@ def observation(outcome: CheckOutcome) -> Observation:
     r = outcome.result
     return Observation(labelled_rows=outcome.labelled_rows, accuracy=r.accuracy, roc_auc=r.roc_auc,
                        baseline_accuracy=r.baseline_accuracy, baseline_roc_auc=r.baseline_roc_auc,
-                       dataset_drift=bool(r.dataset_drift), champion_version=outcome.champion_version)
+                       dataset_drift=bool(r.dataset_drift), champion_version=outcome.champion_version,
+                       window_rows=outcome.window_rows)
 
 
 class Controller:

@@ -44,6 +44,7 @@ class Observation:
     baseline_roc_auc: float | None = None
     dataset_drift: bool = False
     champion_version: str | None = None
+    window_rows: int | None = None
 
 
 @dataclass(frozen=True)
@@ -92,9 +93,11 @@ def _finite(x: float | None) -> bool:
 
 
 class AlertPolicy:
-    def __init__(self, alerts: AlertsConfig, min_labels: int):
+    def __init__(self, alerts: AlertsConfig, min_labels: int, min_drift_rows: int = 1):
         self._cfg = alerts
         self._min_labels = min_labels
+        # Distance tests on a handful of rows are noise: a new deployment's first windows must not page.
+        self._min_drift_rows = min_drift_rows
         self._perf_streak = 0
         self._drift_streak = 0
         self._champion: str | None = None
@@ -130,14 +133,16 @@ class AlertPolicy:
         perf = self.performance_breaches(obs)
         if perf is not None:
             self._perf_streak = self._perf_streak + 1 if perf else 0
-        if obs.dataset_drift:
+        too_small = obs.window_rows is not None and obs.window_rows < self._min_drift_rows
+        drifted = obs.dataset_drift and not too_small
+        if drifted:
             self._drift_streak += 1
         else:
             self._drift_streak = 0
-        breaches = tuple(perf or ()) + ((Breach("drift", None, None, None, None),) if obs.dataset_drift else ())
+        breaches = tuple(perf or ()) + ((Breach("drift", None, None, None, None),) if drifted else ())
         need = self._cfg.sustained_windows
         perf_fire = bool(perf) and self._perf_streak >= need
-        drift_fire = obs.dataset_drift and self._drift_streak >= need
+        drift_fire = drifted and self._drift_streak >= need
         reason: Reason | None = None
         if perf_fire:
             reason = perf[0].reason  # accuracy first: the headline number people act on
@@ -149,7 +154,7 @@ class AlertPolicy:
             "performance": None if perf is None else not perf,
             "accuracy": None if perf is None else not perf,
             "roc_auc": None if perf is None else not perf,
-            "drift": not obs.dataset_drift,
+            "drift": None if too_small else not obs.dataset_drift,
         }
         if perf is None:
             msg = f"{obs.labelled_rows} labelled rows < drift.min_labels={self._min_labels}: performance not judged"
@@ -157,8 +162,10 @@ class AlertPolicy:
             msg = "; ".join(b.describe() for b in perf) + f" ({self._perf_streak}/{need} windows)"
         else:
             msg = "performance within thresholds"
-        if obs.dataset_drift:
+        if drifted:
             msg += f"; dataset drift ({self._drift_streak}/{need} windows)"
+        elif too_small:
+            msg += f"; drift not judged ({obs.window_rows} rows < drift.min_rows={self._min_drift_rows})"
         return Verdict(breaches=breaches, performance_known=perf is not None,
                        performance_streak=self._perf_streak, drift_streak=self._drift_streak,
                        fire=perf_fire or drift_fire, reason=reason, retrain=retrain, message=msg,

@@ -7,6 +7,7 @@ against the registry), close the GPU collector and the store.
 """
 from __future__ import annotations
 
+import ipaddress
 import logging
 import signal
 import socket
@@ -34,6 +35,15 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def serve(cfg: DriftloopConfig, stop: threading.Event | None = None, *, daemon: Any = None,
           ready: threading.Event | None = None, scheduler: bool = True) -> None:
     """Run until ``stop`` is set (the CLI sets it from SIGTERM/SIGINT). ``daemon``: an already
@@ -44,6 +54,9 @@ def serve(cfg: DriftloopConfig, stop: threading.Event | None = None, *, daemon: 
     from monitor.daemon.daemon import Daemon
 
     stop = stop or threading.Event()
+    if not cfg.server.token and not _loopback(cfg.server.host):
+        log.warning("listening on %s without server.token: anyone who can reach it may write predictions, "
+                    "labels and retrain requests; set server.token (DRIFTLOOP_SERVER__TOKEN)", cfg.server.host)
     sock = _bind(cfg.server.host, cfg.server.port)
     try:
         daemon = daemon if daemon is not None else Daemon(cfg)

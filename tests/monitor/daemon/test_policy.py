@@ -84,3 +84,12 @@ def test_cooldown():
 @given(base=st.floats(0.5, 1.0), value=st.floats(0.0, 1.0))
 def test_drop_modes_agree_on_sign(base, value):
     assert (drop_of(value, base, "absolute") > 0) == (drop_of(value, base, "relative") > 0)
+
+
+def test_drift_on_a_window_below_min_rows_cannot_fire():
+    p = AlertPolicy(AlertsConfig(), min_labels=1000, min_drift_rows=500)
+    small = p.observe(obs(labelled=0, drift=True, window_rows=2))
+    assert not small.fire and small.breaches == () and small.healthy_for("drift") is None
+    assert "drift not judged (2 rows < drift.min_rows=500)" in small.message
+    big = p.observe(obs(labelled=0, drift=True, window_rows=500))
+    assert big.fire and big.reason == "drift"

@@ -140,3 +140,10 @@ def test_sigkill_mid_retrain_loses_nothing_and_promotes_once(make_config, served
     assert status["champion"]["version"] == history[-1]
     restarted.proc.send_signal(signal.SIGTERM)
     assert restarted.proc.wait(30) == 0, restarted.log()
+
+
+@pytest.mark.parametrize("host,loopback", [("127.0.0.1", True), ("localhost", True), ("::1", True),
+                                           ("0.0.0.0", False), ("::", False), ("10.0.0.5", False), ("myhost", False)])
+def test_only_loopback_binds_are_quiet_without_a_token(host, loopback):
+    from monitor.daemon.serve import _loopback
+    assert _loopback(host) is loopback

@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
@@ -119,6 +120,11 @@ def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | N
 
     security.install(app, cfg.server.token, cfg.server.max_body_bytes, on_too_large)
     handler = IngestHandler(cfg, store, metrics)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        # One error shape for every endpoint (the daemon's routers too): {"error", "errors"}.
+        return _error(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
 
     @app.post("/v1/predictions", tags=["ingestion"], summary="Store a batch of predictions",
               responses=openapi.RESPONSES,

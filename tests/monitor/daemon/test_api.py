@@ -10,7 +10,11 @@ AUTH = {"Authorization": "Bearer t0ken"}
 
 def test_alerts_endpoint_validates_and_needs_the_token(live_daemon):
     daemon, url = live_daemon(token="t0ken")
-    assert httpx.post(f"{url}/v1/alerts", json=DOCS_PAYLOAD, timeout=10).status_code == 401
+    r = httpx.post(f"{url}/v1/alerts", json=DOCS_PAYLOAD, timeout=10)
+    assert r.status_code == 401 and "Bearer" in r.json()["error"]  # the same error shape as ingestion's
+    assert r.headers["www-authenticate"].startswith("Bearer")
+    r = httpx.get(f"{url}/v1/nope", timeout=10)
+    assert r.status_code == 404 and r.json() == {"error": "Not Found"}
     bad = {**DOCS_PAYLOAD, "version": "3", "alerts": [{"status": "firing"}]}
     r = httpx.post(f"{url}/v1/alerts", json=bad, headers=AUTH, timeout=10)
     assert r.status_code == 422

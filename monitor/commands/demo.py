@@ -36,8 +36,7 @@ def command(ctx: click.Context, home: Path, port: int | None, fast: bool, keep_s
     if ctx.find_root().params.get("log_level") is None:
         # The timeline is the demo's output; the parts' INFO lines would drown it.
         logging.getLogger().setLevel(logging.WARNING)
-        import mlflow  # noqa: F401  (its import configures its own loggers; quiet them afterwards)
-        for name in ("apscheduler", "apscheduler.scheduler", "apscheduler.executors", "mlflow"):
+        for name in ("apscheduler", "apscheduler.scheduler", "apscheduler.executors"):
             logging.getLogger(name).setLevel(logging.ERROR)
         logging.getLogger("monitor.daemon").setLevel(logging.ERROR)  # its events are the timeline's last column
     plan = DemoPlan.fast() if fast else DemoPlan()

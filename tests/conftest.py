@@ -2,17 +2,10 @@
 launchers for real services (Prometheus, PostgreSQL, MLflow server) in tests/support/."""
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from monitor.config import DriftloopConfig, load_config
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.services import free_port
 
 
 @pytest.fixture

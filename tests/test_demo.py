@@ -2,18 +2,11 @@
 and the retrain child process. CI runs the fast variant."""
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from monitor.demo import DemoPlan, demo_config, prepare_home, run_demo
 from monitor.errors import UserInputError
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.services import free_port
 
 
 @pytest.mark.slow
@@ -21,7 +14,7 @@ def test_demo_detects_drift_retrains_promotes_and_recovers(tmp_path):
     plan = DemoPlan.fast()
     home = tmp_path / "demo"
     prepare_home(home)
-    cfg = demo_config(home, _free_port(), plan)
+    cfg = demo_config(home, free_port(), plan)
     lines: list[str] = []
     result = run_demo(cfg, plan, echo=lines.append)
 

@@ -6,38 +6,16 @@ It takes about 10 s to answer on a small machine. ``MLFLOW_SERVER_ENABLE_JOB_EXE
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.services import Service, free_port, start_service
 
 
 @dataclass
-class MlflowServer:
-    url: str
-    proc: subprocess.Popen
-    workdir: Path
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            # The server runs uvicorn in its own process group: end the group, not just the parent.
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
+class MlflowServer(Service):
+    workdir: Path = Path(".")
 
     def log(self) -> str:
         path = self.workdir / "mlflow-server.log"
@@ -47,24 +25,13 @@ class MlflowServer:
 def start_mlflow_server(workdir: Path, timeout: float = 90.0) -> MlflowServer:
     """Start ``mlflow server`` with its store under ``workdir``; returns once /health answers."""
     workdir.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    url = f"http://127.0.0.1:{free_port()}"
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    log = open(workdir / "mlflow-server.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--backend-store-uri", f"sqlite:///{(workdir / 'mlflow.db').resolve()}",
+    # The server runs uvicorn workers: its own session, so that stop() ends the whole group.
+    proc = start_service(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", url.rsplit(":", 1)[1],
+         "--workers", "1", "--backend-store-uri", f"sqlite:///{(workdir / 'mlflow.db').resolve()}",
          "--default-artifact-root", str((workdir / "artifacts").resolve())],
-        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    server = MlflowServer(f"http://127.0.0.1:{port}", proc, workdir)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"mlflow server exited with {proc.returncode}: {server.log()}")
-        try:
-            if httpx.get(f"{server.url}/health", timeout=1).status_code == 200:
-                return server
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    server.stop()
-    raise RuntimeError(f"mlflow server did not answer /health within {timeout:.0f} s: {server.log()}")
+        url, workdir / "mlflow-server.log", "mlflow server", ready_path="/health", timeout=timeout, env=env,
+        new_session=True)
+    return MlflowServer(url, proc, workdir)

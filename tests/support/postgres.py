@@ -15,7 +15,6 @@ import glob
 import itertools
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -24,13 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.services import free_port
+
 _SERVER_USER = "postgres"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _missing(what: str) -> None:
@@ -124,7 +119,7 @@ def start_postgres(timeout: float = 60.0) -> PostgresServer:
     if init.returncode != 0:
         shutil.rmtree(base, ignore_errors=True)
         raise RuntimeError(f"initdb failed: {init.stdout[-1500:]}{init.stderr[-1500:]}")
-    port = _free_port()
+    port = free_port()
     log = open(base / "postgres.log", "wb")
     if os.geteuid() == 0:
         shutil.chown(base / "postgres.log", _SERVER_USER)

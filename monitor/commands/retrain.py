@@ -1,12 +1,12 @@
 """``driftloop retrain``: one incremental retrain now, on the store's recent labelled window or a file."""
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
 from monitor.cli import config_from
+from monitor.commands._training import run_training
 
 
 @click.command("retrain")
@@ -33,7 +33,6 @@ def command(ctx: click.Context, data_path: str | None, last_n: int | None, trigg
     cfg = config_from(ctx, {"training": {"progress": False}} if quiet else None)
 
     from monitor.errors import UserInputError
-    from trainer.loop import EXIT_INTERRUPTED, TrainingInterrupted
     from trainer.retraining import retrain
     from trainer.worker import load_window
 
@@ -44,19 +43,12 @@ def command(ctx: click.Context, data_path: str | None, last_n: int | None, trigg
     if data_path:
         spec: dict[str, Any] = {"source": "file", "path": data_path}
     else:
-        rows = last_n or getattr(cfg.alerts, "retrain_rows", None) or cfg.drift.window_size
+        rows = last_n or cfg.alerts.retrain_rows or cfg.drift.window_size
         spec = {"source": "store", "last_n": rows}
     window = load_window(cfg, spec)
-    try:
-        outcome = retrain(cfg, window, trigger=trigger, incident_id=incident_id, report_paths=reports,
-                          data_window=spec, resume=resume)
-    except TrainingInterrupted as exc:
-        click.echo(f"Interrupted: {exc}", err=True)
-        ctx.exit(EXIT_INTERRUPTED)
-    if outcome is None:  # a torchrun rank other than 0: rank 0 reports
-        return
-    if as_json:
-        click.echo(json.dumps(outcome.to_dict(), indent=2))
+    outcome = run_training(ctx, lambda: retrain(cfg, window, trigger=trigger, incident_id=incident_id,
+                                                report_paths=reports, data_window=spec, resume=resume), as_json)
+    if outcome is None:
         return
     m = outcome.metrics
     click.echo(f"{outcome.outcome.upper()}: challenger v{outcome.challenger_version} vs champion "

@@ -1,12 +1,12 @@
 """``driftloop train``: the baseline model from a CSV/Parquet file, registered in MLflow."""
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
 from monitor.cli import config_from
+from monitor.commands._training import run_training
 
 
 @click.command("train")
@@ -37,18 +37,10 @@ def command(ctx: click.Context, data_path: str, target: str | None, resume: bool
 
     from trainer.baseline_training import train_baseline
     from trainer.data import read_table
-    from trainer.loop import EXIT_INTERRUPTED, TrainingInterrupted
 
     data = read_table(data_path)
-    try:
-        outcome = train_baseline(cfg, data, resume=resume)
-    except TrainingInterrupted as exc:
-        click.echo(f"Interrupted: {exc}", err=True)
-        ctx.exit(EXIT_INTERRUPTED)
-    if outcome is None:  # a torchrun rank other than 0: rank 0 reports
-        return
-    if as_json:
-        click.echo(json.dumps(outcome.to_dict(), indent=2))
+    outcome = run_training(ctx, lambda: train_baseline(cfg, data, resume=resume), as_json)
+    if outcome is None:
         return
     role = " (champion)" if outcome.champion else ""
     click.echo(f"Registered {cfg.registered_model_name} v{outcome.version}{role}: test accuracy "

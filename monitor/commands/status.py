@@ -23,19 +23,19 @@ def command(ctx: click.Context, url: str | None, as_json: bool, limit: int) -> N
     from monitor.daemon.status import render_status
 
     if url:
-        status = _fetch(url, cfg.server.token)
+        status = _fetch(url, cfg.server.token, limit)
     else:
         status = _read(cfg, limit)
     click.echo(json.dumps(status, indent=2, default=str) if as_json else render_status(status))
 
 
-def _fetch(url: str, token: str | None) -> dict:
+def _fetch(url: str, token: str | None, limit: int) -> dict:
     import httpx
 
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     target = url.rstrip("/") + "/v1/status"
     try:
-        r = httpx.get(target, headers=headers, timeout=10)
+        r = httpx.get(target, params={"limit": limit}, headers=headers, timeout=10)
     except httpx.HTTPError as exc:
         raise UserInputError(f"cannot reach the daemon at {target}: {exc}") from exc
     if r.status_code != 200:

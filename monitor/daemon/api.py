@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import anyio
 import orjson
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
@@ -105,7 +105,7 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
         return JSONResponse(result.to_dict(), status_code=202)
 
     @router.get("/status", summary="Champion, last check, open incidents, recent retrains")
-    async def status() -> dict[str, Any]:
-        return await run(daemon.status)
+    async def status(limit: int = Query(5, ge=1, le=100, description="recent incidents and retrains")) -> dict[str, Any]:
+        return await run(lambda: daemon.status(limit=limit))
 
     return router

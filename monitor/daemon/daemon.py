@@ -178,8 +178,8 @@ class Daemon:
         pruned = self.controller.checklog.prune(self.clock() - days * 86400)
         log.info("retention: %s prediction rows and %d check rows older than %g days removed", removed, pruned, days)
 
-    def status(self) -> dict[str, Any]:
+    def status(self, limit: int = 5) -> dict[str, Any]:
         c = self.controller
         return collect_status(self.cfg.model.name, self.champion.version, c.checklog, c.incidents, c.attempts,
-                              extra={"daemon": {"running": self._started,
+                              limit=limit, extra={"daemon": {"running": self._started,
                                                 "check_interval_seconds": self.cfg.drift.interval_seconds}})

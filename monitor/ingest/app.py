@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from prometheus_client import CollectorRegistry
@@ -125,6 +126,12 @@ def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | N
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         # One error shape for every endpoint (the daemon's routers too): {"error", "errors"}.
         return _error(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def request_invalid(request: Request, exc: RequestValidationError) -> Response:
+        errors = [{"field": ".".join(str(p) for p in e["loc"][1:]) or str(e["loc"][0]), "message": e["msg"]}
+                  for e in exc.errors()]
+        return _error(422, "invalid request: " + "; ".join(f"{e['field']}: {e['message']}" for e in errors), errors)
 
     @app.post("/v1/predictions", tags=["ingestion"], summary="Store a batch of predictions",
               responses=openapi.RESPONSES,

@@ -58,6 +58,11 @@ def test_manual_retrain_without_enough_labels_is_refused_with_the_reason(live_da
     assert "300 labelled rows < training.min_rows=1000" in r.json()["error"]
     assert r.json()["incident"]["state"] == "resolved"  # the request is on record, and closed
     assert daemon.controller.attempts.recent() == []
+    assert httpx.post(f"{url}/v1/retrain", timeout=30).status_code == 409
+    assert len(httpx.get(f"{url}/v1/status", timeout=10).json()["recent_incidents"]) == 2
+    assert len(httpx.get(f"{url}/v1/status", params={"limit": 1}, timeout=10).json()["recent_incidents"]) == 1
+    r = httpx.get(f"{url}/v1/status", params={"limit": 0}, timeout=10)
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "limit"
 
 
 def test_openapi_documents_the_daemon_endpoints(live_daemon):

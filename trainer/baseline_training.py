@@ -13,11 +13,11 @@ from monitor.config import DriftloopConfig
 from trainer import distributed
 from trainer import registry as reg
 from trainer.build import build_model
-from trainer.data import check_frame, fingerprint, split, tensors
+from trainer.data import check_frame, split
 from trainer.loop import LoopConfig, LoopState, peek_checkpoint
 from trainer.metrics import binary_metrics
 from trainer.outcomes import Baseline, TrainOutcome
-from trainer.runs import (check_reports, check_trigger, epoch_logger, fit_checked, lineage_tags, log_reports,
+from trainer.runs import (check_reports, check_trigger, epoch_logger, fit_frames, lineage_tags, log_reports,
                           loop_params, mlflow_run, run_name)
 
 log = logging.getLogger(__name__)
@@ -52,9 +52,8 @@ def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "
     loop = LoopConfig.from_training(t)
     checkpoint = cfg.checkpoints_dir / f"train-{cfg.model.name}.pt"
     if not distributed.from_env().is_main:  # other torchrun ranks train their shard; rank 0 does the rest
-        fit_checked(model, tensors(model, fit_rows, target), tensors(model, val_rows, target), loop,
-                    checkpoint_path=checkpoint, resume=resume, fingerprint=fingerprint(fit_rows, val_rows),
-                    should_stop=should_stop)
+        fit_frames(model, fit_rows, val_rows, target, loop, checkpoint_path=checkpoint, resume=resume,
+                   should_stop=should_stop)
         return None
     reg.check_reachable(cfg)
     saved = peek_checkpoint(checkpoint) if resume else None
@@ -68,8 +67,7 @@ def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "
                                               test_rows=len(test), features=",".join(cfg.model.feature_names),
                                               factory=cfg.model.factory or "mlp"))
             log_reports(reports)
-            result = fit_checked(model, tensors(model, fit_rows, target), tensors(model, val_rows, target), loop,
-                                 checkpoint_path=checkpoint, resume=resume, fingerprint=fingerprint(fit_rows, val_rows),
+            result = fit_frames(model, fit_rows, val_rows, target, loop, checkpoint_path=checkpoint, resume=resume,
                                  extra={"run_id": run.info.run_id}, on_epoch_end=epoch_logger(),
                                  should_stop=should_stop)
             scores = model.predict_proba(test)

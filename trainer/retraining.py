@@ -19,12 +19,12 @@ from monitor.config import DriftloopConfig
 from trainer import distributed
 from trainer import registry as reg
 from trainer.baseline_training import reference_sample
-from trainer.data import check_frame, fingerprint, split, tensors
+from trainer.data import check_frame, split
 from trainer.gate import decide
 from trainer.loop import LoopConfig, LoopState, copy_model, peek_checkpoint
 from trainer.metrics import accuracy, binary_metrics
 from trainer.outcomes import Baseline, Champion, RetrainOutcome
-from trainer.runs import (check_reports, check_trigger, epoch_logger, fit_checked, lineage_tags, log_reports,
+from trainer.runs import (check_reports, check_trigger, epoch_logger, fit_frames, lineage_tags, log_reports,
                           loop_params, mlflow_run, run_name)
 
 log = logging.getLogger(__name__)
@@ -69,9 +69,8 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
     loop = LoopConfig.from_training(t, epochs=t.retrain_epochs, learning_rate=t.learning_rate * t.retrain_lr_factor)
     checkpoint = cfg.checkpoints_dir / f"retrain-{cfg.model.name}.pt"
     if not distributed.from_env().is_main:  # other torchrun ranks train their shard; rank 0 does the rest
-        fit_checked(model, tensors(model, fit_rows, target), tensors(model, val_rows, target), loop,
-                    checkpoint_path=checkpoint, resume=resume, fingerprint=fingerprint(fit_rows, val_rows),
-                    should_stop=should_stop)
+        fit_frames(model, fit_rows, val_rows, target, loop, checkpoint_path=checkpoint, resume=resume,
+                   should_stop=should_stop)
         return None
     saved = peek_checkpoint(checkpoint) if resume else None
     with reg.session(cfg), reg.translating(cfg, "logging the retraining run"):
@@ -85,8 +84,7 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
                                               recent_train_rows=len(rest), replay_rows=len(replayed),
                                               parent_version=champion.version))
             log_reports(reports)
-            result = fit_checked(model, tensors(model, fit_rows, target), tensors(model, val_rows, target), loop,
-                                 checkpoint_path=checkpoint, resume=resume, fingerprint=fingerprint(fit_rows, val_rows),
+            result = fit_frames(model, fit_rows, val_rows, target, loop, checkpoint_path=checkpoint, resume=resume,
                                  extra={"run_id": run.info.run_id}, on_epoch_end=epoch_logger(),
                                  should_stop=should_stop)
             challenger_m = _evaluate(model, holdout, target, cfg.model.threshold)

@@ -110,3 +110,12 @@ def fit_checked(*args: Any, **kwargs: Any):
         if str(exc).startswith("training."):
             raise ConfigError(str(exc)) from exc
         raise
+
+
+def fit_frames(model: Any, fit: Any, val: Any, target: str, loop: Any, *, checkpoint_path: Path, resume: bool,
+             **kwargs: Any):
+    """:func:`fit_checked` on DataFrames: the tensors and the checkpoint fingerprint come from the rows
+    (every torchrun rank, and rank 0 inside its MLflow run, train through here)."""
+    from trainer.data import fingerprint, tensors
+    return fit_checked(model, tensors(model, fit, target), tensors(model, val, target), loop,
+                       checkpoint_path=checkpoint_path, resume=resume, fingerprint=fingerprint(fit, val), **kwargs)

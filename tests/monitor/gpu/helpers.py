@@ -45,3 +45,15 @@ class Scrape:
 
     def names(self) -> set[str]:
         return {s.name for s in self.samples}
+
+
+def skip_if_nvidia_driver(reason: str = "this machine has an NVIDIA driver") -> None:
+    """Tests of the no-driver path run only where NVML cannot initialise (CI, laptops)."""
+    import pynvml
+    import pytest
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return
+    pynvml.nvmlShutdown()
+    pytest.skip(reason)

@@ -9,10 +9,8 @@ import sys
 import time
 
 import httpx
-import pynvml
-import pytest
 
-from tests.monitor.gpu.helpers import Scrape
+from tests.monitor.gpu.helpers import Scrape, skip_if_nvidia_driver
 
 
 def _driftloop(*args: str, cwd) -> subprocess.Popen:
@@ -52,13 +50,7 @@ def test_simulated_exporter_serves_and_stops_cleanly_on_sigterm(port, tmp_path):
 
 def test_exporter_without_a_driver_serves_up_0(port, tmp_path):
     # The exporter must start on a machine without NVIDIA's library (this CI machine, for one).
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        pass
-    else:
-        pynvml.nvmlShutdown()
-        pytest.skip("this machine has an NVIDIA driver")
+    skip_if_nvidia_driver()
     proc = _driftloop("exporter", "--port", str(port), cwd=tmp_path)
     try:
         r = _wait_for_scrape(f"http://127.0.0.1:{port}/metrics", proc)

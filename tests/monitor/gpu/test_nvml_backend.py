@@ -15,6 +15,7 @@ import pytest
 
 from monitor.gpu.backend import GpuBackendError, GpuLostError, NvmlUnavailableError, XidEvent
 from monitor.gpu.nvml import NvmlBackend
+from tests.monitor.gpu.helpers import skip_if_nvidia_driver
 
 
 class Handle:
@@ -234,12 +235,6 @@ def test_wait_without_watch_is_an_error():
 
 
 def test_real_library_without_a_driver_is_unavailable():
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        pass
-    else:
-        pynvml.nvmlShutdown()
-        pytest.skip("this machine has an NVIDIA driver; test_nvml_real.py covers it")
+    skip_if_nvidia_driver("this machine has an NVIDIA driver; test_nvml_real.py covers it")
     with pytest.raises(NvmlUnavailableError):
         NvmlBackend().init()

@@ -104,12 +104,18 @@ class DriftloopClient:
 
     # ---- public ------------------------------------------------------------------------------
     def log_predictions(self, data: Any, *, features: Sequence[str] | None = None, id: str = "id", ts: str = "ts",
-                        score: str = "score", prediction: str = "prediction") -> IngestSummary:
+                        score: str = "score", prediction: str = "prediction",
+                        model_version: str | int | None = None) -> IngestSummary:
         """Send predictions: a DataFrame (features = ``features`` or every column that is not id, ts,
-        score, prediction or label) or a list of API records."""
+        score, prediction, model_version or label) or a list of API records. ``model_version``: the
+        registry version that scored them (e.g. ``Champion.version``), for records that do not say;
+        the daemon judges each champion on the rows it scored."""
         if _is_frame(data):
             from monitor.ingest.frames import prediction_records
             data = prediction_records(data, features=features, id=id, ts=ts, score=score, prediction=prediction)
+        if model_version is not None:
+            from monitor.ingest.frames import with_model_version
+            data = with_model_version(list(data), model_version)
         return self._send("/v1/predictions", data)
 
     def log_labels(self, data: Any, *, id: str = "id", label: str = "label", ts: str = "ts") -> IngestSummary:

@@ -12,6 +12,7 @@ from monitor.ingest.fields import describe
 class PredictionBatch:
     """Validated predictions, column-wise. ``features`` holds one list per feature, in the model's
     feature order (numeric values as float). ``ts`` is microseconds since the epoch, UTC.
+    ``model_versions`` is the version that scored each row, or None when the sender did not say.
     ``positions`` maps each row to its index in the request when repeats were dropped."""
     ids: list[str]
     ts: list[int]
@@ -20,6 +21,8 @@ class PredictionBatch:
     scores: list[float]
     predictions: list[int]
     prediction_given: list[bool]
+    # The registry version of the model that scored each row (None: not said, read as "unknown").
+    model_versions: list[str | None]
     duplicates: int = 0  # identical repeats inside the batch, dropped
     positions: list[int] | None = None
 

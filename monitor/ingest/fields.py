@@ -55,6 +55,23 @@ def check_id(value: object) -> str:
     return text
 
 
+MAX_VERSION_LENGTH = 64
+
+
+def check_model_version(value: object) -> str:
+    """The registry version that scored a prediction: text of 1-64 characters (``"7"``), or a
+    non-negative integer (``7``), stored as text."""
+    what = f"a model version: a string of 1-{MAX_VERSION_LENGTH} characters or a non-negative integer"
+    if type(value) is int:
+        if value < 0:
+            raise FieldError(f"expected {what}, got {describe(value)}")
+        return str(value)
+    text = check_text(value, what)
+    if not 1 <= len(text) <= MAX_VERSION_LENGTH:
+        raise FieldError(f"expected {what}, got a string of {len(text)} characters")
+    return text
+
+
 def check_number(value: object) -> float:
     # bool is an int subclass in Python; `true` is never a meaningful feature value.
     if type(value) not in (int, float):

@@ -14,7 +14,7 @@ import pandas as pd
 
 from monitor.errors import UserInputError
 
-_RESERVED = {"id", "ts", "label_ts"}
+_RESERVED = {"id", "ts", "label_ts", "model_version"}
 
 
 class MissingColumn(UserInputError, KeyError):
@@ -85,6 +85,7 @@ def prediction_records(frame: pd.DataFrame, *, features: Sequence[str] | None = 
     records = [{"id": i, "features": dict(zip(names, row)), "score": s}
                for i, row, s in zip(ids, feature_rows, scores)]
     _attach(records, frame, ts, "ts")
+    _attach(records, frame, "model_version", "model_version")
     if prediction in frame.columns:
         for record, value in zip(records, _binary(frame, prediction)):
             if value is not None:
@@ -106,3 +107,9 @@ def _attach(records: list[dict], frame: pd.DataFrame, column: str, key: str) -> 
     for record, value in zip(records, _column(frame, column)):
         if value is not None:
             record[key] = value
+
+
+def with_model_version(records: list, version: str | int) -> list:
+    """``records`` with ``model_version`` set where a record does not already say (a new list)."""
+    return [r if not isinstance(r, dict) or r.get("model_version") is not None else {**r, "model_version": version}
+            for r in records]

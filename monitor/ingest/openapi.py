@@ -22,6 +22,11 @@ def prediction_schema(model: ModelConfig) -> dict[str, Any]:
             "score": {"type": "number", "minimum": 0, "maximum": 1},
             "prediction": {"type": "integer", "enum": [0, 1],
                            "description": f"derived as score > {model.threshold} when absent"},
+            "model_version": {"oneOf": [{"type": "string", "minLength": 1, "maxLength": 64},
+                                        {"type": "integer", "minimum": 0}],
+                              "description": "the registry version that scored this row (e.g. the champion's "
+                                             "version); 'unknown' when absent. Checks judge the current champion "
+                                             "on the rows it scored."},
         },
     }
 
@@ -44,7 +49,8 @@ def request_body(record: dict[str, Any], example: dict[str, Any]) -> dict[str, A
 
 def prediction_example(model: ModelConfig) -> dict[str, Any]:
     features = {f.name: (0.5 if f.type == "numeric" else "a") for f in model.features}
-    return {"id": "req-123", "ts": "2026-11-30T01:02:03Z", "features": features, "score": 0.81, "prediction": 1}
+    return {"id": "req-123", "ts": "2026-11-30T01:02:03Z", "features": features, "score": 0.81, "prediction": 1,
+            "model_version": "3"}
 
 
 LABEL_EXAMPLE = {"id": "req-123", "label": 1, "ts": "2026-11-30T07:00:00Z"}

@@ -25,7 +25,7 @@ _STR = {str}
 _NONE = {type(None)}
 _OPTIONAL_INT = frozenset({int, type(None)})
 _OPTIONAL_BINARY = frozenset({None, 0, 1})
-_PRED_FIELDS = frozenset({"id", "ts", "features", "score", "prediction"})
+_PRED_FIELDS = frozenset({"id", "ts", "features", "score", "prediction", "model_version"})
 _PRED_REQUIRED = frozenset({"id", "features", "score"})
 _LABEL_FIELDS = frozenset({"id", "ts", "label"})
 _LABEL_REQUIRED = frozenset({"id", "label"})
@@ -81,6 +81,18 @@ def _fast_ts(raw: list, now: int) -> tuple[list[int], list[bool]] | None:
         return list(map(round, map(mul, raw, repeat(1_000_000)))), [True] * n
     return [now if v is None else F.check_ts(v) for v in raw], [v is not None for v in raw]
 
+def _fast_versions(raw: list) -> list | None:
+    types = set(map(type, raw))
+    if types == _NONE:
+        return raw
+    if not types <= {str, type(None)}:
+        return None  # integers and bad values: the slow path normalises or names them
+    texts = [v for v in raw if v is not None]
+    if not _clean_text(texts) or min(map(len, texts)) < 1 or max(map(len, texts)) > F.MAX_VERSION_LENGTH:
+        return None
+    return raw
+
+
 class RecordValidator:
     """Turns raw records (dicts as parsed from JSON) into validated batches for ``model``."""
 
@@ -110,7 +122,7 @@ class RecordValidator:
     def _fast_predictions(self, records: list, now: int) -> PredictionBatch | None:
         n = len(records)
         if n == 0:
-            return PredictionBatch([], [], [], [[] for _ in self._names], [], [], [])
+            return PredictionBatch([], [], [], [[] for _ in self._names], [], [], [], [])
         try:
             if not _dicts_with_keys(records, _PRED_FIELDS, _PRED_REQUIRED):
                 return None
@@ -155,9 +167,12 @@ class RecordValidator:
             ts = _fast_ts(list(map(dict.get, records, repeat("ts", n))), now)
             if ts is None:
                 return None
+            versions = _fast_versions(list(map(dict.get, records, repeat("model_version", n))))
+            if versions is None:
+                return None
         except (TypeError, ValueError, KeyError, OverflowError):
             return None
-        return PredictionBatch(ids, ts[0], ts[1], cols, scores, preds, pred_given)
+        return PredictionBatch(ids, ts[0], ts[1], cols, scores, preds, pred_given, versions)
 
     def slow_predictions(self, records: list, now: int) -> PredictionBatch:
         """Record-by-record validation: every problem reported, or the same batch as the fast path."""
@@ -175,6 +190,9 @@ class RecordValidator:
             ts = rec.get("ts")
             if ts is not None:
                 ts = _check(errors, i, "ts", F.check_ts, ts)
+            version = rec.get("model_version")
+            if version is not None:
+                version = _check(errors, i, "model_version", F.check_model_version, version)
             if errors.count:
                 continue  # stop building once the batch is lost; keep collecting errors
             out["ids"].append(rid)
@@ -184,6 +202,7 @@ class RecordValidator:
             out["scores"].append(score)
             out["predictions"].append(int(score > self.model.threshold) if pred is None else pred)
             out["prediction_given"].append(pred is not None)
+            out["model_versions"].append(version)
         errors.check("prediction", len(records))
         rows = out.pop("features")
         columns = [list(c) for c in zip(*rows)] if rows else [[] for _ in self._names]

@@ -1,7 +1,7 @@
 """Re-sent ids: the same content is a duplicate, different content a conflict that refuses the batch.
 
 Called inside the write transaction when fewer rows were inserted than sent. Fields the sender left
-to the server (``ts``, ``prediction``) are not compared, nor are features that were added to the
+to the server (``ts``, ``prediction``, ``model_version``) are not compared, nor are features that were added to the
 model after the row was stored (NULL there): there is nothing to contradict.
 """
 from __future__ import annotations
@@ -25,16 +25,18 @@ MAX_LISTED = 50
 
 
 def check_predictions(conn: Connection, tables: ModelTables, model: ModelConfig, batch: PredictionBatch) -> None:
-    columns = ["ts", *(FEATURE_PREFIX + f.name for f in model.features), "score", "prediction"]
+    columns = ["ts", *(FEATURE_PREFIX + f.name for f in model.features), "score", "prediction", "model_version"]
     stored = rows_by_id(conn, tables.predictions.name, columns, batch.ids)
-    fields = ["ts", *(f"features.{f.name}" for f in model.features), "score", "prediction"]
+    fields = ["ts", *(f"features.{f.name}" for f in model.features), "score", "prediction", "model_version"]
     found = []
     for i, rid in enumerate(batch.ids):
         old = stored.get(rid)
         if old is None:  # deleted meanwhile (retention); nothing left to contradict
             continue
-        new = [batch.ts[i], *(col[i] for col in batch.features), batch.scores[i], batch.predictions[i]]
-        compare = [batch.ts_given[i], *repeat(True, len(batch.features)), True, batch.prediction_given[i]]
+        new = [batch.ts[i], *(col[i] for col in batch.features), batch.scores[i], batch.predictions[i],
+               batch.model_versions[i]]
+        compare = [batch.ts_given[i], *repeat(True, len(batch.features)), True, batch.prediction_given[i],
+                   batch.model_versions[i] is not None]
         for field, was, now, check in zip(fields, old, new, compare):
             if check and was is not None and was != now:
                 found.append(_conflict(batch.position(i), rid, field, was, now))

@@ -9,6 +9,7 @@ The tables follow the configured feature list, synchronised at start-up (:func:`
 
 * a new feature becomes a new nullable column (rows stored before it read as NaN / None);
 * a feature no longer configured keeps its column and data, and is ignored;
+* ``model_version`` (the version that scored a row) is added to tables made before it existed;
 * a feature whose type changed (numeric <-> categorical) is an error: the stored values cannot be
   reinterpreted. Rename the feature, or use a new ``model.name`` (new tables).
 """
@@ -64,6 +65,8 @@ def build_tables(model: ModelConfig) -> ModelTables:
         sa.Column("score", sa.Double(), nullable=False),
         sa.Column("prediction", sa.SmallInteger(), nullable=False),
         sa.Column("received_at", sa.BigInteger(), nullable=False),
+        # The registry version that scored the row; NULL when the sender did not say ("unknown").
+        sa.Column("model_version", sa.Text(), nullable=True),
         sa.Index(f"{pname}_ts", "ts", "seq"),
     )
     labels = sa.Table(
@@ -111,6 +114,11 @@ def sync_model_tables(conn: Connection, model: ModelConfig, clock: Callable[[], 
         if problems:
             raise StoreError(f"model {model.name!r}: feature types changed: {'; '.join(problems)}. Stored values "
                              "cannot be reinterpreted: rename the feature or use a new model.name")
+        if "model_version" not in existing:  # tables made before predictions carried their version
+            prep = conn.dialect.identifier_preparer
+            conn.exec_driver_sql(f"ALTER TABLE {prep.quote(pred.name)} ADD COLUMN model_version TEXT")
+            log.info("model %r: column model_version added to %s; earlier rows read as version 'unknown'",
+                     model.name, pred.name)
         configured = {FEATURE_PREFIX + f.name for f in model.features}
         dropped = sorted(c[len(FEATURE_PREFIX):] for c in existing if c.startswith(FEATURE_PREFIX) and c not in configured)
         if dropped:

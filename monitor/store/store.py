@@ -80,7 +80,7 @@ class PredictionStore:
         self._q = q
         p, lab = q(self.tables.predictions.name), q(self.tables.labels.name)
         feature_cols = [q(FEATURE_PREFIX + f.name) for f in model.features]
-        pred_cols = ["id", "ts", *feature_cols, "score", "prediction", "received_at"]
+        pred_cols = ["id", "ts", *feature_cols, "score", "prediction", "received_at", "model_version"]
         self._insert_predictions = driver_sql(self.engine, (
             f"INSERT INTO {p} ({', '.join(pred_cols)}) VALUES ({', '.join('?' * len(pred_cols))})"
             " ON CONFLICT (id) DO NOTHING"))
@@ -93,15 +93,17 @@ class PredictionStore:
         return cls(cfg.store_url, cfg.model, **{**options, **kwargs})
 
     # ---- writes ------------------------------------------------------------------------------
-    def add_predictions(self, records: Any) -> IngestResult:
+    def add_predictions(self, records: Any, *, model_version: str | int | None = None) -> IngestResult:
         """Store a batch atomically. ``records``: a validated :class:`PredictionBatch`, a list of
-        API records (validated here), or a DataFrame with the model's columns."""
-        batch = self._prediction_batch(records)
+        API records (validated here), or a DataFrame with the model's columns (and optionally a
+        ``model_version`` column). ``model_version`` sets the scoring version of records that do not say."""
+        batch = self._prediction_batch(records, model_version)
         n = len(batch)
         if n == 0:
             return IngestResult(0, batch.duplicates)
         now = self._now_us()
-        rows = list(zip(batch.ids, batch.ts, *batch.features, batch.scores, batch.predictions, repeat(now, n)))
+        rows = list(zip(batch.ids, batch.ts, *batch.features, batch.scores, batch.predictions, repeat(now, n),
+                        batch.model_versions))
         with self._writing("predictions") as conn:
             inserted = conn.exec_driver_sql(self._insert_predictions, rows).rowcount
             if inserted < n:
@@ -121,7 +123,7 @@ class PredictionStore:
                 conflicts.check_labels(conn, self.tables, batch)
         return IngestResult(inserted, n - inserted + batch.duplicates)
 
-    def _prediction_batch(self, records: Any) -> PredictionBatch:
+    def _prediction_batch(self, records: Any, model_version: str | int | None = None) -> PredictionBatch:
         if isinstance(records, PredictionBatch):
             return records
         if isinstance(records, pd.DataFrame):
@@ -129,6 +131,8 @@ class PredictionStore:
             with _frame_errors():
                 records = frames.prediction_records(records, features=m.feature_names, score=m.score,
                                                     prediction=m.prediction)
+        if model_version is not None:
+            records = frames.with_model_version(records, model_version)
         return self.validator.predictions(records)
 
     def _label_batch(self, records: Any) -> LabelBatch:

@@ -51,7 +51,8 @@ def select_list(model: ModelConfig, quote) -> str:
     """Columns of a window query over ``p`` (predictions) and ``l`` (labels), named as in :func:`arrow_schema`."""
     cols = ["p.id AS id", "p.ts AS ts"]
     cols += [f"p.{quote(FEATURE_PREFIX + f.name)} AS c{i}" for i, f in enumerate(model.features)]
-    cols += ["p.score AS score", "p.prediction AS prediction", "l.label AS label", "l.ts AS label_ts", "p.seq AS seq"]
+    cols += ["p.score AS score", "p.prediction AS prediction", "l.label AS label", "l.ts AS label_ts",
+             "p.model_version AS model_version", "p.seq AS seq"]
     return ", ".join(cols)
 
 
@@ -59,7 +60,8 @@ def arrow_schema(model: ModelConfig) -> pa.Schema:
     fields = [pa.field("id", pa.string()), pa.field("ts", pa.int64())]
     fields += [pa.field(f"c{i}", pa.float64() if f.type == "numeric" else pa.string()) for i, f in enumerate(model.features)]
     fields += [pa.field(name, pa.float64() if name == "score" else pa.int64())
-               for name in ("score", "prediction", "label", "label_ts", "seq")]
+               for name in ("score", "prediction", "label", "label_ts")]
+    fields += [pa.field("model_version", pa.string()), pa.field("seq", pa.int64())]
     return pa.schema(fields)
 
 
@@ -108,14 +110,15 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def to_frame(table: pa.Table, model: ModelConfig) -> pd.DataFrame:
-    """The contract's window frame: id, ts, features, score, prediction, target, label_ts; by ts.
+    """The contract's window frame: id, ts, features, score, prediction, target, label_ts,
+    model_version (None where the sender did not say); by ts.
     One multithreaded Arrow conversion of the whole table: several times faster than column by
     column, which concatenates chunks and then copies again to consolidate pandas blocks."""
     micros_utc = pa.timestamp("us", tz="UTC")
     table = table.drop_columns(["seq"])
     for name in ("ts", "label_ts"):  # int64 microseconds -> timestamps: a reinterpretation
         table = table.set_column(table.schema.get_field_index(name), name, pc.cast(table.column(name), micros_utc))
-    names = ["id", "ts", *model.feature_names, model.score, model.prediction, model.target, "label_ts"]
+    names = ["id", "ts", *model.feature_names, model.score, model.prediction, model.target, "label_ts", "model_version"]
     table = table.rename_columns(names)
     with gc_paused():
         # The remaining int64 columns are prediction and target: nullable Int64. NULL text -> None,

@@ -63,7 +63,7 @@ def test_invalid_batch_is_422_naming_index_and_field_and_stores_nothing(api, sto
     assert r.status_code == 422
     body = r.json()
     assert body["errors"] == [
-        {"index": 1, "field": "surprise", "message": "unknown field (allowed: features, id, prediction, score, ts)"},
+        {"index": 1, "field": "surprise", "message": "unknown field (allowed: features, id, model_version, prediction, score, ts)"},
         {"index": 3, "field": "features.x1", "message": "expected a finite number, got 'abc'"},
     ]
     assert "2 problem(s)" in body["error"]
@@ -229,3 +229,13 @@ def test_openapi_describes_the_model(api):
     assert "application/x-ndjson" in body
     assert "/v1/labels" in spec["paths"] and "/healthz" in spec["paths"]
     assert api.get("/docs").status_code == 200
+
+
+def test_model_version_accepted_and_documented(api, store):
+    r = api.post("/v1/predictions", json=[prediction(0, model_version=3), prediction(1, model_version="v3")])
+    assert r.status_code == 200, r.text
+    assert store.window()["model_version"].tolist() == ["3", "v3"]
+    bad = api.post("/v1/predictions", json=[prediction(2, model_version={"v": 1})])
+    assert bad.status_code == 422 and bad.json()["errors"][0]["field"] == "model_version"
+    schema = api.get("/openapi.json").json()
+    assert "model_version" in str(schema)

@@ -201,3 +201,10 @@ def test_a_frame_without_a_needed_column_raises_a_driftloop_error(base_url):
         assert isinstance(exc.value, KeyError)
         with pytest.raises(DriftloopError, match="no 'label' label column"):
             dl.log_labels(_frame(3)[["id"]])
+
+
+def test_model_version_from_the_keyword_and_over_the_wire(base_url, store):
+    with DriftloopClient(base_url, token=TOKEN) as dl:
+        dl.log_predictions(_frame(3), model_version="4")
+        dl.log_predictions(_frame(2, start=3).assign(model_version="5"), model_version="9")  # the column wins
+    assert store.window()["model_version"].tolist() == ["4", "4", "4", "5", "5"]

@@ -76,3 +76,15 @@ def test_model_config_keeps_store_names_safe(model, message):
     with pytest.raises(ConfigError) as info:
         load_config(environ={}, overrides={"model": model})
     assert message in str(info.value)
+
+
+def test_tables_from_before_model_version_get_the_column(open_store, store_url):
+    old = open_store()
+    old.add_predictions(predictions(2))
+    table = old.tables.predictions.name
+    with old.write_transaction() as conn:  # a store made by a release without the column
+        conn.exec_driver_sql(f'ALTER TABLE "{table}" DROP COLUMN model_version')
+    old.close()
+    new = open_store(url=store_url)
+    new.add_predictions([prediction(7, model_version="2")])
+    assert new.window()["model_version"].tolist() == [None, None, "2"]

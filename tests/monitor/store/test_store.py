@@ -19,11 +19,13 @@ def test_round_trip_gives_the_contract_frame(store):
     result = store.add_predictions(predictions(5))
     assert (result.stored, result.duplicates) == (5, 0)
     frame = store.window()
-    assert list(frame.columns) == ["id", "ts", "x0", "x1", "region", "score", "prediction", "label", "label_ts"]
+    assert list(frame.columns) == ["id", "ts", "x0", "x1", "region", "score", "prediction", "label", "label_ts",
+                                   "model_version"]
     dtypes = {c: str(t) for c, t in frame.dtypes.items()}
     assert dtypes == {"id": "object", "ts": "datetime64[ns, UTC]", "x0": "float64", "x1": "float64",
                       "region": "object", "score": "float64", "prediction": "Int64", "label": "Int64",
-                      "label_ts": "datetime64[ns, UTC]"}
+                      "label_ts": "datetime64[ns, UTC]", "model_version": "object"}
+    assert frame["model_version"].isna().all()  # not said: read as unknown
     assert frame["id"].tolist() == [f"r{i}" for i in range(5)]
     assert frame["ts"].tolist() == [_utc(T0 + i) for i in range(5)]
     assert frame["x0"].tolist() == [0.0, 0.5, 1.0, 1.5, 2.0]
@@ -243,3 +245,33 @@ def test_fast_reader_and_writes_interleaved_keep_the_file_intact(open_sqlite_sto
         assert len(store.window(last_n=3, labelled_only=True)) == min(3, k + 1)
     with store.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
+
+
+def test_model_version_is_stored_per_row(store):
+    store.add_predictions([prediction(0, model_version="3"), prediction(1, model_version=4), prediction(2)])
+    store.add_predictions(predictions(2, start=3), model_version="5")  # the keyword fills rows that do not say
+    assert store.window()["model_version"].tolist() == ["3", "4", None, "5", "5"]
+
+
+def test_model_version_resend_without_it_is_a_duplicate_but_a_different_one_conflicts(store):
+    store.add_predictions([prediction(0, model_version="3")])
+    assert store.add_predictions([prediction(0)]).duplicates == 1
+    with pytest.raises(ConflictError) as info:
+        store.add_predictions([prediction(0, model_version="4")])
+    assert info.value.errors[0]["field"] == "model_version"
+
+
+@pytest.mark.parametrize("bad", [-1, "", "x" * 65, 1.5, True, ["3"]])
+def test_bad_model_version_names_the_field(store, bad):
+    with pytest.raises(ValidationError) as info:
+        store.add_predictions([prediction(0), prediction(1, model_version=bad)])
+    assert [(e["index"], e["field"]) for e in info.value.errors] == [(1, "model_version")]
+    assert "model version" in info.value.errors[0]["message"]
+    assert store.row_counts()["predictions"] == 0
+
+
+def test_dataframe_model_version_column(store):
+    frame = pd.DataFrame({"id": ["a", "b"], "x0": [1.0, 2.0], "x1": [0.0, 0.0], "region": ["eu", "us"],
+                          "score": [0.2, 0.9], "model_version": ["7", None]})
+    store.add_predictions(frame)
+    assert store.window()["model_version"].tolist() == ["7", None]

@@ -172,6 +172,11 @@ class DriftConfig(_Section):
                         "psi", "z"] | None = None
     reports_keep: int = Field(50, ge=0, description="newest Evidently snapshots kept on disk; 0 keeps all")
     confidence: float = Field(0.95, gt=0, lt=1, description="level of the accuracy and ROC AUC intervals")
+    fast_lane: bool = Field(True, description="open an incident as soon as a change point in the champion's labelled "
+                            "error stream proves a drop of at least alerts.accuracy_drop (before drift.min_labels rows)")
+    fast_min_rows: int = Field(200, ge=30, description="labelled rows after a change point the fast lane needs")
+    fast_confidence: float = Field(0.99, gt=0.5, lt=1, description="one-sided confidence that the drop after a "
+                                   "change point is at least alerts.accuracy_drop, for the fast lane to fire")
 
 
 class AlertsConfig(_Section):
@@ -179,12 +184,17 @@ class AlertsConfig(_Section):
     auc_drop: float = Field(0.05, gt=0)
     mode: Literal["absolute", "relative"] = "absolute"
     sustained_windows: int = Field(1, ge=1)
-    cooldown_seconds: float = Field(1800.0, ge=0)
+    cooldown_seconds: float = Field(300.0, ge=0, description="seconds before retrying after a retrain that *failed* "
+                                    "(crashed, MLflow down); rejected retrains wait for new labelled rows instead")
     retrain_on_drift: bool = False
     retrain_cron: str | None = Field(None, description="crontab expression, e.g. '0 3 * * *'")
     healthy_windows: int = Field(1, ge=1, description="healthy checks in a row that resolve an incident")
     retrain_rows: int | None = Field(None, ge=10, description="most recent labelled rows to retrain on; default drift.window_size")
-    max_attempts: int = Field(3, ge=1, description="retrain attempts per incident before it is left failed")
+    max_attempts: int = Field(3, ge=1, description="rejected or failed retrains in a row after which an incident is "
+                              "escalated (status, metric, alert); it keeps retrying when new labelled rows allow")
+    retry_rows: int | None = Field(None, ge=10, description="new labelled rows needed before retrying after a "
+                                   "rejected retrain; doubles with each rejection in a row (back-off, capped at 8x); "
+                                   "default drift.min_labels")
     retrain_timeout_seconds: float = Field(3600.0, gt=0, description="a retrain child running longer is killed")
     webhook_match: dict[str, str] = Field(default_factory=lambda: {"component": "model"},
                                           description="labels an Alertmanager alert needs to concern the daemon")
@@ -233,6 +243,22 @@ class TrainingConfig(_Section):
     reference_floor: float = Field(0.15, ge=0, le=1, description="max accuracy the challenger may lose vs the "
                                    "champion on the champion's reference sample (bounds forgetting)")
     reference_sample: int = Field(5000, ge=100)
+    min_post_change_rows: int | None = Field(None, ge=10, description="labelled rows after the detected change point "
+                                             "before retraining starts (fewer means wait, not train on the old concept); "
+                                             "default max(training.min_rows, 300 / training.holdout_fraction)")
+    gate_confidence: float = Field(0.95, gt=0.5, lt=1, description="confidence of the gate's absolute floors: the "
+                                   "challenger's ROC AUC and accuracy lower bounds must clear 0.5 and the "
+                                   "majority-class rate")
+    cold_start: Literal["auto", "always", "never"] = Field("auto", description="also train a fresh model beside the "
+                                                           "warm start and keep the better on validation: 'auto' when "
+                                                           "the champion's concept no longer holds on recent rows")
+
+    @property
+    def post_change_rows(self) -> int:
+        import math
+        if self.min_post_change_rows is not None:
+            return self.min_post_change_rows
+        return max(self.min_rows, math.ceil(300 / self.holdout_fraction))
 
     @field_validator("amp", mode="before")
     @classmethod

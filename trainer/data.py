@@ -16,7 +16,7 @@ from monitor.config import ModelConfig
 from monitor.errors import DataError, UserInputError
 
 # Columns a store window carries besides features and target; ignored, not an error.
-WINDOW_COLUMNS = frozenset({"id", "ts", "label_ts"})
+WINDOW_COLUMNS = frozenset({"id", "ts", "label_ts", "model_version"})
 
 
 def read_table(path: str | Path) -> pd.DataFrame:

@@ -7,9 +7,16 @@ Rule (all must hold; every failed condition becomes a reason recorded on the run
    With a margin of 0 on a metric that reads "not worse"; both margins 0 still need (2).
 2. It is strictly better on at least one of the two: a tie everywhere keeps the champion (moving
    the alias costs a rollout and a new baseline, so change needs a reason).
-3. It has not forgotten the old data: on the champion's reference sample its accuracy is at most
-   ``reference_floor`` below the champion's. Under concept drift some loss there is expected (the
-   old labels are partly wrong now), so the floor bounds forgetting rather than forbidding change.
+3. It is good, not only better: on the held-out rows its ROC AUC's lower confidence bound
+   (DeLong, ``gate_confidence``) is above 0.5 and its accuracy's lower bound (Wilson) at least the
+   majority-class rate, so a challenger that beats a broken champion by being less broken (4.7 %
+   accuracy against 0.3 %, ROC AUC 0.25) is never promoted.
+4. It has not forgotten the old data *while the old concept still holds*: on the champion's
+   reference sample its accuracy is at most ``reference_floor`` below the champion's. This applies
+   only when the champion still does on the recent rows about what it did on its reference
+   (within ``alerts.accuracy_drop``); after a real concept change (the champion fails on recent
+   rows) the old labels are wrong now and forgetting them is the point, so the rule is skipped and
+   the run says so.
 
 Why both metrics: accuracy is what users feel at the configured threshold, ROC AUC is the ranking
 quality that survives a threshold change; a model that buys accuracy by wrecking the ranking (or
@@ -31,13 +38,48 @@ class Decision:
     reasons: list[str] = field(default_factory=list)  # why not (or, when promoted, why yes)
 
 
+@dataclass(frozen=True)
+class Floors:
+    """The challenger's absolute quality on the held-out rows, with confidence bounds."""
+    accuracy_lower: float | None   # Wilson lower bound of its accuracy
+    majority_rate: float           # accuracy of always predicting the more frequent class
+    auc_lower: float | None        # DeLong lower bound of its ROC AUC (None: undefined)
+
+
+def floors_of(y_true, scores, threshold: float, confidence: float) -> Floors:
+    """:class:`Floors` of one model's scores on held-out rows (two-sided interval at ``2c - 1``,
+    i.e. one-sided bounds at ``confidence``)."""
+    import numpy as np
+
+    from monitor.drift.stats import delong_auc, wilson_interval
+    y = np.asarray(y_true, dtype=np.int64)
+    s = np.asarray(scores, dtype=np.float64)
+    level = 2 * confidence - 1
+    right = int(((s > threshold).astype(np.int64) == y).sum())
+    acc = wilson_interval(right, len(y), level)
+    auc = delong_auc(y, s)
+    auc_ci = None if auc is None else auc.interval(level)
+    majority = float(max(y.mean(), 1 - y.mean())) if len(y) else 1.0
+    return Floors(None if acc is None else acc[0], majority, None if auc_ci is None else auc_ci[0])
+
+
 def decide(challenger: dict[str, float], champion: dict[str, float], challenger_reference_accuracy: float,
            champion_reference_accuracy: float, *, min_accuracy_gain: float, min_auc_gain: float,
-           reference_floor: float) -> Decision:
+           reference_floor: float, floors: Floors | None = None, concept_holds: bool = True) -> Decision:
     acc_gain = challenger["accuracy"] - champion["accuracy"]
     auc_gain = challenger["roc_auc"] - champion["roc_auc"]
     ref_loss = champion_reference_accuracy - challenger_reference_accuracy
     failed: list[str] = []
+    if floors is not None:
+        if floors.auc_lower is None or not floors.auc_lower > 0.5:
+            failed.append("not good: ROC AUC lower bound "
+                          + ("undefined" if floors.auc_lower is None else f"{floors.auc_lower:.4f}")
+                          + f" is not above 0.5 (ROC AUC {challenger['roc_auc']:.4f})")
+        if floors.accuracy_lower is None or floors.accuracy_lower < floors.majority_rate - _EPS:
+            failed.append("not good: accuracy lower bound "
+                          + ("undefined" if floors.accuracy_lower is None else f"{floors.accuracy_lower:.4f}")
+                          + f" is below the majority-class rate {floors.majority_rate:.4f} "
+                          f"(accuracy {challenger['accuracy']:.4f})")
     if any(math.isnan(v) for v in (acc_gain, auc_gain)):
         failed.append("held-out metrics are undefined (NaN); cannot compare")
     else:
@@ -49,14 +91,16 @@ def decide(challenger: dict[str, float], champion: dict[str, float], challenger_
                           f"({challenger['roc_auc']:.4f} vs champion {champion['roc_auc']:.4f})")
         if acc_gain <= 0 and auc_gain <= 0:
             failed.append("not better than the champion on accuracy or ROC AUC")
-    if math.isnan(ref_loss) or ref_loss > reference_floor + _EPS:
+    if concept_holds and (math.isnan(ref_loss) or ref_loss > reference_floor + _EPS):
         failed.append(f"forgets the reference data: accuracy on the champion's reference sample "
                       f"{challenger_reference_accuracy:.4f} vs {champion_reference_accuracy:.4f} "
                       f"(loss {ref_loss:.4f} > reference_floor {reference_floor:.4f})")
     if failed:
         return Decision(False, _dedupe(failed))
-    return Decision(True, [f"accuracy {acc_gain:+.4f}, ROC AUC {auc_gain:+.4f} on held-out recent rows; "
-                           f"reference accuracy loss {ref_loss:.4f} <= {reference_floor:.4f}"])
+    forgetting = (f"reference accuracy loss {ref_loss:.4f} <= {reference_floor:.4f}" if concept_holds else
+                  f"reference accuracy loss {ref_loss:.4f} not limited: the champion's concept no longer holds "
+                  "on recent rows")
+    return Decision(True, [f"accuracy {acc_gain:+.4f}, ROC AUC {auc_gain:+.4f} on held-out recent rows; {forgetting}"])
 
 
 def _dedupe(items: list[str]) -> list[str]:

@@ -20,7 +20,7 @@ from trainer import distributed
 from trainer import registry as reg
 from trainer.baseline_training import reference_sample
 from trainer.data import check_frame, split
-from trainer.gate import decide
+from trainer.gate import decide, floors_of
 from trainer.loop import LoopConfig, LoopState, copy_model, peek_checkpoint
 from trainer.metrics import accuracy, binary_metrics
 from trainer.outcomes import Baseline, Champion, RetrainOutcome
@@ -46,6 +46,33 @@ def _evaluate(model: Any, rows: pd.DataFrame, target: str, threshold: float) -> 
     return {"accuracy": m["accuracy"], "roc_auc": m["roc_auc"]}
 
 
+def _concept_check(champion: Champion, recent: pd.DataFrame, reference: pd.DataFrame,
+                   cfg: DriftloopConfig) -> dict[str, Any]:
+    """Does the champion's concept hold on the recent rows? Holds when its accuracy there is within
+    ``alerts.accuracy_drop`` of its accuracy on its own reference sample."""
+    target, threshold = cfg.model.target, cfg.model.threshold
+    on_recent = accuracy(recent[target].to_numpy(), champion.model.predict_proba(recent), threshold)
+    on_reference = accuracy(reference[target].to_numpy(), champion.model.predict_proba(reference), threshold)
+    holds = bool(on_recent >= on_reference - cfg.alerts.accuracy_drop)
+    return {"holds": holds, "recent": float(on_recent), "reference": float(on_reference)}
+
+
+def _fit_cold(cfg: DriftloopConfig, fit_rows: pd.DataFrame, val_rows: pd.DataFrame, checkpoint: Any,
+              should_stop: Any) -> tuple[Any, Any]:
+    """A fresh model (preprocessing fitted on the new rows) trained like a baseline on the same rows."""
+    from trainer.build import build_model
+    fresh = build_model(cfg, fit_rows)
+    loop = LoopConfig.from_training(cfg.training)
+    path = checkpoint.with_name(checkpoint.stem + "-cold.pt")
+    result = fit_frames(fresh, fit_rows, val_rows, cfg.model.target, loop, checkpoint_path=path, resume=False,
+                        should_stop=should_stop)
+    return fresh, result
+
+
+def _nan(x: float | None) -> float:
+    return float("nan") if x is None else float(x)
+
+
 def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manual", incident_id: Any = None,
             report_paths: Any = (), data_window: Any = None, resume: bool = False,
             should_stop: Callable[[LoopState], bool] | None = None) -> RetrainOutcome | None:
@@ -61,16 +88,27 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
     rest, holdout = split(recent, t.holdout_fraction, target, t.seed, what="recent window", part="holdout")
     champion: Champion = reg.load_champion(cfg)  # checks reachability; RegistryError if no champion
     reference = check_frame(champion.baseline.reference, cfg.model, what=f"champion v{champion.version}'s reference")
-    replayed, reference_eval = _replay(reference, int(round(t.replay_ratio * len(rest))), t.seed)
+    # Does the champion's concept still hold? Its accuracy on the recent training rows against its
+    # accuracy on its own reference sample. When it no longer does, the old rows teach the old
+    # labels: no replay, forgetting is not limited, and a fresh model competes with the warm start.
+    concept = _concept_check(champion, rest, reference, cfg)
+    replay_rows = int(round(t.replay_ratio * len(rest))) if concept["holds"] else 0
+    replayed, reference_eval = _replay(reference, replay_rows, t.seed)
     train_rows = pd.concat([rest, replayed], ignore_index=True)
     fit_rows, val_rows = split(train_rows, t.validation_fraction, target, t.seed + 1, what="retraining data")
 
     model = copy_model(champion.model)  # warm start; the cached champion stays untouched
-    loop = LoopConfig.from_training(t, epochs=t.retrain_epochs, learning_rate=t.learning_rate * t.retrain_lr_factor)
+    # A warm start that only fine-tunes suits a concept that still holds; after a change it must move
+    # far, so it gets the full budget (training.epochs, early stopping ends it) and learning rate.
+    loop = (LoopConfig.from_training(t, epochs=t.retrain_epochs, learning_rate=t.learning_rate * t.retrain_lr_factor)
+            if concept["holds"] else LoopConfig.from_training(t))
     checkpoint = cfg.checkpoints_dir / f"retrain-{cfg.model.name}.pt"
+    cold = t.cold_start == "always" or (t.cold_start == "auto" and not concept["holds"])
     if not distributed.from_env().is_main:  # other torchrun ranks train their shard; rank 0 does the rest
         fit_frames(model, fit_rows, val_rows, target, loop, checkpoint_path=checkpoint, resume=resume,
                    should_stop=should_stop)
+        if cold:
+            _fit_cold(cfg, fit_rows, val_rows, checkpoint, should_stop)
         return None
     saved = peek_checkpoint(checkpoint) if resume else None
     with reg.session(cfg), reg.translating(cfg, "logging the retraining run"):
@@ -87,13 +125,26 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
             result = fit_frames(model, fit_rows, val_rows, target, loop, checkpoint_path=checkpoint, resume=resume,
                                  extra={"run_id": run.info.run_id}, on_epoch_end=epoch_logger(),
                                  should_stop=should_stop)
+            start_kind = "warm"
+            if cold:
+                fresh, fresh_result = _fit_cold(cfg, fit_rows, val_rows, checkpoint, should_stop)
+                warm_val = _evaluate(model, val_rows, target, cfg.model.threshold)
+                cold_val = _evaluate(fresh, val_rows, target, cfg.model.threshold)
+                mlflow.log_metrics({"warm_val_accuracy": warm_val["accuracy"], "cold_val_accuracy": cold_val["accuracy"],
+                                    "warm_val_roc_auc": warm_val["roc_auc"], "cold_val_roc_auc": cold_val["roc_auc"]})
+                if (cold_val["accuracy"], cold_val["roc_auc"]) > (warm_val["accuracy"], warm_val["roc_auc"]):
+                    model, result, start_kind = fresh, fresh_result, "cold"
+            mlflow.set_tags({"driftloop.start": start_kind, "driftloop.concept_holds": str(concept["holds"]).lower()})
             challenger_m = _evaluate(model, holdout, target, cfg.model.threshold)
             champion_m = _evaluate(champion.model, holdout, target, cfg.model.threshold)
             ref_ch = accuracy(reference_eval[target].to_numpy(), model.predict_proba(reference_eval), cfg.model.threshold)
             ref_cp = accuracy(reference_eval[target].to_numpy(), champion.model.predict_proba(reference_eval),
                               cfg.model.threshold)
+            floors = floors_of(holdout[target].to_numpy(), model.predict_proba(holdout), cfg.model.threshold,
+                               t.gate_confidence)
             decision = decide(challenger_m, champion_m, ref_ch, ref_cp, min_accuracy_gain=t.promote_min_accuracy_gain,
-                              min_auc_gain=t.promote_min_auc_gain, reference_floor=t.reference_floor)
+                              min_auc_gain=t.promote_min_auc_gain, reference_floor=t.reference_floor,
+                              floors=floors, concept_holds=concept["holds"])
 
             # The baseline a promoted challenger brings: the recent rows (the new normal), held-out first.
             new_reference = reference_sample(cfg, holdout, rest, model=model, seed=t.seed)
@@ -116,6 +167,9 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
                 "challenger_reference_accuracy": ref_ch, "champion_reference_accuracy": ref_cp,
                 "holdout_rows": float(len(holdout)), "train_rows": float(len(fit_rows)),
                 "replay_rows": float(len(replayed)), "epochs_run": float(result.epochs_run),
+                "champion_recent_accuracy": concept["recent"], "champion_reference_self_accuracy": concept["reference"],
+                "challenger_accuracy_lower": _nan(floors.accuracy_lower), "challenger_roc_auc_lower": _nan(floors.auc_lower),
+                "majority_rate": floors.majority_rate,
                 "best_epoch": float(result.best_epoch), "samples_per_second": result.samples_per_second,
                 "promoted": 1.0 if promote else 0.0,
             }

@@ -50,6 +50,13 @@ class CheckOutcome:
     duration_seconds: float = 0.0
     id: int | None = None              # the check_results row, once recorded
     extra: dict[str, Any] = field(default_factory=dict)
+    # Version-aware evaluation: rows scored by other versions are left out of the judged window
+    # and summarised here ({version: {rows, labelled, accuracy}}; "unknown" when not said).
+    versions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    other_version_rows: int = 0
+    # Where the champion's accuracy stepped down inside the window (monitor.drift.changepoint).
+    change: Any = None
+    change_ts: float | None = None
 
     @property
     def report_paths(self) -> list[str]:
@@ -63,6 +70,8 @@ class CheckOutcome:
             "window_end": self.window_end, "report_html": str(self.report_html) if self.report_html else None,
             "report_json": str(self.report_json) if self.report_json else None,
             "duration_seconds": self.duration_seconds,
+            "versions": self.versions, "other_version_rows": self.other_version_rows,
+            "change": self.change.to_dict() if self.change is not None else None, "change_ts": self.change_ts,
             "result": self.result.to_dict() if self.result is not None else None,
         }
 
@@ -109,11 +118,14 @@ class CheckJob:
             window = self.current_window()
         except DriftloopError as exc:
             return CheckOutcome(ts, "error", f"cannot read the window from the store: {exc}")
-        rows = len(window)
-        labelled = int(window[target].notna().sum()) if rows else 0
-        span = dict(window_rows=rows, labelled_rows=labelled,
-                    window_start=_epoch(window["ts"].iloc[0]) if rows else None,
-                    window_end=_epoch(window["ts"].iloc[-1]) if rows else None)
+
+        def span_of(frame: pd.DataFrame) -> dict[str, Any]:
+            n = len(frame)
+            return dict(window_rows=n, labelled_rows=int(frame[target].notna().sum()) if n else 0,
+                        window_start=_epoch(frame["ts"].iloc[0]) if n else None,
+                        window_end=_epoch(frame["ts"].iloc[-1]) if n else None)
+
+        span = span_of(window)
         try:
             champion = self._champion.get()
         except NoChampionError as exc:
@@ -123,11 +135,18 @@ class CheckJob:
         except RegistryError as exc:
             return CheckOutcome(ts, "error", f"cannot load the champion: {exc}", **span)
         version = str(champion.version)
+        versions = version_summary(window, self._cfg.model)
+        window = champion_rows(window, version)
+        other = span["window_rows"] - len(window)
+        span = span_of(window)
+        rows = len(window)
         if rows == 0:
             where = (f"in the last {self._cfg.drift.window_seconds:g} s" if self._cfg.drift.window_seconds
                      else "in the store")
-            return CheckOutcome(ts, "empty", f"no predictions {where} yet; nothing to check",
-                                champion_version=version, **span)
+            what = (f"no predictions scored by champion v{version} {where} yet ({other} by other versions); "
+                    "judging starts when it has served some" if other else f"no predictions {where} yet; nothing to check")
+            return CheckOutcome(ts, "empty", what, champion_version=version, versions=versions,
+                                other_version_rows=other, **span)
         try:
             baseline = champion.baseline
             result = self._evaluate(baseline.reference, window, self._cfg.model, self._cfg.drift,
@@ -145,5 +164,58 @@ class CheckJob:
             log.warning("could not save the Evidently report: %s", exc)
         # evaluate_window counted the labelled rows itself; its count is the one its metrics rest on.
         span.update(window_rows=int(result.window_rows), labelled_rows=int(result.labelled_rows))
+        change, change_ts = locate_change(window, self._cfg.model)
         return CheckOutcome(ts, "ok", "checked", champion_version=version, result=result,
-                            report_html=html, report_json=js, **span)
+                            report_html=html, report_json=js, versions=versions, other_version_rows=other,
+                            change=change, change_ts=change_ts, **span)
+
+
+UNKNOWN_VERSION = "unknown"
+MAX_VERSIONS_REPORTED = 10
+
+
+def champion_rows(window: pd.DataFrame, version: str) -> pd.DataFrame:
+    """The rows the champion scored, and those whose scorer is unknown (senders that do not say
+    which version scored a row are judged as before: against the current champion)."""
+    if "model_version" not in window.columns or not len(window):
+        return window
+    versions = window["model_version"]
+    keep = versions.isna() | (versions == version)
+    if bool(keep.all()):
+        return window
+    return window[keep.to_numpy()].reset_index(drop=True)
+
+
+def version_summary(window: pd.DataFrame, model: Any) -> dict[str, dict[str, Any]]:
+    """Rows, labelled rows and accuracy per scoring version in the window (newest versions first,
+    at most ``MAX_VERSIONS_REPORTED``), so a promotion's effect is visible per model."""
+    if not len(window):
+        return {}
+    versions = (window["model_version"].fillna(UNKNOWN_VERSION) if "model_version" in window.columns
+                else pd.Series(UNKNOWN_VERSION, index=window.index))
+    out: dict[str, dict[str, Any]] = {}
+    last_seen = window.groupby(versions.to_numpy(), sort=False)["ts"].max().sort_values(ascending=False)
+    for v in list(last_seen.index)[:MAX_VERSIONS_REPORTED]:
+        part = window[(versions == v).to_numpy()]
+        labelled = part[part[model.target].notna()]
+        acc = None
+        if len(labelled):
+            acc = float((labelled[model.prediction].astype("int64").to_numpy()
+                         == labelled[model.target].astype("int64").to_numpy()).mean())
+        out[str(v)] = {"rows": int(len(part)), "labelled": int(len(labelled)), "accuracy": acc}
+    return out
+
+
+def locate_change(window: pd.DataFrame, model: Any) -> tuple[Any, float | None]:
+    """The change point of the champion's labelled error stream in ``window``, and its time."""
+    from monitor.drift.changepoint import find_change
+    labelled = window[window[model.target].notna()]
+    if len(labelled) < 100:
+        return None, None
+    labelled = labelled.sort_values("ts", kind="stable")
+    correct = (labelled[model.prediction].astype("int64").to_numpy()
+               == labelled[model.target].astype("int64").to_numpy())
+    change = find_change(correct)
+    if change is None:
+        return None, None
+    return change, _epoch(labelled["ts"].iloc[change.index])

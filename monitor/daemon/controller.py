@@ -6,13 +6,16 @@ decisions, so a check, an Alertmanager webhook and a finishing retrain never rac
 """
 from __future__ import annotations
 
+import json
 import logging
+import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
+from sqlalchemy import update
 
 from monitor.config import DriftloopConfig
 from monitor.daemon.attempts import Attempt, AttemptStore, BusyError
@@ -20,7 +23,9 @@ from monitor.daemon.checklog import CheckLog
 from monitor.daemon.checks import CheckJob, CheckOutcome
 from monitor.daemon.incidents import Incident, IncidentStore, TransitionError
 from monitor.daemon.launcher import ChildResult, Launcher, RetrainJob
-from monitor.daemon.policy import AlertPolicy, Observation, Verdict, cooldown_remaining
+from monitor.daemon.levels import ReferenceLevels
+from monitor.daemon.policy import PERFORMANCE_REASONS, AlertPolicy, Observation, Verdict, cooldown_remaining
+from monitor.daemon.tables import incidents as incidents_table
 from monitor.daemon.registry import RegistryProbe, promoted_version
 from monitor.daemon.status import iso
 from monitor.daemon.supervisor import RetrainSupervisor
@@ -45,12 +50,24 @@ class Started:
         return self.message
 
 
-def observation(outcome: CheckOutcome) -> Observation:
+def observation(outcome: CheckOutcome, reference: tuple[float | None, float | None] = (None, None)) -> Observation:
     r = outcome.result
     return Observation(labelled_rows=outcome.labelled_rows, accuracy=r.accuracy, roc_auc=r.roc_auc,
                        baseline_accuracy=r.baseline_accuracy, baseline_roc_auc=r.baseline_roc_auc,
                        dataset_drift=bool(r.dataset_drift), champion_version=outcome.champion_version,
-                       window_rows=outcome.window_rows)
+                       window_rows=outcome.window_rows, reference_accuracy=reference[0],
+                       reference_roc_auc=reference[1], change=outcome.change)
+
+
+def unsuccessful_in_a_row(tries: list[Attempt]) -> int:
+    """Rejected or failed attempts since the last promotion (running ones not counted)."""
+    n = 0
+    for a in reversed(tries):
+        if a.status == "promoted":
+            break
+        if a.status in ("rejected", "failed"):
+            n += 1
+    return n
 
 
 class Controller:
@@ -74,13 +91,15 @@ class Controller:
         self.unrecorded_errors = 0    # checks that failed so badly not even their row could be written
         self._healthy_streak = 0
         self._last_healthy_end: float | None = None
+        self.last_versions: dict[str, Any] = {}
+        self.levels = ReferenceLevels(store.engine, cfg.model.name)
 
     # -- checks ---------------------------------------------------------------------------
     def run_check(self) -> CheckReport:
         outcome = self.check_job.run()
         with self.lock:
-            outcome.id = self.checklog.record(outcome)
             if outcome.status != "ok":
+                outcome.id = self.checklog.record(outcome)
                 # Said once at INFO when it starts; a repeat every interval would drown the log.
                 repeated = self.last_check is not None and self.last_check.outcome.status == outcome.status
                 level = logging.ERROR if outcome.status == "error" else logging.DEBUG if repeated else logging.INFO
@@ -88,8 +107,10 @@ class Controller:
                 report = CheckReport(outcome, None, self.incidents.current(), outcome.message)
             else:
                 self.last_result = outcome.result
-                verdict = self.policy.observe(observation(outcome))
-                self.checklog.set_verdict(outcome.id, verdict.message)
+                self.last_versions = outcome.versions
+                verdict = self.policy.observe(observation(outcome, self.levels.current(outcome, self.incidents)))
+                # Recorded with its verdict in one write: a reader never sees a half-made decision.
+                outcome.id = self.checklog.record(outcome, verdict.message)
                 action = self._act(outcome, verdict)
                 log.info("check: %d rows, %d labelled; %s; %s", outcome.window_rows, outcome.labelled_rows,
                          verdict.message, action)
@@ -105,13 +126,18 @@ class Controller:
             self._healthy_streak = 0
             if not verdict.fire:
                 return "no incident"
+            performance = verdict.reason in PERFORMANCE_REASONS
             incident = self.incidents.open(
                 verdict.reason, "alert", verdict.message, check_id=outcome.id, report_paths=outcome.report_paths,
-                window_start=self._last_healthy_end, retrain=verdict.retrain)
+                window_start=self._last_healthy_end, retrain=verdict.retrain,
+                change_ts=outcome.change_ts if performance else None,
+                reference=self.levels.current(outcome, self.incidents))
+            incident = self._keep_reports(incident)
             log.warning("incident %s opened: %s", incident.id, verdict.message)
             if not verdict.retrain:
                 return f"opened incident {incident.id} (no retrain: alerts.retrain_on_drift is off)"
             return f"opened incident {incident.id}; {self.maybe_retrain(incident, 'alert')}"
+        current = self._follow_evidence(current, outcome, verdict)
         healthy = self._healthy_for(current, verdict)
         if healthy:
             self._healthy_streak += 1
@@ -124,14 +150,60 @@ class Controller:
             return f"incident {current.id}: healthy {self._healthy_streak}/{need}"
         if healthy is False:
             self._healthy_streak = 0
-        if verdict.fire:
-            if verdict.retrain and not current.retrain:
-                self.incidents.note(current.id, "escalated", f"now retrain-worthy: {verdict.message}")
-                self.incidents.set_retrain(current.id)
-                current = self.incidents.get(current.id)
-            if current.retrain:
-                return f"incident {current.id} still breaching; {self.maybe_retrain(current, 'alert')}"
+        if current.retrain and (current.state in ("firing", "waiting")
+                                or (verdict.fire and any(r in PERFORMANCE_REASONS for r in verdict.firing))
+                                or (verdict.fire and current.reason not in PERFORMANCE_REASONS)):
+            # firing/waiting: the breach that opened it stands until a healthy check says otherwise.
+            # promoted/rejected/failed: only a breach measured on the current champion moves it on.
+            return f"incident {current.id} ({current.state}) still breaching; {self.maybe_retrain(current, 'alert')}"
         return f"incident {current.id} ({current.state}) open; {'unknown health' if healthy is None else 'unhealthy'}"
+
+    def _follow_evidence(self, current: Incident, outcome: CheckOutcome, verdict: Verdict) -> Incident:
+        """An open incident's facts follow the newest evidence: a data-drift incident that now
+        breaches on performance becomes a performance incident (and retrains); a later change
+        point in the current champion's rows moves the start of the retraining data."""
+        perf_firing = [r for r in verdict.firing if r in PERFORMANCE_REASONS]
+        if verdict.fire and perf_firing and current.reason == "drift":
+            current = self.incidents.update(current.id, "reason_changed",
+                                            f"now a {perf_firing[0]} incident: {verdict.message}",
+                                            reason=perf_firing[0], retrain=True,
+                                            change_ts=outcome.change_ts)
+        elif verdict.fire and verdict.retrain and not current.retrain:
+            self.incidents.note(current.id, "escalated", f"now retrain-worthy: {verdict.message}")
+            self.incidents.set_retrain(current.id)
+            current = self.incidents.get(current.id)
+        if (perf_firing and outcome.change_ts is not None and current.state != "retraining"
+                and (current.change_ts is None or outcome.change_ts > current.change_ts)):
+            c = outcome.change
+            current = self.incidents.update(
+                current.id, "change_point",
+                f"performance changed at {iso(outcome.change_ts)} (accuracy {c.accuracy_before:.4f} -> "
+                f"{c.accuracy_after:.4f} on champion v{outcome.champion_version}'s rows); retraining data starts there",
+                change_ts=outcome.change_ts)
+        return current
+
+    def _keep_reports(self, incident: Incident) -> Incident:
+        """Copy the Evidently reports an incident cites into its own folder, so report retention
+        never removes the evidence of an open incident (its retrain attaches them to the run)."""
+        if not incident.report_paths:
+            return incident
+        folder = self.cfg.home / "incidents" / incident.id
+        kept = []
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            for path in incident.report_paths:
+                src = Path(path)
+                if src.is_file():
+                    dst = folder / src.name
+                    shutil.copy2(src, dst)
+                    kept.append(str(dst))
+        except OSError as exc:
+            log.warning("could not keep the reports of incident %s: %s", incident.id, exc)
+            return incident
+        with self.incidents._engine.begin() as conn:  # same row, no event: a storage detail
+            conn.execute(update(incidents_table).where(incidents_table.c.id == incident.id)
+                         .values(report_paths=json.dumps(kept)))
+        return self.incidents.get(incident.id)
 
     @staticmethod
     def _healthy_for(incident: Incident, verdict: Verdict) -> bool | None:
@@ -150,26 +222,40 @@ class Controller:
     # -- retrains -------------------------------------------------------------------------
     def maybe_retrain(self, incident: Incident, trigger: str, respect_cooldown: bool = True,
                       ignore_attempt_limit: bool = False) -> Started:
-        """Start a retrain for ``incident`` if single-flight, cooldown and attempt limits allow.
-        Says what happened in one line (also recorded on the incident when it did not start)."""
+        """Start a retrain for ``incident`` when it may (single-flight; new evidence since the last
+        try; enough labelled rows after the change point), or say in one line why not (also recorded
+        on the incident). ``respect_cooldown=False`` (a person, the schedule) skips the evidence
+        rules but not single-flight. ``ignore_attempt_limit`` is kept for callers; escalation
+        never stops retraining."""
         with self.lock:
-            why_not = self._blocked(incident, respect_cooldown, ignore_attempt_limit)
+            forced = not respect_cooldown
+            why_not = self._blocked(incident, forced)
             if why_not:
                 self.incidents.note(incident.id, "retrain_deferred", why_not, dedupe=True)
                 return Started(None, why_not)
-            window, data_window = self.training_window(incident)
-            need = self.cfg.training.min_rows
-            if len(window) < need:
-                msg = f"not retraining: {len(window)} labelled rows < training.min_rows={need}"
-                self.incidents.note(incident.id, "retrain_deferred", msg, dedupe=True)
-                return Started(None, msg)
+            window, data_window, wait = self.training_window(incident, forced=forced)
+            if wait and forced:  # a person or the schedule asked: say why not, do not park the incident
+                self.incidents.note(incident.id, "retrain_deferred", wait, dedupe=True)
+                return Started(None, wait)
+            if wait:
+                if incident.state != "waiting":
+                    try:
+                        incident = self.incidents.transition(incident.id, "waiting", wait, data=data_window)
+                    except TransitionError as exc:
+                        log.info("%s", exc)
+                else:
+                    self.incidents.note(incident.id, "waiting", wait, data_window, dedupe=True)
+                    with self.incidents._engine.begin() as conn:
+                        conn.execute(update(incidents_table).where(incidents_table.c.id == incident.id)
+                                     .values(detail=wait))
+                return Started(None, wait)
             self.incidents.transition(incident.id, "retraining", f"retrain ({trigger}) on {len(window)} rows",
                                       data=data_window)
             # The child needs no server token; keep it out of the files on disk.
             config = self.cfg.model_dump(mode="json", exclude={"server": {"token"}})
 
             def job_for(attempt: Attempt) -> RetrainJob:
-                # Reports removed by retention since the check are left out rather than failing the retrain.
+                # Reports are kept in the incident's folder while it is open; skip any removed by hand.
                 reports = [p for p in incident.report_paths if Path(p).is_file()]
                 return RetrainJob(attempt.id, incident.id, trigger, window, config, report_paths=reports,
                                   data_window={**data_window, "attempt_id": attempt.id})
@@ -182,39 +268,81 @@ class Controller:
                 return Started(None, f"retrain {attempt.id} failed to start: {attempt.error}")
             return Started(attempt, f"retrain {attempt.id} started")
 
-    def _blocked(self, incident: Incident, respect_cooldown: bool, ignore_attempt_limit: bool) -> str | None:
+    def _blocked(self, incident: Incident, forced: bool = False) -> str | None:
         if self.supervisor.busy or self.attempts.running() is not None:
             return "waiting: a retrain is already running"
         if incident.state == "retraining":
             return "waiting: this incident is retraining"
-        if incident.attempts >= self.cfg.alerts.max_attempts and not ignore_attempt_limit:
-            return f"not retraining: {incident.attempts} attempts made (alerts.max_attempts)"
-        if respect_cooldown:
-            last = self.attempts.last_finished()
-            left = cooldown_remaining(self.clock(), last.finished_at if last else None, self.cfg.alerts.cooldown_seconds)
+        if forced:
+            return None
+        tries = self.attempts.for_incident(incident.id)
+        if not tries:
+            return None
+        last = tries[-1]
+        if last.status == "failed":
+            left = cooldown_remaining(self.clock(), last.finished_at, self.cfg.alerts.cooldown_seconds)
             if left > 0:
-                return f"waiting: cooldown until {iso(self.clock() + left)} (alerts.cooldown_seconds)"
+                return (f"waiting: retry after the failed retrain at {iso(self.clock() + left)} "
+                        "(alerts.cooldown_seconds)")
+            return None
+        # Promoted or rejected: the next try needs new labelled rows, more after each rejection in a row.
+        need = self.retry_rows_needed(tries)
+        have, since = self._evidence_since(last)
+        if have < need:
+            what = ("for the new champion to be judged" if last.status == "promoted" else "after a rejected retrain")
+            return (f"waiting for {need - have} more labelled rows {what} ({have}/{need} labelled rows newer than "
+                    f"the last try's data, {since})")
         return None
 
-    def training_window(self, incident: Incident) -> tuple[pd.DataFrame, dict[str, Any]]:
-        """The labelled rows to retrain on: the most recent ``alerts.retrain_rows`` (default
-        ``drift.window_size``) labelled rows, taken from after the last window the champion was
-        healthy on when enough of them exist, so rows from after the drift dominate."""
+    def _evidence_since(self, attempt: Attempt) -> tuple[int, str]:
+        """Labelled rows that the last try did not see: predictions newer than its data's end (or,
+        without a recorded end, labels received since it started)."""
+        end = (attempt.data_window or {}).get("end")
+        if end:
+            ts = pd.Timestamp(end) + pd.Timedelta(microseconds=1)
+            return self.store.labelled_count(since=ts), f"after {end}"
+        return self.store.labelled_count(received_after=attempt.started_at), f"since {iso(attempt.started_at)}"
+
+    def retry_rows_needed(self, tries: list[Attempt]) -> int:
+        """New labelled rows before the next try: ``alerts.retry_rows`` (default ``drift.min_labels``),
+        doubled for each rejected or failed try in a row (at most 8x)."""
+        base = self.cfg.alerts.retry_rows or self.cfg.drift.min_labels
+        return base * min(8, 2 ** max(0, unsuccessful_in_a_row(tries) - 1))
+
+    def training_window(self, incident: Incident, forced: bool = False) -> tuple[pd.DataFrame, dict[str, Any], str | None]:
+        """The labelled rows to retrain on, and why to wait instead (or None).
+
+        With a change point on the incident: the most recent ``alerts.retrain_rows`` (default
+        ``drift.window_size``) labelled rows from after it, and a wait while fewer than
+        ``training.post_change_rows`` exist (enough for the gate's held-out rows to decide).
+        Without one (gradual drift, data drift): the most recent labelled rows."""
         n = self.cfg.alerts.retrain_rows or self.cfg.drift.window_size
-        need = max(self.cfg.training.min_rows, self.cfg.drift.min_labels)
-        window = None
-        if incident.window_start is not None:
-            since = pd.Timestamp(incident.window_start, unit="s", tz="UTC")
+        need = self.cfg.training.post_change_rows
+        since = None
+        # Where the new concept starts: the change point when one was found, else the end of the last
+        # window the champion was healthy on (rows after it are the breaching ones).
+        start = incident.change_ts if incident.change_ts is not None else incident.window_start
+        where = "the change" if incident.change_ts is not None else "the last healthy window"
+        if start is not None:
+            since = pd.Timestamp(start, unit="s", tz="UTC")
             window = self.store.window(last_n=n, since=since, labelled_only=True)
-            window = window[window["ts"] > since]
-            if len(window) < need:
-                window = None
-        if window is None:
+            window = window[window["ts"] > since] if incident.change_ts is None else window
+            if len(window) < need and not forced:
+                msg = (f"waiting for {need - len(window)} more labelled rows after {where} at "
+                       f"{iso(start)} ({len(window)}/{need}; training.min_post_change_rows)")
+                return window, {"rows": int(len(window)), "since": since.isoformat()}, msg
+            if len(window) < self.cfg.training.min_rows:  # forced, and too few after the change: take recent rows
+                since = None
+        if since is None:
             window = self.store.window(last_n=n, labelled_only=True)
         span = {"rows": int(len(window)),
                 "start": window["ts"].iloc[0].isoformat() if len(window) else None,
-                "end": window["ts"].iloc[-1].isoformat() if len(window) else None}
-        return window.reset_index(drop=True), span
+                "end": window["ts"].iloc[-1].isoformat() if len(window) else None,
+                "since_change": since.isoformat() if since is not None else None}
+        if len(window) < self.cfg.training.min_rows:
+            return window, span, (f"not retraining: {len(window)} labelled rows < training.min_rows="
+                                  f"{self.cfg.training.min_rows}; waiting for more")
+        return window.reset_index(drop=True), span, None
 
     def settle(self, attempt: Attempt, result: ChildResult) -> None:
         """Record how a retrain ended, on the attempt and on its incident (the supervisor's callback)."""
@@ -256,8 +384,25 @@ class Controller:
                 return
             log.log(logging.WARNING if status == "failed" else logging.INFO, "incident %s: retrain %s %s",
                     incident.id, attempt.id, message)
+            incident = self._maybe_escalate(incident)
             if incident.reason in ("manual", "schedule") or self._alertmanager_resolved(incident):
                 self._resolve(incident, f"{incident.reason} retrain finished: {status}")
+
+    def _maybe_escalate(self, incident: Incident) -> Incident:
+        """An incident unrecovered after ``alerts.max_attempts`` rejected/failed tries in a row is
+        escalated (``driftloop_incident_escalated``, the DriftloopIncidentEscalated alert); it keeps
+        retrying as new labelled rows arrive. A promotion clears the flag."""
+        tries = self.attempts.for_incident(incident.id)
+        misses = unsuccessful_in_a_row(tries)
+        limit = self.cfg.alerts.max_attempts
+        if misses >= limit and not incident.escalated:
+            log.warning("incident %s escalated: %d retrains in a row did not recover the model", incident.id, misses)
+            return self.incidents.update(incident.id, "escalated",
+                                         f"{misses} retrains in a row did not recover the model (alerts.max_attempts="
+                                         f"{limit}); it keeps retrying as new labelled rows arrive", escalated=True)
+        if misses == 0 and incident.escalated:
+            return self.incidents.update(incident.id, "deescalated", "a retrain was promoted", escalated=False)
+        return incident
 
     def _alertmanager_resolved(self, incident: Incident) -> bool:
         if incident.reason != "alertmanager":

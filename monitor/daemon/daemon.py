@@ -83,7 +83,7 @@ class Daemon:
         self.controller = Controller(
             cfg, store, CheckJob(cfg, store, self.champion, evaluate, save_report, clock), checklog,
             IncidentStore(engine, model, clock), AttemptStore(engine, model, clock),
-            AlertPolicy(cfg.alerts, cfg.drift.min_labels, cfg.drift.min_rows),
+            AlertPolicy(cfg.alerts, cfg.drift.min_labels, cfg.drift.min_rows, cfg.drift),
             launcher or ProcessLauncher(cfg.home / "retrains"),
             self.champion, probe or MlflowProbe(cfg),
             clock)

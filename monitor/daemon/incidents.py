@@ -2,11 +2,18 @@
 
 ::
 
-    firing ──► retraining ──► promoted ─┐
-       │            │    └──► rejected ─┼──► resolved
-       │            └───────► failed ───┤
-       └────────────────────────────────┘
-    promoted / rejected / failed ──► retraining   (another attempt: still unhealthy after the cooldown)
+    firing ──► waiting ──► retraining ──► promoted ─┐
+       │          │  ▲          │    └──► rejected ─┼──► resolved
+       │          │  │          └───────► failed ───┤
+       │          │  └── promoted / rejected / failed (next attempt needs rows after a new change point)
+       └──────────┴─────────────────────────────────┘
+    promoted / rejected / failed ──► retraining   (another attempt: still breaching, with new evidence)
+
+``waiting``: too few labelled rows after the change point to retrain on the new concept yet.
+Every open state has an exit driven by new evidence (see docs/parts/lifecycle.md): a check that
+is healthy resolves it; a breaching check moves it on (wait -> retrain -> outcome -> retrain
+again once new labelled rows arrived), and an incident that stays unrecovered after
+``alerts.max_attempts`` tries in a row is *escalated* (flag, metric, alert) while it keeps going.
 
 Every transition is a conditional ``UPDATE ... WHERE state IN (allowed sources)``, so two
 writers (the scheduler thread, an API request, the retrain supervisor) can never both move
@@ -26,15 +33,16 @@ from monitor.daemon.tables import incident_events, incidents
 from monitor.errors import DriftloopError
 from monitor.store.engine import write_transaction
 
-STATES = ("firing", "retraining", "promoted", "rejected", "failed", "resolved")
-OPEN_STATES = ("firing", "retraining", "promoted", "rejected", "failed")
+STATES = ("firing", "waiting", "retraining", "promoted", "rejected", "failed", "resolved")
+OPEN_STATES = ("firing", "waiting", "retraining", "promoted", "rejected", "failed")
 OUTCOME_STATES = ("promoted", "rejected", "failed")
 TRANSITIONS: dict[str, tuple[str, ...]] = {
-    "firing": ("retraining", "resolved"),
+    "firing": ("waiting", "retraining", "resolved"),
+    "waiting": ("retraining", "resolved"),
     "retraining": OUTCOME_STATES,
-    "promoted": ("retraining", "resolved"),
-    "rejected": ("retraining", "resolved"),
-    "failed": ("retraining", "resolved"),
+    "promoted": ("waiting", "retraining", "resolved"),
+    "rejected": ("waiting", "retraining", "resolved"),
+    "failed": ("waiting", "retraining", "resolved"),
     "resolved": (),
 }
 REASONS = ("accuracy", "roc_auc", "drift", "alertmanager", "schedule", "manual")
@@ -63,6 +71,10 @@ class Incident:
     run_id: str | None
     version: str | None
     outcome_reasons: list[str]
+    change_ts: float | None = None
+    reference_accuracy: float | None = None
+    reference_roc_auc: float | None = None
+    escalated: bool = False
 
     @property
     def is_open(self) -> bool:
@@ -77,6 +89,7 @@ def _incident(row) -> Incident:
     m["report_paths"] = json.loads(m["report_paths"] or "[]")
     m["outcome_reasons"] = json.loads(m["outcome_reasons"] or "[]")
     m["retrain"] = bool(m["retrain"])
+    m["escalated"] = bool(m.get("escalated") or False)
     return Incident(**m)
 
 
@@ -88,7 +101,8 @@ class IncidentStore:
 
     def open(self, reason: str, trigger: str, detail: str, *, check_id: int | None = None,
              report_paths: Iterable[str] = (), window_start: float | None = None,
-             retrain: bool = True) -> Incident:
+             retrain: bool = True, change_ts: float | None = None,
+             reference: tuple[float | None, float | None] = (None, None)) -> Incident:
         if reason not in REASONS:
             raise ValueError(f"unknown incident reason {reason!r}")
         now = self._clock()
@@ -98,7 +112,8 @@ class IncidentStore:
                 id=incident_id, model=self._model, reason=reason, trigger=trigger, state="firing",
                 detail=detail, opened_at=now, updated_at=now, check_id=check_id,
                 report_paths=json.dumps(list(report_paths)), window_start=window_start, retrain=retrain,
-                attempts=0, outcome_reasons="[]"))
+                attempts=0, outcome_reasons="[]", change_ts=change_ts, reference_accuracy=reference[0],
+                reference_roc_auc=reference[1], escalated=False))
             conn.execute(insert(incident_events).values(
                 incident_id=incident_id, ts=now, kind="opened", message=detail,
                 data=json.dumps({"reason": reason, "trigger": trigger, "check_id": check_id})))
@@ -155,6 +170,26 @@ class IncidentStore:
             conn.execute(insert(incident_events).values(
                 incident_id=incident_id, ts=now, kind=to, message=message,
                 data=json.dumps(fields.get("data")) if fields.get("data") is not None else None))
+        return self.get(incident_id)
+
+    UPDATABLE = frozenset({"reason", "retrain", "change_ts", "escalated", "report_paths", "detail"})
+
+    def update(self, incident_id: str, kind: str, message: str, **values: Any) -> Incident:
+        """Change an open incident's facts without moving its state (its reason follows the evidence,
+        a later change point, escalation), with an event saying why."""
+        unknown = set(values) - self.UPDATABLE
+        if unknown:
+            raise ValueError(f"cannot update incident field(s) {sorted(unknown)}")
+        if "reason" in values and values["reason"] not in REASONS:
+            raise ValueError(f"unknown incident reason {values['reason']!r}")
+        if "report_paths" in values:
+            values["report_paths"] = json.dumps(list(values["report_paths"]))
+        now = self._clock()
+        with write_transaction(self._engine) as conn:
+            conn.execute(update(incidents).where(incidents.c.id == incident_id).values(**values, updated_at=now))
+            conn.execute(insert(incident_events).values(
+                incident_id=incident_id, ts=now, kind=kind, message=message,
+                data=json.dumps({k: v for k, v in values.items() if k != "report_paths"}, default=str)))
         return self.get(incident_id)
 
     def set_retrain(self, incident_id: str) -> None:

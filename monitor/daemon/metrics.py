@@ -65,6 +65,14 @@ class DaemonCollector:
                          ["model", "reason"], [([m, r], 1.0 if r in firing else 0.0) for r in ALERT_REASONS])
         yield _gauge("driftloop_retrain_running", "1 while a retrain worker runs", ["model"],
                      [([m], 1.0 if self._ctl.supervisor.busy else 0.0)])
+        # Per scoring version in the latest window (at most MAX_VERSIONS_REPORTED: bounded cardinality).
+        versions = self._ctl.last_versions or {}
+        yield _gauge("driftloop_model_version_rows", "Predictions in the latest window, by the version that scored them",
+                     ["model", "version"], [([m, v], float(d["rows"])) for v, d in versions.items()])
+        yield _gauge("driftloop_model_version_accuracy_ratio",
+                     "Accuracy of the latest window's labelled rows, by the version that scored them",
+                     ["model", "version"],
+                     [([m, v], d["accuracy"]) for v, d in versions.items() if d.get("accuracy") is not None])
 
     def _from_store(self, m: str) -> Iterable[Metric]:
         ctl = self._ctl
@@ -78,6 +86,19 @@ class DaemonCollector:
         yield errors
         yield _gauge("driftloop_incidents_open", "Incidents not yet resolved", ["model"],
                      [([m], ctl.incidents.count_open())])
+        open_now = ctl.incidents.open_incidents()
+        yield _gauge("driftloop_incident_escalated",
+                     "1 while an open incident stayed unrecovered after alerts.max_attempts retrains in a row",
+                     ["model"], [([m], 1.0 if any(i.escalated for i in open_now) else 0.0)])
+        yield _gauge("driftloop_incident_waiting",
+                     "1 while an open incident waits for labelled rows after the change point before retraining",
+                     ["model"], [([m], 1.0 if any(i.state == "waiting" for i in open_now) else 0.0)])
+        level = ctl.levels.read() or {}
+        for key, metric in (("reference_accuracy", "driftloop_model_reference_accuracy_ratio"),
+                            ("reference_roc_auc", "driftloop_model_reference_roc_auc_ratio")):
+            if key in level:
+                yield _gauge(metric, "The reference level of good performance that recovery is judged against "
+                             "(the higher of it and the champion's baseline is the bar)", ["model"], [([m], level[key])])
         by_reason = ctl.incidents.totals_by_reason()
         incidents = CounterMetricFamily("driftloop_incidents", "Incidents opened, by reason", labels=["model", "reason"])
         for reason in REASONS:

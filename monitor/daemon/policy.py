@@ -12,6 +12,13 @@ Rules (``alerts`` section of the config):
   ((baseline - value) / baseline) per ``mode``. Only checks with ``labelled_rows >=
   drift.min_labels`` can breach or be healthy on performance; with fewer labels performance is
   *unknown* and the streaks neither grow nor reset;
+- the baseline a drop is measured against is the higher of the champion's own baseline and the
+  *reference level* (what good looked like before the incident that produced this champion), so
+  a champion promoted with a lowered baseline is still judged against the level it must recover to;
+- the *fast lane*: when the champion's labelled error stream has a change point
+  (:mod:`monitor.drift.changepoint`) and the rows after it show, with ``drift.fast_confidence``,
+  an accuracy drop of at least ``accuracy_drop``, the alert fires at once, before
+  ``drift.min_labels`` rows or ``sustained_windows`` checks; a smaller drop never fires it;
 - a *drift breach* is Evidently's dataset drift (share of drifted features >= ``drift.drift_share``);
 - an alert *fires* once a breach has been seen in ``sustained_windows`` checks in a row; a
   performance alert retrains, a drift alert retrains only with ``retrain_on_drift``;
@@ -25,9 +32,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
-from monitor.config import AlertsConfig
+from monitor.config import AlertsConfig, DriftConfig
 
 Reason = Literal["accuracy", "roc_auc", "drift"]
 PERFORMANCE_REASONS: tuple[str, ...] = ("accuracy", "roc_auc")
@@ -45,6 +52,9 @@ class Observation:
     dataset_drift: bool = False
     champion_version: str | None = None
     window_rows: int | None = None
+    reference_accuracy: float | None = None   # the level of good performance (see module docstring)
+    reference_roc_auc: float | None = None
+    change: Any = None                        # monitor.drift.changepoint.Change in the champion's rows
 
 
 @dataclass(frozen=True)
@@ -54,11 +64,14 @@ class Breach:
     baseline: float | None
     drop: float | None
     threshold: float | None
+    against: str = "baseline"   # "baseline" or "reference level"
+    fast: bool = False          # found by the change-point lane
 
     def describe(self) -> str:
         if self.reason == "drift":
             return "dataset drift"
-        return (f"{self.reason} {self.value:.4f} vs baseline {self.baseline:.4f} "
+        lane = "change point: " if self.fast else ""
+        return (f"{lane}{self.reason} {self.value:.4f} vs {self.against} {self.baseline:.4f} "
                 f"(drop {self.drop:.4f} >= {self.threshold:g})")
 
 
@@ -74,6 +87,7 @@ class Verdict:
     message: str = ""
     healthy: dict[str, bool | None] = field(default_factory=dict)  # per reason; None = unknown
     firing: tuple[str, ...] = ()  # every reason with a sustained breach now
+    fast: bool = False            # fired by the change-point lane
 
     def healthy_for(self, reason: str) -> bool | None:
         """Is this check healthy for an incident opened for ``reason``? ``None``: cannot tell.
@@ -92,9 +106,18 @@ def _finite(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
 
 
+def _level(baseline: float | None, reference: float | None) -> tuple[float | None, str]:
+    """The bar a window is judged against: the champion's baseline, raised to the reference level."""
+    if _finite(reference) and (not _finite(baseline) or reference > baseline):
+        return reference, "reference level"
+    return baseline, "baseline"
+
+
 class AlertPolicy:
-    def __init__(self, alerts: AlertsConfig, min_labels: int, min_drift_rows: int = 1):
+    def __init__(self, alerts: AlertsConfig, min_labels: int, min_drift_rows: int = 1,
+                 drift: DriftConfig | None = None):
         self._cfg = alerts
+        self._drift = drift or DriftConfig()
         self._min_labels = min_labels
         # Distance tests on a handful of rows are noise: a new deployment's first windows must not page.
         self._min_drift_rows = min_drift_rows
@@ -114,23 +137,41 @@ class AlertPolicy:
         if obs.labelled_rows < self._min_labels:
             return None
         out: list[Breach] = []
-        for reason, value, baseline, threshold in (
-            ("accuracy", obs.accuracy, obs.baseline_accuracy, self._cfg.accuracy_drop),
-            ("roc_auc", obs.roc_auc, obs.baseline_roc_auc, self._cfg.auc_drop),
+        for reason, value, own, reference, threshold in (
+            ("accuracy", obs.accuracy, obs.baseline_accuracy, obs.reference_accuracy, self._cfg.accuracy_drop),
+            ("roc_auc", obs.roc_auc, obs.baseline_roc_auc, obs.reference_roc_auc, self._cfg.auc_drop),
         ):
+            baseline, against = _level(own, reference)
             if not (_finite(value) and _finite(baseline)):
                 continue  # e.g. ROC AUC is undefined on a one-class window
             drop = drop_of(value, baseline, self._cfg.mode)
             # A tiny epsilon so that a drop of exactly the threshold counts despite float rounding.
             if drop >= threshold - 1e-12:
-                out.append(Breach(reason, value, baseline, drop, threshold))
+                out.append(Breach(reason, value, baseline, drop, threshold, against))
         return out
+
+    def fast_breach(self, obs: Observation) -> Breach | None:
+        """The change-point lane (module docstring); None when it has nothing proven."""
+        if not self._drift.fast_lane or obs.change is None:
+            return None
+        from monitor.drift.changepoint import fast_breach
+        baseline, against = _level(obs.baseline_accuracy, obs.reference_accuracy)
+        found = fast_breach(obs.change, baseline, self._cfg.accuracy_drop, mode=self._cfg.mode,
+                            min_rows=self._drift.fast_min_rows, confidence=self._drift.fast_confidence)
+        if found is None:
+            return None
+        return Breach("accuracy", found.accuracy_after, found.baseline,
+                      drop_of(found.accuracy_after, found.baseline, self._cfg.mode), self._cfg.accuracy_drop,
+                      against, fast=True)
 
     def observe(self, obs: Observation) -> Verdict:
         if obs.champion_version != self._champion:
             self._champion = obs.champion_version
             self.reset()
         perf = self.performance_breaches(obs)
+        fast = self.fast_breach(obs)
+        if fast is not None and not any(b.reason == "accuracy" for b in perf or ()):
+            perf = [fast, *(perf or ())]
         if perf is not None:
             self._perf_streak = self._perf_streak + 1 if perf else 0
         too_small = obs.window_rows is not None and obs.window_rows < self._min_drift_rows
@@ -141,7 +182,8 @@ class AlertPolicy:
             self._drift_streak = 0
         breaches = tuple(perf or ()) + ((Breach("drift", None, None, None, None),) if drifted else ())
         need = self._cfg.sustained_windows
-        perf_fire = bool(perf) and self._perf_streak >= need
+        # A proven step down (the fast lane) needs no streak: its evidence is the rows since the change.
+        perf_fire = bool(perf) and (self._perf_streak >= need or fast is not None)
         drift_fire = drifted and self._drift_streak >= need
         reason: Reason | None = None
         if perf_fire:
@@ -158,6 +200,8 @@ class AlertPolicy:
         }
         if perf is None:
             msg = f"{obs.labelled_rows} labelled rows < drift.min_labels={self._min_labels}: performance not judged"
+        elif fast is not None and perf_fire and self._perf_streak < need:
+            msg = "; ".join(b.describe() for b in perf) + f" (change at row {obs.change.index} of the window)"
         elif perf:
             msg = "; ".join(b.describe() for b in perf) + f" ({self._perf_streak}/{need} windows)"
         else:
@@ -169,7 +213,7 @@ class AlertPolicy:
         return Verdict(breaches=breaches, performance_known=perf is not None,
                        performance_streak=self._perf_streak, drift_streak=self._drift_streak,
                        fire=perf_fire or drift_fire, reason=reason, retrain=retrain, message=msg,
-                       healthy=healthy, firing=firing)
+                       healthy=healthy, firing=firing, fast=fast is not None and perf_fire)
 
 
 def cooldown_remaining(now: float, last_finished_at: float | None, cooldown_seconds: float) -> float:

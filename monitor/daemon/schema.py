@@ -99,3 +99,14 @@ def create_tables_v1(conn: Connection) -> None:
     ]
     for statement in statements:
         conn.exec_driver_sql(statement)
+
+
+def incidents_v2(conn: Connection) -> None:
+    """Incidents remember where performance changed, what good looked like, and whether they escalated."""
+    for statement in (
+        "ALTER TABLE incidents ADD COLUMN change_ts DOUBLE PRECISION",
+        "ALTER TABLE incidents ADD COLUMN reference_accuracy DOUBLE PRECISION",
+        "ALTER TABLE incidents ADD COLUMN reference_roc_auc DOUBLE PRECISION",
+        "ALTER TABLE incidents ADD COLUMN escalated BOOLEAN NOT NULL DEFAULT FALSE",
+    ):
+        conn.exec_driver_sql(statement)

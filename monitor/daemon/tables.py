@@ -55,6 +55,11 @@ incidents = Table(
     Column("run_id", String(64), nullable=True),
     Column("version", String(50), nullable=True),        # the challenger version of the last attempt
     Column("outcome_reasons", Text, nullable=True),      # JSON list
+    # Migration 3 (schema.incidents_v2):
+    Column("change_ts", Float, nullable=True),           # where performance changed (retrain on rows after it)
+    Column("reference_accuracy", Float, nullable=True),  # the level of good performance to recover to
+    Column("reference_roc_auc", Float, nullable=True),
+    Column("escalated", Boolean, nullable=False, default=False),  # stayed unrecovered after alerts.max_attempts tries
 )
 
 incident_events = Table(

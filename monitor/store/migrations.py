@@ -70,6 +70,15 @@ MIGRATIONS.append(Migration(2, "daemon: check results, incidents, incident event
                             _daemon_tables_v1))
 
 
+def _incidents_v2(conn: Connection) -> None:
+    from monitor.daemon.schema import incidents_v2
+    incidents_v2(conn)
+
+
+MIGRATIONS.append(Migration(3, "daemon: incidents remember the change point, the reference level and escalation",
+                            _incidents_v2))
+
+
 def check_order(migrations: Sequence[Migration]) -> None:
     versions = [m.version for m in migrations]
     if versions != list(range(1, len(versions) + 1)):

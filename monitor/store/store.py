@@ -185,6 +185,23 @@ class PredictionStore:
                 raise StoreError(f"store {self.url}: reading the window failed: {_reason(exc)}") from exc
         return W.to_frame(table, self.model)
 
+    def labelled_count(self, since: Any = None, received_after: float | None = None) -> int:
+        """Predictions with ``ts >= since`` that have a label, counting only labels received after
+        ``received_after`` (epoch seconds) when given: "how much new evidence since the last try"."""
+        p, lab = self._q(self.tables.predictions.name), self._q(self.tables.labels.name)
+        where, params = [], []
+        since_us = _micros(since, "since")
+        if since_us is not None:
+            where.append("p.ts >= ?")
+            params.append(since_us)
+        if received_after is not None:
+            where.append("l.received_at > ?")
+            params.append(int(received_after * 1_000_000))
+        sql = f"SELECT count(*) FROM {p} p JOIN {lab} l ON l.id = p.id"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        return int(self._scalar(driver_sql(self.engine, sql), tuple(params)) or 0)
+
     def last_label_time(self) -> datetime | None:
         value = self._scalar(f"SELECT max(ts) FROM {self._q(self.tables.labels.name)}")
         return None if value is None else _EPOCH + timedelta(microseconds=int(value))

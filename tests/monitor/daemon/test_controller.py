@@ -72,7 +72,7 @@ def test_too_few_labels_cannot_fire(make_daemon):
     assert report.incident is not None and report.incident.reason == "accuracy"
 
 
-def test_cooldown_then_single_flight(make_daemon, clock):
+def test_retry_needs_new_evidence_then_single_flight(make_daemon, clock):
     daemon, traffic = make_daemon({"alerts": {"cooldown_seconds": 600}})
     daemon.start(scheduler=False)
     traffic.send(1500, 40, concept=1.0)
@@ -81,17 +81,20 @@ def test_cooldown_then_single_flight(make_daemon, clock):
     assert incident.reason == "accuracy" and "retrain att-" in first.action
     assert daemon.wait_for_retrain(60)
     assert daemon.controller.incidents.get(incident.id).state == "promoted"
-    # The stand-in "promoted" without changing the model: still breaching, but in the cooldown.
+    # The stand-in "promoted" without changing the model: still breaching, but no new labelled rows
+    # since that try: it waits for evidence instead of retraining on the same rows (no wall clock involved).
     report = daemon.run_check_now()
-    assert "waiting: cooldown until " in report.action
+    assert "waiting for 300 more labelled rows after a rejected" not in report.action
+    assert "waiting for 300 more labelled rows for the new champion" in report.action, report.action
+    clock.advance(3600)
     assert daemon.run_check_now().action == report.action
     assert daemon.controller.incidents.get(incident.id).attempts == 1
     waits = [e for e in daemon.controller.incidents.events(incident.id) if e["kind"] == "retrain_deferred"]
     assert len(waits) == 1  # the same wait is recorded once, not at every check
-    clock.advance(601)
     (daemon.cfg.home / "retrains" / "behaviour").write_text("hang")
+    traffic.send(300, 41, concept=1.0)  # new evidence: alerts.retry_rows (default drift.min_labels = 300)
     report = daemon.run_check_now()
-    assert "retrain att-" in report.action
+    assert "retrain att-" in report.action, report.action
     assert daemon.controller.incidents.get(incident.id).state == "retraining"
     # One retrain at a time: another breaching check waits, a manual request is refused.
     assert "waiting: a retrain is already running" in daemon.run_check_now().action
@@ -103,6 +106,27 @@ def test_cooldown_then_single_flight(make_daemon, clock):
     assert inc.state == "failed" and inc.attempts == 2
     assert "aborted: the daemon is shutting down" in inc.outcome_reasons[0]
     assert daemon.controller.attempts.totals_by_outcome() == {"promoted": 1, "failed": 1}
+
+
+def test_failed_retrain_is_retried_after_the_cooldown_and_escalates(make_daemon, clock):
+    daemon, traffic = make_daemon({"alerts": {"cooldown_seconds": 600, "max_attempts": 2}}, behaviour="crash")
+    daemon.start(scheduler=False)
+    traffic.send(1500, 42, concept=1.0)
+    incident = daemon.run_check_now().incident
+    assert daemon.wait_for_retrain(60)
+    assert daemon.controller.incidents.get(incident.id).state == "failed"
+    report = daemon.run_check_now()
+    assert "retry after the failed retrain" in report.action and "alerts.cooldown_seconds" in report.action
+    clock.advance(601)
+    assert "retrain att-" in daemon.run_check_now().action  # no new rows needed after a failure
+    assert daemon.wait_for_retrain(60)
+    inc = daemon.controller.incidents.get(incident.id)
+    assert inc.state == "failed" and inc.escalated  # 2 failures in a row = alerts.max_attempts
+    assert samples(daemon)[("driftloop_incident_escalated", ())] == 1
+    assert any(e["kind"] == "escalated" for e in daemon.controller.incidents.events(incident.id))
+    # Escalation does not stop the loop: after the cooldown it tries again.
+    clock.advance(601)
+    assert "retrain att-" in daemon.run_check_now().action
 
 
 def test_drift_without_labels_alerts_without_retraining(make_daemon):

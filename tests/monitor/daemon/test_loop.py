@@ -31,7 +31,7 @@ def daemon_for(make_config):
 
 
 def test_concept_drift_retrains_promotes_and_recovers(make_config, daemon_for):
-    cfg = make_config()
+    cfg = make_config({"training": {"epochs": 30, "retrain_epochs": 30, "patience": 5}})
     daemon = daemon_for(cfg)
     daemon.start(scheduler=False)
     traffic = Traffic(cfg, daemon.store)
@@ -42,7 +42,9 @@ def test_concept_drift_retrains_promotes_and_recovers(make_config, daemon_for):
     report = daemon.run_check_now()
     incident = report.incident
     assert incident is not None and incident.reason == "accuracy" and incident.state == "retraining"
-    assert report.outcome.report_html.is_file() and str(report.outcome.report_html) in incident.report_paths
+    # The reports it cites are kept in the incident's own folder: report retention cannot remove them.
+    kept = [p for p in incident.report_paths if p.endswith(report.outcome.report_html.name)]
+    assert kept and f"incidents/{incident.id}/" in kept[0] and open(kept[0]).read() == report.outcome.report_html.read_text()
     assert daemon.wait_for_retrain(300)
 
     incident = daemon.controller.incidents.get(incident.id)

@@ -1,0 +1,368 @@
+"""Benchmark: does the closed loop converge? Drift scenarios replayed through a real ``driftloop serve``.
+
+    .venv/bin/python bench/bench_loop.py                       # every scenario (about 10-15 minutes on 2 cores)
+    .venv/bin/python bench/bench_loop.py abrupt gradual        # some of them
+    .venv/bin/python bench/bench_loop.py --quick               # shorter streams (smoke run)
+
+Each scenario is a labelled stream generated here (its own labelling functions, not the demo's):
+a baseline is trained on the stationary concept and registered as ``champion``; a real
+``driftloop serve`` (subprocess, default alert thresholds) receives the stream through the public
+client, batch by batch, with the model service played by a loop that scores each batch with the
+current ``@champion`` (and says which version scored it); labels arrive one batch late. After each
+batch the bench waits for the daemon's next check, and for a running retrain to settle, so the
+figures are in rows, not seconds (a 2-core machine retrains slower than production traffic
+arrives; waiting keeps the comparison about the loop's decisions).
+
+Scenarios (onset after ``--before`` batches):
+
+- ``stationary``    the concept never changes (control: must open nothing)
+- ``noise_small``   label noise up 1.5 points (control: must open nothing)
+- ``noise_large``   label noise up 7 points (must open an incident; retrains cannot beat the noise: rejected)
+- ``covariate``     features move, the concept does not
+- ``abrupt``        the labelling rule switches to another, equally learnable one
+- ``gradual``       the decision boundary rotates slowly for the rest of the stream
+- ``reversal``      the same boundary, labels flipped
+
+Printed per scenario: detection delay (labelled rows after onset until the first incident),
+incidents (performance / drift), retrain attempts and promotions, served accuracy over the last
+20 % of the stream vs the pre-drift level and vs the never-retrained baseline on the same rows,
+and the longest run of checks that breached with no action (no retrain started, not waiting for
+post-change rows, not escalated).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+NUMERIC = [f"x{i}" for i in range(8)]
+REGIONS = np.array(["eu", "us", "apac", "latam"], dtype=object)
+DEVICES = np.array(["mobile", "desktop", "tablet"], dtype=object)
+
+
+# ---- streams -------------------------------------------------------------------------------------
+def _features(rng: np.random.Generator, n: int, shift: float = 0.0) -> pd.DataFrame:
+    z = rng.standard_normal((n, 8))
+    frame = pd.DataFrame(z, columns=NUMERIC)
+    frame["x0"] += 1.5 * shift
+    frame["x2"] *= 1.0 + 0.6 * shift
+    p_region = (1 - shift) * np.array([0.4, 0.3, 0.2, 0.1]) + shift * np.array([0.1, 0.2, 0.3, 0.4])
+    frame["region"] = REGIONS[rng.choice(4, size=n, p=p_region / p_region.sum())]
+    frame["device"] = DEVICES[rng.choice(3, size=n, p=[0.5, 0.35, 0.15])]
+    return frame
+
+
+_REGION = {"eu": 0.5, "us": -0.5, "apac": 1.0, "latam": -1.0}
+
+
+def _logit(frame: pd.DataFrame, angle: float) -> np.ndarray:
+    """A rotated linear boundary in (x0, x1) plus an interaction and category offsets."""
+    a = np.deg2rad(angle)
+    lin = 2.2 * (np.cos(a) * frame["x0"] + np.sin(a) * frame["x1"])
+    region = frame["region"].map(_REGION).to_numpy(dtype=float) * np.cos(a)
+    return lin + 0.8 * frame["x2"] * frame["x3"] * np.cos(a) + 0.6 * frame["x4"] + region
+
+
+def _labels(rng: np.random.Generator, logit: np.ndarray, flip: float = 0.0) -> np.ndarray:
+    y = (logit + rng.logistic(scale=0.35, size=len(logit)) > 0).astype(np.int64)
+    flips = rng.uniform(size=len(y)) < flip
+    return np.where(flips, 1 - y, y)
+
+
+@dataclass
+class Scenario:
+    name: str
+    learnable: bool          # a model retrained on the new data can get back to the pre-drift level
+    control: bool = False    # must open no incident
+    expect_incident: bool = True
+
+    def batch(self, rng: np.random.Generator, n: int, progress: float | None) -> pd.DataFrame:
+        """Rows of one batch; ``progress`` is None before the onset, else 0..1 through the drifted part."""
+        drifted = progress is not None
+        shift = 1.0 if drifted and self.name == "covariate" else 0.0
+        frame = _features(rng, n, shift)
+        angle, flip, reverse = 0.0, 0.0, False
+        if drifted:
+            if self.name == "abrupt":
+                angle = 90.0
+            elif self.name == "gradual":
+                angle = 120.0 * progress
+            elif self.name == "noise_small":
+                flip = 0.019   # accuracy a -> a - flip (2a - 1): about 1.5 points at a = 0.9
+            elif self.name == "noise_large":
+                flip = 0.0875  # about 7 points
+            elif self.name == "reversal":
+                reverse = True
+        y = _labels(rng, _logit(frame, angle), flip)
+        frame["label"] = 1 - y if reverse else y
+        return frame
+
+
+SCENARIOS = {s.name: s for s in [
+    Scenario("stationary", learnable=True, control=True, expect_incident=False),
+    Scenario("noise_small", learnable=False, control=True, expect_incident=False),
+    Scenario("noise_large", learnable=False),
+    Scenario("covariate", learnable=True, expect_incident=False),
+    Scenario("abrupt", learnable=True),
+    Scenario("gradual", learnable=True),
+    Scenario("reversal", learnable=True),
+]}
+
+
+# ---- the daemon ----------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_config(home: Path, port: int, interval: float) -> Path:
+    import yaml
+    cfg = {
+        "home": str(home),
+        "logging": {"level": "WARNING"},
+        "server": {"port": port, "gpu_metrics": False},
+        "model": {"name": "bench"},
+        "drift": {"interval_seconds": interval, "reports_keep": 20},
+        "training": {"checkpoint_every_minutes": 60, "progress": False},
+    }
+    path = home / "driftloop.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+class Daemon:
+    def __init__(self, config: Path, port: int, log_path: Path):
+        env = {**os.environ, "DRIFTLOOP_CONFIG": str(config)}
+        self.url = f"http://127.0.0.1:{port}"
+        self._log = open(log_path, "w")
+        self.proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "serve"], env=env, cwd=str(ROOT),
+                                     stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_ready(self, http, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"driftloop serve exited with {self.proc.returncode}")
+            try:
+                if http.get(self.url + "/healthz").status_code < 500:
+                    return
+            except Exception:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("driftloop serve did not answer")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._log.close()
+
+
+# ---- one run -------------------------------------------------------------------------------------
+@dataclass
+class Result:
+    name: str
+    rows_before: int
+    incidents: list[dict] = field(default_factory=list)
+    attempts: list[dict] = field(default_factory=list)
+    detection_rows: int | None = None
+    served_correct: list[np.ndarray] = field(default_factory=list)
+    baseline_correct: list[np.ndarray] = field(default_factory=list)
+    drifted_flags: list[bool] = field(default_factory=list)
+    idle_breach_streak: int = 0
+    checks: int = 0
+    seconds: float = 0.0
+    final_state: str = ""
+
+    def accuracy(self, part: str, which: str = "served") -> float:
+        batches = self.served_correct if which == "served" else self.baseline_correct
+        if part == "pre":
+            chosen = [b for b, d in zip(batches, self.drifted_flags) if not d]
+        else:
+            k = max(1, int(round(0.2 * len(batches))))
+            chosen = batches[-k:]
+        return float(np.concatenate(chosen).mean()) if chosen else float("nan")
+
+
+def _status(http, url: str) -> dict:
+    r = http.get(url + "/v1/status", params={"limit": 50})
+    r.raise_for_status()
+    return r.json()
+
+
+def _wait_next_check(http, url: str, after_id: int | None, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    status = _status(http, url)
+    while time.monotonic() < deadline:
+        last = status.get("last_check") or {}
+        judged = last.get("verdict") is not None or last.get("status") != "ok"
+        if last.get("id") is not None and (after_id is None or last["id"] > after_id) and judged \
+                and not status.get("retrain_running"):
+            return status
+        time.sleep(0.25)
+        status = _status(http, url)
+    return status
+
+
+def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: int, baseline_rows: int,
+                 interval: float, seed: int, workdir: Path) -> Result:
+    import httpx
+
+    import trainer
+    from monitor.client import DriftloopClient
+    from monitor.config import load_config
+
+    started = time.monotonic()
+    home = workdir / scenario.name
+    home.mkdir(parents=True)
+    port = free_port()
+    config_path = write_config(home, port, interval)
+    cfg = load_config(path=config_path, environ={})
+    rng = np.random.default_rng(seed)
+    base_frame = scenario.batch(rng, baseline_rows, None)
+    trainer.train_baseline(cfg, base_frame, trigger="manual")
+    baseline_model = trainer.load_champion(cfg)
+
+    daemon = Daemon(config_path, port, home / "serve.log")
+    http = httpx.Client(timeout=30.0)
+    result = Result(scenario.name, rows_before=before * batch_rows)
+    client = DriftloopClient(daemon.url)
+    pending: pd.DataFrame | None = None
+    last_check = None
+    idle = 0
+    labelled_after_onset = 0
+    try:
+        daemon.wait_ready(http)
+        for t in range(batches):
+            drifted = t >= before
+            progress = (t - before) / max(1, batches - before - 1) if drifted else None
+            data = scenario.batch(rng, batch_rows, progress)
+            champion = trainer.load_champion(cfg)  # cached per version: cheap when unchanged
+            features = data[cfg.model.feature_names]
+            scores = np.asarray(champion.predict_proba(features), dtype=float)
+            base_scores = np.asarray(baseline_model.predict_proba(features), dtype=float)
+            y = data["label"].to_numpy()
+            result.served_correct.append(((scores > cfg.model.threshold).astype(int) == y))
+            result.baseline_correct.append(((base_scores > cfg.model.threshold).astype(int) == y))
+            result.drifted_flags.append(drifted)
+            ids = [f"{scenario.name}-{t}-{i}" for i in range(batch_rows)]
+            frame = features.copy()
+            frame.insert(0, "id", ids)
+            frame["score"] = scores
+            client.log_predictions(frame, model_version=champion.version)
+            if pending is not None:
+                client.log_labels(pending)
+                if pending.attrs.get("drifted"):
+                    labelled_after_onset += len(pending)
+            pending = pd.DataFrame({"id": ids, "label": y})
+            pending.attrs["drifted"] = drifted
+            status = _wait_next_check(http, daemon.url, last_check, timeout=max(120.0, 40 * interval))
+            check = status.get("last_check") or {}
+            last_check = check.get("id", last_check)
+            result.checks += 1
+            incidents = status.get("recent_incidents") or []
+            if incidents and result.detection_rows is None and drifted:
+                result.detection_rows = labelled_after_onset
+            breaching = "drop" in (check.get("verdict") or "") and ">=" in (check.get("verdict") or "")
+            open_inc = (status.get("open_incidents") or [None])[0]
+            acting = open_inc is not None and (open_inc["state"] in ("retraining", "waiting")
+                                               or open_inc.get("escalated"))
+            started_now = any(a.get("started_at") and a["status"] != "running" and a["id"] not in
+                              {x["id"] for x in result.attempts} for a in status.get("recent_retrains") or [])
+            result.attempts = list(status.get("recent_retrains") or [])
+            idle = 0 if (not breaching or acting or started_now) else idle + 1
+            result.idle_breach_streak = max(result.idle_breach_streak, idle)
+            result.incidents = list(status.get("recent_incidents") or [])
+            if result.incidents and not drifted and result.detection_rows is None:
+                result.detection_rows = -1  # opened before the onset: a false alarm
+        final = _status(http, daemon.url)
+        result.incidents = list(final.get("recent_incidents") or [])
+        result.attempts = list(final.get("recent_retrains") or [])
+        result.final_state = ", ".join(f"{i['state']}" for i in final.get("open_incidents") or []) or "none open"
+    finally:
+        client.close()
+        http.close()
+        daemon.stop()
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def report(results: list[Result]) -> None:
+    print()
+    head = (f"{'scenario':<12} {'detect':>7} {'incid':>5} {'perf':>4} {'drift':>5} {'tries':>5} {'promo':>5} "
+            f"{'pre':>6} {'last20%':>7} {'never':>6} {'vs pre':>7} {'vs never':>8} {'idle':>4} {'open at end':<22} {'s':>5}")
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        perf = sum(1 for i in r.incidents if i["reason"] in ("accuracy", "roc_auc"))
+        drift = sum(1 for i in r.incidents if i["reason"] == "drift")
+        promos = sum(1 for a in r.attempts if a["status"] == "promoted")
+        pre, last, never = r.accuracy("pre"), r.accuracy("last"), r.accuracy("last", "baseline")
+        detect = "-" if r.detection_rows is None else ("early!" if r.detection_rows < 0 else str(r.detection_rows))
+        print(f"{r.name:<12} {detect:>7} {len(r.incidents):>5} {perf:>4} {drift:>5} {len(r.attempts):>5} {promos:>5} "
+              f"{pre:>6.3f} {last:>7.3f} {never:>6.3f} {last - pre:>+7.3f} {last - never:>+8.3f} "
+              f"{r.idle_breach_streak:>4} {r.final_state[:22]:<22} {r.seconds:>5.0f}")
+    print("\ndetect: labelled rows after the onset when the first incident opened; incid: incidents opened "
+          "(perf/drift by reason); tries/promo: retrain attempts and promotions; pre: served accuracy before "
+          "the onset; last20%: served accuracy over the last 20% of the stream; never: the never-retrained "
+          "baseline on the same rows; idle: longest run of checks that breached with no action.")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="*", help=f"scenarios: {', '.join(SCENARIOS)} [all]")
+    ap.add_argument("--batches", type=int, default=44, help="batches per stream")
+    ap.add_argument("--before", type=int, default=8, help="stationary batches before the onset")
+    ap.add_argument("--batch-rows", type=int, default=500)
+    ap.add_argument("--baseline-rows", type=int, default=6000)
+    ap.add_argument("--interval", type=float, default=0.5, help="seconds between the daemon's checks")
+    ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--quick", action="store_true", help="shorter streams: 24 batches, 6 before the onset")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    args = ap.parse_args()
+    if args.quick:
+        args.batches, args.before = 24, 6
+    unknown = [n for n in args.names if n not in SCENARIOS]
+    if unknown:
+        ap.error(f"unknown scenario(s): {', '.join(unknown)}")
+    results = []
+    with tempfile.TemporaryDirectory(prefix="bench-loop-") as tmp:
+        for name in args.names or SCENARIOS:
+            r = run_scenario(SCENARIOS[name], batches=args.batches, before=args.before, batch_rows=args.batch_rows,
+                             baseline_rows=args.baseline_rows, interval=args.interval, seed=args.seed,
+                             workdir=Path(tmp))
+            print(f"{name}: {r.seconds:.0f} s, {len(r.incidents)} incident(s), {len(r.attempts)} attempt(s)", flush=True)
+            results.append(r)
+    report(results)
+    if args.json:
+        args.json.write_text(json.dumps([{
+            "scenario": r.name, "detection_rows": r.detection_rows, "incidents": len(r.incidents),
+            "attempts": len(r.attempts), "promotions": sum(1 for a in r.attempts if a["status"] == "promoted"),
+            "pre": r.accuracy("pre"), "last20": r.accuracy("last"), "never": r.accuracy("last", "baseline"),
+            "idle_breach_streak": r.idle_breach_streak} for r in results], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""The reference level: what good performance looked like, remembered across promotions.
+
+Each champion brings its own baseline (its metrics on its held-out rows). After a concept change
+a challenger can be promoted with a *lower* baseline than its predecessor (it was the best the
+gate saw on few rows), and judging later windows against that lowered baseline would call a poor
+model healthy. So the daemon keeps one level per model, persisted in ``daemon_counters``:
+
+- it starts as the first champion's baseline;
+- a champion promoted by the loop (a retrain attempt of ours made it) keeps the level: it has to
+  earn "recovered" against the level its predecessor had before the drift;
+- a champion set from outside the loop (``driftloop train``, a rollback to a version the loop did
+  not promote, a manual alias move) resets the level to that champion's baseline: a person chose it;
+- ``POST /v1/reference/reset`` (or ``driftloop status --reset-level``) accepts the current
+  champion's baseline as the new level, for a concept that really became harder.
+
+The alert policy judges every window against ``max(champion baseline, level)``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from sqlalchemy import delete, insert, select
+from sqlalchemy.engine import Engine
+
+from monitor.daemon.tables import daemon_counters, retrain_attempts
+from monitor.store.engine import write_transaction
+
+_KEYS = ("reference_accuracy", "reference_roc_auc", "reference_version")
+
+
+def _finite(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+class ReferenceLevels:
+    def __init__(self, engine: Engine, model: str):
+        self._engine = engine
+        self._model = model
+
+    def read(self) -> dict[str, float] | None:
+        q = select(daemon_counters.c.name, daemon_counters.c.value).where(
+            daemon_counters.c.model == self._model, daemon_counters.c.name.in_(_KEYS))
+        with self._engine.connect() as conn:
+            found = {name: float(value) for name, value in conn.execute(q)}
+        return found if "reference_version" in found else None
+
+    def write(self, version: str, accuracy: float | None, roc_auc: float | None) -> None:
+        values = {"reference_version": _finite(version), "reference_accuracy": _finite(accuracy),
+                  "reference_roc_auc": _finite(roc_auc)}
+        with write_transaction(self._engine) as conn:
+            conn.execute(delete(daemon_counters).where(daemon_counters.c.model == self._model,
+                                                       daemon_counters.c.name.in_(_KEYS)))
+            for name, value in values.items():
+                if value is not None:
+                    conn.execute(insert(daemon_counters).values(model=self._model, name=name, value=value))
+
+    def promoted_by_loop(self, version: str) -> bool:
+        q = select(retrain_attempts.c.id).where(retrain_attempts.c.model == self._model,
+                                                retrain_attempts.c.status == "promoted",
+                                                retrain_attempts.c.challenger_version == str(version)).limit(1)
+        with self._engine.connect() as conn:
+            return conn.execute(q).first() is not None
+
+    def current(self, outcome: Any, incidents: Any = None) -> tuple[float | None, float | None]:
+        """The level for a check's champion, set or reset by the rules in the module docstring."""
+        version = outcome.champion_version
+        result = outcome.result
+        if version is None or result is None:
+            return (None, None)
+        stored = self.read()
+        stored_version = None if stored is None else stored.get("reference_version")
+        same = stored_version is not None and _finite(version) == stored_version
+        if stored is None or (not same and not self.promoted_by_loop(version)):
+            self.write(version, result.baseline_accuracy, result.baseline_roc_auc)
+            return (_finite(result.baseline_accuracy), _finite(result.baseline_roc_auc))
+        return (stored.get("reference_accuracy"), stored.get("reference_roc_auc"))
+
+    def reset(self, version: str, accuracy: float | None, roc_auc: float | None) -> None:
+        """Accept ``version``'s baseline as the level (a person decided the old level is gone)."""
+        self.write(version, accuracy, roc_auc)

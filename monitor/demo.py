@@ -248,7 +248,7 @@ def run_demo(cfg: DriftloopConfig, plan: DemoPlan, *, echo: Callable[[str], None
             version = service.refresh()
             served[tick] = version
             ids = [f"b{tick}-{i}" for i in range(len(data))]
-            client.log_predictions(service.score(data, ids))
+            client.log_predictions(service.score(data, ids), model_version=version)
             for labels in pending_labels:
                 client.log_labels(labels)
             pending_labels = [pd.DataFrame({"id": ids, "label": data[cfg.model.target].to_numpy()})]

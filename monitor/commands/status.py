@@ -50,6 +50,7 @@ def _read(cfg, limit: int) -> dict:
     from monitor.daemon.champion import mlflow_alias_lookup
     from monitor.daemon.checklog import CheckLog
     from monitor.daemon.incidents import IncidentStore
+    from monitor.daemon.levels import ReferenceLevels
     from monitor.daemon.status import collect_status
     from monitor.store import PredictionStore
 
@@ -58,6 +59,7 @@ def _read(cfg, limit: int) -> dict:
         engine, model = store.engine, cfg.model.name
         return collect_status(model, mlflow_alias_lookup(cfg),
                               CheckLog(engine, model, time.time), IncidentStore(engine, model, time.time),
-                              AttemptStore(engine, model, time.time), limit=limit)
+                              AttemptStore(engine, model, time.time), limit=limit,
+                              levels=ReferenceLevels(engine, model))
     finally:
         store.close()

@@ -104,6 +104,20 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
                                 status_code=409)
         return JSONResponse(result.to_dict(), status_code=202)
 
+    @router.post("/reference/reset", dependencies=[Depends(require_token)],
+                 summary="Accept the champion's baseline as the reference level of good performance",
+                 responses={409: {"description": "there is no champion yet"}})
+    async def reference_reset() -> Any:
+        """Recovery is judged against the higher of the champion's baseline and the reference level
+        (what good looked like before the drift). When the concept really became harder, so that no
+        model reaches the old level, accept the champion's baseline as the new level; the open
+        incident can then resolve. Recorded on the open incident."""
+        from monitor.daemon.champion import NoChampionError
+        try:
+            return await run(daemon.reset_reference)
+        except NoChampionError as exc:
+            return _error(BadRequest(409, f"no champion: {exc}"))
+
     @router.get("/status", summary="Champion, last check, open incidents, recent retrains")
     async def status(limit: int = Query(5, ge=1, le=100, description="recent incidents and retrains")) -> dict[str, Any]:
         return await run(lambda: daemon.status(limit=limit))

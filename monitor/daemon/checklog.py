@@ -56,7 +56,10 @@ class CheckLog:
             values.update(accuracy=_num(r.accuracy), roc_auc=_num(r.roc_auc),
                           baseline_accuracy=_num(r.baseline_accuracy), baseline_roc_auc=_num(r.baseline_roc_auc),
                           drift_share=_num(r.drift_share), dataset_drift=bool(r.dataset_drift),
-                          result=json.dumps(r.to_dict(), default=str))
+                          result=json.dumps({**r.to_dict(), "versions": outcome.versions,
+                                             "other_version_rows": outcome.other_version_rows,
+                                             "change": outcome.change.to_dict() if outcome.change else None,
+                                             "change_ts": outcome.change_ts}, default=str))
         with write_transaction(self._engine) as conn:
             return int(conn.execute(insert(check_results).values(**values)).inserted_primary_key[0])
 

@@ -240,7 +240,7 @@ class Controller:
             if wait:
                 if incident.state != "waiting":
                     try:
-                        incident = self.incidents.transition(incident.id, "waiting", wait, data=data_window)
+                        incident = self.incidents.transition(incident.id, "waiting", wait, data=data_window, detail=wait)
                     except TransitionError as exc:
                         log.info("%s", exc)
                 else:

@@ -181,5 +181,23 @@ class Daemon:
     def status(self, limit: int = 5) -> dict[str, Any]:
         c = self.controller
         return collect_status(self.cfg.model.name, self.champion.version, c.checklog, c.incidents, c.attempts,
-                              limit=limit, extra={"daemon": {"running": self._started,
+                              limit=limit, levels=c.levels,
+                              extra={"daemon": {"running": self._started,
                                                 "check_interval_seconds": self.cfg.drift.interval_seconds}})
+
+    def reset_reference(self) -> dict[str, Any]:
+        """Accept the champion's baseline as the reference level (a concept that became harder for
+        good); noted on the open incident. Raises NoChampionError without a champion."""
+        c = self.controller
+        with c.lock:
+            champion = self.champion.get()
+            metrics = dict(champion.baseline.metrics)
+            c.levels.reset(str(champion.version), metrics.get("accuracy"), metrics.get("roc_auc"))
+            current = c.incidents.current()
+            message = (f"reference level reset to champion v{champion.version}'s baseline "
+                       f"(accuracy {metrics.get('accuracy')}, ROC AUC {metrics.get('roc_auc')})")
+            if current is not None:
+                c.incidents.note(current.id, "reference_reset", message)
+            log.warning("%s", message)
+            return {"version": str(champion.version), "reference_accuracy": metrics.get("accuracy"),
+                    "reference_roc_auc": metrics.get("roc_auc"), "incident": current.id if current else None}

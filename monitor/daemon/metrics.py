@@ -69,7 +69,7 @@ class DaemonCollector:
         versions = self._ctl.last_versions or {}
         yield _gauge("driftloop_model_version_rows", "Predictions in the latest window, by the version that scored them",
                      ["model", "version"], [([m, v], float(d["rows"])) for v, d in versions.items()])
-        yield _gauge("driftloop_model_version_accuracy_ratio",
+        yield _gauge("driftloop_model_version_accuracy",
                      "Accuracy of the latest window's labelled rows, by the version that scored them",
                      ["model", "version"],
                      [([m, v], d["accuracy"]) for v, d in versions.items() if d.get("accuracy") is not None])
@@ -94,8 +94,8 @@ class DaemonCollector:
                      "1 while an open incident waits for labelled rows after the change point before retraining",
                      ["model"], [([m], 1.0 if any(i.state == "waiting" for i in open_now) else 0.0)])
         level = ctl.levels.read() or {}
-        for key, metric in (("reference_accuracy", "driftloop_model_reference_accuracy_ratio"),
-                            ("reference_roc_auc", "driftloop_model_reference_roc_auc_ratio")):
+        for key, metric in (("reference_accuracy", "driftloop_model_reference_accuracy"),
+                            ("reference_roc_auc", "driftloop_model_reference_roc_auc")):
             if key in level:
                 yield _gauge(metric, "The reference level of good performance that recovery is judged against "
                              "(the higher of it and the champion's baseline is the bar)", ["model"], [([m], level[key])])

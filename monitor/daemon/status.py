@@ -10,7 +10,8 @@ from monitor.daemon.attempts import AttemptStore
 from monitor.daemon.checklog import CheckLog
 from monitor.daemon.incidents import IncidentStore
 
-_TIME_KEYS = ("ts", "opened_at", "updated_at", "resolved_at", "started_at", "finished_at", "window_start", "window_end")
+_TIME_KEYS = ("ts", "opened_at", "updated_at", "resolved_at", "started_at", "finished_at", "window_start", "window_end",
+              "change_ts")
 
 
 def iso(t: float | None) -> str | None:
@@ -27,15 +28,17 @@ def _check_summary(row: dict[str, Any] | None) -> dict[str, Any] | None:
     result = row.pop("result", None) or {}
     features = result.get("features") or []
     row["drifted_features"] = [f.get("name") for f in features if isinstance(f, dict) and f.get("drifted")]
-    for key in ("accuracy_ci", "roc_auc_ci"):
+    for key in ("accuracy_ci", "roc_auc_ci", "versions", "other_version_rows", "change", "change_ts"):
         if key in result:
             row[key] = result[key]
+    if row.get("status") == "ok" and row.get("verdict") is None:
+        row["verdict"] = "judging"  # recorded before its verdict (a store written by an older release)
     return _times(row)
 
 
 def collect_status(model: str, champion_version: Callable[[], str | None], checklog: CheckLog,
                    incidents: IncidentStore, attempts: AttemptStore, *, limit: int = 5,
-                   extra: dict[str, Any] | None = None) -> dict[str, Any]:
+                   extra: dict[str, Any] | None = None, levels: Any = None) -> dict[str, Any]:
     try:
         version = champion_version()
         champion_error = None
@@ -50,8 +53,18 @@ def collect_status(model: str, champion_version: Callable[[], str | None], check
         "recent_incidents": [_times(i.to_dict()) for i in incidents.recent(limit)],
         "retrain_running": _times(running.to_dict()) if running else None,
         "recent_retrains": [_times(a.to_dict()) for a in attempts.recent(limit)],
+        "reference_level": _level(levels),
         **(extra or {}),
     }
+
+
+def _level(levels: Any) -> dict[str, Any] | None:
+    found = levels.read() if levels is not None else None
+    if not found:
+        return None
+    version = found.get("reference_version")
+    return {"accuracy": found.get("reference_accuracy"), "roc_auc": found.get("reference_roc_auc"),
+            "set_by_version": str(int(version)) if version is not None and float(version).is_integer() else version}
 
 
 def _fmt(x: Any, spec: str = ".4f") -> str:
@@ -73,13 +86,25 @@ def render_status(s: dict[str, Any]) -> str:
             lines.append(f"  roc_auc    {_fmt(c.get('roc_auc'))} (baseline {_fmt(c.get('baseline_roc_auc'))})")
             drifted = ", ".join(c.get("drifted_features") or []) or "none"
             lines.append(f"  drift      share {_fmt(c.get('drift_share'), '.2f')}; drifted: {drifted}")
+            others = {v: d for v, d in (c.get("versions") or {}).items() if v != c.get("champion_version")}
+            if others:
+                lines.append("  others     " + "; ".join(
+                    f"v{v}: {d['rows']} rows, accuracy {_fmt(d.get('accuracy'))}" for v, d in others.items())
+                    + " (not judged against the champion)")
             if c.get("verdict"):
                 lines.append(f"  verdict    {c['verdict']}")
+    level = s.get("reference_level")
+    if level:
+        lines.append(f"reference    accuracy {_fmt(level.get('accuracy'))}, roc_auc {_fmt(level.get('roc_auc'))} "
+                     f"(set by v{level.get('set_by_version')}; recovery is judged against it)")
     lines.append(f"incidents    {len(s['open_incidents'])} open")
     for i in s["open_incidents"]:
-        lines.append(f"  {i['id']}  {i['state']:<10} {i['reason']:<12} opened {i['opened_at']}  attempts {i['attempts']}")
+        flag = "  ESCALATED" if i.get("escalated") else ""
+        lines.append(f"  {i['id']}  {i['state']:<10} {i['reason']:<12} opened {i['opened_at']}  attempts {i['attempts']}{flag}")
         if i.get("detail"):
             lines.append(f"    {i['detail']}")
+        if i.get("change_ts"):
+            lines.append(f"    performance changed at {i['change_ts']}; retraining data starts there")
     lines.append("retrains     " + ("running: " + s["retrain_running"]["id"] if s.get("retrain_running") else "none running"))
     for a in s["recent_retrains"]:
         what = a["challenger_version"] and f"v{a['challenger_version']}" or "-"

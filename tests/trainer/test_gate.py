@@ -41,3 +41,38 @@ def test_a_gain_of_exactly_the_margin_passes_despite_float_rounding():
     # 0.57 - 0.56 is 0.00999... in floating point: 9 more right answers of 900 must still pass 0.01.
     decision = decide(m(0.57, 0.90), m(0.56, 0.90), 0.71, 0.86, **MARGINS)
     assert decision.promote is True, decision.reasons
+
+
+# ---- absolute floors and concept-aware forgetting (issue 16) --------------------------------
+import numpy as np  # noqa: E402
+
+from trainer.gate import Floors, floors_of  # noqa: E402
+
+
+def test_less_broken_is_not_good_enough():
+    """After a label reversal: 4.7 % accuracy beats the champion's 0.3 %, and is still refused."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 1000)
+    scores = np.where(y == 1, 0.2, 0.8) + rng.normal(0, 0.05, 1000)  # confidently wrong
+    floors = floors_of(y, scores.clip(0, 1), 0.5, 0.95)
+    decision = decide(m(0.047, 0.25), m(0.003, 0.01), 0.9, 0.9, **MARGINS, floors=floors, concept_holds=False)
+    assert not decision.promote
+    assert any("ROC AUC lower bound" in r and "not above 0.5" in r for r in decision.reasons)
+    assert any("below the majority-class rate" in r for r in decision.reasons)
+
+
+def test_floors_of_a_good_model_pass():
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, 800)
+    scores = np.where(y == 1, 0.8, 0.2) + rng.normal(0, 0.2, 800)
+    floors = floors_of(y, scores.clip(0, 1), 0.5, 0.95)
+    assert floors.auc_lower > 0.9 and floors.accuracy_lower > floors.majority_rate
+    assert decide(m(0.9, 0.95), m(0.8, 0.9), 0.85, 0.86, **MARGINS, floors=floors).promote
+
+
+def test_forgetting_is_limited_only_while_the_old_concept_holds():
+    good = Floors(accuracy_lower=0.88, majority_rate=0.55, auc_lower=0.93)
+    held = decide(m(0.91, 0.98), m(0.5, 0.5), 0.05, 0.95, **MARGINS, floors=good, concept_holds=True)
+    assert not held.promote and any("forgets the reference data" in r for r in held.reasons)
+    changed = decide(m(0.91, 0.98), m(0.5, 0.5), 0.05, 0.95, **MARGINS, floors=good, concept_holds=False)
+    assert changed.promote and "not limited: the champion's concept no longer holds" in changed.reasons[0]

@@ -98,16 +98,18 @@ class Traffic:
         self._ids = itertools.count()
 
     def send(self, n: int, seed: int, *, concept: float = 0.0, covariate: float = 0.0,
-             labelled: float = 1.0) -> pd.DataFrame:
+             labelled: float = 1.0, tag_version: bool = False) -> pd.DataFrame:
+        """``n`` rows scored by the champion; ``tag_version``: say which version scored them."""
         import trainer
         from trainer.synthetic import make_dataset
 
         df = make_dataset(n, seed=seed, concept_shift=concept, covariate_shift=covariate)
-        df["score"] = trainer.load_champion(self.cfg).predict_proba(df)
+        champion = trainer.load_champion(self.cfg)
+        df["score"] = champion.predict_proba(df)
         df["id"] = [f"req-{seed}-{next(self._ids)}" for _ in range(n)]
         df["ts"] = self.t + np.arange(n) * self.spacing
         self.t += n * self.spacing
-        self.store.add_predictions(df.drop(columns=["label"]))
+        self.store.add_predictions(df.drop(columns=["label"]), model_version=champion.version if tag_version else None)
         k = int(round(n * labelled))
         if k:
             self.store.add_labels(df[["id", "label", "ts"]].tail(k))
@@ -148,3 +150,24 @@ def live_daemon(make_config):
     for stop, thread in running:
         stop.set()
         thread.join(60)
+
+
+@pytest.fixture
+def make_daemon(make_config, clock):
+    """``make_daemon(overrides=None, behaviour="promote")`` -> (Daemon, Traffic): in process, the
+    injected clock, the scripted stand-in retrain child (tests/monitor/daemon/stub_worker.py)."""
+    from monitor.daemon.daemon import Daemon
+    from monitor.daemon.launcher import ProcessLauncher
+    made = []
+
+    def make(overrides=None, *, with_champion=True, behaviour="promote", name="home"):
+        cfg = make_config(overrides, with_champion=with_champion, name=name)
+        root = cfg.home / "retrains"
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "behaviour").write_text(behaviour)
+        daemon = Daemon(cfg, clock=clock, launcher=ProcessLauncher(root, module=STUB_WORKER))
+        made.append(daemon)
+        return daemon, Traffic(cfg, daemon.store) if with_champion else None
+    yield make
+    for d in made:
+        d.stop(grace=2)

@@ -22,6 +22,10 @@ if behaviour == "promote":
     _write_result(job_dir, {"status": "ok", "outcome": {"outcome": "promoted", "challenger_version": "2", "champion_version": "2",
                                         "run_id": "r1", "metrics": {}, "reasons": ["better"],
                                         "duration_seconds": 1.5, "samples_per_second": 1000.0}})
+elif behaviour == "reject":
+    _write_result(job_dir, {"status": "ok", "outcome": {"outcome": "rejected", "challenger_version": "9", "champion_version": "1",
+                                        "run_id": "r2", "metrics": {}, "reasons": ["accuracy gain +0.0010 < required 0.0100"],
+                                        "duration_seconds": 1.0, "samples_per_second": 1000.0}})
 elif behaviour == "crash":
     raise RuntimeError("CUDA error: an illegal memory access was encountered")
 elif behaviour == "sigkill":

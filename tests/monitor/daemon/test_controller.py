@@ -11,26 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.daemon.attempts import BusyError
 from monitor.daemon.checks import CheckOutcome
-from monitor.daemon.daemon import Daemon
-from monitor.daemon.launcher import ProcessLauncher
-from tests.monitor.daemon.conftest import STUB_WORKER, Traffic
-
-
-@pytest.fixture
-def make_daemon(make_config, clock):
-    made = []
-
-    def make(overrides=None, *, with_champion=True, behaviour="promote", name="home"):
-        cfg = make_config(overrides, with_champion=with_champion, name=name)
-        root = cfg.home / "retrains"
-        root.mkdir(parents=True, exist_ok=True)
-        (root / "behaviour").write_text(behaviour)
-        daemon = Daemon(cfg, clock=clock, launcher=ProcessLauncher(root, module=STUB_WORKER))
-        made.append(daemon)
-        return daemon, Traffic(cfg, daemon.store) if with_champion else None
-    yield make
-    for d in made:
-        d.stop(grace=2)
+from tests.monitor.daemon.conftest import Traffic
 
 
 def samples(daemon) -> dict[tuple, float]:

@@ -93,3 +93,38 @@ def test_drift_on_a_window_below_min_rows_cannot_fire():
     assert "drift not judged (2 rows < drift.min_rows=500)" in small.message
     big = p.observe(obs(labelled=0, drift=True, window_rows=500))
     assert big.fire and big.reason == "drift"
+
+
+# ---- the fast lane and the reference level (issue 16) ------------------------------------------
+from monitor.config import DriftConfig  # noqa: E402
+from monitor.drift.changepoint import Change  # noqa: E402
+
+
+def change(after: float, rows_after: int = 400) -> Change:
+    return Change(index=1000, rows_before=1000, rows_after=rows_after, accuracy_before=0.87,
+                  accuracy_after=after, z=9.0)
+
+
+def test_fast_lane_fires_before_min_labels_and_without_a_streak():
+    p = AlertPolicy(AlertsConfig(sustained_windows=3), min_labels=1000, drift=DriftConfig())
+    v = p.observe(obs(acc=0.80, labelled=600, change=change(0.55)))
+    assert v.fire and v.fast and v.retrain and v.reason == "accuracy"
+    assert "change point: accuracy 0.5500" in v.message and "change at row 1000" in v.message
+
+
+def test_fast_lane_ignores_a_small_drop_and_can_be_switched_off():
+    p = AlertPolicy(AlertsConfig(), min_labels=1000, drift=DriftConfig())
+    assert not p.observe(obs(labelled=600, change=change(0.855, rows_after=3000))).fire  # 1.5 points
+    off = AlertPolicy(AlertsConfig(), min_labels=1000, drift=DriftConfig(fast_lane=False))
+    assert not off.observe(obs(labelled=600, change=change(0.55))).fire
+
+
+def test_a_lowered_baseline_is_judged_against_the_reference_level():
+    """A champion promoted with baseline 0.53 serving 0.72 is not 'healthy': good was 0.87."""
+    v = policy().observe(obs(acc=0.72, auc=0.80, baseline_accuracy=0.53, baseline_roc_auc=0.6,
+                             reference_accuracy=0.87, reference_roc_auc=0.93))
+    assert v.fire and v.healthy_for("accuracy") is False
+    assert "accuracy 0.7200 vs reference level 0.8700" in v.message
+    # A champion whose own baseline is higher than the level is judged against its own baseline.
+    v = policy().observe(obs(acc=0.88, baseline_accuracy=0.92, reference_accuracy=0.87, reference_roc_auc=0.93))
+    assert v.fire and "vs baseline 0.9200" in v.message

@@ -211,13 +211,17 @@ def _status(http, url: str) -> dict:
     return r.json()
 
 
-def _wait_next_check(http, url: str, after_id: int | None, timeout: float) -> dict:
+def _wait_next_check(http, url: str, after_id: int | None, timeout: float, sent_at: float) -> dict:
+    """The first judged check that *started* after the batch was sent (a check already running when
+    the labels arrived may not have seen them), with no retrain running."""
     deadline = time.monotonic() + timeout
     status = _status(http, url)
+    not_before = pd.Timestamp(int(sent_at) + 1, unit="s", tz="UTC")  # status times have whole seconds
     while time.monotonic() < deadline:
         last = status.get("last_check") or {}
         judged = last.get("verdict") is not None or last.get("status") != "ok"
-        if last.get("id") is not None and (after_id is None or last["id"] > after_id) and judged \
+        fresh = last.get("ts") is not None and pd.Timestamp(last["ts"]) >= not_before
+        if last.get("id") is not None and (after_id is None or last["id"] > after_id) and judged and fresh \
                 and not status.get("retrain_running"):
             return status
         time.sleep(0.25)
@@ -225,8 +229,19 @@ def _wait_next_check(http, url: str, after_id: int | None, timeout: float) -> di
     return status
 
 
+def _print_trail(http, url: str, status: dict, onset_rows: int) -> None:
+    """Every incident's events and every retrain, for reading what the loop decided."""
+    for inc in reversed(status.get("recent_incidents") or []):
+        print(f"  incident {inc['id']} {inc['reason']} {inc['state']} attempts {inc['attempts']}"
+              f"{' ESCALATED' if inc.get('escalated') else ''}")
+    for a in reversed(status.get("recent_retrains") or []):
+        window = a.get("data_window") or {}
+        print(f"  retrain {a['id']} {a['status']:<9} rows {a.get('rows')} since {window.get('since_change') or window.get('start')}"
+              f" -> v{a.get('challenger_version')}: {'; '.join(a.get('reasons') or [])[:160]}")
+
+
 def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: int, baseline_rows: int,
-                 interval: float, seed: int, workdir: Path) -> Result:
+                 interval: float, seed: int, workdir: Path, verbose: bool = False) -> Result:
     import httpx
 
     import trainer
@@ -277,7 +292,8 @@ def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: i
                     labelled_after_onset += len(pending)
             pending = pd.DataFrame({"id": ids, "label": y})
             pending.attrs["drifted"] = drifted
-            status = _wait_next_check(http, daemon.url, last_check, timeout=max(120.0, 40 * interval))
+            status = _wait_next_check(http, daemon.url, last_check, timeout=max(120.0, 40 * interval),
+                                      sent_at=time.time())
             check = status.get("last_check") or {}
             last_check = check.get("id", last_check)
             result.checks += 1
@@ -297,6 +313,8 @@ def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: i
             if result.incidents and not drifted and result.detection_rows is None:
                 result.detection_rows = -1  # opened before the onset: a false alarm
         final = _status(http, daemon.url)
+        if verbose:
+            _print_trail(http, daemon.url, final, before * batch_rows)
         result.incidents = list(final.get("recent_incidents") or [])
         result.attempts = list(final.get("recent_retrains") or [])
         result.final_state = ", ".join(f"{i['state']}" for i in final.get("open_incidents") or []) or "none open"
@@ -340,6 +358,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--quick", action="store_true", help="shorter streams: 24 batches, 6 before the onset")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--keep", type=Path, help="keep each scenario's home (store, MLflow, serve.log) under this folder")
+    ap.add_argument("--verbose", "-v", action="store_true", help="print each scenario's incidents and retrains")
     args = ap.parse_args()
     if args.quick:
         args.batches, args.before = 24, 6
@@ -348,10 +368,12 @@ def main() -> int:
         ap.error(f"unknown scenario(s): {', '.join(unknown)}")
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-loop-") as tmp:
+        workdir = Path(tmp) if args.keep is None else args.keep
+        workdir.mkdir(parents=True, exist_ok=True)
         for name in args.names or SCENARIOS:
             r = run_scenario(SCENARIOS[name], batches=args.batches, before=args.before, batch_rows=args.batch_rows,
                              baseline_rows=args.baseline_rows, interval=args.interval, seed=args.seed,
-                             workdir=Path(tmp))
+                             workdir=workdir, verbose=args.verbose)
             print(f"{name}: {r.seconds:.0f} s, {len(r.incidents)} incident(s), {len(r.attempts)} attempt(s)", flush=True)
             results.append(r)
     report(results)

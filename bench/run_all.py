@@ -19,6 +19,7 @@ BENCHES = {
     "drift": (["bench_drift.py"], ["--sizes", "10000,100000"]),
     "daemon": (["bench_daemon.py"], ["--repeats", "50", "--requests", "100", "--no-retrain"]),
     "dashboards": (["bench_dashboards.py"], ["--quick"]),
+    "loop": (["bench_loop.py"], ["--quick", "stationary", "abrupt"]),
 }
 
 

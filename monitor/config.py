@@ -101,8 +101,8 @@ class ModelConfig(_Section):
     score: str = Field("score", description="name of the score column in windows and DataFrames")
     prediction: str = Field("prediction", description="name of the predicted-label column")
     target: str = Field("label", description="name of the true-label column")
-    threshold: float = Field(0.5, gt=0, lt=1, description="score above which the predicted label is 1")
-    factory: str | None = Field(None, description="module:function building a user model; default MLP")
+    threshold: float = Field(0.5, gt=0, lt=1, description="score above which the predicted label is 1 (score > threshold), as in ingestion and training")
+    factory: str | None = Field(None, description="module:function building your own PyTorch model; default: the MLP")
 
     @field_validator("name")
     @classmethod
@@ -267,7 +267,9 @@ class TrainingConfig(_Section):
 
 
 class DriftloopConfig(_Section):
-    home: Path = Field(Path("driftloop-data"), description="folder for the default store, MLflow, reports, checkpoints")
+    home: Path = Field(Path("driftloop-data"), description="folder for everything embedded: the default store "
+                       "(driftloop.db), MLflow (mlflow.db, mlartifacts/), Evidently reports (reports/), "
+                       "checkpoints, retrain jobs")
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     exporter: ExporterConfig = Field(default_factory=ExporterConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)

@@ -116,9 +116,9 @@ def config_markdown() -> str:
     out = []
     for section, rows in sections.items():
         title = f"`{section}`" if section != "(top level)" else "Top level"
-        out += [f"### {title}", "", "| key | type | default | environment variable | description |",
-                "| --- | --- | --- | --- | --- |"]
-        out += [f"| `{r['key']}` | {r['type']} | {r['default']} | `{r['env']}` | {r['description']} |" for r in rows]
+        out += [f"### {title}", "", "| key and environment variable | type | default | description |",
+                "| --- | --- | --- | --- |"]
+        out += [f"| `{r['key']}`<br>`{r['env']}` | {r['type']} | {r['default']} | {r['description']} |" for r in rows]
         out.append("")
     return "\n".join(out)
 

@@ -34,24 +34,24 @@ class _Section(BaseModel):
 
 
 class LoggingConfig(_Section):
-    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    format: Literal["text", "json"] = "text"
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="DEBUG, INFO, WARNING or ERROR (also --log-level)")
+    format: Literal["text", "json"] = Field("text", description="text, or json (one JSON object per line)")
 
 
 class ExporterConfig(_Section):
-    host: str = "127.0.0.1"
+    host: str = Field("127.0.0.1", description="address to listen on (0.0.0.0 or :: for Prometheus on another host)")
     # 9400 is dcgm-exporter's, 9100 node_exporter's, 9835 nvidia_gpu_exporter's.
-    port: int = Field(9471, ge=1, le=65535)
+    port: int = Field(9471, ge=1, le=65535, description="port to listen on (dcgm-exporter uses 9400 and nvidia_gpu_exporter 9835: they can run side by side)")
     simulate: int = Field(0, ge=0, le=1024, description="simulate N GPUs instead of reading NVML")
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
-    process_metrics: bool = False
-    pcie_throughput: bool = False
-    pcie_interval_seconds: float = Field(5.0, gt=0)
-    xid_events: bool = False
+    tls_cert: Path | None = Field(None, description="certificate file: serve HTTPS (TLS 1.2+); give tls_cert and tls_key together")
+    tls_key: Path | None = Field(None, description="private key file of tls_cert")
+    process_metrics: bool = Field(False, description="export device memory per process")
+    pcie_throughput: bool = Field(False, description="export PCIe rx/tx bytes per second, read by a background thread")
+    pcie_interval_seconds: float = Field(5.0, gt=0, description="how often that thread reads PCIe throughput (NVML samples each direction for ~20 ms)")
+    xid_events: bool = Field(False, description="count XID errors from NVML events (background thread)")
     call_timeout_seconds: float = Field(2.0, gt=0, description="bound on one NVML sweep inside a scrape")
-    init_retry_initial_seconds: float = Field(1.0, gt=0)
-    init_retry_max_seconds: float = Field(60.0, gt=0)
+    init_retry_initial_seconds: float = Field(1.0, gt=0, description="first retry delay when NVML is unavailable or a GPU is lost")
+    init_retry_max_seconds: float = Field(60.0, gt=0, description="retry delays double up to this")
 
     @model_validator(mode="after")
     def _tls_pair(self) -> "ExporterConfig":
@@ -61,20 +61,20 @@ class ExporterConfig(_Section):
 
 
 class ServerConfig(_Section):
-    host: str = "127.0.0.1"
-    port: int = Field(8470, ge=1, le=65535)
+    host: str = Field("127.0.0.1", description="address driftloop serve listens on")
+    port: int = Field(8470, ge=1, le=65535, description="port driftloop serve listens on")
     token: str | None = Field(None, description="bearer token required on write endpoints when set")
-    max_body_bytes: int = Field(32 * 1024 * 1024, gt=0)
-    max_batch_records: int = Field(100_000, gt=0)
-    gpu_metrics: bool = True
+    max_body_bytes: int = Field(32 * 1024 * 1024, gt=0, description="larger request bodies get 413")
+    max_batch_records: int = Field(100_000, gt=0, description="most records per request; more get 413")
+    gpu_metrics: bool = Field(True, description="serve the GPU collector's series on the daemon's /metrics too (--no-gpu turns it off)")
 
 
 class StoreConfig(_Section):
     url: str | None = Field(None, description="SQLAlchemy URL; default sqlite file under home")
-    retention_days: float | None = Field(30.0, gt=0)
+    retention_days: float | None = Field(30.0, gt=0, description="rows older than this are deleted by the daemon; null keeps all")
     busy_timeout_seconds: float = Field(30.0, gt=0, description="SQLite: how long a writer waits for the lock")
     # FULL syncs the WAL on every commit (one fsync per batch): a power cut loses no acknowledged batch.
-    sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    sqlite_synchronous: Literal["FULL", "NORMAL"] = Field("FULL", description="FULL fsyncs the WAL per batch (no acknowledged batch lost to a power cut); NORMAL is faster")
 
 
 class FeatureSpec(_Section):
@@ -96,13 +96,13 @@ def _default_features() -> list[FeatureSpec]:
 
 
 class ModelConfig(_Section):
-    name: str = "demo"
-    features: list[FeatureSpec] = Field(default_factory=_default_features)
-    score: str = "score"
-    prediction: str = "prediction"
-    target: str = "label"
-    threshold: float = Field(0.5, gt=0, lt=1, description="score above which the predicted label is 1")
-    factory: str | None = Field(None, description="module:function building a user model; default MLP")
+    name: str = Field("demo", description="the model's name: the model label, table and MLflow names (driftloop-<name>); 1-48 letters, digits, _, . or -")
+    features: list[FeatureSpec] = Field(default_factory=_default_features, description="list of {name, type}; type is numeric or categorical; names unique ignoring case, at most 60 characters")
+    score: str = Field("score", description="name of the score column in windows and DataFrames")
+    prediction: str = Field("prediction", description="name of the predicted-label column")
+    target: str = Field("label", description="name of the true-label column")
+    threshold: float = Field(0.5, gt=0, lt=1, description="score above which the predicted label is 1 (score > threshold), as in ingestion and training")
+    factory: str | None = Field(None, description="module:function building your own PyTorch model; default: the MLP")
 
     @field_validator("name")
     @classmethod
@@ -155,21 +155,21 @@ class MlflowConfig(_Section):
 
 
 class DriftConfig(_Section):
-    interval_seconds: float = Field(300.0, gt=0)
+    interval_seconds: float = Field(300.0, gt=0, description="how often the daemon checks (also --check-interval)")
     window_size: int = Field(5000, gt=0, description="last N predictions")
     window_seconds: float | None = Field(None, gt=0, description="time window instead of last N")
     min_labels: int = Field(1000, ge=1, description="labelled rows needed before performance alerts can fire")
     min_rows: int = Field(500, ge=1, description="rows a window needs before its dataset-drift verdict can fire")
     # Smaller samples save little (Evidently's cost is mostly per column) and their noise nears the
-    # 0.1 threshold of the default distances (Wasserstein p99 ~0.13 at 1000 rows); see README "Cost stays bounded on large windows".
+    # 0.1 threshold of the default distances (Wasserstein p99 ~0.13 at 1000 rows); see docs/parts/drift.md "Cost stays bounded on large windows".
     sample_size: int = Field(20_000, ge=5000, description="rows per side the drift tests run on at most")
     drift_share: float = Field(0.5, gt=0, le=1, description="share of drifted features that marks dataset drift")
     stattest_threshold: float | None = Field(None, gt=0, description="per-feature threshold; Evidently's default when unset")
     # Evidently's stattest names; None keeps Evidently's own choice (by reference size and cardinality).
     num_method: Literal["anderson", "cramer_von_mises", "ed", "empirical_mmd", "es", "hellinger", "jensenshannon",
-                        "kl_div", "ks", "mannw", "psi", "t_test", "wasserstein"] | None = None
+                        "kl_div", "ks", "mannw", "psi", "t_test", "wasserstein"] | None = Field(None, description="one Evidently stattest for every numeric column; unset keeps Evidently's choice, made on the full data")
     cat_method: Literal["TVD", "chisquare", "fisher_exact", "g_test", "hellinger", "jensenshannon", "kl_div",
-                        "psi", "z"] | None = None
+                        "psi", "z"] | None = Field(None, description="one Evidently stattest for every categorical column; unset keeps Evidently's choice")
     reports_keep: int = Field(50, ge=0, description="newest Evidently snapshots kept on disk; 0 keeps all")
     confidence: float = Field(0.95, gt=0, lt=1, description="level of the accuracy and ROC AUC intervals")
     fast_lane: bool = Field(True, description="open an incident as soon as a change point in the champion's labelled "
@@ -180,13 +180,13 @@ class DriftConfig(_Section):
 
 
 class AlertsConfig(_Section):
-    accuracy_drop: float = Field(0.03, gt=0)
-    auc_drop: float = Field(0.05, gt=0)
-    mode: Literal["absolute", "relative"] = "absolute"
-    sustained_windows: int = Field(1, ge=1)
+    accuracy_drop: float = Field(0.03, gt=0, description="accuracy drop (vs the champion's baseline) that breaches")
+    auc_drop: float = Field(0.05, gt=0, description="ROC AUC drop that breaches")
+    mode: Literal["absolute", "relative"] = Field("absolute", description="absolute (baseline - live) or relative ((baseline - live) / baseline)")
+    sustained_windows: int = Field(1, ge=1, description="breaching checks in a row before an alert fires")
     cooldown_seconds: float = Field(300.0, ge=0, description="seconds before retrying after a retrain that *failed* "
                                     "(crashed, MLflow down); rejected retrains wait for new labelled rows instead")
-    retrain_on_drift: bool = False
+    retrain_on_drift: bool = Field(False, description="retrain on dataset drift without a performance drop")
     retrain_cron: str | None = Field(None, description="crontab expression, e.g. '0 3 * * *'")
     healthy_windows: int = Field(1, ge=1, description="healthy checks in a row that resolve an incident")
     retrain_rows: int | None = Field(None, ge=10, description="most recent labelled rows to retrain on; default drift.window_size")
@@ -215,34 +215,34 @@ class TrainingConfig(_Section):
     epochs: int = Field(60, ge=1, description="upper bound; early stopping usually ends sooner")
     retrain_epochs: int = Field(8, ge=1, description="a warm start converges in a few epochs")
     batch_size: int = Field(64, ge=1, description="rows per micro-batch and process")
-    learning_rate: float = Field(2e-3, gt=0)
+    learning_rate: float = Field(2e-3, gt=0, description="AdamW learning rate; cosine decay to 10 %")
     retrain_lr_factor: float = Field(0.5, gt=0, le=1, description="retrain LR = learning_rate * this")
-    weight_decay: float = Field(1e-4, ge=0)
-    hidden: list[int] = Field(default_factory=lambda: [64, 32])
-    dropout: float = Field(0.1, ge=0, lt=1)
-    patience: int = Field(5, ge=1)
-    seed: int = 42
-    deterministic: bool = False
-    amp: Literal["auto", "off", "bf16", "fp16"] = "auto"
-    grad_accum_steps: int = Field(1, ge=1)
-    grad_clip: float | None = Field(1.0, gt=0)
-    num_workers: int = Field(0, ge=0)
-    device: str = "auto"
-    checkpoint_every_minutes: float = Field(5.0, gt=0)
-    validation_fraction: float = Field(0.2, gt=0, lt=1)
+    weight_decay: float = Field(1e-4, ge=0, description="AdamW weight decay")
+    hidden: list[int] = Field(default_factory=lambda: [64, 32], description="hidden layer widths of the default MLP")
+    dropout: float = Field(0.1, ge=0, lt=1, description="dropout of the default MLP")
+    patience: int = Field(5, ge=1, description="epochs without validation improvement before stopping")
+    seed: int = Field(42, description="seed of the Python, numpy and torch RNGs")
+    deterministic: bool = Field(False, description="torch's deterministic algorithms (slower; bitwise repeatable)")
+    amp: Literal["auto", "off", "bf16", "fp16"] = Field("auto", description="auto (fp16 on CUDA, off on CPU), off, bf16 or fp16")
+    grad_accum_steps: int = Field(1, ge=1, description="micro-batches per optimizer step")
+    grad_clip: float | None = Field(1.0, gt=0, description="max gradient norm; null disables clipping")
+    num_workers: int = Field(0, ge=0, description="DataLoader workers")
+    device: str = Field("auto", description="auto, cpu, cuda or cuda:N")
+    checkpoint_every_minutes: float = Field(5.0, gt=0, description="how often a checkpoint is written, plus one at every epoch end")
+    validation_fraction: float = Field(0.2, gt=0, lt=1, description="share of the training rows used for early stopping")
     replay_ratio: float = Field(0.5, ge=0, description="reference rows replayed per recent row")
-    holdout_fraction: float = Field(0.3, gt=0, lt=1)
-    min_rows: int = Field(200, ge=10)
+    holdout_fraction: float = Field(0.3, gt=0, lt=1, description="test rows (train), or held-out recent rows for the promotion gate (retrain)")
+    min_rows: int = Field(200, ge=10, description="fewer labelled rows is a DataError")
     gradient_checkpointing: bool = Field(False, description="recompute activations in backward (models that support it)")
     threads: int = Field(0, ge=0, description="CPU threads for training; 0 keeps torch's default (one per core)")
     progress: bool = Field(True, description="progress bar on stderr (only when stderr is a terminal)")
     # Promotion gate (trainer/gate.py): the challenger must gain at least this much on BOTH metrics
     # on the held-out recent rows, and be strictly better on at least one.
-    promote_min_accuracy_gain: float = Field(0.01, ge=0)
-    promote_min_auc_gain: float = Field(0.0, ge=0)
+    promote_min_accuracy_gain: float = Field(0.01, ge=0, description="gate: accuracy gain the challenger needs on the held-out recent rows")
+    promote_min_auc_gain: float = Field(0.0, ge=0, description="gate: ROC AUC gain the challenger needs (0 = not worse)")
     reference_floor: float = Field(0.15, ge=0, le=1, description="max accuracy the challenger may lose vs the "
                                    "champion on the champion's reference sample (bounds forgetting)")
-    reference_sample: int = Field(5000, ge=100)
+    reference_sample: int = Field(5000, ge=100, description="rows in a baseline's reference sample, held-out rows first")
     min_post_change_rows: int | None = Field(None, ge=10, description="labelled rows after the detected change point "
                                              "before retraining starts (fewer means wait, not train on the old concept); "
                                              "default max(training.min_rows, 300 / training.holdout_fraction)")
@@ -267,7 +267,9 @@ class TrainingConfig(_Section):
 
 
 class DriftloopConfig(_Section):
-    home: Path = Field(Path("driftloop-data"), description="folder for the default store, MLflow, reports, checkpoints")
+    home: Path = Field(Path("driftloop-data"), description="folder for everything embedded: the default store "
+                       "(driftloop.db), MLflow (mlflow.db, mlartifacts/), Evidently reports (reports/), "
+                       "checkpoints, retrain jobs")
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     exporter: ExporterConfig = Field(default_factory=ExporterConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)

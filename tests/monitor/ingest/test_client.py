@@ -193,7 +193,7 @@ def test_frames_to_records():
 
 
 def test_a_frame_without_a_needed_column_raises_a_driftloop_error(base_url):
-    # README: "All client errors derive from monitor.errors.DriftloopError" (still a KeyError too).
+    # docs/parts/ingestion.md: "All client errors derive from monitor.errors.DriftloopError" (still a KeyError too).
     from monitor.errors import DriftloopError
     with DriftloopClient(base_url, token=TOKEN) as dl:
         with pytest.raises(DriftloopError, match="no 'id' column") as exc:

@@ -1,0 +1,313 @@
+"""Reference pages of the docs site, generated from the code that is their source of truth.
+
+MkDocs loads this file as a hook (``hooks:`` in mkdocs.yml). A page asks for a generated part with a
+marker line ``<!-- driftloop:generate NAME -->``; :func:`on_page_markdown` replaces the marker:
+
+- ``config``: every key of :class:`monitor.config.DriftloopConfig` (type, default, environment variable,
+  the field's description);
+- ``cli``: every ``driftloop`` command's ``--help``, from the click commands in monitor/cli.py;
+- ``http-api``: the endpoints of the daemon's FastAPI app, from its OpenAPI schema (also published
+  as ``reference/openapi.json``);
+- ``metrics``: the metric tables of docs/CONTRACTS.md (a test checks them against a live /metrics);
+- ``runbooks``: the alerts of rules/*.yml with links to their runbook pages.
+
+A runbook page (``runbooks/<alert>.md``) also gets its rule appended, read from rules/*.yml.
+Nothing here touches the network; the generators are plain functions that the tests call too.
+"""
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+MARKER = re.compile(r"^<!-- driftloop:generate ([a-z-]+) -->$", re.M)
+_UNSET = "unset"
+
+
+# -- configuration -------------------------------------------------------------------------------
+def _type_name(annotation: Any) -> str:
+    from pydantic import BaseModel
+
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin in (Union, UnionType):
+        rest = [a for a in args if a is not type(None)]
+        name = " or ".join(_type_name(a) for a in rest)
+        return f"{name} or null" if len(rest) < len(args) else name
+    if origin is Literal:
+        return " \\| ".join(f"`{a}`" for a in args)
+    if origin is list:
+        return f"list of {_type_name(args[0])}"
+    if origin is dict:
+        return f"mapping {_type_name(args[0])} → {_type_name(args[1])}"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "{" + ", ".join(annotation.model_fields) + "}"
+    return {"str": "text", "int": "integer", "float": "number", "bool": "boolean", "Path": "path"}.get(
+        getattr(annotation, "__name__", str(annotation)), str(annotation))
+
+
+def _bounds(field: Any) -> str:
+    ops = {"gt": ">", "ge": "≥", "lt": "<", "le": "≤"}
+    out = []
+    for meta in field.metadata:
+        for attr, sym in ops.items():
+            value = getattr(meta, attr, None)
+            if value is not None:
+                out.append(f"{sym} {value}")
+    return ", ".join(out)
+
+
+def _default(field: Any) -> str:
+    from pydantic import BaseModel
+
+    value = field.get_default(call_default_factory=True)
+    if value is None:
+        return _UNSET
+    if isinstance(value, list) and value and isinstance(value[0], BaseModel):
+        return ", ".join(f"{v.name} ({v.type})" for v in value)  # type: ignore[attr-defined]
+    if isinstance(value, (list, dict)):
+        return f"`{json.dumps(value)}`"
+    if isinstance(value, Path):
+        return f"`{value}`"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    return f"`{value}`"
+
+
+def config_keys() -> list[dict[str, str]]:
+    """One row per configuration key: ``key``, ``type``, ``default``, ``env``, ``description``."""
+    from pydantic import BaseModel
+
+    from monitor.config import ENV_PREFIX, DriftloopConfig
+
+    rows = []
+
+    def walk(model: type[BaseModel], path: list[str]) -> None:
+        for name, field in model.model_fields.items():
+            annotation = field.annotation
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                walk(annotation, path + [name])
+                continue
+            key = path + [name]
+            bounds = _bounds(field)
+            rows.append({
+                "key": ".".join(key),
+                "type": _type_name(annotation) + (f" ({bounds})" if bounds else ""),
+                "default": _default(field),
+                "env": ENV_PREFIX + "__".join(k.upper() for k in key),
+                "description": (field.description or "").replace("|", "\\|"),
+            })
+
+    walk(DriftloopConfig, [])
+    return rows
+
+
+def config_markdown() -> str:
+    sections: dict[str, list[dict[str, str]]] = {}
+    for row in config_keys():
+        section = row["key"].split(".")[0] if "." in row["key"] else "(top level)"
+        sections.setdefault(section, []).append(row)
+    out = []
+    for section, rows in sections.items():
+        title = f"`{section}`" if section != "(top level)" else "Top level"
+        out += [f"### {title}", "", "| key and environment variable | type | default | description |",
+                "| --- | --- | --- | --- |"]
+        out += [f"| `{r['key']}`<br>`{r['env']}` | {r['type']} | {r['default']} | {r['description']} |" for r in rows]
+        out.append("")
+    return "\n".join(out)
+
+
+# -- command line --------------------------------------------------------------------------------
+def cli_commands() -> list[str]:
+    from monitor.cli import COMMANDS
+
+    return list(COMMANDS)
+
+
+def cli_help(args: list[str]) -> str:
+    """What ``driftloop ARGS --help`` prints (without running a process)."""
+    from click.testing import CliRunner
+
+    from monitor.cli import cli
+
+    result = CliRunner().invoke(cli, [*args, "--help"], prog_name="driftloop", terminal_width=100)
+    if result.exit_code != 0:
+        raise RuntimeError(f"driftloop {' '.join(args)} --help failed: {result.output}")
+    return result.output.rstrip()
+
+
+def cli_markdown() -> str:
+    from monitor.cli import COMMANDS
+
+    out = ["## `driftloop`", "", "```text", cli_help([]), "```", ""]
+    for name, (_, summary) in COMMANDS.items():
+        out += [f"## `driftloop {name}`", "", summary, "", "```text", cli_help([name]), "```", ""]
+    return "\n".join(out)
+
+
+# -- HTTP API ------------------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def openapi_schema() -> dict[str, Any]:
+    """The OpenAPI schema of the app ``driftloop serve`` serves, built on the default config in a
+    throw-away home (no GPU collector, no scheduler, nothing listening)."""
+    from monitor.config import load_config
+    from monitor.daemon import Daemon
+
+    with tempfile.TemporaryDirectory(prefix="driftloop-docs-") as home:
+        cfg = load_config(environ={}, overrides={"home": home, "server": {"gpu_metrics": False}})
+        daemon = Daemon(cfg, gpu=False)
+        try:
+            return daemon.build_app().openapi()
+        finally:
+            store = getattr(daemon, "store", None)
+            if store is not None and hasattr(store, "close"):
+                store.close()
+
+
+def http_markdown() -> str:
+    spec = openapi_schema()
+    out = [f"OpenAPI {spec.get('openapi', '')}, `{spec['info']['title']}` {spec['info'].get('version', '')}. "
+           "The full schema: [openapi.json](openapi.json).", ""]
+    for path, methods in spec["paths"].items():
+        for method, op in methods.items():
+            out += [f"## `{method.upper()} {path}`", ""]
+            if op.get("summary"):
+                out += [op["summary"], ""]
+            if op.get("description"):
+                out += [op["description"].strip(), ""]
+            body = op.get("requestBody", {}).get("content", {})
+            if body:
+                out += ["Request body: " + ", ".join(f"`{c}`" for c in body), ""]
+            params = op.get("parameters", [])
+            if params:
+                out += ["| parameter | in | required | description |", "| --- | --- | --- | --- |"]
+                out += [f"| `{p['name']}` | {p['in']} | {'yes' if p.get('required') else 'no'} | "
+                        f"{p.get('description', '')} |" for p in params]
+                out.append("")
+            responses = op.get("responses", {})
+            if responses:
+                out += ["| status | meaning |", "| --- | --- |"]
+                out += [f"| {code} | {r.get('description', '')} |" for code, r in responses.items()]
+                out.append("")
+    return "\n".join(out)
+
+
+# -- metrics -------------------------------------------------------------------------------------
+def metrics_markdown() -> str:
+    """The ``## Metrics`` section of docs/CONTRACTS.md, the one table of metric names."""
+    text = (REPO / "docs" / "CONTRACTS.md").read_text()
+    match = re.search(r"^## Metrics.*?\n(.*?)(?=^## )", text, flags=re.M | re.S)
+    if not match:
+        raise RuntimeError("docs/CONTRACTS.md has no '## Metrics' section")
+    return re.sub(r"^(.+):\n\|", r"### \1\n\n|", match.group(1).strip(), flags=re.M)
+
+
+# -- alerts and runbooks -------------------------------------------------------------------------
+def alerts() -> list[dict[str, Any]]:
+    out = []
+    for path in sorted((REPO / "rules").glob("*.yml")):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            out += [{**r, "_file": f"rules/{path.name}"} for r in group["rules"] if "alert" in r]
+    return out
+
+
+def runbook_page(alert_name: str) -> str:
+    """The docs page (relative to docs/) of an alert's runbook."""
+    return f"runbooks/{alert_name.lower()}.md"
+
+
+def runbooks_markdown() -> str:
+    out = ["| alert | severity | team | component | summary |", "| --- | --- | --- | --- | --- |"]
+    for a in alerts():
+        summary = a["annotations"]["summary"].replace("|", "\\|")
+        out.append(f"| [{a['alert']}]({a['alert'].lower()}.md) | {a['labels']['severity']} | "
+                   f"{a['labels']['team']} | {a['labels']['component']} | {summary} |")
+    return "\n".join(out)
+
+
+def rule_markdown(alert: dict[str, Any]) -> str:
+    labels = ", ".join(f"`{k}={v}`" for k, v in alert.get("labels", {}).items())
+    return "\n".join([
+        "## The rule", "", f"From `{alert['_file']}`; labels {labels}; fires after `{alert.get('for', '0s')}`.", "",
+        "```promql", alert["expr"].strip(), "```", "",
+        f"**Summary:** {alert['annotations']['summary']}", "",
+        f"**Description:** {alert['annotations']['description']}", ""])
+
+
+# -- MkDocs hooks --------------------------------------------------------------------------------
+GENERATORS = {"config": config_markdown, "cli": cli_markdown, "http-api": http_markdown,
+              "metrics": metrics_markdown, "runbooks": runbooks_markdown}
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in GENERATORS:
+            raise ValueError(f"{page.file.src_uri}: unknown generated part {name!r}")
+        return GENERATORS[name]()
+
+    markdown = MARKER.sub(replace, markdown)
+    src = page.file.src_uri
+    if src.startswith("runbooks/") and src != "runbooks/index.md":
+        rule = next((a for a in alerts() if runbook_page(a["alert"]) == src), None)
+        if rule is None:
+            raise ValueError(f"{src}: no alert in rules/*.yml has this runbook page")
+        markdown = markdown.rstrip() + "\n\n" + rule_markdown(rule)
+    return markdown
+
+
+def on_files(files: Any, config: Any) -> Any:
+    from mkdocs.structure.files import File
+
+    files.append(File.generated(config, "reference/openapi.json", content=json.dumps(openapi_schema(), indent=1)))
+    return files
+
+
+# -- where the site is published -----------------------------------------------------------------
+def site_url() -> str:
+    """``site_url`` of mkdocs.yml: the base every alert's ``runbook_url`` starts with."""
+    # mkdocs.yml may hold !!python tags in general; ours is plain, and only this key is read.
+    match = re.search(r"^site_url:\s*(\S+)\s*$", (REPO / "mkdocs.yml").read_text(), flags=re.M)
+    if not match:
+        raise RuntimeError("mkdocs.yml has no site_url")
+    return match.group(1)
+
+
+def runbook_url(alert_name: str, base: str | None = None) -> str:
+    return f"{base or site_url()}runbooks/{alert_name.lower()}/"
+
+
+def set_site_url(new: str) -> list[Path]:
+    """Publish the site at ``new``: rewrite site_url in mkdocs.yml and every runbook_url in rules/
+    (the rule files and their unit tests). Returns the files changed."""
+    if not new.endswith("/"):
+        new += "/"
+    old = site_url()
+    changed = []
+    for path in [REPO / "mkdocs.yml", *sorted((REPO / "rules").rglob("*.yml"))]:
+        text = path.read_text()
+        if path.name == "mkdocs.yml":
+            updated = text.replace(f"site_url: {old}", f"site_url: {new}")
+        else:
+            updated = text.replace(f'runbook_url: "{old}runbooks/', f'runbook_url: "{new}runbooks/')
+        if updated != text:
+            path.write_text(updated)
+            changed.append(path)
+    return changed
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Docs site helpers (the generators run inside mkdocs build).")
+    parser.add_argument("--set-site-url", metavar="URL", required=True,
+                        help="publish the site at URL: rewrites site_url in mkdocs.yml and the rules' runbook_url")
+    args = parser.parse_args()
+    for path in set_site_url(args.set_site_url):
+        print(f"updated {path.relative_to(REPO)}")

@@ -1,0 +1,38 @@
+"""The metric tables of docs/CONTRACTS.md (the docs site's Metrics page) are what a live daemon serves:
+every `driftloop_*` series on /metrics is documented, and every documented name is served."""
+from __future__ import annotations
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.observability.promql import contract_metrics
+
+# Born at their first event, so a fresh daemon cannot show them (docs/CONTRACTS.md says why for XID).
+BORN_ON_EVENT = {"driftloop_gpu_xid_errors_total"}
+
+
+def served_names(text: str) -> set[str]:
+    return {s.name for fam in text_string_to_metric_families(text) for s in fam.samples
+            if s.name.startswith("driftloop_") and not s.name.endswith("_created")}
+
+
+def test_live_metrics_are_the_documented_ones(live_daemon):
+    daemon, url = live_daemon(token="t0k", overrides={
+        "server": {"gpu_metrics": True},
+        "exporter": {"simulate": 1, "process_metrics": True, "pcie_throughput": True, "xid_events": True,
+                     "pcie_interval_seconds": 0.05}})
+    daemon.run_check_now()                               # model figures
+    assert httpx.post(f"{url}/v1/retrain", headers={"Authorization": "Bearer t0k"}, timeout=30).status_code == 202
+    assert daemon.wait_for_retrain(120)                  # retrain figures
+    httpx.post(f"{url}/v1/labels", json=[{"id": "x", "label": 1}], headers={"Authorization": "Bearer t0k"},
+               timeout=30)                               # an ingested batch: the latency histogram
+    served = served_names(httpx.get(f"{url}/metrics", timeout=30).text)
+    documented = contract_metrics()
+    documented -= {n for n in documented if n + "_bucket" in documented}  # a histogram is served as its series
+    assert served - documented == set(), "served but not in docs/CONTRACTS.md's metric tables"
+    assert documented - served - BORN_ON_EVENT == set(), "documented but not served by a live daemon"
+
+
+def test_the_comparison_can_fail():
+    text = "# TYPE driftloop_made_up gauge\ndriftloop_made_up 1\n"
+    assert served_names(text) - contract_metrics() == {"driftloop_made_up"}

@@ -315,23 +315,28 @@ class Controller:
         With a change point on the incident: the most recent ``alerts.retrain_rows`` (default
         ``drift.window_size``) labelled rows from after it, and a wait while fewer than
         ``training.post_change_rows`` exist (enough for the gate's held-out rows to decide).
-        Without one (gradual drift, data drift): the most recent labelled rows."""
+        Without one (gradual drift, data drift): the rows after the last healthy window when there
+        are that many, else the most recent labelled rows."""
         n = self.cfg.alerts.retrain_rows or self.cfg.drift.window_size
         need = self.cfg.training.post_change_rows
         since = None
-        # Where the new concept starts: the change point when one was found, else the end of the last
-        # window the champion was healthy on (rows after it are the breaching ones).
-        start = incident.change_ts if incident.change_ts is not None else incident.window_start
-        where = "the change" if incident.change_ts is not None else "the last healthy window"
-        if start is not None:
-            since = pd.Timestamp(start, unit="s", tz="UTC")
+        if incident.change_ts is not None:
+            # A located step: rows before it are the old concept. Wait for enough rows after it.
+            since = pd.Timestamp(incident.change_ts, unit="s", tz="UTC")
             window = self.store.window(last_n=n, since=since, labelled_only=True)
-            window = window[window["ts"] > since] if incident.change_ts is None else window
             if len(window) < need and not forced:
-                msg = (f"waiting for {need - len(window)} more labelled rows after {where} at "
-                       f"{iso(start)} ({len(window)}/{need}; training.min_post_change_rows)")
+                msg = (f"waiting for {need - len(window)} more labelled rows after the change at "
+                       f"{iso(incident.change_ts)} ({len(window)}/{need}; training.min_post_change_rows)")
                 return window, {"rows": int(len(window)), "since": since.isoformat()}, msg
             if len(window) < self.cfg.training.min_rows:  # forced, and too few after the change: take recent rows
+                since = None
+        elif incident.window_start is not None:
+            # No step located (a gradual decline): rows after the last healthy window when there are
+            # enough of them, else the most recent rows. Waiting would only let the decline go on.
+            since = pd.Timestamp(incident.window_start, unit="s", tz="UTC")
+            window = self.store.window(last_n=n, since=since, labelled_only=True)
+            window = window[window["ts"] > since]
+            if len(window) < need:
                 since = None
         if since is None:
             window = self.store.window(last_n=n, labelled_only=True)

@@ -17,24 +17,16 @@ The alert policy judges every window against ``max(champion baseline, level)``.
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Engine
 
+from monitor.daemon.checklog import _num as _finite  # float or None (NaN, junk)
 from monitor.daemon.tables import daemon_counters, retrain_attempts
 from monitor.store.engine import write_transaction
 
 _KEYS = ("reference_accuracy", "reference_roc_auc", "reference_version")
-
-
-def _finite(x: Any) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
 class ReferenceLevels:

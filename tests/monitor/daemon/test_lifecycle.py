@@ -162,3 +162,18 @@ def test_the_reference_level_is_kept_across_loop_promotions_and_can_be_reset(mak
     answer = daemon.reset_reference()
     assert answer["version"] == "1" and answer["incident"] == incident.id
     assert any(e["kind"] == "reference_reset" for e in daemon.controller.incidents.events(incident.id))
+
+
+def test_a_drift_incident_becomes_a_performance_incident_when_labels_show_the_drop(make_daemon):
+    daemon, traffic = make_daemon()
+    daemon.start(scheduler=False)
+    df = traffic.send(1500, 97, covariate=1.5, concept=1.0, labelled=0.0)
+    incident = daemon.run_check_now().incident
+    assert incident.reason == "drift" and not incident.retrain
+    daemon.store.add_labels(df[["id", "label", "ts"]])  # the labels arrive: accuracy fell too
+    report = daemon.run_check_now()
+    inc = daemon.controller.incidents.get(incident.id)
+    assert inc.reason in ("accuracy", "roc_auc") and inc.retrain, report.action
+    assert "retrain att-" in report.action
+    kinds = [e["kind"] for e in daemon.controller.incidents.events(incident.id)]
+    assert "reason_changed" in kinds

@@ -22,6 +22,7 @@ from monitor.logs import setup_logging
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("monitor.commands.serve", "Run the daemon: ingestion API, /metrics, drift job, alerts, retraining."),
     "exporter": ("monitor.commands.exporter", "Run the GPU exporter alone (NVML, or --simulate N)."),
+    "init": ("monitor.commands.init", "Write a commented driftloop.yaml for your data file (feature types inferred)."),
     "train": ("monitor.commands.train", "Train the baseline model from a CSV/Parquet file and register it."),
     "retrain": ("monitor.commands.retrain", "Run one incremental retrain now on the recent labelled window."),
     "check": ("monitor.commands.check", "Run the drift and performance job once and print the result."),

@@ -97,10 +97,21 @@ def _default_features() -> list[FeatureSpec]:
 
 class ModelConfig(_Section):
     name: str = Field("demo", description="the model's name: the model label, table and MLflow names (driftloop-<name>); 1-48 letters, digits, _, . or -")
-    features: list[FeatureSpec] = Field(default_factory=_default_features, description="list of {name, type}; type is numeric or categorical; names unique ignoring case, at most 60 characters")
-    score: str = Field("score", description="name of the score column in windows and DataFrames")
+    features: list[FeatureSpec] = Field(
+        default_factory=_default_features,
+        description="list of {name, type}; type is numeric or categorical; names unique ignoring case, at most 60 "
+                    "characters. When left out, `driftloop train` infers them from the data file (the rules of "
+                    "`driftloop init`) and serve, check and retrain read them from the champion")
+    score: str = Field("score", description="name of the score column (P(target = 1)) in windows, DataFrames and "
+                                            "records")
     prediction: str = Field("prediction", description="name of the predicted-label column")
-    target: str = Field("label", description="name of the true-label column")
+    target: str = Field("label", description="name of the true 0/1 outcome column in data files, label frames and "
+                                             "label records (`{\"id\": ..., \"<target>\": 1}`)")
+    id: str = Field("id", description="column holding the record id in data files and frames (e.g. customer_id); "
+                                      "never a feature; on the wire a record's id is always the key `id`")
+    ignore: list[str] = Field(default_factory=list,
+                              description="columns of data files that are neither features, id nor target; "
+                                          "dropped when training")
     threshold: float = Field(0.5, gt=0, lt=1, description="score above which the predicted label is 1 (score > threshold), as in ingestion and training")
     factory: str | None = Field(None, description="module:function building your own PyTorch model; default: the MLP")
 
@@ -125,13 +136,18 @@ class ModelConfig(_Section):
         long = [n for n in names if len(n) > 60]
         if long:
             raise ValueError(f"feature names longer than 60 characters: {', '.join(long)}")
-        if len({self.score, self.prediction, self.target}) < 3:
-            raise ValueError("score, prediction and target must be three different column names")
-        reserved = {self.score, self.prediction, self.target, "id", "ts", "label_ts"}
+        if len({self.score, self.prediction, self.target, self.id}) < 4:
+            raise ValueError("score, prediction, target and id must be four different column names")
+        reserved = {self.score, self.prediction, self.target, self.id, "id", "ts", "label_ts", *self.ignore}
         clash = sorted(reserved & set(names))
         if clash:
             raise ValueError(f"feature names clash with reserved columns: {', '.join(clash)}")
         return self
+
+    @property
+    def features_configured(self) -> bool:
+        """Whether ``features`` was given (file, environment, flags) rather than left at the demo default."""
+        return "features" in self.model_fields_set
 
     @property
     def feature_names(self) -> list[str]:

@@ -37,10 +37,11 @@ def read_table(path: str | Path) -> pd.DataFrame:
 
 def check_frame(df: pd.DataFrame, model_cfg: ModelConfig, *, what: str = "training data",
                 min_rows: int = 1) -> pd.DataFrame:
-    """Validate ``df`` and return a clean copy: features in configured order (numeric float64,
-    categorical str) and the target as int64 0/1. Store-window columns (id, ts, score, prediction,
-    label_ts) are dropped; any other extra column is an error, because it usually means the
-    configured schema is not the data's."""
+    """Validate ``df`` and return a clean copy: features in configured order (numeric float64 with
+    NaN where missing, categorical str with None where missing) and the target as int64 0/1.
+    Store-window columns (id, ts, score, prediction, label_ts), the id column and ``model.ignore``
+    are dropped; any other extra column is an error, because it usually means the configured
+    schema is not the data's."""
     if not isinstance(df, pd.DataFrame):
         raise DataError(f"{what}: expected a pandas DataFrame, got {type(df).__name__}")
     if len(df) == 0:
@@ -50,27 +51,32 @@ def check_frame(df: pd.DataFrame, model_cfg: ModelConfig, *, what: str = "traini
     if missing:
         raise DataError(f"{what}: missing column(s) {', '.join(missing)} (expected features "
                         f"{', '.join(features)} and target {target!r})")
-    ignorable = WINDOW_COLUMNS | {model_cfg.score, model_cfg.prediction}
+    ignorable = WINDOW_COLUMNS | {model_cfg.score, model_cfg.prediction, model_cfg.id, *model_cfg.ignore}
     extra = [str(c) for c in df.columns if c not in features and c != target and c not in ignorable]
     if extra:
-        raise DataError(f"{what}: unexpected column(s) {', '.join(extra)}; add them to model.features "
-                        f"or drop them")
+        raise DataError(f"{what}: column(s) {', '.join(extra)} not in the model's features; add them to "
+                        f"model.features, list them in model.ignore, or drop them")
     out = pd.DataFrame(index=pd.RangeIndex(len(df)))
+    empty = [name for name in features if df[name].isna().all()]
+    if empty:
+        raise DataError(f"{what}: feature column(s) {', '.join(empty)} have no values (all missing); "
+                        "nothing to learn from: drop them from model.features")
+    # Missing values are kept (the model imputes and flags them); values of the wrong type are not.
     for name in model_cfg.numeric_features:
-        col = pd.to_numeric(df[name].reset_index(drop=True), errors="coerce").astype("float64")
-        bad = ~np.isfinite(col.to_numpy())
+        raw = df[name].reset_index(drop=True)
+        if isinstance(raw.dtype, pd.CategoricalDtype):
+            raw = raw.astype(object)
+        col = pd.to_numeric(raw, errors="coerce").astype("float64")
+        bad = (col.isna() & raw.notna()).to_numpy() | np.isinf(col.to_numpy())
         if bad.any():
             rows = np.nonzero(bad)[0]
-            raise DataError(f"{what}: column {name!r} has {len(rows)} missing, non-numeric or infinite "
-                            f"value(s) (first at row {rows[0]}); expected finite numbers")
+            raise DataError(f"{what}: numeric feature {name!r} has {len(rows)} non-numeric or infinite "
+                            f"value(s) (first at row {rows[0]}: {raw.iloc[rows[0]]!r}); did its type change? "
+                            "make it categorical in model.features, or fix the data")
         out[name] = col
     for name in model_cfg.categorical_features:
-        col = df[name].reset_index(drop=True)
-        if col.isna().any():
-            rows = np.nonzero(col.isna().to_numpy())[0]
-            raise DataError(f"{what}: column {name!r} has {len(rows)} missing value(s) (first at row "
-                            f"{rows[0]}); expected a category string")
-        out[name] = col.astype(str)
+        col = df[name].reset_index(drop=True).astype(object)
+        out[name] = col.where(col.isna(), col.astype(str)).where(col.notna(), None)
     y = pd.to_numeric(df[target].reset_index(drop=True), errors="coerce")
     bad = ~y.isin([0, 1]).to_numpy()
     if bad.any():

@@ -4,11 +4,17 @@ wrapped around a network, so a saved model takes a raw DataFrame and nothing els
 This module imports only torch, numpy and pandas: it is pickled *by value* into the MLflow model
 (see trainer/pyfunc.py), so serving needs neither driftloop nor its configuration.
 
+Missing values are part of the input, not an error: a missing number is imputed with the
+training mean (0 after standardising) and flagged in a missing-indicator column learned like any
+other input; a missing category is its own vocabulary entry (``MISSING``) with its own embedding.
+So the raw row a service scored, nulls and all, is the row the model is retrained on.
+
 A network (the default :class:`MLP`, or a user's own from ``model.factory = "pkg.mod:build"``)
 is called as ``net(x_num, x_cat) -> logits`` where ``x_num`` is ``float32 [B, n_numeric]``,
-already standardised, and ``x_cat`` is ``int64 [B, n_categorical]`` with 0 meaning unknown. A
-factory is called as ``build(n_numeric, cardinalities, training_cfg)``; ``cardinalities[i]``
-counts the unknown bucket. A network that sets ``supports_checkpointing = True`` and has
+already standardised and imputed, followed by one 0/1 missing indicator per numeric feature
+(so a factory's ``n_numeric`` counts both), and ``x_cat`` is ``int64 [B, n_categorical]`` with
+0 meaning unknown. A factory is called as ``build(n_numeric, cardinalities, training_cfg)``;
+``cardinalities[i]`` counts the unknown bucket. A network that sets ``supports_checkpointing = True`` and has
 ``set_gradient_checkpointing(flag)`` gets gradient checkpointing when the config asks for it.
 """
 from __future__ import annotations
@@ -22,10 +28,32 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 UNKNOWN = 0  # index of the unknown bucket in every categorical vocabulary
+# The vocabulary entry of a missing category. NUL never arrives as a category: ingestion refuses it.
+MISSING = "\x00missing"
 
 
 def embedding_dim(cardinality: int) -> int:
     return int(min(16, max(2, round(1.6 * cardinality ** 0.56))))  # fastai's rule of thumb, capped
+
+
+def numeric_values(df: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
+    """float64 ``[n, len(columns)]``, NaN where missing: ints, floats, bools and nullable
+    (``Int64``, ``boolean``, ``Float64``) columns alike. ValueError naming a non-numeric column."""
+    out = np.empty((len(df), len(columns)), np.float64)
+    for j, c in enumerate(columns):
+        col = df[c]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            col = col.astype(object)
+        try:
+            out[:, j] = col.to_numpy(np.float64, na_value=np.nan)
+        except (TypeError, ValueError):
+            coerced = pd.to_numeric(col, errors="coerce")
+            bad = coerced.isna() & col.notna()
+            if bad.any():
+                raise ValueError(f"feature {c!r} must be numeric; row {int(np.argmax(bad.to_numpy()))} holds "
+                                 f"{col[bad].iloc[0]!r}") from None
+            out[:, j] = coerced.to_numpy(np.float64, na_value=np.nan)
+    return out
 
 
 class MLP(nn.Module):
@@ -68,9 +96,10 @@ class TabularModel(nn.Module):
     """Preprocessing + network. ``predict_proba(df)`` is the whole serving path."""
 
     def __init__(self, net: nn.Module, numeric: Sequence[str], categorical: Sequence[str],
-                 vocab: dict[str, list[str]], mean: np.ndarray, std: np.ndarray):
+                 vocab: dict[str, list[str]], mean: np.ndarray, std: np.ndarray, indicators: bool = False):
         super().__init__()
         self.net = net
+        self.indicators = indicators  # a missing-indicator input per numeric feature (see module doc)
         self.numeric = list(numeric)
         self.categorical = list(categorical)
         self.vocab = {k: list(v) for k, v in vocab.items()}
@@ -89,11 +118,16 @@ class TabularModel(nn.Module):
     @staticmethod
     def preprocessing_from(df: pd.DataFrame, numeric: Sequence[str], categorical: Sequence[str]):
         """Fit scaling statistics and vocabularies on training data: ``(vocab, mean, std)``."""
-        values = df[list(numeric)].to_numpy(np.float64) if numeric else np.zeros((len(df), 0))
-        mean = values.mean(axis=0) if len(df) else np.zeros(values.shape[1])
-        std = values.std(axis=0) if len(df) else np.ones(values.shape[1])
+        values = numeric_values(df, numeric)
+        present = ~np.isnan(values)
+        counts = present.sum(axis=0)
+        filled = np.where(present, values, 0.0)
+        mean = np.divide(filled.sum(axis=0), counts, out=np.zeros(values.shape[1]), where=counts > 0)
+        var = np.divide((np.where(present, values - mean, 0.0) ** 2).sum(axis=0), counts,
+                        out=np.ones(values.shape[1]), where=counts > 0)
+        std = np.sqrt(var)
         std = np.where(std > 1e-12, std, 1.0)  # a constant column stays constant (0), not NaN
-        vocab = {c: sorted(df[c].astype(str).unique().tolist()) for c in categorical}
+        vocab = {c: [MISSING] + sorted(df[c][df[c].notna()].astype(str).unique().tolist()) for c in categorical}
         return vocab, mean, std
 
     def encode(self, df: pd.DataFrame) -> tuple[torch.Tensor, torch.Tensor]:
@@ -101,22 +135,26 @@ class TabularModel(nn.Module):
         missing = [c for c in self.feature_names if c not in df.columns]
         if missing:
             raise ValueError(f"missing feature columns: {', '.join(missing)}")
-        if self.numeric:
-            num = df[self.numeric].to_numpy(np.float32, na_value=np.nan)
-            bad = ~np.isfinite(num)
-            if bad.any():
-                col = self.numeric[int(np.nonzero(bad.any(axis=0))[0][0])]
-                raise ValueError(f"feature {col!r} has {int(bad.sum())} missing or non-finite value(s)")
-        else:
-            num = np.zeros((len(df), 0), np.float32)
+        num = numeric_values(df, self.numeric).astype(np.float32)
+        # Missing (NaN) is a value the model handles; an infinity is a broken upstream computation.
+        bad = np.isinf(num) if self.indicators else ~np.isfinite(num)
+        if bad.any():
+            col = self.numeric[int(np.nonzero(bad.any(axis=0))[0][0])]
+            raise ValueError(f"feature {col!r} has {int(bad.sum())} {'infinite' if self.indicators else 'missing or non-finite'} value(s)")
         cat = np.zeros((len(df), len(self.categorical)), np.int64)
         for j, c in enumerate(self.categorical):
-            index = self._index[c]
-            cat[:, j] = [index.get(v, UNKNOWN) for v in df[c].astype(str)]
+            index, column = self._index[c], df[c]
+            missing = index.get(MISSING, UNKNOWN)
+            cat[:, j] = [missing if gone else index.get(v, UNKNOWN)
+                         for v, gone in zip(column.astype(object).astype(str), column.isna().to_numpy())]
         return torch.from_numpy(num), torch.from_numpy(cat)
 
     def forward(self, x_num: torch.Tensor, x_cat: torch.Tensor) -> torch.Tensor:
-        logits = self.net((x_num - self.mean) / self.std, x_cat)
+        z = (x_num - self.mean) / self.std
+        if getattr(self, "indicators", False):  # models pickled before indicators existed have none
+            gone = torch.isnan(x_num)
+            z = torch.cat([torch.where(gone, torch.zeros_like(z), z), gone.to(z.dtype)], dim=1)
+        logits = self.net(z, x_cat)
         return logits.reshape(-1)
 
     @torch.no_grad()

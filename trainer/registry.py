@@ -34,6 +34,7 @@ CHAMPION, CHALLENGER, PREVIOUS = "champion", "challenger", "previous-champion"
 HISTORY_TAG = "driftloop.champion_history"
 HISTORY_KEEP = 100
 BASELINE_DIR = "baseline"
+SCHEMA_TAG = "driftloop.schema"  # {feature: "numeric" | "categorical"} of a model version, as JSON
 
 
 @contextmanager
@@ -207,18 +208,42 @@ def log_model(model: Any, example: pd.DataFrame, registry: Registry) -> str:
     new version of it. Returns the version."""
     import mlflow
     import torch
-    from mlflow.models import infer_signature
     from trainer.pyfunc import TabularPyfunc, pickled_by_value
 
     model = model.cpu().eval()
     example = example.reset_index(drop=True)
-    signature = infer_signature(example, model.predict_proba(example))
+    signature = input_signature(model.numeric, model.categorical)
+    schema = {**{n: "numeric" for n in model.numeric}, **{n: "categorical" for n in model.categorical}}
     requirements = [f"torch=={torch.__version__.split('+')[0]}", f"pandas=={pd.__version__}",
                     f"mlflow=={mlflow.__version__}", "cloudpickle"]
     with pickled_by_value(model), _quiet("mlflow.pyfunc", "mlflow.models.signature"):
         info = mlflow.pyfunc.log_model(name="model", python_model=TabularPyfunc(model), signature=signature,
-                                       input_example=example, pip_requirements=requirements)
-    return registry.register(info.model_uri, mlflow.active_run().info.run_id, info.model_id)
+                                       input_example=example, pip_requirements=requirements,
+                                       metadata={SCHEMA_TAG: schema})
+    version = registry.register(info.model_uri, mlflow.active_run().info.run_id, info.model_id)
+    registry.client.set_model_version_tag(registry.name, version, SCHEMA_TAG, json.dumps(schema))
+    return version
+
+
+def input_signature(numeric: list[str], categorical: list[str]) -> Any:
+    """The pyfunc's signature: every feature by name, of MLflow's ``Any`` type and not required.
+
+    Typed columns would make MLflow's schema enforcement refuse the frames users have: an int64
+    column against ``double`` ("Can not safely convert int64 to float64"), a pandas ``category``
+    or nullable ``Int64``/``boolean`` column, a null in a serving request. The model's own
+    preprocessing (trainer/model.py) converts and checks each column and names the bad one;
+    the numeric/categorical schema is in the model's metadata and its version tag ``driftloop.schema``."""
+    from mlflow.models import ModelSignature
+    from mlflow.types.schema import AnyType, ColSpec, DataType, Schema
+
+    inputs = Schema([ColSpec(AnyType(), name, required=False) for name in [*numeric, *categorical]])
+    return ModelSignature(inputs=inputs, outputs=Schema([ColSpec(DataType.double)]))
+
+
+def recorded_schema(registry: "Registry", version: str) -> dict[str, str] | None:
+    """``{feature: type}`` a model version was trained on (None for versions older than the tag)."""
+    tags = registry.client.get_model_version(registry.name, version).tags
+    return json.loads(tags[SCHEMA_TAG]) if SCHEMA_TAG in tags else None
 
 
 @contextmanager

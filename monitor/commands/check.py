@@ -7,6 +7,7 @@ import time
 import click
 
 from monitor.cli import config_from
+from monitor.commands._schema import with_champion_schema
 from monitor.errors import DriftloopError, RegistryError
 
 
@@ -24,6 +25,7 @@ def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: 
     the check, open incidents or retrain (the running daemon does that).
     """
     cfg = config_from(ctx)
+    cfg = with_champion_schema(cfg)
 
     from monitor.daemon.checks import CheckJob
     from monitor.daemon.daemon import _default_champion

@@ -6,6 +6,7 @@ from typing import Any
 import click
 
 from monitor.cli import config_from
+from monitor.commands._schema import with_champion_schema
 from monitor.commands._training import run_training
 
 
@@ -31,6 +32,7 @@ def command(ctx: click.Context, data_path: str | None, last_n: int | None, trigg
     Exit status 0 for promoted and rejected alike; 75 when interrupted (use --resume).
     """
     cfg = config_from(ctx, {"training": {"progress": False}} if quiet else None)
+    cfg = with_champion_schema(cfg)
 
     from monitor.errors import UserInputError
     from trainer.retraining import retrain

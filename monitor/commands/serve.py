@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from monitor.cli import config_from
+from monitor.commands._schema import with_champion_schema
 
 
 @click.command("serve")
@@ -37,6 +38,7 @@ def command(ctx: click.Context, host: str | None, port: int | None, simulate_gpu
     if check_interval is not None:
         overrides["drift"] = {"interval_seconds": check_interval}
     cfg = config_from(ctx, overrides)
+    cfg = with_champion_schema(cfg)
 
     from monitor.daemon.serve import install_signal_handlers, serve  # after config: --help stays fast
 

@@ -39,6 +39,13 @@ def command(ctx: click.Context, data_path: str, target: str | None, resume: bool
     from trainer.data import read_table
 
     data = read_table(data_path)
+    if not cfg.model.features_configured:
+        # No features configured: the rules of `driftloop init`, recorded with the model version.
+        from monitor.dataschema import infer_features, with_features
+        inferred = infer_features(data, cfg.model.target, id=cfg.model.id, ignore=cfg.model.ignore)
+        cfg = cfg.model_copy(update={"model": with_features(cfg.model, [f.spec() for f in inferred])})
+        click.echo("Features inferred from the data (write them down with `driftloop init`): "
+                   + ", ".join(f"{f.name} ({f.type})" for f in inferred), err=True)
     outcome = run_training(ctx, lambda: train_baseline(cfg, data, resume=resume), as_json)
     if outcome is None:
         return

@@ -29,8 +29,45 @@ def test_encode_names_the_bad_column(config):
     model = build_model(config, make_dataset(50, seed=0))
     with pytest.raises(ValueError, match="missing feature columns: x4"):
         model.encode(make_dataset(5).drop(columns="x4"))
-    with pytest.raises(ValueError, match="feature 'x1' has 1 missing"):
-        model.encode(make_dataset(5).assign(x1=[0.1, None, 0.2, 0.3, 0.4]))
+    with pytest.raises(ValueError, match="feature 'x1' has 1 infinite"):
+        model.encode(make_dataset(5).assign(x1=[0.1, float("inf"), 0.2, 0.3, 0.4]))
+    with pytest.raises(ValueError, match="feature 'x2' must be numeric; row 1 holds 'high'"):
+        model.encode(make_dataset(5).assign(x2=[0.1, "high", 0.2, 0.3, 0.4]))
+
+
+def test_missing_values_are_imputed_and_flagged(config):
+    data = make_dataset(300, seed=0)
+    data.loc[::10, "x1"] = np.nan  # 10% missing in training: the mean skips them, the indicator learns them
+    model = build_model(config, data)
+    assert model.mean[1].item() == pytest.approx(data["x1"].mean(), rel=1e-5)
+    rows = make_dataset(3, seed=1)
+    gone = rows.assign(x1=[np.nan, 0.5, np.nan], region=[None, "eu", np.nan])
+    x_num, x_cat = model.encode(gone)
+    assert np.isnan(x_num[:, 1].numpy()).tolist() == [True, False, True]
+    missing_index = model.vocab["region"].index("\x00missing") + 1
+    assert x_cat[:, 0].tolist()[0] == missing_index and x_cat[2, 0] == missing_index
+    proba = model.predict_proba(gone)
+    assert np.all(np.isfinite(proba))
+    # A missing value is not the same input as the mean: the indicator column tells them apart.
+    at_mean = gone.assign(x1=[model.mean[1].item()] * 3, region=["eu"] * 3)
+    assert model(*model.encode(gone)).shape == (3,)
+    assert not np.allclose(model.predict_proba(gone), model.predict_proba(at_mean))
+
+
+def test_user_frame_dtypes_score_alike(config):
+    """int, bool, nullable Int64/boolean and pandas categories are read as the floats/strings they hold."""
+    import pandas as pd
+    data = make_dataset(200, seed=0)
+    model = build_model(config, data)
+    rows = data.head(6).copy()
+    rows["x0"] = [1.0, 2.0, 3.0, 0.0, 1.0, 2.0]
+    as_int = rows.assign(x0=rows["x0"].astype("int64"), region=rows["region"].astype("category"))
+    nullable = rows.assign(x0=rows["x0"].astype("Int64"), x3=(rows["x3"] > 0).astype("boolean"))
+    as_bool = rows.assign(x3=(rows["x3"] > 0))
+    np.testing.assert_allclose(model.predict_proba(as_int), model.predict_proba(rows), rtol=1e-6)
+    np.testing.assert_allclose(model.predict_proba(nullable), model.predict_proba(as_bool), rtol=1e-6)
+    nullable.loc[0, "x0"] = pd.NA
+    assert np.isfinite(model.predict_proba(nullable)).all()
 
 
 def test_user_factory_and_its_errors(tmp_path):

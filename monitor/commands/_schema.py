@@ -1,0 +1,41 @@
+"""The feature schema a command runs with: the configured one, checked against the champion's, or,
+when none is configured, the champion's own (recorded by ``driftloop train``)."""
+from __future__ import annotations
+
+import logging
+
+from monitor.config import DriftloopConfig, FeatureSpec
+from monitor.errors import ConfigError, RegistryError
+
+log = logging.getLogger(__name__)
+
+
+def with_champion_schema(cfg: DriftloopConfig, *, required: bool = False) -> DriftloopConfig:
+    """``cfg`` whose ``model.features`` agree with the champion's recorded schema.
+
+    ConfigError (one line) when configured features differ from the champion's. Without a champion,
+    or with MLflow unreachable, the configuration is used as it is (``required``: re-raise instead)."""
+    from monitor.dataschema import schema_mismatch, schema_of, with_features
+    from trainer import registry as reg
+
+    try:
+        reg.check_reachable(cfg)
+        with reg.translating(cfg, "reading the champion's schema"):
+            registry = reg.Registry(cfg)
+            version = registry.alias_version(reg.CHAMPION)
+            recorded = reg.recorded_schema(registry, version) if version else None
+    except RegistryError as exc:
+        if required:
+            raise
+        log.warning("using the configured features unchecked: %s", exc)
+        return cfg
+    if recorded is None:
+        return cfg
+    if not cfg.model.features_configured:
+        features = [FeatureSpec(name=n, type=t) for n, t in recorded.items()]  # type: ignore[arg-type]
+        return cfg.model_copy(update={"model": with_features(cfg.model, features)})
+    problem = schema_mismatch(schema_of(cfg.model), recorded)
+    if problem:
+        raise ConfigError(f"model.features do not match champion v{version} of {registry.name!r}: {problem}; "
+                          "make model.features match the model (or train a new one with `driftloop train`)")
+    return cfg

@@ -101,29 +101,50 @@ class DriftloopClient:
         self.max_backoff = max_backoff_seconds
         self._sleep = sleep
         self._rng = rng
+        self._schema: dict | None = None
 
     # ---- public ------------------------------------------------------------------------------
-    def log_predictions(self, data: Any, *, features: Sequence[str] | None = None, id: str = "id", ts: str = "ts",
-                        score: str = "score", prediction: str = "prediction",
+    def log_predictions(self, data: Any, *, features: Sequence[str] | None = None, id: str | None = None,
+                        ts: str = "ts", score: str | None = None, prediction: str | None = None,
                         model_version: str | int | None = None) -> IngestSummary:
-        """Send predictions: a DataFrame (features = ``features`` or every column that is not id, ts,
-        score, prediction, model_version or label) or a list of API records. ``model_version``: the
+        """Send predictions: a DataFrame or a list of API records. A frame's columns default to the
+        server's model (``GET /v1/schema``): its id column (``model.id``), features, score and
+        prediction names; other columns (the target, anything else) are left out. Missing values
+        (NaN, None, pd.NA) are sent as null: stored and counted, not refused. ``model_version``: the
         registry version that scored them (e.g. ``Champion.version``), for records that do not say;
         the daemon judges each champion on the rows it scored."""
         if _is_frame(data):
             from monitor.ingest.frames import prediction_records
-            data = prediction_records(data, features=features, id=id, ts=ts, score=score, prediction=prediction)
+            schema = self.schema()
+            if features is None and schema.get("features"):
+                features = [f["name"] for f in schema["features"]]
+            data = prediction_records(data, features=features, id=_column_name(data, id, schema.get("id")),
+                                      ts=ts, score=score or schema.get("score", "score"),
+                                      prediction=prediction or schema.get("prediction", "prediction"),
+                                      exclude=("label", schema.get("target", "label")))
         if model_version is not None:
             from monitor.ingest.frames import with_model_version
             data = with_model_version(list(data), model_version)
         return self._send("/v1/predictions", data)
 
-    def log_labels(self, data: Any, *, id: str = "id", label: str = "label", ts: str = "ts") -> IngestSummary:
-        """Send true labels: a DataFrame with id, label and optional ts columns, or a list of records."""
+    def log_labels(self, data: Any, *, id: str | None = None, label: str | None = None, ts: str = "ts") -> IngestSummary:
+        """Send true labels: a DataFrame with the id column, the target (``model.target``, e.g.
+        ``churned``, or ``label``) and an optional ts column, or a list of records."""
         if _is_frame(data):
             from monitor.ingest.frames import label_records
-            data = label_records(data, id=id, label=label, ts=ts)
+            schema = self.schema()
+            if label is None:
+                target = schema.get("target", "label")
+                label = target if target in data.columns or "label" not in data.columns else "label"
+            data = label_records(data, id=_column_name(data, id, schema.get("id")), label=label, ts=ts)
         return self._send("/v1/labels", data)
+
+    def schema(self) -> dict:
+        """The server's model columns (``GET /v1/schema``), fetched once; {} from a server without it."""
+        if self._schema is None:
+            response = self._request("GET", "/v1/schema", None, IngestSummary(), "schema")
+            self._schema = response.json() if response.status_code == 200 else {}
+        return self._schema
 
     def health(self) -> dict:
         response = self._request("GET", "/healthz", None, IngestSummary(), "health check")
@@ -179,6 +200,13 @@ class DriftloopClient:
             except ValueError:
                 pass  # an HTTP-date Retry-After; our server sends seconds
         return delay
+
+
+def _column_name(frame: Any, given: str | None, configured: str | None) -> str:
+    """The id column: as given, else the model's (``model.id``) when the frame has it, else ``id``."""
+    if given is not None:
+        return given
+    return configured if configured and configured in frame.columns else "id"
 
 
 def _is_frame(data: Any) -> bool:

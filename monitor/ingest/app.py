@@ -144,10 +144,18 @@ def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | N
 
     @app.post("/v1/labels", tags=["ingestion"], summary="Store a batch of true labels",
               responses=openapi.RESPONSES,
-              openapi_extra=openapi.request_body(openapi.LABEL_SCHEMA, openapi.LABEL_EXAMPLE))
+              openapi_extra=openapi.request_body(openapi.label_schema(cfg.model), openapi.label_example(cfg.model)))
     async def post_labels(request: Request) -> Response:
         """Labels joined to predictions by id, whichever arrives first."""
         return await handler.handle(request, "label")
+
+    @app.get("/v1/schema", tags=["ingestion"], summary="The model's columns: features, id, target, score, prediction")
+    def model_schema() -> Response:
+        """What clients need to turn a DataFrame into records (monitor.client reads it once)."""
+        m = cfg.model
+        return JSONResponse({"model": m.name, "features": [{"name": f.name, "type": f.type} for f in m.features],
+                             "id": m.id, "target": m.target, "score": m.score, "prediction": m.prediction,
+                             "threshold": m.threshold})
 
     @app.get("/healthz", tags=["operations"], summary="Liveness and store reachability")
     def healthz() -> Response:

@@ -12,16 +12,20 @@ _ID = {"type": "string", "minLength": 1, "maxLength": 200, "description": "calle
 
 
 def prediction_schema(model: ModelConfig) -> dict[str, Any]:
-    features = {f.name: ({"type": "number"} if f.type == "numeric" else {"type": "string"}) for f in model.features}
+    # null: a missing value, stored as NULL and counted (driftloop_feature_missing_ratio).
+    features = {f.name: ({"type": ["number", "null"]} if f.type == "numeric" else {"type": ["string", "null"]})
+                for f in model.features}
     return {
         "type": "object", "additionalProperties": False, "required": ["id", "features", "score"],
         "properties": {
             "id": _ID, "ts": _TS,
             "features": {"type": "object", "properties": features, "required": list(features),
                          "additionalProperties": False},
-            "score": {"type": "number", "minimum": 0, "maximum": 1},
+            "score": {"type": "number", "minimum": 0, "maximum": 1, "description": "P(target = 1)" + (
+                f"; may be sent as {model.score!r}" if model.score != "score" else "")},
             "prediction": {"type": "integer", "enum": [0, 1],
-                           "description": f"derived as score > {model.threshold} when absent"},
+                           "description": f"derived as score > {model.threshold} when absent" + (
+                               f"; may be sent as {model.prediction!r}" if model.prediction != "prediction" else "")},
             "model_version": {"oneOf": [{"type": "string", "minLength": 1, "maxLength": 64},
                                         {"type": "integer", "minimum": 0}],
                               "description": "the registry version that scored this row (e.g. the champion's "
@@ -31,10 +35,16 @@ def prediction_schema(model: ModelConfig) -> dict[str, Any]:
     }
 
 
-LABEL_SCHEMA: dict[str, Any] = {
-    "type": "object", "additionalProperties": False, "required": ["id", "label"],
-    "properties": {"id": _ID, "label": {"type": "integer", "enum": [0, 1]}, "ts": _TS},
-}
+def label_schema(model: ModelConfig) -> dict[str, Any]:
+    """``{"id", "<target>": 0|1, "ts"}``; the generic key ``label`` is accepted in place of the target's name."""
+    binary = {"type": "integer", "enum": [0, 1]}
+    properties: dict[str, Any] = {"id": _ID, model.target: {**binary, "description": "the true outcome (model.target)"},
+                                  "ts": _TS}
+    if model.target == "label":
+        return {"type": "object", "additionalProperties": False, "required": ["id", "label"], "properties": properties}
+    properties["label"] = {**binary, "description": f"the same as {model.target!r}, under the generic name"}
+    return {"type": "object", "additionalProperties": False, "required": ["id"], "properties": properties,
+            "oneOf": [{"required": [model.target]}, {"required": ["label"]}]}
 
 
 def request_body(record: dict[str, Any], example: dict[str, Any]) -> dict[str, Any]:
@@ -53,7 +63,8 @@ def prediction_example(model: ModelConfig) -> dict[str, Any]:
             "model_version": "3"}
 
 
-LABEL_EXAMPLE = {"id": "req-123", "label": 1, "ts": "2026-11-30T07:00:00Z"}
+def label_example(model: ModelConfig) -> dict[str, Any]:
+    return {"id": "req-123", model.target: 1, "ts": "2026-11-30T07:00:00Z"}
 
 _ERROR = {"application/json": {"schema": {"type": "object", "properties": {
     "error": {"type": "string"},

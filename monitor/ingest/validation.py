@@ -21,7 +21,9 @@ from monitor.ingest.batches import ErrorList, LabelBatch, PredictionBatch, as_re
 
 MAX_LISTED_ERRORS = 50
 _NUMBER = frozenset({int, float})
+_OPTIONAL_NUMBER = frozenset({int, float, type(None)})
 _STR = {str}
+_OPTIONAL_STR = frozenset({str, type(None)})
 _NONE = {type(None)}
 _OPTIONAL_INT = frozenset({int, type(None)})
 _OPTIONAL_BINARY = frozenset({None, 0, 1})
@@ -106,13 +108,18 @@ class RecordValidator:
         self._numeric = [i for i, f in enumerate(model.features) if f.type == "numeric"]
         self._categorical = [i for i, f in enumerate(model.features) if f.type == "categorical"]
         self._getters = [itemgetter(name) for name in self._names]
+        # The configured column names are accepted on the wire as well as the generic keys:
+        # with model.target = churned, {"id": "c1", "churned": 1} is a label record.
+        self._prediction_aliases = {n: k for n, k in ((model.score, "score"), (model.prediction, "prediction"))
+                                    if n != k}
+        self._label_aliases = {model.target: "label"} if model.target != "label" else {}
 
     def _now_us(self) -> int:
         return int(self._clock() * 1_000_000)
 
     # ---- predictions -------------------------------------------------------------------------
     def predictions(self, records: Any) -> PredictionBatch:
-        records = as_record_list(records)
+        records = _renamed(as_record_list(records), self._prediction_aliases)
         now = self._now_us()
         batch = self._fast_predictions(records, now)
         if batch is None:
@@ -135,17 +142,25 @@ class RecordValidator:
             if set(map(type, feats)) != {dict} or set(map(len, feats)) != {len(self._names)}:
                 return None
             cols = [list(map(get, feats)) for get in self._getters]
+            # null is a missing value, stored as NULL: a monitored signal, handled by the model.
             for j in self._categorical:
-                if set(map(type, cols[j])) != _STR or not _clean_text(cols[j]):
+                types = set(map(type, cols[j]))
+                if not types <= _OPTIONAL_STR:
+                    return None
+                if not _clean_text(cols[j] if types == _STR else [v for v in cols[j] if v is not None]):
                     return None
             if self._numeric:
                 types = set(map(type, chain.from_iterable(cols[j] for j in self._numeric)))
-                if not types <= _NUMBER:
+                if not types <= _OPTIONAL_NUMBER:
                     return None
+                present = [cols[j] for j in self._numeric]
+                if type(None) in types:
+                    present = [[v for v in col if v is not None] for col in present]
                 if int in types:
-                    for j in self._numeric:
-                        cols[j] = list(map(float, cols[j]))  # stored as float; OverflowError -> slow path
-                if not _all_finite([cols[j] for j in self._numeric]):
+                    for j in self._numeric:  # stored as float; OverflowError -> slow path
+                        cols[j] = [v if v is None else float(v) for v in cols[j]] if type(None) in types \
+                            else list(map(float, cols[j]))
+                if not _all_finite(present):
                     return None
             scores = list(map(itemgetter("score"), records))
             types = set(map(type, scores))
@@ -221,13 +236,17 @@ class RecordValidator:
             if spec.name not in feats:
                 errors.add(i, f"features.{spec.name}", f"missing feature ({spec.type})")
                 continue
+            value = feats[spec.name]
+            if value is None:  # a missing value: stored as NULL
+                values.append(None)
+                continue
             check = F.check_number if spec.type == "numeric" else _check_category
-            values.append(_check(errors, i, f"features.{spec.name}", check, feats[spec.name]))
+            values.append(_check(errors, i, f"features.{spec.name}", check, value))
         return _BAD if errors.count > before else tuple(values)
 
     # ---- labels ------------------------------------------------------------------------------
     def labels(self, records: Any) -> LabelBatch:
-        records = as_record_list(records)
+        records = _renamed(as_record_list(records), self._label_aliases)
         now = self._now_us()
         batch = self._fast_labels(records, now)
         if batch is None:
@@ -261,7 +280,7 @@ class RecordValidator:
             if not self._structure(errors, i, rec, _LABEL_FIELDS, _LABEL_REQUIRED):
                 continue
             rid = _check(errors, i, "id", F.check_id, rec["id"]) if "id" in rec else _BAD
-            label = _check(errors, i, "label", F.check_binary, rec["label"]) if "label" in rec else _BAD
+            label = _check(errors, i, self.model.target, F.check_binary, rec["label"]) if "label" in rec else _BAD
             ts = rec.get("ts")
             if ts is not None:
                 ts = _check(errors, i, "ts", F.check_ts, ts)
@@ -307,6 +326,19 @@ class RecordValidator:
         if isinstance(batch, PredictionBatch):
             columns["features"] = [[col[i] for i in keep] for col in batch.features]
         return replace(batch, **columns, duplicates=len(ids) - len(keep), positions=keep)
+
+
+def _renamed(records: list, aliases: dict[str, str]) -> list:
+    """Records with configured names (``churned``) under the generic keys (``label``). A record
+    holding both keeps both, and its alias is then reported as an unknown field."""
+    if not aliases:
+        return records
+    out = []
+    for rec in records:
+        if type(rec) is dict and not aliases.keys().isdisjoint(rec):
+            rec = {(aliases[k] if k in aliases and aliases[k] not in rec else k): v for k, v in rec.items()}
+        out.append(rec)
+    return out
 
 
 def _check_category(value: Any) -> str:

@@ -39,6 +39,11 @@ log = logging.getLogger(__name__)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
+def _id_column(frame: pd.DataFrame, model: ModelConfig) -> str:
+    """A frame's record ids: in ``model.id`` (e.g. customer_id) when it has that column, else ``id``."""
+    return model.id if model.id in frame.columns else "id"
+
+
 @dataclass(frozen=True)
 class IngestResult:
     stored: int      # new rows written
@@ -130,7 +135,7 @@ class PredictionStore:
             m = self.model
             with _frame_errors():
                 records = frames.prediction_records(records, features=m.feature_names, score=m.score,
-                                                    prediction=m.prediction)
+                                                    prediction=m.prediction, id=_id_column(records, m))
         if model_version is not None:
             records = frames.with_model_version(records, model_version)
         return self.validator.predictions(records)
@@ -140,7 +145,7 @@ class PredictionStore:
             return records
         if isinstance(records, pd.DataFrame):
             with _frame_errors():
-                records = frames.label_records(records, label=self.model.target)
+                records = frames.label_records(records, label=self.model.target, id=_id_column(records, self.model))
         return self.validator.labels(records)
 
     @contextmanager

@@ -57,12 +57,48 @@ def test_rejection_carries_the_servers_errors_with_absolute_positions(base_url, 
     assert exc.stored.stored == 14 and store.row_counts()["predictions"] == 14
 
 
-def test_missing_values_are_named_by_the_server(base_url):
-    frame = _frame(3)
+def test_missing_values_are_stored_as_null(base_url, store):
+    frame = _frame(4)
     frame.loc[1, "x0"] = np.nan
-    with DriftloopClient(base_url, token=TOKEN) as dl, pytest.raises(RequestRejected) as info:
-        dl.log_predictions(frame)
-    assert info.value.errors == [{"index": 1, "field": "features.x0", "message": "expected a finite number, got null"}]
+    frame["x1"] = frame["x1"].astype("Int64")
+    frame.loc[2, "x1"] = pd.NA
+    frame.loc[3, "region"] = None
+    with DriftloopClient(base_url, token=TOKEN) as dl:
+        assert dl.log_predictions(frame).stored == 4
+    window = store.window()
+    assert np.isnan(window["x0"].iloc[1]) and np.isnan(window["x1"].iloc[2]) and window["region"].iloc[3] is None
+    assert window["x0"].notna().sum() == 3
+
+
+def test_configured_names_are_honoured(tmp_path):
+    """model.id / model.target / model.score name the frame's columns: the client learns them from
+    GET /v1/schema; plain HTTP takes {"id", "<target>": 1}."""
+    from monitor.ingest.app import create_app
+    from monitor.store import PredictionStore
+    from tests.monitor.ingest.conftest import make_config, serve
+    cfg = make_config(tmp_path / "home")
+    cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={
+        "id": "customer_id", "target": "churned", "score": "p_churn"})})
+    store = PredictionStore.from_config(cfg)
+    try:
+        with serve(create_app(cfg, store)) as url, DriftloopClient(url, token=TOKEN) as dl:
+            frame = _frame(6).rename(columns={"id": "customer_id", "label": "churned", "score": "p_churn"})
+            frame["customer_id"] = [f"c{i}" for i in range(6)]
+            frame["notes"] = "not a feature"  # columns outside the schema are left out
+            assert dl.log_predictions(frame).stored == 6
+            assert dl.log_labels(frame[["customer_id", "churned"]].head(3)).stored == 3
+            import httpx
+            r = httpx.post(f"{url}/v1/labels", json=[{"id": "c3", "churned": 1}],
+                           headers={"Authorization": f"Bearer {TOKEN}"})
+            assert r.status_code == 200, r.text
+            bad = httpx.post(f"{url}/v1/labels", json=[{"id": "c4", "churned": 2}],
+                             headers={"Authorization": f"Bearer {TOKEN}"})
+            assert bad.status_code == 422 and bad.json()["errors"][0]["field"] == "churned"
+            assert "churned" in httpx.get(f"{url}/openapi.json").text
+        window = store.window()
+        assert window["churned"].notna().sum() == 4 and window["p_churn"].iloc[1] == 0.1
+    finally:
+        store.close()
 
 
 def test_wrong_token_is_not_retried(base_url):

@@ -55,7 +55,6 @@ def _with_feature(name, value) -> dict:
     (_with(ts=-5), "ts", "between 1970 and 2286"),
     (_with(features=[1, 2]), "features", "expected an object of feature values, got a list"),
     (_with_feature("x1", "abc"), "features.x1", "expected a finite number, got 'abc'"),
-    (_with_feature("x1", None), "features.x1", "expected a finite number, got null"),
     (_with_feature("x1", float("inf")), "features.x1", "expected a finite number, got inf"),
     (_with_feature("x1", False), "features.x1", "expected a finite number, got false"),
     (_with_feature("region", 3), "features.region", "expected a string (categorical feature), got 3"),
@@ -141,7 +140,8 @@ text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=
 timestamps = st.none() | st.floats(0, 8e9) | st.integers(0, 9_000_000_000) | st.sampled_from(
     ["2026-11-30T01:02:03Z", "2026-11-30T01:02:03.123456+05:30", "1999-12-31T23:59:59.5-08:00"])
 valid_record = st.fixed_dictionaries(
-    {"id": text, "features": st.fixed_dictionaries({"x0": finite, "x1": finite, "region": text}),
+    {"id": text, "features": st.fixed_dictionaries({"x0": finite | st.none(), "x1": finite,
+                                                    "region": text | st.none()}),
      "score": st.floats(0, 1) | st.sampled_from([0, 1])},
     optional={"ts": timestamps, "prediction": st.none() | st.sampled_from([0, 1])})
 
@@ -189,3 +189,22 @@ def test_label_paths_agree(records):
 
 def test_valid_batch_takes_the_fast_path():
     assert validator._fast_predictions(predictions(20), 1) is not None
+
+
+def test_null_features_are_missing_values_on_both_paths():
+    records = predictions(4)
+    records[1]["features"]["x0"] = None
+    records[2]["features"]["region"] = None
+    records[3]["features"]["x1"] = 3  # an int next to a null: stored as float
+    fast = validator._fast_predictions(records, 1)
+    assert fast is not None and fast == validator.slow_predictions(records, 1)
+    assert fast.features[0][1] is None and fast.features[2][2] is None and fast.features[1][3] == 3.0
+
+
+def test_target_name_is_accepted_for_label():
+    named = RecordValidator(small_model().model_copy(update={"target": "churned"}), clock=lambda: NOW)
+    batch = named.labels([{"id": "a", "churned": 1}, {"id": "b", "label": 0}])
+    assert batch.labels == [1, 0]
+    with pytest.raises(ValidationError) as info:
+        named.labels([{"id": "a", "churned": "yes"}])
+    assert info.value.errors[0]["field"] == "churned"

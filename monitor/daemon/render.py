@@ -49,6 +49,11 @@ def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_label
         name = f.name if f is not r.prediction_drift else f"{f.name} (prediction)"
         mark = "YES" if f.drifted else ("skipped: " + f.skipped if f.skipped else "no")
         lines.append(f"{name:<16} {f.method or '-':<16} {_f(f.score):>10} {_f(f.threshold):>10}  {mark}")
+    gaps = [(name, ratio, r.reference_missing_ratio.get(name)) for name, ratio in r.missing_ratio.items()
+            if ratio or r.reference_missing_ratio.get(name)]
+    if gaps:
+        lines += ["", f"{'missing':<16} {'live':>8} {'baseline':>9}"]
+        lines += [f"{name:<16} {ratio:>8.1%} {'-' if base is None else format(base, '.1%'):>9}" for name, ratio, base in gaps]
     if outcome.report_html:
         lines += ["", f"report  {outcome.report_html}"]
     return "\n".join(lines)

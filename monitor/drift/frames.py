@@ -140,6 +140,7 @@ class PreparedReference:
     side: Side
     full_counts: dict[str, int]
     distinct: dict[str, frozenset | None]
+    missing: dict[str, float]  # share of reference rows without a value, per feature
 
     @property
     def rows(self) -> int:
@@ -160,4 +161,10 @@ def prepare_reference(reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg
             values = _numeric(reference, c, "reference")
         full_counts[c] = int(len(clean(values)))
         distinct[c] = distinct_values(values)
-    return PreparedReference(side, full_counts, distinct)
+    return PreparedReference(side, full_counts, distinct, missing_ratio(reference, model_cfg.feature_names))
+
+
+def missing_ratio(frame: pd.DataFrame, columns: list[str]) -> dict[str, float]:
+    """Share of rows with no value (None, NaN, NA), per column; 0 for an empty frame."""
+    n = len(frame)
+    return {c: float(frame[c].isna().sum()) / n if n else 0.0 for c in columns}

@@ -92,6 +92,19 @@ class ModelMetricsCollector(Collector):
                 fam = GaugeMetricFamily(name, help_, labels=["model"])
                 fam.add_metric([model], value)
             yield fam
+        if r.missing_ratio:
+            current = GaugeMetricFamily("driftloop_model_feature_missing_ratio",
+                                        "Share of the last checked window's rows with no value for the feature.",
+                                        labels=["model", "feature"])
+            reference = GaugeMetricFamily("driftloop_model_feature_baseline_missing_ratio",
+                                          "Share of the champion's reference rows with no value for the feature.",
+                                          labels=["model", "feature"])
+            for feature, ratio in r.missing_ratio.items():
+                current.add_metric([model, feature], ratio)
+                if feature in r.reference_missing_ratio:
+                    reference.add_metric([model, feature], r.reference_missing_ratio[feature])
+            yield current
+            yield reference
         tested = [f for f in r.features if f.score is not None and math.isfinite(f.score)]
         if tested:
             score = GaugeMetricFamily("driftloop_model_feature_drift_score",

@@ -79,6 +79,10 @@ class CheckResult:
     reference_sample_rows: int = 0
     current_sample_rows: int = 0
     duration_seconds: float = 0.0
+    # Share of rows with no value, per feature, over the whole window / the whole reference: a data
+    # quality signal on its own (a broken upstream join shows here before it shows as drift).
+    missing_ratio: dict[str, float] = field(default_factory=dict)
+    reference_missing_ratio: dict[str, float] = field(default_factory=dict)
     snapshot: Any = field(default=None, repr=False, compare=False)  # evidently Snapshot, for saving
 
     @property
@@ -118,4 +122,6 @@ class CheckResult:
             "reference_sample_rows": int(self.reference_sample_rows),
             "current_sample_rows": int(self.current_sample_rows),
             "duration_seconds": _num(self.duration_seconds),
+            "missing": [{"name": name, "ratio": _num(ratio), "reference_ratio": _num(self.reference_missing_ratio.get(name))}
+                        for name, ratio in self.missing_ratio.items()],
         }

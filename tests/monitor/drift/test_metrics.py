@@ -84,7 +84,9 @@ def test_skipped_feature_has_no_series(labelled_result):
     result = dataclasses.replace(labelled_result, features=[skipped] + labelled_result.features[1:])
     text = scrape(lambda: result)
     promtool_check(text)
-    assert 'feature="x0"' not in text and 'feature="x1"' in text
+    drift_lines = [line for line in text.splitlines() if line.startswith("driftloop_model_feature_drift")]
+    assert not any('feature="x0"' in line for line in drift_lines)
+    assert any('feature="x1"' in line for line in drift_lines)
 
 
 def test_sources_latest_attribute_outcome_and_nothing_yet(labelled_result):
@@ -110,3 +112,22 @@ def test_failing_source_costs_only_these_families(caplog):
         raise RuntimeError("store down")
     assert scrape(broken) == ""
     assert "store down" in caplog.text
+
+
+def test_missing_share_per_feature_against_the_baseline(cfg, ref_frame):
+    """Missing values are a monitored signal: the share per feature, live and in the reference,
+    in the result, its JSON and on /metrics; the features still get their drift tests."""
+    import numpy as np
+    current = window(1000, seed=33)
+    current.loc[current.index[::4], "x0"] = np.nan        # 25% of x0 missing
+    current.loc[current.index[:100], "region"] = None      # 10% of region missing
+    result = evaluate_window(ref_frame, current, cfg.model, cfg.drift, {}, clock=lambda: T0)
+    assert result.missing_ratio["x0"] == 0.25 and result.missing_ratio["region"] == 0.1
+    assert result.missing_ratio["x1"] == 0.0 and result.reference_missing_ratio["x0"] == 0.0
+    assert result.feature("x0").score is not None and result.feature("region").score is not None
+    assert {"name": "x0", "ratio": 0.25, "reference_ratio": 0.0} in result.to_dict()["missing"]
+    text = scrape(lambda: result)
+    promtool_check(text)
+    got = samples(text)
+    assert got[("driftloop_model_feature_missing_ratio", (("feature", "x0"), ("model", "demo")))] == 0.25
+    assert got[("driftloop_model_feature_baseline_missing_ratio", (("feature", "region"), ("model", "demo")))] == 0.0

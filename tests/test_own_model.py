@@ -1,0 +1,171 @@
+"""A user's own data and model service, end to end, with zero hand-written config lines: a CSV with
+int, float, bool, categorical and id columns, missing values and a target called ``churned``,
+through ``init``, ``train``, ``serve``, the client and plain HTTP, ``check``, ``retrain``,
+``rollback`` and the registered pyfunc on the raw frame. Then the mistakes a user makes, each one
+clear line."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pandas as pd
+import pytest
+
+from monitor.client import DriftloopClient
+from tests.support.churn import churn_table
+from tests.support.services import free_port
+
+REPO = Path(__file__).resolve().parents[1]
+DRIFTLOOP = [sys.executable, "-c", "import sys; from monitor.cli import main; sys.exit(main(sys.argv[1:]))"]
+FAST = {"DRIFTLOOP_TRAINING__RETRAIN_EPOCHS": "6", "DRIFTLOOP_TRAINING__HIDDEN": "[32, 16]",
+        "DRIFTLOOP_TRAINING__THREADS": "1", "DRIFTLOOP_LOGGING__LEVEL": "WARNING"}
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DRIFTLOOP_", "MLFLOW_"))}
+    return {**env, **FAST, "PYTHONPATH": str(REPO)}
+
+
+def driftloop(cwd: Path, *args: str, ok: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+    proc = subprocess.run([*DRIFTLOOP, *args], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout)
+    if ok:
+        assert proc.returncode == 0, f"driftloop {' '.join(args)}: {proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def error_line(proc: subprocess.CompletedProcess) -> str:
+    """The one line a user mistake prints: 'Error: ...' on stderr, and nothing else."""
+    assert proc.returncode != 0, proc.stdout
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), proc.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    churn_table(1500, seed=0).to_csv(tmp_path / "churn.csv", index=False)
+    return tmp_path
+
+
+def champion_pyfunc(cwd: Path):
+    import mlflow
+    previous = mlflow.get_tracking_uri() if mlflow.is_tracking_uri_set() else None
+    mlflow.set_tracking_uri(f"sqlite:///{cwd / 'driftloop-data' / 'mlflow.db'}")
+    try:
+        return mlflow.pyfunc.load_model("models:/driftloop-churn@champion")
+    finally:
+        mlflow.set_tracking_uri(previous)
+
+
+@pytest.mark.slow
+def test_own_csv_and_service_through_the_whole_loop(project: Path):
+    # init: the id column is refused as a feature until declared; then a commented config.
+    refused = error_line(driftloop(project, "init", "--data", "churn.csv", "--target", "churned", ok=False))
+    assert "'customer_id'" in refused and "--id customer_id" in refused
+    out = driftloop(project, "init", "--data", "churn.csv", "--target", "churned", "--id", "customer_id").stdout
+    assert "4 numeric and 2 categorical" in out
+    text = (project / "driftloop.yaml").read_text()
+    assert "{name: is_senior, type: numeric}" in text and "boolean" in text and "{name: plan, type: categorical}" in text
+    assert "customer_id" not in text.split("features:")[1]
+
+    driftloop(project, "train", "--data", "churn.csv", "--epochs", "8", "-q")
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = open(project / "serve.log", "wb")
+    serve = subprocess.Popen([*DRIFTLOOP, "serve", "--port", str(port), "--no-gpu", "--check-interval", "3600"],
+                             cwd=project, env=_env(), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        _wait_healthy(url, serve, project)
+        champion = champion_pyfunc(project)
+        # The service's traffic after the concept moved: raw rows, nulls and all, scored by the champion.
+        live = churn_table(700, seed=1, shift=1.0, missing=0.1)
+        live["score"] = champion.predict(live.drop(columns=["churned"]))
+        with DriftloopClient(url) as dl:
+            assert dl.log_predictions(live.drop(columns=["churned"])).stored == 700
+            assert dl.log_labels(live[["customer_id", "churned"]]).stored == 700
+        # Plain HTTP (curl): a null feature, and a label under the target's name.
+        record = {"id": "curl-1", "features": {"age": 40, "tenure": None, "monthly_charges": 55.5,
+                                               "is_senior": 0, "plan": None, "region": "east"}, "score": 0.4}
+        assert httpx.post(f"{url}/v1/predictions", json=[record]).status_code == 200
+        assert httpx.post(f"{url}/v1/labels", json=[{"id": "curl-1", "churned": 1}]).status_code == 200
+        wrong = httpx.post(f"{url}/v1/predictions", json=[{**record, "id": "curl-2",
+                                                           "features": {**record["features"], "plan": 3}}])
+        assert wrong.status_code == 422
+        assert wrong.json()["errors"] == [{"index": 0, "field": "features.plan",
+                                           "message": "expected a string (categorical feature), got 3"}]
+        metrics = httpx.get(f"{url}/metrics").text
+        assert "driftloop_ingest" in metrics
+
+        check = driftloop(project, "check").stdout
+        assert "missing" in check and "monthly_charges" in check and "plan" in check
+
+        retrained = driftloop(project, "retrain", "-q", timeout=600).stdout
+        assert retrained.startswith("PROMOTED: challenger v2"), retrained
+        assert champion_pyfunc(project).metadata.run_id != champion.metadata.run_id
+        rolled = driftloop(project, "rollback").stdout
+        assert "v2" in rolled and "v1" in rolled
+        assert champion_pyfunc(project).metadata.run_id == champion.metadata.run_id
+    finally:
+        serve.terminate()
+        serve.wait(30)
+
+    # The registered pyfunc takes the frames users have: ints, bools, nullable and category dtypes.
+    raw = churn_table(50, seed=5, missing=0.2).drop(columns=["churned"])
+    typed = raw.astype({"age": "Int64", "is_senior": "boolean", "plan": "category", "region": "category"})
+    typed.loc[0, "age"] = pd.NA
+    typed.loc[1, "is_senior"] = pd.NA
+    model = champion_pyfunc(project)
+    for frame in (raw, typed):
+        scores = np.asarray(model.predict(frame))
+        assert scores.shape == (50,) and np.isfinite(scores).all()
+    from mlflow.pyfunc.scoring_server import infer_and_parse_data  # what `mlflow models serve` does
+    request = {"dataframe_split": {"columns": ["age", "tenure", "monthly_charges", "is_senior", "plan", "region"],
+                                   "data": [[30, 5, None, True, None, "north"], [61, 40, 80.1, False, "pro", "west"]]}}
+    parsed = infer_and_parse_data(request, model.metadata.get_input_schema())
+    assert np.isfinite(np.asarray(model.predict(parsed))).all()
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, cwd: Path) -> None:
+    import time
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, (cwd / "serve.log").read_text()[-3000:]
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError((cwd / "serve.log").read_text()[-3000:])
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.assign(notes="called twice"), "column(s) notes not in the model's features"),
+    (lambda d: d.assign(age=d["age"].astype(object).where(d.index != 7, "unknown")),
+     "numeric feature 'age' has 1 non-numeric or infinite value(s) (first at row 7: 'unknown'); did its type change?"),
+    (lambda d: d.assign(tenure=np.nan), "feature column(s) tenure have no values (all missing)"),
+])
+def test_data_that_does_not_fit_the_schema_is_one_clear_line(project: Path, change, message):
+    driftloop(project, "init", "--data", "churn.csv", "--target", "churned", "--id", "customer_id")
+    change(pd.read_csv(project / "churn.csv")).to_csv(project / "bad.csv", index=False)
+    line = error_line(driftloop(project, "train", "--data", "bad.csv", "--epochs", "1", "-q", ok=False))
+    assert message in line
+
+
+def test_init_explains_what_it_cannot_use(project: Path):
+    data = pd.read_csv(project / "churn.csv").assign(empty=np.nan, comment=[f"text {i}" for i in range(1500)])
+    data.to_csv(project / "wide.csv", index=False)
+    line = error_line(driftloop(project, "init", "--data", "wide.csv", "--target", "churned", "--id", "customer_id",
+                                ok=False))
+    assert "column 'empty' has no values (all missing); drop it or pass --ignore empty" in line
+    assert "column 'comment' is text with a different value on every sampled row" in line
+    driftloop(project, "init", "--data", "wide.csv", "--target", "churned", "--id", "customer_id",
+              "--ignore", "empty", "--ignore", "comment", "--name", "wide", "-o", "wide.yaml")
+    assert "ignore: [empty, comment]" in (project / "wide.yaml").read_text()
+    assert "exists; pass --force" in error_line(driftloop(project, "init", "--data", "wide.csv", "--target",
+                                                          "churned", "-o", "wide.yaml", ok=False))

@@ -7,6 +7,12 @@
 
 or, module-level: ``monitor.client.configure(url, token=...)`` then ``monitor.client.log_predictions(...)``.
 
+To score with whatever model is champion now, following promotions and rollbacks::
+
+    from monitor.client import Champion
+    champion = Champion("sqlite:///driftloop-data/mlflow.db", "driftloop-churn")  # or http://mlflow:5000
+    scores = champion.predict(frame)     # champion.version says which version scored them
+
 Data goes in batches of ``batch_size`` records, each stored atomically by the server. Connection
 errors, 429 and 5xx answers are retried with exponential backoff and jitter; that is safe because
 the server treats a re-sent id with the same content as a duplicate, not a new row. A 4xx answer
@@ -23,6 +29,7 @@ Exceptions (all :class:`monitor.errors.DriftloopError`)::
 from __future__ import annotations
 
 import random
+import threading
 import time
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -33,7 +40,7 @@ import orjson
 
 from monitor.errors import DriftloopError
 
-__all__ = ["ClientError", "DriftloopClient", "IngestSummary", "RequestRejected", "ServerUnavailable",
+__all__ = ["Champion", "ClientError", "DriftloopClient", "IngestSummary", "RequestRejected", "ServerUnavailable",
            "configure", "log_labels", "log_predictions"]
 
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -261,3 +268,89 @@ def log_predictions(data: Any, **kwargs: Any) -> IngestSummary:
 
 def log_labels(data: Any, **kwargs: Any) -> IngestSummary:
     return _default_client().log_labels(data, **kwargs)
+
+
+class Champion:
+    """The model behind a registered model's alias (``champion``), followed as it moves.
+
+    Loads the aliased version at construction; then every ``interval`` seconds a background
+    thread asks MLflow which version the alias points at (one small registry call) and, when it
+    changed (a promotion, a rollback), loads that version and swaps it in. A swap is one
+    assignment of a ``(version, model)`` pair, so :meth:`predict` scores a whole frame with one
+    model and :attr:`version` names it; a failed poll or load keeps serving the current model
+    (``last_error`` says why). ``interval=0``: no thread; call :meth:`refresh` yourself.
+
+    Needs mlflow (imported here, not by the rest of this module)."""
+
+    def __init__(self, tracking_uri: str, name: str, *, alias: str = "champion", interval: float = 30.0):
+        from mlflow import MlflowClient
+        self.tracking_uri, self.name, self.alias, self.interval = tracking_uri, name, alias, interval
+        self._client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+        self._current: tuple[str, Any] = self._load(self._aliased_version())
+        self.last_error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if interval > 0:
+            self._thread = threading.Thread(target=self._follow, name=f"champion-{name}", daemon=True)
+            self._thread.start()
+
+    @property
+    def version(self) -> str:
+        return self._current[0]
+
+    def predict(self, frame: Any) -> Any:
+        """Scores of ``frame`` by the current version (a numpy array). For the version that scored
+        them, use :meth:`score`, which returns both from the same model."""
+        return self.score(frame)[1]
+
+    def score(self, frame: Any) -> tuple[str, Any]:
+        version, model = self._current  # one read: the version and the model belong together
+        return version, model.predict(frame)
+
+    def refresh(self) -> bool:
+        """Poll the alias now; load and swap when it moved. True when the version changed."""
+        version = self._aliased_version()
+        if version == self._current[0]:
+            return False
+        self._current = self._load(version)
+        return True
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self.interval + 5)
+
+    def __enter__(self) -> "Champion":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _follow(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.refresh()
+                self.last_error = None
+            except Exception as exc:  # keep serving the model we have; say why on the object
+                self.last_error = f"{type(exc).__name__}: {exc}"
+
+    def _aliased_version(self) -> str:
+        from mlflow.exceptions import MlflowException
+        try:
+            return str(self._client.get_model_version_by_alias(self.name, self.alias).version)
+        except MlflowException as exc:
+            raise ClientError(f"registered model {self.name!r} has no {self.alias!r} alias at "
+                              f"{self.tracking_uri}: {str(exc).splitlines()[0]}") from exc
+
+    def _load(self, version: str) -> tuple[str, Any]:
+        import tempfile
+
+        import mlflow.artifacts
+        import mlflow.pyfunc
+        # Resolved through this registry, not the process-wide one a models:/ URI would use.
+        source = self._client.get_model_version_download_uri(self.name, version)
+        with tempfile.TemporaryDirectory() as tmp:
+            local = mlflow.artifacts.download_artifacts(artifact_uri=source, dst_path=tmp,
+                                                        tracking_uri=self.tracking_uri)
+            model = mlflow.pyfunc.load_model(local)
+        return version, model

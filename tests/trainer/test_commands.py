@@ -42,6 +42,11 @@ def test_user_mistakes_are_one_line_errors(home, tmp_path, capsys):
     assert main(["train", "--data", "missing.csv"]) == 2
     assert capsys.readouterr().err.strip() == "Error: data file not found: missing.csv"
     make_dataset(300).drop(columns="x1").to_csv(tmp_path / "d.csv", index=False)
+    # Configured features are the contract: a file without one of them is refused (unconfigured,
+    # train would infer the schema from the file instead).
+    from monitor.config import ModelConfig
+    features = [f.model_dump() for f in ModelConfig().features]
+    (tmp_path / "driftloop.yaml").write_text(json.dumps({"model": {"features": features}}))
     assert main(["train", "--data", "d.csv", "--target", "label"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("Error: training data: missing column(s) x1") and "Traceback" not in err

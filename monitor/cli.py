@@ -40,7 +40,7 @@ class LazyGroup(click.Group):
         if name not in COMMANDS:
             return None
         module = importlib.import_module(COMMANDS[name][0])
-        return module.command
+        return _with_global_options(module.command)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):
@@ -53,6 +53,39 @@ class _State:
         self.log_level = log_level
 
 
+_CONFIG_HELP = "YAML config file [default: $DRIFTLOOP_CONFIG or ./driftloop.yaml if present]."
+_LEVELS = click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False)
+
+
+def _set_state(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    """A global option given after the subcommand (``driftloop serve --config x.yaml``)."""
+    state = ctx.find_object(_State)
+    if value is None or state is None:
+        return
+    if param.name == "config_path":
+        state.config_path = value
+    else:
+        state.log_level = value.upper()
+
+
+def _with_global_options(command: click.Command) -> click.Command:
+    """``command`` also accepting ``--config``/``-c`` and ``--log-level`` (added once per command object)."""
+    if not any(p.name == "config_path" for p in command.params):
+        command.params += [
+            click.Option(["--config", "-c", "config_path"], type=click.Path(dir_okay=False), default=None,
+                         expose_value=False, is_eager=True, callback=_set_state, help=_CONFIG_HELP),
+            click.Option(["--log-level"], type=_LEVELS, default=None, expose_value=False, is_eager=True,
+                         callback=_set_state, help="Override logging.level."),
+        ]
+    return command
+
+
+def log_level_given(ctx: click.Context) -> bool:
+    """Whether ``--log-level`` was given (before or after the subcommand)."""
+    state = ctx.find_object(_State)
+    return bool(state and state.log_level)
+
+
 def config_from(ctx: click.Context, overrides: dict[str, Any] | None = None) -> DriftloopConfig:
     """Load and validate the configuration once, with CLI flag ``overrides`` on top, and set up logging."""
     state: _State = ctx.find_object(_State)
@@ -63,10 +96,8 @@ def config_from(ctx: click.Context, overrides: dict[str, Any] | None = None) -> 
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--config", "-c", "config_path", type=click.Path(dir_okay=False), default=None,
-              help="YAML config file [default: $DRIFTLOOP_CONFIG or ./driftloop.yaml if present].")
-@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-              default=None, help="Override logging.level.")
+@click.option("--config", "-c", "config_path", type=click.Path(dir_okay=False), default=None, help=_CONFIG_HELP)
+@click.option("--log-level", type=_LEVELS, default=None, help="Override logging.level.")
 @click.version_option(package_name="driftloop")
 @click.pass_context
 def cli(ctx: click.Context, config_path: str | None, log_level: str | None) -> None:

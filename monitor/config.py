@@ -64,9 +64,27 @@ class ServerConfig(_Section):
     host: str = Field("127.0.0.1", description="address driftloop serve listens on")
     port: int = Field(8470, ge=1, le=65535, description="port driftloop serve listens on")
     token: str | None = Field(None, description="bearer token required on write endpoints when set")
+    token_file: Path | None = Field(None, description="file holding the token (e.g. a mounted secret), read at "
+                                                      "start-up; surrounding whitespace is stripped; not with token")
     max_body_bytes: int = Field(32 * 1024 * 1024, gt=0, description="larger request bodies get 413")
     max_batch_records: int = Field(100_000, gt=0, description="most records per request; more get 413")
     gpu_metrics: bool = Field(True, description="serve the GPU collector's series on the daemon's /metrics too (--no-gpu turns it off)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _token_from_file(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("token_file") in (None, ""):
+            return data
+        if data.get("token") not in (None, ""):
+            raise ValueError("give server.token or server.token_file, not both")
+        path = Path(data["token_file"])
+        try:
+            token = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"server.token_file {str(path)!r}: cannot read: {exc.strerror or exc}") from None
+        if not token:
+            raise ValueError(f"server.token_file {str(path)!r} is empty")
+        return {**data, "token": token}
 
 
 class StoreConfig(_Section):
@@ -390,7 +408,9 @@ def _format_errors(exc: ValidationError, source: str) -> list[str]:
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
-        lines.append(f"{loc}: {msg} (got {err.get('input')!r})" if err["type"] != "extra_forbidden" else f"{loc}: {msg}")
+        # A whole section as the input says nothing more than the message, and may hold a token.
+        shown = err["type"] != "extra_forbidden" and not isinstance(err.get("input"), dict)
+        lines.append(f"{loc}: {msg} (got {err.get('input')!r})" if shown else f"{loc}: {msg}")
     return lines
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from monitor.cli import config_from
+from monitor.cli import config_from, log_level_given
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -33,7 +33,7 @@ def command(ctx: click.Context, home: Path, port: int | None, fast: bool, keep_s
     from monitor.demo import DemoPlan, demo_config, prepare_home, run_demo
 
     base = config_from(ctx)
-    if ctx.find_root().params.get("log_level") is None:
+    if not log_level_given(ctx):
         # The timeline is the demo's output; the parts' INFO lines would drown it.
         logging.getLogger().setLevel(logging.WARNING)
         for name in ("apscheduler", "apscheduler.scheduler", "apscheduler.executors"):

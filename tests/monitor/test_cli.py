@@ -22,3 +22,15 @@ def test_config_error_is_one_line_and_nonzero(tmp_path):
 
 def test_unknown_command_is_a_usage_error(capsys):
     assert main(["nope"]) == 2
+
+
+def test_global_options_work_after_the_subcommand_too(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.yaml").write_text(f"home: {tmp_path / 'home'}\nmodel: {{name: after}}\n")
+    for argv in (["--config", "x.yaml", "status", "--json"], ["status", "--json", "--config", "x.yaml"],
+                 ["status", "-c", "x.yaml", "--log-level", "error", "--json"]):
+        assert main(argv) == 0, argv
+        assert '"model": "after"' in capsys.readouterr().out
+    assert main(["status", "--config", "missing.yaml"]) == 2
+    assert capsys.readouterr().err.strip() == "Error: config file not found: missing.yaml"
+    assert "--config" in (main(["serve", "--help"]), capsys.readouterr().out)[1]

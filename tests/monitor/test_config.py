@@ -94,3 +94,21 @@ def test_unquoted_amp_off_in_the_file(tmp_path):
     f = tmp_path / "d.yaml"
     f.write_text("training:\n  amp: off\n")
     assert load_config(f, environ={}).training.amp == "off"
+
+
+def test_token_from_a_file(tmp_path):
+    secret = tmp_path / "token"
+    secret.write_text("s3cret\n")
+    assert load_config(path=None, environ={"DRIFTLOOP_SERVER__TOKEN_FILE": str(secret)}).server.token == "s3cret"
+    with pytest.raises(ConfigError, match="token_file .* cannot read: No such file") as missing:
+        load_config(path=None, environ={"DRIFTLOOP_SERVER__TOKEN_FILE": str(tmp_path / "nope")})
+    with pytest.raises(ConfigError, match="server.token or server.token_file, not both") as both:
+        load_config(path=None, environ={"DRIFTLOOP_SERVER__TOKEN_FILE": str(secret), "DRIFTLOOP_SERVER__TOKEN": "t0k"})
+    assert "t0k" not in str(both.value) and "s3cret" not in str(missing.value)
+
+
+def test_id_and_ignore_columns_are_not_features():
+    with pytest.raises(ConfigError, match="clash with reserved columns: customer_id"):
+        load_config(path=None, environ={}, overrides={"model": {"id": "customer_id", "features": [{"name": "customer_id"}]}})
+    cfg = load_config(path=None, environ={}, overrides={"model": {"ignore": ["notes"]}})
+    assert not cfg.model.features_configured and cfg.model.ignore == ["notes"]

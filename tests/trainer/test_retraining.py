@@ -82,8 +82,8 @@ def _one_positive():
     (make_dataset(0), "recent window is empty"),
     (make_dataset(400).assign(label=1), "single class"),
     (make_dataset(400).drop(columns="region"), "missing column(s) region"),
-    (make_dataset(400).assign(x3=float("nan")), "column 'x3' has 400 missing"),
-    (make_dataset(400).assign(extra=1), "unexpected column(s) extra"),
+    (make_dataset(400).assign(x3=float("nan")), "feature column(s) x3 have no values (all missing)"),
+    (make_dataset(400).assign(extra=1), "column(s) extra not in the model's features"),
     (make_dataset(60), "60 rows, need at least 100"),
     (_one_positive(), "too few rows to hold out a holdout set: class 1 has 1 row"),
 ])

@@ -32,8 +32,9 @@ def create_app(champion: Champion, driftloop: DriftloopClient, id_column: str = 
         frame = pd.DataFrame(rows)
         version, scores = champion.score(frame)  # one model scores the whole request
         frame["score"] = scores
-        # Logged with the service's own column names; the daemon's GET /v1/schema maps them.
-        driftloop.log_predictions(frame)
+        # Logged with the service's own column names (the daemon's GET /v1/schema maps them) and the
+        # version that scored them, so each champion is judged on its own rows.
+        driftloop.log_predictions(frame, model_version=version)
         return {"model_version": version,
                 "scores": [{id_column: rid, "score": float(s)} for rid, s in zip(frame[id_column], scores)]}
 

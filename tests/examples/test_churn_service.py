@@ -59,6 +59,7 @@ def test_service_scores_with_the_champion_and_follows_it(setup):
         assert champion.refresh() is True and champion.version == "2"
         more = [{**r, "customer_id": r["customer_id"] + "-b"} for r in body]
         assert service.post("/predict", json=more).json()["model_version"] == "2"
+        assert store.window()["model_version"].tolist() == ["1"] * 5 + ["2"] * 5
 
         rollback(cfg)
         assert champion.refresh() is True and champion.version == "1"

@@ -68,7 +68,7 @@ def test_model_names_with_dots_and_dashes_get_safe_tables(open_store):
     ({"features": [{"name": "Age"}, {"name": "age"}]}, "duplicate feature names (case-insensitive): Age, age"),
     ({"features": [{"name": "f" * 61}]}, "longer than 60 characters"),
     ({"features": [{"name": "label_ts"}]}, "clash with reserved columns: label_ts"),
-    ({"score": "label"}, "three different column names"),
+    ({"score": "label"}, "score, prediction, target and id must be four different column names"),
 ])
 def test_model_config_keeps_store_names_safe(model, message):
     from monitor.config import load_config

@@ -106,6 +106,11 @@ def test_own_csv_and_service_through_the_whole_loop(project: Path):
 
         retrained = driftloop(project, "retrain", "-q", timeout=600).stdout
         assert retrained.startswith("PROMOTED: challenger v2"), retrained
+        # A CLI retrain is recorded like the daemon's: in the status and in driftloop_retrains_total.
+        status = httpx.get(f"{url}/v1/status").json()
+        assert status["recent_retrains"][0]["status"] == "promoted"
+        assert status["recent_retrains"][0]["challenger_version"] == "2"
+        assert 'driftloop_retrains_total{model="churn",outcome="promoted"} 1.0' in httpx.get(f"{url}/metrics").text
         assert champion_pyfunc(project).metadata.run_id != champion.metadata.run_id
         rolled = driftloop(project, "rollback").stdout
         assert "v2" in rolled and "v1" in rolled

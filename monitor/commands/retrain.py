@@ -1,6 +1,7 @@
 """``driftloop retrain``: one incremental retrain now, on the store's recent labelled window or a file."""
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import click
@@ -48,8 +49,9 @@ def command(ctx: click.Context, data_path: str | None, last_n: int | None, trigg
         rows = last_n or cfg.alerts.retrain_rows or cfg.drift.window_size
         spec = {"source": "store", "last_n": rows}
     window = load_window(cfg, spec)
-    outcome = run_training(ctx, lambda: retrain(cfg, window, trigger=trigger, incident_id=incident_id,
-                                                report_paths=reports, data_window=spec, resume=resume), as_json)
+    outcome = run_training(ctx, lambda: _recorded(cfg, retrain(cfg, window, trigger=trigger, incident_id=incident_id,
+                                                              report_paths=reports, data_window=spec, resume=resume),
+                                                  trigger, incident_id, len(window), spec), as_json)
     if outcome is None:
         return
     m = outcome.metrics
@@ -59,3 +61,33 @@ def command(ctx: click.Context, data_path: str | None, last_n: int | None, trigg
                f"champion is v{outcome.champion_version}")
     for reason in outcome.reasons:
         click.echo(f"  - {reason}")
+
+
+def _recorded(cfg: Any, outcome: Any, trigger: str, incident_id: str | None, rows: int, spec: dict) -> Any:
+    """``outcome``, after writing it to the store's retrain attempts like a daemon retrain, so it
+    shows in ``driftloop status``, ``GET /v1/status`` and ``driftloop_retrains_total``. The
+    retrain itself is done: a store that cannot take the record costs a warning, not the exit code."""
+    if outcome is None:  # a torchrun rank other than 0
+        return outcome
+    import time
+
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from monitor.daemon.attempts import AttemptStore
+    from monitor.errors import DriftloopError
+    from monitor.store import PredictionStore
+
+    try:
+        store = PredictionStore.from_config(cfg)
+        try:
+            attempts = AttemptStore(store.engine, cfg.model.name, time.time)
+            attempt = attempts.begin(incident_id or "", trigger, rows=rows, data_window=spec)
+            attempts.finish(attempt.id, outcome.outcome, run_id=outcome.run_id,
+                            challenger_version=outcome.challenger_version, champion_version=outcome.champion_version,
+                            duration_seconds=outcome.duration_seconds, samples_per_second=outcome.samples_per_second,
+                            reasons=list(outcome.reasons))
+        finally:
+            store.close()
+    except (DriftloopError, SQLAlchemyError) as exc:
+        logging.getLogger(__name__).warning("retrain done but not recorded in the store: %s", exc)
+    return outcome

@@ -16,12 +16,20 @@ from monitor.errors import UserInputError
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--limit", type=click.IntRange(1, 100), default=5, show_default=True,
               help="Recent incidents and retrains to show.")
+@click.option("--incident", "incident_id", default=None, metavar="ID",
+              help="Show one incident (open or closed) with its whole event trail and retrains.")
 @click.pass_context
-def command(ctx: click.Context, url: str | None, as_json: bool, limit: int) -> None:
-    """Show the champion version, the last check, open incidents and recent retrains."""
+def command(ctx: click.Context, url: str | None, as_json: bool, limit: int, incident_id: str | None) -> None:
+    """Show the champion version, the last check, open and recently closed incidents and recent retrains."""
     cfg = config_from(ctx)
-    from monitor.daemon.status import render_status
+    from monitor.daemon.status import render_incident, render_status
 
+    if incident_id is not None:
+        if url:
+            raise UserInputError("--incident reads the store directly; leave out --url")
+        detail = _read_incident(cfg, incident_id)
+        click.echo(json.dumps(detail, indent=2, default=str) if as_json else render_incident(detail))
+        return
     if url:
         status = _fetch(url, cfg.server.token, limit)
     else:
@@ -61,5 +69,25 @@ def _read(cfg, limit: int) -> dict:
                               CheckLog(engine, model, time.time), IncidentStore(engine, model, time.time),
                               AttemptStore(engine, model, time.time), limit=limit,
                               levels=ReferenceLevels(engine, model))
+    finally:
+        store.close()
+
+
+def _read_incident(cfg, incident_id: str) -> dict:
+    import time
+
+    from monitor.daemon.attempts import AttemptStore
+    from monitor.daemon.incidents import IncidentStore, TransitionError
+    from monitor.daemon.status import collect_incident
+    from monitor.store import PredictionStore
+
+    store = PredictionStore.from_config(cfg)
+    try:
+        engine, model = store.engine, cfg.model.name
+        try:
+            return collect_incident(IncidentStore(engine, model, time.time), AttemptStore(engine, model, time.time),
+                                    incident_id)
+        except TransitionError:
+            raise UserInputError(f"no incident {incident_id!r} for model {model!r} in {store.url}") from None
     finally:
         store.close()

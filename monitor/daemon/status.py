@@ -105,9 +105,41 @@ def render_status(s: dict[str, Any]) -> str:
             lines.append(f"    {i['detail']}")
         if i.get("change_ts"):
             lines.append(f"    performance changed at {i['change_ts']}; retraining data starts there")
+    open_ids = {i["id"] for i in s["open_incidents"]}
+    closed = [i for i in s.get("recent_incidents") or [] if i["id"] not in open_ids]
+    if closed:
+        lines.append("  recent closed (driftloop status --incident ID for the trail):")
+        for i in closed:
+            lines.append(f"  {i['id']}  {i['state']:<10} {i['reason']:<12} opened {i['opened_at']}  attempts {i['attempts']}")
     lines.append("retrains     " + ("running: " + s["retrain_running"]["id"] if s.get("retrain_running") else "none running"))
     for a in s["recent_retrains"]:
         what = a["challenger_version"] and f"v{a['challenger_version']}" or "-"
         why = "; ".join(a.get("reasons") or [])
         lines.append(f"  {a['id']}  {a['status']:<9} {a['trigger']:<8} {a['started_at']}  {what}  {why}".rstrip())
+    return "\n".join(lines)
+
+
+def collect_incident(incidents: IncidentStore, attempts: AttemptStore, incident_id: str) -> dict[str, Any]:
+    """One incident with its event trail and retrain attempts (TransitionError when there is none)."""
+    incident = incidents.get(incident_id)
+    return {"incident": _times(incident.to_dict()),
+            "events": [_times({k: v for k, v in e.items() if k != "incident_id"}) for e in incidents.events(incident_id)],
+            "retrains": [_times(a.to_dict()) for a in attempts.for_incident(incident_id)]}
+
+
+def render_incident(detail: dict[str, Any]) -> str:
+    """One incident (from :func:`collect_incident`): its fields, every event in order, its retrains."""
+    incident, events, attempts = detail["incident"], detail["events"], detail["retrains"]
+    lines = [f"incident     {incident['id']}  {incident['state']}  ({incident['reason']}, {incident['trigger']})",
+             f"opened       {incident['opened_at']}"]
+    if incident.get("detail"):
+        lines.append(f"detail       {incident['detail']}")
+    lines.append("events")
+    for e in events:
+        lines.append(f"  {e['ts']}  {e['kind']:<22} {e['message']}".rstrip())
+    if attempts:
+        lines.append("retrains")
+        for a in attempts:
+            what = a["challenger_version"] and f"v{a['challenger_version']}" or "-"
+            lines.append(f"  {a['id']}  {a['status']:<9} {a['started_at']}  {what}  {'; '.join(a.get('reasons') or [])}".rstrip())
     return "\n".join(lines)

@@ -57,3 +57,14 @@ def test_status_reads_the_store_or_asks_the_daemon(live_daemon, tmp_path, capsys
     assert remote["recent_retrains"][0]["status"] == "promoted" and remote["daemon"]["running"]
     assert main(["--config", path, "status", "--url", "http://127.0.0.1:1"]) == 2
     assert "cannot reach the daemon" in capsys.readouterr().err
+    # A resolved incident stays visible, and its whole trail is one command away.
+    incident = remote["recent_incidents"][0]
+    assert incident["state"] == "resolved" and incident["id"] not in {i["id"] for i in remote["open_incidents"]}
+    assert "recent closed" in local and incident["id"] in local
+    assert main(["status", "--incident", incident["id"], "--config", path]) == 0
+    trail = capsys.readouterr().out
+    assert trail.startswith(f"incident     {incident['id']}  resolved")
+    kinds = [line.split()[1] for line in trail.split("events\n")[1].split("retrains\n")[0].splitlines()]
+    assert kinds[0] == "opened" and "resolved" in " ".join(kinds) and "promoted" in trail.split("retrains\n")[1]
+    assert main(["status", "--incident", "nope", "--config", path]) == 2
+    assert "no incident 'nope'" in capsys.readouterr().err

@@ -174,3 +174,35 @@ def test_init_explains_what_it_cannot_use(project: Path):
     assert "ignore: [empty, comment]" in (project / "wide.yaml").read_text()
     assert "exists; pass --force" in error_line(driftloop(project, "init", "--data", "wide.csv", "--target",
                                                           "churned", "-o", "wide.yaml", ok=False))
+
+
+@pytest.mark.slow
+def test_train_without_a_config_then_serve_follows_the_champion(project: Path):
+    """No driftloop.yaml at all: train infers and records the schema; serve adopts it, target and
+    id names included. A config that disagrees with the champion is refused in one line."""
+    line = error_line(driftloop(project, "train", "--data", "churn.csv", "--target", "churned", ok=False))
+    assert "pass --id customer_id" in line
+    driftloop(project, "train", "--data", "churn.csv", "--target", "churned", "--id", "customer_id",
+              "--epochs", "2", "-q")
+    port = free_port()
+    log = open(project / "serve.log", "wb")
+    serve = subprocess.Popen([*DRIFTLOOP, "serve", "--port", str(port), "--no-gpu"], cwd=project, env=_env(),
+                             stdout=log, stderr=subprocess.STDOUT)
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}", serve, project)
+        schema = httpx.get(f"http://127.0.0.1:{port}/v1/schema").json()
+    finally:
+        serve.terminate()
+        serve.wait(30)
+    assert (schema["model"], schema["target"], schema["id"]) == ("demo", "churned", "customer_id")
+    assert {f["name"]: f["type"] for f in schema["features"]} == {
+        "age": "numeric", "tenure": "numeric", "monthly_charges": "numeric", "is_senior": "numeric",
+        "plan": "categorical", "region": "categorical"}
+    (project / "driftloop.yaml").write_text(
+        "model:\n  target: churned\n  id: customer_id\n  features:\n"
+        + "".join(f"    - {{name: {f['name']}, type: {'numeric' if f['name'] == 'plan' else f['type']}}}\n"
+                  for f in schema["features"] if f["name"] != "region"))
+    line = error_line(driftloop(project, "check", ok=False))
+    assert line == ("Error: model.features do not match champion v1 of 'driftloop-demo': in the model but not "
+                    "configured: region; type changed: plan (categorical -> numeric); make model.features match "
+                    "the model (or train a new one with `driftloop train`)")

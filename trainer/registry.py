@@ -35,6 +35,7 @@ HISTORY_TAG = "driftloop.champion_history"
 HISTORY_KEEP = 100
 BASELINE_DIR = "baseline"
 SCHEMA_TAG = "driftloop.schema"  # {feature: "numeric" | "categorical"} of a model version, as JSON
+COLUMNS_TAG = "driftloop.columns"  # {"target", "id", "score", "prediction": column name}, as JSON
 
 
 @contextmanager
@@ -222,6 +223,9 @@ def log_model(model: Any, example: pd.DataFrame, registry: Registry) -> str:
                                        metadata={SCHEMA_TAG: schema})
     version = registry.register(info.model_uri, mlflow.active_run().info.run_id, info.model_id)
     registry.client.set_model_version_tag(registry.name, version, SCHEMA_TAG, json.dumps(schema))
+    m = registry.cfg.model
+    columns = {"target": m.target, "id": m.id, "score": m.score, "prediction": m.prediction}
+    registry.client.set_model_version_tag(registry.name, version, COLUMNS_TAG, json.dumps(columns))
     return version
 
 
@@ -240,10 +244,13 @@ def input_signature(numeric: list[str], categorical: list[str]) -> Any:
     return ModelSignature(inputs=inputs, outputs=Schema([ColSpec(DataType.double)]))
 
 
-def recorded_schema(registry: "Registry", version: str) -> dict[str, str] | None:
-    """``{feature: type}`` a model version was trained on (None for versions older than the tag)."""
+def recorded_schema(registry: "Registry", version: str) -> tuple[dict[str, str], dict[str, str]] | None:
+    """``({feature: type}, {"target", "id", "score", "prediction": column})`` a model version was
+    trained with (None for versions older than these tags)."""
     tags = registry.client.get_model_version(registry.name, version).tags
-    return json.loads(tags[SCHEMA_TAG]) if SCHEMA_TAG in tags else None
+    if SCHEMA_TAG not in tags:
+        return None
+    return json.loads(tags[SCHEMA_TAG]), json.loads(tags.get(COLUMNS_TAG, "{}"))
 
 
 @contextmanager

@@ -31,10 +31,15 @@ def with_champion_schema(cfg: DriftloopConfig, *, required: bool = False) -> Dri
         return cfg
     if recorded is None:
         return cfg
+    features, columns = recorded
     if not cfg.model.features_configured:
-        features = [FeatureSpec(name=n, type=t) for n, t in recorded.items()]  # type: ignore[arg-type]
-        return cfg.model_copy(update={"model": with_features(cfg.model, features)})
-    problem = schema_mismatch(schema_of(cfg.model), recorded)
+        # Nothing configured: the champion's own schema, and the column names it was trained with
+        # where those are not configured either (`driftloop train --target churned`, then `serve`).
+        named = {k: v for k, v in columns.items() if k not in cfg.model.model_fields_set}
+        model = with_features(cfg.model.model_copy(update=named),
+                              [FeatureSpec(name=n, type=t) for n, t in features.items()])  # type: ignore[arg-type]
+        return cfg.model_copy(update={"model": model})
+    problem = schema_mismatch(schema_of(cfg.model), features)
     if problem:
         raise ConfigError(f"model.features do not match champion v{version} of {registry.name!r}: {problem}; "
                           "make model.features match the model (or train a new one with `driftloop train`)")

@@ -13,23 +13,29 @@ from monitor.commands._training import run_training
 @click.option("--data", "data_path", required=True, type=click.Path(dir_okay=False),
               help="CSV (.csv, .csv.gz) or Parquet file with the feature columns and the target.")
 @click.option("--target", default=None, help="Target column (0/1) [default: model.target, 'label'].")
+@click.option("--id", "id_column", default=None, help="Record id column, not a feature [default: model.id, 'id'].")
+@click.option("--ignore", multiple=True, help="A column that is not a feature (repeat for several) [default: model.ignore].")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run from its last checkpoint.")
 @click.option("--epochs", type=int, default=None, help="Override training.epochs.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @click.pass_context
-def command(ctx: click.Context, data_path: str, target: str | None, resume: bool, epochs: int | None,
-            quiet: bool, as_json: bool) -> None:
+def command(ctx: click.Context, data_path: str, target: str | None, id_column: str | None, ignore: tuple[str, ...],
+            resume: bool, epochs: int | None, quiet: bool, as_json: bool) -> None:
     """Train the baseline model on a file and register it; it becomes champion if there is none.
 
-    The saved model holds its preprocessing (scaling, category vocabularies) and takes a raw
-    DataFrame: mlflow.pyfunc.load_model("models:/<name>@champion").predict(df).
+    Without model.features configured, the features are inferred from the file by the rules of
+    `driftloop init` and recorded with the model version, which serve, check and retrain then
+    follow. The saved model holds its preprocessing (scaling, imputation and missing indicators,
+    category vocabularies) and takes a raw DataFrame:
+    mlflow.pyfunc.load_model("models:/<name>@champion").predict(df).
 
     Exit status 75: interrupted (SIGTERM/SIGINT) after a checkpoint; run again with --resume.
     """
     overrides: dict[str, Any] = {}
-    if target:
-        overrides["model"] = {"target": target}
+    model = {k: v for k, v in {"target": target, "id": id_column, "ignore": list(ignore) or None}.items() if v}
+    if model:
+        overrides["model"] = model
     training = {k: v for k, v in {"epochs": epochs, "progress": False if quiet else None}.items() if v is not None}
     if training:
         overrides["training"] = training

@@ -84,6 +84,7 @@ def test_own_csv_and_service_through_the_whole_loop(project: Path):
         champion = champion_pyfunc(project)
         # The service's traffic after the concept moved: raw rows, nulls and all, scored by the champion.
         live = churn_table(700, seed=1, shift=1.0, missing=0.1)
+        live.loc[live.index[:20], "plan"] = "enterprise"  # a category the model never saw
         live["score"] = champion.predict(live.drop(columns=["churned"]))
         with DriftloopClient(url) as dl:
             assert dl.log_predictions(live.drop(columns=["churned"])).stored == 700
@@ -103,6 +104,7 @@ def test_own_csv_and_service_through_the_whole_loop(project: Path):
 
         check = driftloop(project, "check").stdout
         assert "missing" in check and "monthly_charges" in check and "plan" in check
+        assert "unseen  plan: 1 value(s) not in the champion's reference, scored as unknown: enterprise" in check
 
         retrained = driftloop(project, "retrain", "-q", timeout=600).stdout
         assert retrained.startswith("PROMOTED: challenger v2"), retrained

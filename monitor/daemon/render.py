@@ -54,6 +54,9 @@ def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_label
     if gaps:
         lines += ["", f"{'missing':<16} {'live':>8} {'baseline':>9}"]
         lines += [f"{name:<16} {ratio:>8.1%} {'-' if base is None else format(base, '.1%'):>9}" for name, ratio, base in gaps]
+    for name, values in r.unseen_categories.items():
+        lines.append(f"unseen  {name}: {len(values)} value(s) not in the champion's reference, scored as unknown: "
+                     + ", ".join(values))
     if outcome.report_html:
         lines += ["", f"report  {outcome.report_html}"]
     return "\n".join(lines)

@@ -21,7 +21,7 @@ import pandas as pd
 from monitor.config import DriftConfig, ModelConfig
 from monitor.drift import runner
 from monitor.drift.frames import (PreparedReference, Side, missing_ratio, prepare_reference, prepare_side,
-                                  sample_positions)
+                                  sample_positions, unseen_categories)
 from monitor.drift.methods import CATEGORICAL, NUMERIC, default_method, union_distinct
 from monitor.drift.result import CheckResult, FeatureDrift
 from monitor.drift.stats import performance
@@ -145,6 +145,7 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
         performance_actionable=perf.rows >= drift_cfg.min_labels, positive_rate=perf.positive_rate,
         reference_rows=ref.rows, reference_sample_rows=len(ref.side.sample), current_sample_rows=len(cur.sample),
         missing_ratio=missing_ratio(current, model_cfg.feature_names), reference_missing_ratio=dict(ref.missing),
+        unseen_categories=unseen_categories(ref, current, model_cfg.categorical_features),
         duration_seconds=time.perf_counter() - started, snapshot=snapshot,
     )
     log.debug("check %s: %d rows (%d sampled), %d labelled, drift share %.2f, %.2f s", check_id, result.window_rows,

@@ -168,3 +168,19 @@ def missing_ratio(frame: pd.DataFrame, columns: list[str]) -> dict[str, float]:
     """Share of rows with no value (None, NaN, NA), per column; 0 for an empty frame."""
     n = len(frame)
     return {c: float(frame[c].isna().sum()) / n if n else 0.0 for c in columns}
+
+
+def unseen_categories(ref: PreparedReference, current: pd.DataFrame, columns: list[str],
+                      limit: int = 10) -> dict[str, list[str]]:
+    """Per categorical column, values of ``current`` that the reference never had (at most
+    ``limit``, sorted): the model scores them through its unknown bucket. Columns with too many
+    distinct reference values to list are left out."""
+    out: dict[str, list[str]] = {}
+    for c in columns:
+        known = ref.distinct.get(c)
+        if known is None:
+            continue
+        new = sorted(set(current[c].dropna().astype(str).unique().tolist()) - {str(v) for v in known})
+        if new:
+            out[c] = new[:limit]
+    return out

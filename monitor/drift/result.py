@@ -83,6 +83,8 @@ class CheckResult:
     # quality signal on its own (a broken upstream join shows here before it shows as drift).
     missing_ratio: dict[str, float] = field(default_factory=dict)
     reference_missing_ratio: dict[str, float] = field(default_factory=dict)
+    # Categories of the window absent from the reference (the model scores them as "unknown").
+    unseen_categories: dict[str, list[str]] = field(default_factory=dict)
     snapshot: Any = field(default=None, repr=False, compare=False)  # evidently Snapshot, for saving
 
     @property
@@ -124,4 +126,5 @@ class CheckResult:
             "duration_seconds": _num(self.duration_seconds),
             "missing": [{"name": name, "ratio": _num(ratio), "reference_ratio": _num(self.reference_missing_ratio.get(name))}
                         for name, ratio in self.missing_ratio.items()],
+            "unseen_categories": {name: list(values) for name, values in self.unseen_categories.items()},
         }

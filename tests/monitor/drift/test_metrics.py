@@ -131,3 +131,12 @@ def test_missing_share_per_feature_against_the_baseline(cfg, ref_frame):
     got = samples(text)
     assert got[("driftloop_model_feature_missing_ratio", (("feature", "x0"), ("model", "demo")))] == 0.25
     assert got[("driftloop_model_feature_baseline_missing_ratio", (("feature", "region"), ("model", "demo")))] == 0.0
+
+
+def test_unseen_categories_are_named(cfg, ref_frame):
+    current = window(600, seed=34)
+    current.loc[current.index[:30], "region"] = "mars"
+    current.loc[current.index[30:32], "device"] = "watch"
+    result = evaluate_window(ref_frame, current, cfg.model, cfg.drift, {}, clock=lambda: T0)
+    assert result.unseen_categories == {"region": ["mars"], "device": ["watch"]}
+    assert result.to_dict()["unseen_categories"] == {"region": ["mars"], "device": ["watch"]}

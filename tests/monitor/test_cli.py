@@ -28,7 +28,7 @@ def test_global_options_work_after_the_subcommand_too(tmp_path, capsys, monkeypa
     monkeypatch.chdir(tmp_path)
     (tmp_path / "x.yaml").write_text(f"home: {tmp_path / 'home'}\nmodel: {{name: after}}\n")
     for argv in (["--config", "x.yaml", "status", "--json"], ["status", "--json", "--config", "x.yaml"],
-                 ["status", "-c", "x.yaml", "--log-level", "error", "--json"]):
+                 ["status", "-c", "x.yaml", "--log-level", "info", "--json"]):
         assert main(argv) == 0, argv
         assert '"model": "after"' in capsys.readouterr().out
     assert main(["status", "--config", "missing.yaml"]) == 2

@@ -34,12 +34,14 @@ def build_model(cfg: DriftloopConfig, data: pd.DataFrame, seed: int | None = Non
     m = cfg.model
     vocab, mean, std = TabularModel.preprocessing_from(data, m.numeric_features, m.categorical_features)
     cardinalities = [len(vocab[c]) + 1 for c in m.categorical_features]
+    # A missing indicator for each numeric feature with gaps in the training rows (trainer/model.py).
+    indicated = [c for c in m.numeric_features if data[c].isna().any()]
+    inputs = len(m.numeric_features) + len(indicated)
     torch.manual_seed(cfg.training.seed if seed is None else seed)
     if m.factory:
-        net: Any = load_factory(m.factory)(2 * len(m.numeric_features), cardinalities, cfg.training)
+        net: Any = load_factory(m.factory)(inputs, cardinalities, cfg.training)
         if not isinstance(net, nn.Module):
             raise ConfigError(f"model.factory {m.factory!r} returned {type(net).__name__}, expected a torch.nn.Module")
     else:
-        net = MLP(2 * len(m.numeric_features), cardinalities, cfg.training.hidden, cfg.training.dropout)
-    # 2 x numeric: each numeric feature and its missing indicator (trainer/model.py).
-    return TabularModel(net, m.numeric_features, m.categorical_features, vocab, mean, std, indicators=True)
+        net = MLP(inputs, cardinalities, cfg.training.hidden, cfg.training.dropout)
+    return TabularModel(net, m.numeric_features, m.categorical_features, vocab, mean, std, indicated)

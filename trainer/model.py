@@ -5,14 +5,18 @@ This module imports only torch, numpy and pandas: it is pickled *by value* into 
 (see trainer/pyfunc.py), so serving needs neither driftloop nor its configuration.
 
 Missing values are part of the input, not an error: a missing number is imputed with the
-training mean (0 after standardising) and flagged in a missing-indicator column learned like any
-other input; a missing category is its own vocabulary entry (``MISSING``) with its own embedding.
-So the raw row a service scored, nulls and all, is the row the model is retrained on.
+training mean (0 after standardising) and, for each numeric feature that had missing values in
+the training rows, flagged in a missing-indicator input learned like any other; a categorical
+feature with missing training values gets a vocabulary entry (``MISSING``) with its own embedding,
+otherwise a missing category falls into the unknown bucket. An indicator is only added where the
+training data can teach its weight: one that was never 1 in training would add an untrained
+weight the first time it is. So the raw row a service scored, nulls and all, is the row the
+model is retrained on, and data without gaps gets exactly the network it had before.
 
 A network (the default :class:`MLP`, or a user's own from ``model.factory = "pkg.mod:build"``)
 is called as ``net(x_num, x_cat) -> logits`` where ``x_num`` is ``float32 [B, n_numeric]``,
-already standardised and imputed, followed by one 0/1 missing indicator per numeric feature
-(so a factory's ``n_numeric`` counts both), and ``x_cat`` is ``int64 [B, n_categorical]`` with
+already standardised and imputed, followed by the 0/1 missing indicators (a factory's
+``n_numeric`` counts both: ``len(numeric) + len(indicated)``), and ``x_cat`` is ``int64 [B, n_categorical]`` with
 0 meaning unknown. A factory is called as ``build(n_numeric, cardinalities, training_cfg)``;
 ``cardinalities[i]`` counts the unknown bucket. A network that sets ``supports_checkpointing = True`` and has
 ``set_gradient_checkpointing(flag)`` gets gradient checkpointing when the config asks for it.
@@ -96,10 +100,11 @@ class TabularModel(nn.Module):
     """Preprocessing + network. ``predict_proba(df)`` is the whole serving path."""
 
     def __init__(self, net: nn.Module, numeric: Sequence[str], categorical: Sequence[str],
-                 vocab: dict[str, list[str]], mean: np.ndarray, std: np.ndarray, indicators: bool = False):
+                 vocab: dict[str, list[str]], mean: np.ndarray, std: np.ndarray, indicated: Sequence[str] = ()):
         super().__init__()
         self.net = net
-        self.indicators = indicators  # a missing-indicator input per numeric feature (see module doc)
+        # Numeric features with a missing-indicator input (see module doc), as positions in `numeric`.
+        self.indicated = [list(numeric).index(c) for c in indicated]
         self.numeric = list(numeric)
         self.categorical = list(categorical)
         self.vocab = {k: list(v) for k, v in vocab.items()}
@@ -120,6 +125,14 @@ class TabularModel(nn.Module):
         """Fit scaling statistics and vocabularies on training data: ``(vocab, mean, std)``."""
         values = numeric_values(df, numeric)
         present = ~np.isnan(values)
+        if present.all():  # no gaps: numpy's own mean and std, as models always had
+            mean = values.mean(axis=0) if len(df) else np.zeros(values.shape[1])
+            std = values.std(axis=0) if len(df) else np.ones(values.shape[1])
+            std = np.where(std > 1e-12, std, 1.0)
+            vocab = {c: sorted(df[c].astype(str).unique().tolist()) for c in categorical if not df[c].isna().any()}
+            vocab.update({c: [MISSING] + sorted(df[c][df[c].notna()].astype(str).unique().tolist())
+                          for c in categorical if c not in vocab})
+            return {c: vocab[c] for c in categorical}, mean, std
         counts = present.sum(axis=0)
         filled = np.where(present, values, 0.0)
         mean = np.divide(filled.sum(axis=0), counts, out=np.zeros(values.shape[1]), where=counts > 0)
@@ -127,7 +140,8 @@ class TabularModel(nn.Module):
                         out=np.ones(values.shape[1]), where=counts > 0)
         std = np.sqrt(var)
         std = np.where(std > 1e-12, std, 1.0)  # a constant column stays constant (0), not NaN
-        vocab = {c: [MISSING] + sorted(df[c][df[c].notna()].astype(str).unique().tolist()) for c in categorical}
+        vocab = {c: ([MISSING] if df[c].isna().any() else []) + sorted(df[c][df[c].notna()].astype(str).unique().tolist())
+                 for c in categorical}
         return vocab, mean, std
 
     def encode(self, df: pd.DataFrame) -> tuple[torch.Tensor, torch.Tensor]:
@@ -137,10 +151,10 @@ class TabularModel(nn.Module):
             raise ValueError(f"missing feature columns: {', '.join(missing)}")
         num = numeric_values(df, self.numeric).astype(np.float32)
         # Missing (NaN) is a value the model handles; an infinity is a broken upstream computation.
-        bad = np.isinf(num) if self.indicators else ~np.isfinite(num)
+        bad = np.isinf(num)
         if bad.any():
             col = self.numeric[int(np.nonzero(bad.any(axis=0))[0][0])]
-            raise ValueError(f"feature {col!r} has {int(bad.sum())} {'infinite' if self.indicators else 'missing or non-finite'} value(s)")
+            raise ValueError(f"feature {col!r} has {int(bad.sum())} infinite value(s)")
         cat = np.zeros((len(df), len(self.categorical)), np.int64)
         for j, c in enumerate(self.categorical):
             index, column = self._index[c], df[c]
@@ -151,9 +165,10 @@ class TabularModel(nn.Module):
 
     def forward(self, x_num: torch.Tensor, x_cat: torch.Tensor) -> torch.Tensor:
         z = (x_num - self.mean) / self.std
-        if getattr(self, "indicators", False):  # models pickled before indicators existed have none
-            gone = torch.isnan(x_num)
-            z = torch.cat([torch.where(gone, torch.zeros_like(z), z), gone.to(z.dtype)], dim=1)
+        gone = torch.isnan(x_num)
+        z = torch.where(gone, torch.zeros_like(z), z)  # the training mean
+        if self.indicated:
+            z = torch.cat([z, gone[:, self.indicated].to(z.dtype)], dim=1)
         logits = self.net(z, x_cat)
         return logits.reshape(-1)
 

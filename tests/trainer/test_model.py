@@ -38,8 +38,10 @@ def test_encode_names_the_bad_column(config):
 def test_missing_values_are_imputed_and_flagged(config):
     data = make_dataset(300, seed=0)
     data.loc[::10, "x1"] = np.nan  # 10% missing in training: the mean skips them, the indicator learns them
+    data.loc[::7, "region"] = None
     model = build_model(config, data)
     assert model.mean[1].item() == pytest.approx(data["x1"].mean(), rel=1e-5)
+    assert model.indicated == [1] and model.vocab["device"][0] != "\x00missing"  # gaps only where there were
     rows = make_dataset(3, seed=1)
     gone = rows.assign(x1=[np.nan, 0.5, np.nan], region=[None, "eu", np.nan])
     x_num, x_cat = model.encode(gone)
@@ -114,3 +116,12 @@ def test_saved_pyfunc_serves_without_driftloop_installed(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     for name, want in expected.items():
         np.testing.assert_allclose(np.load(tmp_path / f"{name}.npy"), want, rtol=1e-6)
+
+
+def test_data_without_gaps_gets_the_network_it_always_had(config):
+    """No missing values in training: no indicator inputs, no missing-category entries."""
+    model = build_model(config, make_dataset(200, seed=0))
+    assert model.indicated == [] and all("\x00missing" not in v for v in model.vocab.values())
+    assert model.net.blocks[0][0].in_features == 8 + sum(e.embedding_dim for e in model.net.embeddings)
+    gone = make_dataset(3, seed=1).assign(x1=[np.nan, 0.5, np.nan], region=[None, "eu", None])
+    assert np.isfinite(model.predict_proba(gone)).all()  # imputed with the mean; unknown bucket

@@ -128,7 +128,9 @@ class DriftloopClient:
             data = prediction_records(data, features=features, id=_column_name(data, id, schema.get("id")),
                                       ts=ts, score=score or schema.get("score", "score"),
                                       prediction=prediction or schema.get("prediction", "prediction"),
-                                      exclude=("label", schema.get("target", "label")))
+                                      exclude=("label", schema.get("target", "label")),
+                                      categorical=[f["name"] for f in schema.get("features", [])
+                                                   if f.get("type") == "categorical"])
         if model_version is not None:
             from monitor.ingest.frames import with_model_version
             data = with_model_version(list(data), model_version)

@@ -14,6 +14,7 @@ import torch
 
 from monitor.config import ModelConfig
 from monitor.errors import DataError, UserInputError
+from trainer.model import category_text
 
 # Columns a store window carries besides features and target; ignored, not an error.
 WINDOW_COLUMNS = frozenset({"id", "ts", "label_ts", "model_version"})
@@ -75,8 +76,7 @@ def check_frame(df: pd.DataFrame, model_cfg: ModelConfig, *, what: str = "traini
                             "make it categorical in model.features, or fix the data")
         out[name] = col
     for name in model_cfg.categorical_features:
-        col = df[name].reset_index(drop=True).astype(object)
-        out[name] = col.where(col.isna(), col.astype(str)).where(col.notna(), None)
+        out[name] = pd.Series(category_text(df[name]), dtype=object)
     y = pd.to_numeric(df[target].reset_index(drop=True), errors="coerce")
     bad = ~y.isin([0, 1]).to_numpy()
     if bad.any():

@@ -60,6 +60,17 @@ def numeric_values(df: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
     return out
 
 
+def category_text(column: pd.Series) -> list[str | None]:
+    """A categorical column as text, None where missing: integer codes (ints, and floats that hold
+    whole numbers because pandas read a gap) as ``"3"``, not ``"3.0"``, so the file a model was
+    trained on and the ints a service sends name the same category. monitor.ingest.frames keeps
+    the client's copy of this rule: the client may not import torch, nor serving driftloop."""
+    values = column.astype(object).tolist()
+    return [None if v is None or v is pd.NA or (isinstance(v, float) and v != v)
+            else str(int(v)) if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+            and float(v).is_integer() else str(v) for v in values]
+
+
 class MLP(nn.Module):
     """Embeddings for categoricals, concatenated with numerics, then Linear-ReLU-Dropout blocks."""
 
@@ -128,20 +139,19 @@ class TabularModel(nn.Module):
         if present.all():  # no gaps: numpy's own mean and std, as models always had
             mean = values.mean(axis=0) if len(df) else np.zeros(values.shape[1])
             std = values.std(axis=0) if len(df) else np.ones(values.shape[1])
-            std = np.where(std > 1e-12, std, 1.0)
-            vocab = {c: sorted(df[c].astype(str).unique().tolist()) for c in categorical if not df[c].isna().any()}
-            vocab.update({c: [MISSING] + sorted(df[c][df[c].notna()].astype(str).unique().tolist())
-                          for c in categorical if c not in vocab})
-            return {c: vocab[c] for c in categorical}, mean, std
-        counts = present.sum(axis=0)
-        filled = np.where(present, values, 0.0)
-        mean = np.divide(filled.sum(axis=0), counts, out=np.zeros(values.shape[1]), where=counts > 0)
-        var = np.divide((np.where(present, values - mean, 0.0) ** 2).sum(axis=0), counts,
-                        out=np.ones(values.shape[1]), where=counts > 0)
-        std = np.sqrt(var)
+        else:
+            counts = present.sum(axis=0)
+            filled = np.where(present, values, 0.0)
+            mean = np.divide(filled.sum(axis=0), counts, out=np.zeros(values.shape[1]), where=counts > 0)
+            var = np.divide((np.where(present, values - mean, 0.0) ** 2).sum(axis=0), counts,
+                            out=np.ones(values.shape[1]), where=counts > 0)
+            std = np.sqrt(var)
         std = np.where(std > 1e-12, std, 1.0)  # a constant column stays constant (0), not NaN
-        vocab = {c: ([MISSING] if df[c].isna().any() else []) + sorted(df[c][df[c].notna()].astype(str).unique().tolist())
-                 for c in categorical}
+        vocab = {}
+        for c in categorical:
+            text = category_text(df[c])
+            known = sorted({v for v in text if v is not None})
+            vocab[c] = ([MISSING] if None in text else []) + known
         return vocab, mean, std
 
     def encode(self, df: pd.DataFrame) -> tuple[torch.Tensor, torch.Tensor]:
@@ -157,10 +167,9 @@ class TabularModel(nn.Module):
             raise ValueError(f"feature {col!r} has {int(bad.sum())} infinite value(s)")
         cat = np.zeros((len(df), len(self.categorical)), np.int64)
         for j, c in enumerate(self.categorical):
-            index, column = self._index[c], df[c]
+            index = self._index[c]
             missing = index.get(MISSING, UNKNOWN)
-            cat[:, j] = [missing if gone else index.get(v, UNKNOWN)
-                         for v, gone in zip(column.astype(object).astype(str), column.isna().to_numpy())]
+            cat[:, j] = [missing if v is None else index.get(v, UNKNOWN) for v in category_text(df[c])]
         return torch.from_numpy(num), torch.from_numpy(cat)
 
     def forward(self, x_num: torch.Tensor, x_cat: torch.Tensor) -> torch.Tensor:

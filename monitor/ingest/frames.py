@@ -67,9 +67,19 @@ def _ids(frame: pd.DataFrame, column: str) -> list:
     return _column(frame, column)
 
 
+def _category_text(frame: pd.DataFrame, name: str) -> list:
+    """A categorical column as text for the wire: integer codes as ``"3"`` (not ``3``, which the
+    server refuses, nor ``"3.0"``). The same rule as trainer.model.category_text, which the client
+    may not import (torch); tests/monitor/ingest/test_client.py holds the two to it."""
+    return [v if v is None or isinstance(v, str) else str(int(v))
+            if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+            and float(v).is_integer() else str(v) for v in _column(frame, name)]
+
+
 def prediction_records(frame: pd.DataFrame, *, features: Sequence[str] | None = None, id: str = "id",
                        ts: str = "ts", score: str = "score", prediction: str = "prediction",
-                       exclude: Sequence[str] = ("label",)) -> list[dict]:
+                       exclude: Sequence[str] = ("label",), categorical: Sequence[str] = ()) -> list[dict]:
+    """``categorical``: feature columns sent as text (integer codes included)."""
     if score not in frame.columns:
         raise MissingColumn(f"the frame has no {score!r} score column (pass score=... to name it)")
     if features is None:
@@ -81,7 +91,9 @@ def prediction_records(frame: pd.DataFrame, *, features: Sequence[str] | None = 
     names = [str(f) for f in features]
     ids = _ids(frame, id)
     scores = _column(frame, score)
-    feature_rows = zip(*[_column(frame, f) for f in features]) if names else iter(lambda: (), None)
+    text = set(categorical)
+    columns = [_category_text(frame, f) if f in text else _column(frame, f) for f in features]
+    feature_rows = zip(*columns) if names else iter(lambda: (), None)
     records = [{"id": i, "features": dict(zip(names, row)), "score": s}
                for i, row, s in zip(ids, feature_rows, scores)]
     _attach(records, frame, ts, "ts")

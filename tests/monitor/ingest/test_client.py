@@ -244,3 +244,21 @@ def test_model_version_from_the_keyword_and_over_the_wire(base_url, store):
         dl.log_predictions(_frame(3), model_version="4")
         dl.log_predictions(_frame(2, start=3).assign(model_version="5"), model_version="9")  # the column wins
     assert store.window()["model_version"].tolist() == ["4", "4", "4", "5", "5"]
+
+
+def test_integer_category_codes_name_the_same_category_everywhere(base_url, store):
+    """A categorical column of int codes (with a gap, so pandas made it float) is sent as "3",
+    the text the trainer and the saved model use for it."""
+    import torch  # noqa: F401  (the trainer's side of the rule)
+    from trainer.model import category_text
+    frame = _frame(4)
+    frame["region"] = [3, 4, None, 3]
+    assert _column_text(frame) == category_text(frame["region"]) == ["3", "4", None, "3"]
+    with DriftloopClient(base_url, token=TOKEN) as dl:
+        assert dl.log_predictions(frame).stored == 4
+    assert store.window()["region"].tolist() == ["3", "4", None, "3"]
+
+
+def _column_text(frame):
+    from monitor.ingest.frames import _category_text
+    return _category_text(frame, "region")

@@ -30,7 +30,7 @@ def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_label
     if r is None:
         lines.append(outcome.message)
         return "\n".join(lines)
-    breached = {b.reason: b for b in breaches or []}
+    breached = {b.reason: b for b in breaches or [] if not b.estimated}
     lines += ["", f"{'metric':<10} {'live':>8} {'CI':>18} {'baseline':>9} {'drop':>8}  verdict"]
     for name, live, ci, base in (("accuracy", r.accuracy, r.accuracy_ci, r.baseline_accuracy),
                                  ("roc_auc", r.roc_auc, r.roc_auc_ci, r.baseline_roc_auc)):
@@ -42,6 +42,16 @@ def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_label
         else:
             verdict = "ok" if live is not None else "undefined"
         lines.append(f"{name:<10} {_f(live):>8} {_ci(ci):>18} {_f(base):>9} {_f(drop):>8}  {verdict}")
+    lines += ["", f"{'estimated':<10} {'value':>8} {'band':>18}   (from the scores alone, all {r.estimated_rows} rows)"]
+    for name, est, band in (("accuracy", r.estimated_accuracy, r.estimated_accuracy_ci),
+                            ("roc_auc", r.estimated_roc_auc, r.estimated_roc_auc_ci),
+                            ("precision", r.estimated_precision, None), ("recall", r.estimated_recall, None),
+                            ("f1", r.estimated_f1, None)):
+        lines.append(f"{name:<10} {_f(est):>8} {_ci(band):>18}")
+    if r.estimation_error is not None:
+        lines.append(f"realised - estimated accuracy on the labelled rows: {r.estimation_error:+.4f}")
+    lines += ["", f"at threshold: precision {_f(r.precision)}, recall {_f(r.recall)}, f1 {_f(r.f1)} (labelled rows); "
+              f"served positive rate {_f(r.predicted_positive_rate)}"]
     lines += ["", f"drift share {_f(r.drift_share, '.2f')} (dataset drift at >= {_f(r.drift_share_threshold, '.2f')}): "
               + ("DRIFT" if r.dataset_drift else "no dataset drift"),
               f"{'feature':<16} {'method':<16} {'score':>10} {'threshold':>10}  drifted"]

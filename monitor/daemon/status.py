@@ -28,7 +28,10 @@ def _check_summary(row: dict[str, Any] | None) -> dict[str, Any] | None:
     result = row.pop("result", None) or {}
     features = result.get("features") or []
     row["drifted_features"] = [f.get("name") for f in features if isinstance(f, dict) and f.get("drifted")]
-    for key in ("accuracy_ci", "roc_auc_ci", "versions", "other_version_rows", "change", "change_ts"):
+    for key in ("accuracy_ci", "roc_auc_ci", "versions", "other_version_rows", "change", "change_ts",
+                "precision", "recall", "f1", "predicted_positive_rate", "estimated_rows", "estimated_accuracy",
+                "estimated_accuracy_ci", "estimated_roc_auc", "estimated_roc_auc_ci", "estimated_precision",
+                "estimated_recall", "estimated_f1", "estimation_error"):
         if key in result:
             row[key] = result[key]
     if row.get("status") == "ok" and row.get("verdict") is None:
@@ -84,6 +87,13 @@ def render_status(s: dict[str, Any]) -> str:
             lines.append(f"  window     {c['window_rows']} rows, {c['labelled_rows']} labelled")
             lines.append(f"  accuracy   {_fmt(c.get('accuracy'))} (baseline {_fmt(c.get('baseline_accuracy'))})")
             lines.append(f"  roc_auc    {_fmt(c.get('roc_auc'))} (baseline {_fmt(c.get('baseline_roc_auc'))})")
+            if c.get("estimated_accuracy") is not None:
+                band = c.get("estimated_accuracy_ci") or [None, None]
+                lines.append(f"  estimated  accuracy {_fmt(c.get('estimated_accuracy'))} [{_fmt(band[0])}, "
+                             f"{_fmt(band[1])}], roc_auc {_fmt(c.get('estimated_roc_auc'))} (from the scores alone)")
+            if c.get("precision") is not None or c.get("recall") is not None:
+                lines.append(f"  at thresh  precision {_fmt(c.get('precision'))}, recall {_fmt(c.get('recall'))}, "
+                             f"f1 {_fmt(c.get('f1'))}")
             drifted = ", ".join(c.get("drifted_features") or []) or "none"
             lines.append(f"  drift      share {_fmt(c.get('drift_share'), '.2f')}; drifted: {drifted}")
             others = {v: d for v, d in (c.get("versions") or {}).items() if v != c.get("champion_version")}

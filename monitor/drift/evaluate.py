@@ -3,7 +3,8 @@
 Cost is bounded by ``drift.sample_size``, not by the window: Evidently runs on uniform samples
 of at most that many rows per side, with each column's stattest decided on the full data
 (:mod:`monitor.drift.methods`) so the verdicts are those of an unsampled run; accuracy and ROC
-AUC with their intervals are computed in numpy on *all* labelled rows.
+AUC with their intervals are computed in numpy on *all* labelled rows, and their estimates from
+the scores alone (:mod:`monitor.drift.estimation`) on *all* scored rows.
 """
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ import pandas as pd
 
 from monitor.config import DriftConfig, ModelConfig
 from monitor.drift import runner
-from monitor.drift.frames import (PreparedReference, Side, missing_ratio, prepare_reference, prepare_side,
-                                  sample_positions, unseen_categories)
+from monitor.drift.estimation import estimate
+from monitor.drift.frames import (Labelled, PreparedReference, Side, missing_ratio, prepare_reference, prepare_side,
+                                  sample_positions, scored_rows, unseen_categories)
 from monitor.drift.methods import CATEGORICAL, NUMERIC, default_method, union_distinct
 from monitor.drift.result import CheckResult, FeatureDrift
 from monitor.drift.stats import performance
@@ -126,6 +128,7 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
         metadata = {**metadata, "labelled_rows": str(perf.rows), "performance_sample_rows": str(len(frames.current))}
         snapshot = runner.merge(snapshot, perf_snapshot, metadata=metadata)
 
+    estimated = _estimates(ref, current, labelled, model_cfg, drift_cfg, perf.accuracy)
     features = [_feature_drift(name, plans[name], verdicts) for name in kinds]
     evaluated = [f for f in features if f.skipped is None]
     if len(evaluated) < len(features):
@@ -146,11 +149,35 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
         reference_rows=ref.rows, reference_sample_rows=len(ref.side.sample), current_sample_rows=len(cur.sample),
         missing_ratio=missing_ratio(current, model_cfg.feature_names), reference_missing_ratio=dict(ref.missing),
         unseen_categories=unseen_categories(ref, current, model_cfg.categorical_features),
+        precision=perf.precision, recall=perf.recall, f1=perf.f1, **estimated,
         duration_seconds=time.perf_counter() - started, snapshot=snapshot,
     )
     log.debug("check %s: %d rows (%d sampled), %d labelled, drift share %.2f, %.2f s", check_id, result.window_rows,
               result.current_sample_rows, result.labelled_rows, share, result.duration_seconds)
     return result
+
+
+def _estimates(ref: PreparedReference, current: pd.DataFrame, labelled: Labelled | None, model_cfg: ModelConfig,
+               drift_cfg: DriftConfig, realised: float | None) -> dict[str, Any]:
+    """The label-free figures of the check (CheckResult's ``estimated_*`` and the served positive rate)."""
+    scored = scored_rows(current, model_cfg, "current window")
+    out: dict[str, Any] = {}
+    if scored is None or not len(scored.score):
+        return out
+    out["predicted_positive_rate"] = float(scored.pred.mean())
+    if not drift_cfg.estimate or ref.calibrator is None:
+        return out
+    est = estimate(ref.calibrator, scored.score, scored.pred, drift_cfg.confidence)
+    if est is None:
+        return out
+    out.update(estimated_rows=est.rows, estimated_accuracy=est.accuracy, estimated_accuracy_ci=est.accuracy_ci,
+               estimated_roc_auc=est.roc_auc, estimated_roc_auc_ci=est.roc_auc_ci,
+               estimated_precision=est.precision, estimated_recall=est.recall, estimated_f1=est.f1)
+    if realised is not None and labelled is not None and len(labelled):
+        on_labelled = estimate(ref.calibrator, labelled.score, labelled.pred, drift_cfg.confidence)
+        if on_labelled is not None:
+            out["estimation_error"] = realised - on_labelled.accuracy
+    return out
 
 
 def _float_or_none(x: Any) -> float | None:

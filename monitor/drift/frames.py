@@ -2,8 +2,8 @@
 
 Only the model's columns are touched (features, score, prediction, target). Rows are sampled
 *before* columns are copied, so a million-row window costs one index draw and a 20k-row copy.
-The reference side is prepared once per champion (:class:`PreparedReference`; cache it with
-:class:`monitor.drift.DriftEvaluator`).
+The reference side is prepared once per champion (:class:`PreparedReference`, with the score
+calibration that performance estimation needs; cache it with :class:`monitor.drift.DriftEvaluator`).
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from monitor.config import DriftConfig, ModelConfig
+from monitor.drift.estimation import Calibrator, fit_calibrator
 from monitor.drift.methods import clean, distinct_values
 from monitor.errors import DataError
 
@@ -85,7 +86,7 @@ class Labelled:
 
 def labelled_rows(frame: pd.DataFrame, model_cfg: ModelConfig, side: str) -> Labelled | None:
     """Rows with a label and a finite score. None when the frame has no target column."""
-    target, score_col, pred_col = model_cfg.target, model_cfg.score, model_cfg.prediction
+    target, score_col = model_cfg.target, model_cfg.score
     if target not in frame.columns or score_col not in frame.columns:
         return None
     y = pd.to_numeric(frame[target], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
@@ -95,14 +96,32 @@ def labelled_rows(frame: pd.DataFrame, model_cfg: ModelConfig, side: str) -> Lab
         raise DataError(f"{side} column {target!r} must hold labels 0 or 1; row {pos} holds {frame[target].iloc[pos]!r}")
     score = _numeric(frame, score_col, side).to_numpy()
     keep = ~np.isnan(y) & np.isfinite(score)
-    score = score[keep]
-    derived = (score > model_cfg.threshold).astype(np.int64)
-    if pred_col in frame.columns:
-        pred = pd.to_numeric(frame[pred_col], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)[keep]
-        pred = np.where(np.isnan(pred), derived, pred).astype(np.int64)
-    else:
-        pred = derived
-    return Labelled(y[keep].astype(np.int64), pred, score)
+    return Labelled(y[keep].astype(np.int64), _served(frame, model_cfg, score, keep), score[keep])
+
+
+def _served(frame: pd.DataFrame, model_cfg: ModelConfig, score: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """The served label of the kept rows: the prediction column, or score > threshold where it is missing."""
+    derived = (score[keep] > model_cfg.threshold).astype(np.int64)
+    if model_cfg.prediction not in frame.columns:
+        return derived
+    pred = pd.to_numeric(frame[model_cfg.prediction], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)[keep]
+    return np.where(np.isnan(pred), derived, pred).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """Every row with a finite score (labelled or not): what label-free estimation needs."""
+
+    score: np.ndarray
+    pred: np.ndarray
+
+
+def scored_rows(frame: pd.DataFrame, model_cfg: ModelConfig, side: str) -> Scored | None:
+    if model_cfg.score not in frame.columns:
+        return None
+    score = _numeric(frame, model_cfg.score, side).to_numpy()
+    keep = np.isfinite(score)
+    return Scored(score[keep], _served(frame, model_cfg, score, keep))
 
 
 @dataclass(frozen=True)
@@ -141,6 +160,7 @@ class PreparedReference:
     full_counts: dict[str, int]
     distinct: dict[str, frozenset | None]
     missing: dict[str, float]  # share of reference rows without a value, per feature
+    calibrator: Calibrator | None = None   # score -> P(y = 1) on the reference (monitor.drift.estimation)
 
     @property
     def rows(self) -> int:
@@ -161,7 +181,10 @@ def prepare_reference(reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg
             values = _numeric(reference, c, "reference")
         full_counts[c] = int(len(clean(values)))
         distinct[c] = distinct_values(values)
-    return PreparedReference(side, full_counts, distinct, missing_ratio(reference, model_cfg.feature_names))
+    labelled = side.labelled
+    calibrator = fit_calibrator(labelled.y, labelled.score) if labelled is not None else None
+    return PreparedReference(side, full_counts, distinct, missing_ratio(reference, model_cfg.feature_names),
+                             calibrator)
 
 
 def missing_ratio(frame: pd.DataFrame, columns: list[str]) -> dict[str, float]:

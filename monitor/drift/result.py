@@ -85,6 +85,23 @@ class CheckResult:
     reference_missing_ratio: dict[str, float] = field(default_factory=dict)
     # Categories of the window absent from the reference (the model scores them as "unknown").
     unseen_categories: dict[str, list[str]] = field(default_factory=dict)
+    # At the served labels (model.threshold), on the labelled rows; None when undefined (0/0).
+    precision: float | None = None
+    recall: float | None = None
+    f1: float | None = None
+    predicted_positive_rate: float | None = None   # share of the window's scored rows served label 1
+    # Estimated from the scores alone on every scored row of the window (monitor.drift.estimation);
+    # None when the reference cannot calibrate the scores (or drift.estimate is off).
+    estimated_rows: int = 0
+    estimated_accuracy: float | None = None
+    estimated_accuracy_ci: tuple[float, float] | None = None
+    estimated_roc_auc: float | None = None
+    estimated_roc_auc_ci: tuple[float, float] | None = None
+    estimated_precision: float | None = None
+    estimated_recall: float | None = None
+    estimated_f1: float | None = None
+    # How far to trust the estimate: realised minus estimated accuracy on the same labelled rows.
+    estimation_error: float | None = None
     snapshot: Any = field(default=None, repr=False, compare=False)  # evidently Snapshot, for saving
 
     @property
@@ -127,4 +144,17 @@ class CheckResult:
             "missing": [{"name": name, "ratio": _num(ratio), "reference_ratio": _num(self.reference_missing_ratio.get(name))}
                         for name, ratio in self.missing_ratio.items()],
             "unseen_categories": {name: list(values) for name, values in self.unseen_categories.items()},
+            "precision": _num(self.precision),
+            "recall": _num(self.recall),
+            "f1": _num(self.f1),
+            "predicted_positive_rate": _num(self.predicted_positive_rate),
+            "estimated_rows": int(self.estimated_rows),
+            "estimated_accuracy": _num(self.estimated_accuracy),
+            "estimated_accuracy_ci": _pair(self.estimated_accuracy_ci),
+            "estimated_roc_auc": _num(self.estimated_roc_auc),
+            "estimated_roc_auc_ci": _pair(self.estimated_roc_auc_ci),
+            "estimated_precision": _num(self.estimated_precision),
+            "estimated_recall": _num(self.estimated_recall),
+            "estimated_f1": _num(self.estimated_f1),
+            "estimation_error": _num(self.estimation_error),
         }

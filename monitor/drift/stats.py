@@ -74,18 +74,25 @@ class Performance:
     roc_auc: float | None
     roc_auc_ci: tuple[float, float] | None
     positive_rate: float | None
+    precision: float | None = None   # at the served labels (model.threshold); None when undefined (0/0)
+    recall: float | None = None
+    f1: float | None = None
 
 
 def performance(y_true: np.ndarray, y_pred: np.ndarray, scores: np.ndarray,
                 confidence: float = 0.95) -> Performance:
-    """Accuracy of the served labels and ROC AUC of the scores, each with an interval.
+    """Accuracy of the served labels and ROC AUC of the scores, each with an interval; precision,
+    recall and F1 of the served labels.
 
     AUC is None when the labels hold a single class (it is undefined, not 0.5)."""
     y = np.asarray(y_true, dtype=np.int64)
     n = len(y)
     if n == 0:
         return Performance(0, None, None, None, None, None)
-    correct = int((y == np.asarray(y_pred, dtype=np.int64)).sum())
+    pred = np.asarray(y_pred, dtype=np.int64)
+    correct = int((y == pred).sum())
+    tp = int(((pred == 1) & (y == 1)).sum())
+    predicted, actual = int(pred.sum()), int(y.sum())
     est = delong_auc(y, scores)
     return Performance(
         rows=n,
@@ -94,6 +101,9 @@ def performance(y_true: np.ndarray, y_pred: np.ndarray, scores: np.ndarray,
         roc_auc=None if est is None else est.auc,
         roc_auc_ci=None if est is None else est.interval(confidence),
         positive_rate=float(y.mean()),
+        precision=tp / predicted if predicted else None,
+        recall=tp / actual if actual else None,
+        f1=2 * tp / (predicted + actual) if predicted + actual else None,
     )
 
 

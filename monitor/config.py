@@ -206,6 +206,8 @@ class DriftConfig(_Section):
                         "psi", "z"] | None = Field(None, description="one Evidently stattest for every categorical column; unset keeps Evidently's choice")
     reports_keep: int = Field(50, ge=0, description="newest Evidently snapshots kept on disk; 0 keeps all")
     confidence: float = Field(0.95, gt=0, lt=1, description="level of the accuracy and ROC AUC intervals")
+    estimate: bool = Field(True, description="estimate accuracy, ROC AUC, precision, recall and F1 from the scores "
+                           "alone (CBPE: the champion's scores calibrated on its reference sample), before labels arrive")
     fast_lane: bool = Field(True, description="open an incident as soon as a change point in the champion's labelled "
                             "error stream proves a drop of at least alerts.accuracy_drop (before drift.min_labels rows)")
     fast_min_rows: int = Field(200, ge=30, description="labelled rows after a change point the fast lane needs")
@@ -221,6 +223,8 @@ class AlertsConfig(_Section):
     cooldown_seconds: float = Field(300.0, ge=0, description="seconds before retrying after a retrain that *failed* "
                                     "(crashed, MLflow down); rejected retrains wait for new labelled rows instead")
     retrain_on_drift: bool = Field(False, description="retrain on dataset drift without a performance drop")
+    retrain_on_estimate: bool = Field(False, description="retrain on an estimated drop (a suspected incident, before "
+                                      "drift.min_labels labels confirm it); off: a suspected incident alerts and waits")
     retrain_cron: str | None = Field(None, description="crontab expression, e.g. '0 3 * * *'")
     healthy_windows: int = Field(1, ge=1, description="healthy checks in a row that resolve an incident")
     retrain_rows: int | None = Field(None, ge=10, description="most recent labelled rows to retrain on; default drift.window_size")

@@ -45,15 +45,21 @@ def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: 
     finally:
         store.close()
     breaches = None
+    suspected: list = []
     if outcome.result is not None:
-        breaches = AlertPolicy(cfg.alerts, cfg.drift.min_labels).performance_breaches(
-            _observation(outcome))
+        policy = AlertPolicy(cfg.alerts, cfg.drift.min_labels)
+        breaches = policy.performance_breaches(_observation(outcome))
+        if breaches is None:  # no labels to judge: what the estimate alone says
+            suspected = (policy.estimated_breaches(_observation(outcome)) or ([], True))[0]
     if as_json:
         body = outcome.to_dict()
         body["breaches"] = None if breaches is None else [b.reason for b in breaches]
+        body["suspected"] = [b.reason for b in suspected]
         click.echo(json.dumps(body, indent=2, default=str))
     else:
         click.echo(render_check(outcome, breaches, cfg.drift.min_labels))
+        for b in suspected:
+            click.echo(f"SUSPECTED  {b.describe()} (labels will confirm or clear it)")
     if outcome.status == "no_champion":
         raise RegistryError(outcome.message)
     if outcome.status == "error":

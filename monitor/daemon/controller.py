@@ -52,11 +52,16 @@ class Started:
 
 def observation(outcome: CheckOutcome, reference: tuple[float | None, float | None] = (None, None)) -> Observation:
     r = outcome.result
+    upper = lambda ci: ci[1] if ci else None  # noqa: E731
     return Observation(labelled_rows=outcome.labelled_rows, accuracy=r.accuracy, roc_auc=r.roc_auc,
                        baseline_accuracy=r.baseline_accuracy, baseline_roc_auc=r.baseline_roc_auc,
                        dataset_drift=bool(r.dataset_drift), champion_version=outcome.champion_version,
                        window_rows=outcome.window_rows, reference_accuracy=reference[0],
-                       reference_roc_auc=reference[1], change=outcome.change)
+                       reference_roc_auc=reference[1], change=outcome.change,
+                       estimated_accuracy=getattr(r, "estimated_accuracy", None),
+                       estimated_accuracy_upper=upper(getattr(r, "estimated_accuracy_ci", None)),
+                       estimated_roc_auc=getattr(r, "estimated_roc_auc", None),
+                       estimated_roc_auc_upper=upper(getattr(r, "estimated_roc_auc_ci", None)))
 
 
 def unsuccessful_in_a_row(tries: list[Attempt]) -> int:
@@ -125,7 +130,7 @@ class Controller:
         if current is None:
             self._healthy_streak = 0
             if not verdict.fire:
-                return "no incident"
+                return self._open_suspected(outcome, verdict) if verdict.suspect else "no incident"
             performance = verdict.reason in PERFORMANCE_REASONS
             incident = self.incidents.open(
                 verdict.reason, "alert", verdict.message, check_id=outcome.id, report_paths=outcome.report_paths,
@@ -137,6 +142,8 @@ class Controller:
             if not verdict.retrain:
                 return f"opened incident {incident.id} (no retrain: alerts.retrain_on_drift is off)"
             return f"opened incident {incident.id}; {self.maybe_retrain(incident, 'alert')}"
+        if current.state == "suspected":
+            return self._judge_suspected(current, outcome, verdict)
         current = self._follow_evidence(current, outcome, verdict)
         healthy = self._healthy_for(current, verdict)
         if healthy:
@@ -157,6 +164,69 @@ class Controller:
             # promoted/rejected/failed: only a breach measured on the current champion moves it on.
             return f"incident {current.id} ({current.state}) still breaching; {self.maybe_retrain(current, 'alert')}"
         return f"incident {current.id} ({current.state}) open; {'unknown health' if healthy is None else 'unhealthy'}"
+
+    # -- the early warning: suspected incidents ---------------------------------------------
+    def _open_suspected(self, outcome: CheckOutcome, verdict: Verdict) -> str:
+        """An estimated drop with its band clear of the threshold, before labels can judge: alert
+        (state ``suspected``), retrain only with ``alerts.retrain_on_estimate``."""
+        first = verdict.suspected[0]
+        retrain = self.cfg.alerts.retrain_on_estimate
+        incident = self.incidents.open(
+            first.reason, "alert", verdict.message, check_id=outcome.id, report_paths=outcome.report_paths,
+            window_start=self._last_healthy_end, retrain=retrain, reference=self.levels.current(outcome, self.incidents),
+            state="suspected", data={"estimated": {b.reason: b.value for b in verdict.suspected},
+                                     "upper": {b.reason: b.upper for b in verdict.suspected}})
+        incident = self._keep_reports(incident)
+        log.warning("incident %s suspected (no labels yet): %s", incident.id, verdict.message)
+        if not retrain:
+            return f"opened suspected incident {incident.id} (waiting for labels to confirm; alerts.retrain_on_estimate is off)"
+        return f"opened suspected incident {incident.id}; {self.maybe_retrain(incident, 'alert')}"
+
+    def _judge_suspected(self, current: Incident, outcome: CheckOutcome, verdict: Verdict) -> str:
+        """Labels decide a suspected incident: a sustained breach confirms it (it goes on as a
+        firing incident), a healthy labelled check clears it; the realised-vs-estimated error goes
+        on the event. Without labels, an estimate back within thresholds for ``healthy_windows``
+        checks clears it too."""
+        if verdict.performance_known:
+            data = self._estimate_error(current, outcome.result)
+            perf_firing = [r for r in verdict.firing if r in PERFORMANCE_REASONS]
+            if verdict.fire and perf_firing:
+                incident = self.incidents.transition(current.id, "firing", f"confirmed by labels: {verdict.message}",
+                                                     data=data)
+                incident = self.incidents.update(incident.id, "confirmed", f"now a {perf_firing[0]} incident",
+                                                 reason=perf_firing[0], retrain=True, change_ts=outcome.change_ts)
+                log.warning("incident %s confirmed by labels: %s", incident.id, verdict.message)
+                return f"confirmed suspected incident {incident.id}; {self.maybe_retrain(incident, 'alert')}"
+            if verdict.healthy_for("performance"):
+                self.incidents.transition(current.id, "resolved", f"cleared by labels: {verdict.message}", data=data)
+                self._healthy_streak = 0
+                log.info("incident %s cleared by labels: %s", current.id, verdict.message)
+                return f"cleared suspected incident {current.id}"
+            return f"incident {current.id} (suspected): labels breach, not yet sustained"
+        if verdict.suspect:
+            self._healthy_streak = 0
+            self.incidents.note(current.id, "still_suspected", "estimated drop persists; waiting for labels",
+                                dedupe=True)
+            return f"incident {current.id} (suspected): estimated drop persists, waiting for labels"
+        if verdict.healthy.get("estimate"):
+            self._healthy_streak += 1
+            need = self.cfg.alerts.healthy_windows
+            if self._healthy_streak >= need:
+                self._resolve(current, f"cleared: estimate within thresholds for {self._healthy_streak} window(s): "
+                                       f"{verdict.message}")
+                return f"cleared suspected incident {current.id}"
+            return f"incident {current.id} (suspected): estimate healthy {self._healthy_streak}/{need}"
+        return f"incident {current.id} (suspected): waiting for labels"
+
+    def _estimate_error(self, incident: Incident, result: Any) -> dict[str, Any]:
+        """How far the estimate was from what the labels say, for the incident's event trail."""
+        opened = next((e for e in self.incidents.events(incident.id) if e["kind"] == "opened"), None)
+        at_opening = ((opened or {}).get("data") or {}).get("estimated", {}).get("accuracy")
+        realised = result.accuracy
+        return {"estimated_accuracy_at_opening": at_opening, "realised_accuracy": realised,
+                "error_vs_opening": None if at_opening is None or realised is None else realised - at_opening,
+                "estimated_accuracy_now": result.estimated_accuracy,
+                "estimation_error_same_rows": result.estimation_error}
 
     def _follow_evidence(self, current: Incident, outcome: CheckOutcome, verdict: Verdict) -> Incident:
         """An open incident's facts follow the newest evidence: a data-drift incident that now

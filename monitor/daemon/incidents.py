@@ -2,6 +2,7 @@
 
 ::
 
+    suspected ──► firing (labels confirm the estimated drop) | resolved (labels or the estimate clear it)
     firing ──► waiting ──► retraining ──► promoted ─┐
        │          │  ▲          │    └──► rejected ─┼──► resolved
        │          │  │          └───────► failed ───┤
@@ -9,6 +10,9 @@
        └──────────┴─────────────────────────────────┘
     promoted / rejected / failed ──► retraining   (another attempt: still breaching, with new evidence)
 
+``suspected``: the estimate from the scores alone (no labels yet) shows a drop with its band clear
+of the threshold; it alerts but retrains only with ``alerts.retrain_on_estimate`` (then it may
+also go to waiting / retraining like a firing incident).
 ``waiting``: too few labelled rows after the change point to retrain on the new concept yet.
 Every open state has an exit driven by new evidence (see docs/parts/lifecycle.md): a check that
 is healthy resolves it; a breaching check moves it on (wait -> retrain -> outcome -> retrain
@@ -33,10 +37,12 @@ from monitor.daemon.tables import incident_events, incidents
 from monitor.errors import DriftloopError
 from monitor.store.engine import write_transaction
 
-STATES = ("firing", "waiting", "retraining", "promoted", "rejected", "failed", "resolved")
-OPEN_STATES = ("firing", "waiting", "retraining", "promoted", "rejected", "failed")
+STATES = ("suspected", "firing", "waiting", "retraining", "promoted", "rejected", "failed", "resolved")
+OPEN_STATES = ("suspected", "firing", "waiting", "retraining", "promoted", "rejected", "failed")
+OPENING_STATES = ("firing", "suspected")
 OUTCOME_STATES = ("promoted", "rejected", "failed")
 TRANSITIONS: dict[str, tuple[str, ...]] = {
+    "suspected": ("firing", "waiting", "retraining", "resolved"),
     "firing": ("waiting", "retraining", "resolved"),
     "waiting": ("retraining", "resolved"),
     "retraining": OUTCOME_STATES,
@@ -102,21 +108,25 @@ class IncidentStore:
     def open(self, reason: str, trigger: str, detail: str, *, check_id: int | None = None,
              report_paths: Iterable[str] = (), window_start: float | None = None,
              retrain: bool = True, change_ts: float | None = None,
-             reference: tuple[float | None, float | None] = (None, None)) -> Incident:
+             reference: tuple[float | None, float | None] = (None, None), state: str = "firing",
+             data: dict[str, Any] | None = None) -> Incident:
         if reason not in REASONS:
             raise ValueError(f"unknown incident reason {reason!r}")
+        if state not in OPENING_STATES:
+            raise ValueError(f"an incident opens as one of {OPENING_STATES}, not {state!r}")
         now = self._clock()
         incident_id = "inc-" + uuid.uuid4().hex[:12]
         with write_transaction(self._engine) as conn:
             conn.execute(insert(incidents).values(
-                id=incident_id, model=self._model, reason=reason, trigger=trigger, state="firing",
+                id=incident_id, model=self._model, reason=reason, trigger=trigger, state=state,
                 detail=detail, opened_at=now, updated_at=now, check_id=check_id,
                 report_paths=json.dumps(list(report_paths)), window_start=window_start, retrain=retrain,
                 attempts=0, outcome_reasons="[]", change_ts=change_ts, reference_accuracy=reference[0],
                 reference_roc_auc=reference[1], escalated=False))
             conn.execute(insert(incident_events).values(
                 incident_id=incident_id, ts=now, kind="opened", message=detail,
-                data=json.dumps({"reason": reason, "trigger": trigger, "check_id": check_id})))
+                data=json.dumps({"reason": reason, "trigger": trigger, "check_id": check_id, "state": state,
+                                 **(data or {})})))
         return self.get(incident_id)
 
     def get(self, incident_id: str) -> Incident:

@@ -90,6 +90,10 @@ class DaemonCollector:
         yield _gauge("driftloop_incident_escalated",
                      "1 while an open incident stayed unrecovered after alerts.max_attempts retrains in a row",
                      ["model"], [([m], 1.0 if any(i.escalated for i in open_now) else 0.0)])
+        yield _gauge("driftloop_incident_suspected",
+                     "1 while an open incident is suspected: an estimated drop (from the scores alone) that labels "
+                     "have not yet confirmed or cleared", ["model"],
+                     [([m], 1.0 if any(i.state == "suspected" for i in open_now) else 0.0)])
         yield _gauge("driftloop_incident_waiting",
                      "1 while an open incident waits for labelled rows after the change point before retraining",
                      ["model"], [([m], 1.0 if any(i.state == "waiting" for i in open_now) else 0.0)])

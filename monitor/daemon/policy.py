@@ -19,6 +19,11 @@ Rules (``alerts`` section of the config):
   (:mod:`monitor.drift.changepoint`) and the rows after it show, with ``drift.fast_confidence``,
   an accuracy drop of at least ``accuracy_drop``, the alert fires at once, before
   ``drift.min_labels`` rows or ``sustained_windows`` checks; a smaller drop never fires it;
+- the *early warning*: while performance is unknown, an *estimated* drop (accuracy or ROC AUC
+  estimated from the scores alone, :mod:`monitor.drift.estimation`) whose band lies wholly past
+  the threshold (even the band's upper end is a drop >= ``accuracy_drop`` / ``auc_drop`` against
+  the same bar) for ``sustained_windows`` checks makes the verdict *suspect*: the controller opens
+  a ``suspected`` incident, which labels later confirm or clear;
 - a *drift breach* is Evidently's dataset drift (share of drifted features >= ``drift.drift_share``);
 - an alert *fires* once a breach has been seen in ``sustained_windows`` checks in a row; a
   performance alert retrains, a drift alert retrains only with ``retrain_on_drift``;
@@ -55,6 +60,11 @@ class Observation:
     reference_accuracy: float | None = None   # the level of good performance (see module docstring)
     reference_roc_auc: float | None = None
     change: Any = None                        # monitor.drift.changepoint.Change in the champion's rows
+    # Label-free estimates of the window (monitor.drift.estimation) and the upper ends of their bands.
+    estimated_accuracy: float | None = None
+    estimated_accuracy_upper: float | None = None
+    estimated_roc_auc: float | None = None
+    estimated_roc_auc_upper: float | None = None
 
 
 @dataclass(frozen=True)
@@ -66,10 +76,18 @@ class Breach:
     threshold: float | None
     against: str = "baseline"   # "baseline" or "reference level"
     fast: bool = False          # found by the change-point lane
+    upper: float | None = None  # an estimated breach: the upper end of the estimate's band
+
+    @property
+    def estimated(self) -> bool:
+        return self.upper is not None
 
     def describe(self) -> str:
         if self.reason == "drift":
             return "dataset drift"
+        if self.estimated:
+            return (f"estimated {self.reason} {self.value:.4f} (band up to {self.upper:.4f}) vs {self.against} "
+                    f"{self.baseline:.4f} (drop {self.drop:.4f} >= {self.threshold:g}, band clear of it)")
         lane = "change point: " if self.fast else ""
         return (f"{lane}{self.reason} {self.value:.4f} vs {self.against} {self.baseline:.4f} "
                 f"(drop {self.drop:.4f} >= {self.threshold:g})")
@@ -88,6 +106,8 @@ class Verdict:
     healthy: dict[str, bool | None] = field(default_factory=dict)  # per reason; None = unknown
     firing: tuple[str, ...] = ()  # every reason with a sustained breach now
     fast: bool = False            # fired by the change-point lane
+    suspected: tuple[Breach, ...] = ()  # estimated breaches, judged only while performance is unknown
+    suspect: bool = False         # sustained estimated breach: open a ``suspected`` incident
 
     def healthy_for(self, reason: str) -> bool | None:
         """Is this check healthy for an incident opened for ``reason``? ``None``: cannot tell.
@@ -123,6 +143,7 @@ class AlertPolicy:
         self._min_drift_rows = min_drift_rows
         self._perf_streak = 0
         self._drift_streak = 0
+        self._estimate_streak = 0
         self._champion: str | None = None
 
     @property
@@ -130,7 +151,7 @@ class AlertPolicy:
         return self._cfg
 
     def reset(self) -> None:
-        self._perf_streak = self._drift_streak = 0
+        self._perf_streak = self._drift_streak = self._estimate_streak = 0
 
     def performance_breaches(self, obs: Observation) -> list[Breach] | None:
         """Performance breaches of one check; ``None`` when there are too few labels to judge."""
@@ -149,6 +170,28 @@ class AlertPolicy:
             if drop >= threshold - 1e-12:
                 out.append(Breach(reason, value, baseline, drop, threshold, against))
         return out
+
+    def estimated_breaches(self, obs: Observation) -> tuple[list[Breach], bool] | None:
+        """Estimated breaches whose whole band is past the threshold (even the band's upper end is a
+        drop >= the threshold), and whether the point estimates are within thresholds; None when
+        nothing was estimated."""
+        out: list[Breach] = []
+        within, seen = True, False
+        for reason, value, upper, own, reference, threshold in (
+            ("accuracy", obs.estimated_accuracy, obs.estimated_accuracy_upper, obs.baseline_accuracy,
+             obs.reference_accuracy, self._cfg.accuracy_drop),
+            ("roc_auc", obs.estimated_roc_auc, obs.estimated_roc_auc_upper, obs.baseline_roc_auc,
+             obs.reference_roc_auc, self._cfg.auc_drop),
+        ):
+            baseline, against = _level(own, reference)
+            if not (_finite(value) and _finite(upper) and _finite(baseline)):
+                continue
+            seen = True
+            drop = drop_of(value, baseline, self._cfg.mode)
+            within = within and drop < threshold - 1e-12
+            if drop_of(upper, baseline, self._cfg.mode) >= threshold - 1e-12:
+                out.append(Breach(reason, value, baseline, drop, threshold, against, upper=upper))
+        return (out, within) if seen else None
 
     def fast_breach(self, obs: Observation) -> Breach | None:
         """The change-point lane (module docstring); None when it has nothing proven."""
@@ -180,6 +223,10 @@ class AlertPolicy:
             self._drift_streak += 1
         else:
             self._drift_streak = 0
+        # Estimates speak only while labels cannot: with performance known, the labels decide.
+        estimated = self.estimated_breaches(obs) if perf is None else None
+        suspected = tuple(estimated[0]) if estimated else ()
+        self._estimate_streak = self._estimate_streak + 1 if suspected else 0
         breaches = tuple(perf or ()) + ((Breach("drift", None, None, None, None),) if drifted else ())
         need = self._cfg.sustained_windows
         # A proven step down (the fast lane) needs no streak: its evidence is the rows since the change.
@@ -197,7 +244,9 @@ class AlertPolicy:
             "accuracy": None if perf is None else not perf,
             "roc_auc": None if perf is None else not perf,
             "drift": None if too_small else not obs.dataset_drift,
+            "estimate": None if estimated is None else estimated[1],
         }
+        suspect = bool(suspected) and self._estimate_streak >= need
         if perf is None:
             msg = f"{obs.labelled_rows} labelled rows < drift.min_labels={self._min_labels}: performance not judged"
         elif fast is not None and perf_fire and self._perf_streak < need:
@@ -206,6 +255,8 @@ class AlertPolicy:
             msg = "; ".join(b.describe() for b in perf) + f" ({self._perf_streak}/{need} windows)"
         else:
             msg = "performance within thresholds"
+        if suspected:
+            msg += "; suspected: " + "; ".join(b.describe() for b in suspected) + f" ({self._estimate_streak}/{need} windows)"
         if drifted:
             msg += f"; dataset drift ({self._drift_streak}/{need} windows)"
         elif too_small:
@@ -213,7 +264,8 @@ class AlertPolicy:
         return Verdict(breaches=breaches, performance_known=perf is not None,
                        performance_streak=self._perf_streak, drift_streak=self._drift_streak,
                        fire=perf_fire or drift_fire, reason=reason, retrain=retrain, message=msg,
-                       healthy=healthy, firing=firing, fast=fast is not None and perf_fire)
+                       healthy=healthy, firing=firing, fast=fast is not None and perf_fire,
+                       suspected=suspected, suspect=suspect)
 
 
 def cooldown_remaining(now: float, last_finished_at: float | None, cooldown_seconds: float) -> float:

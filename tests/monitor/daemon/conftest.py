@@ -98,14 +98,20 @@ class Traffic:
         self._ids = itertools.count()
 
     def send(self, n: int, seed: int, *, concept: float = 0.0, covariate: float = 0.0,
-             labelled: float = 1.0, tag_version: bool = False) -> pd.DataFrame:
-        """``n`` rows scored by the champion; ``tag_version``: say which version scored them."""
+             labelled: float = 1.0, tag_version: bool = False, near_boundary: float | None = None) -> pd.DataFrame:
+        """``n`` rows scored by the champion; ``tag_version``: say which version scored them;
+        ``near_boundary``: only rows whose score is within that of 0.5 (chosen by their features, so
+        a covariate shift that hurts: ``P(label | features)`` is unchanged)."""
         import trainer
         from trainer.synthetic import make_dataset
 
-        df = make_dataset(n, seed=seed, concept_shift=concept, covariate_shift=covariate)
+        pool = n if near_boundary is None else 20 * n
+        df = make_dataset(pool, seed=seed, concept_shift=concept, covariate_shift=covariate)
         champion = trainer.load_champion(self.cfg)
         df["score"] = champion.predict_proba(df)
+        if near_boundary is not None:
+            df = df[(df["score"] - 0.5).abs() < near_boundary].head(n).reset_index(drop=True)
+            assert len(df) == n, "too few rows near the boundary"
         df["id"] = [f"req-{seed}-{next(self._ids)}" for _ in range(n)]
         df["ts"] = self.t + np.arange(n) * self.spacing
         self.t += n * self.spacing

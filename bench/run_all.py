@@ -17,6 +17,7 @@ BENCHES = {
     "ingest": (["bench_ingest.py"], ["--quick"]),
     "trainer": (["bench_trainer.py"], ["--quick"]),
     "drift": (["bench_drift.py"], ["--sizes", "10000,100000"]),
+    "estimation": (["bench_estimation.py"], ["--quick"]),
     "daemon": (["bench_daemon.py"], ["--repeats", "50", "--requests", "100", "--no-retrain"]),
     "dashboards": (["bench_dashboards.py"], ["--quick"]),
     "loop": (["bench_loop.py"], ["--quick", "stationary", "abrupt"]),

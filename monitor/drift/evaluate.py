@@ -21,7 +21,7 @@ import pandas as pd
 
 from monitor.config import DriftConfig, ModelConfig
 from monitor.drift import runner
-from monitor.drift.estimation import estimate
+from monitor.drift.estimation import estimate, expected_accuracy
 from monitor.drift.frames import (Labelled, PreparedReference, Side, missing_ratio, prepare_reference, prepare_side,
                                   sample_positions, scored_rows, unseen_categories)
 from monitor.drift.methods import CATEGORICAL, NUMERIC, default_method, union_distinct
@@ -174,9 +174,9 @@ def _estimates(ref: PreparedReference, current: pd.DataFrame, labelled: Labelled
                estimated_roc_auc=est.roc_auc, estimated_roc_auc_ci=est.roc_auc_ci,
                estimated_precision=est.precision, estimated_recall=est.recall, estimated_f1=est.f1)
     if realised is not None and labelled is not None and len(labelled):
-        on_labelled = estimate(ref.calibrator, labelled.score, labelled.pred, drift_cfg.confidence)
+        on_labelled = expected_accuracy(ref.calibrator, labelled.score, labelled.pred)
         if on_labelled is not None:
-            out["estimation_error"] = realised - on_labelled.accuracy
+            out["estimation_error"] = realised - on_labelled
     return out
 
 

@@ -77,6 +77,16 @@ def test_weighted_auc_with_certain_labels_is_the_roc_auc():
     assert weighted_auc(s, y.astype(float)) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
 
 
+def test_bucketed_auc_of_a_large_window_matches_the_sorted_one():
+    rng = np.random.default_rng(1)
+    s = rng.uniform(size=200_000)
+    p = np.clip(s + rng.normal(0, 0.1, s.size), 0, 1)
+    exact = weighted_auc(s[: 1 << 16], p[: 1 << 16])
+    assert weighted_auc(s, p) == pytest.approx(roc_auc_score(rng.uniform(size=s.size) < p, s), abs=0.01)
+    assert weighted_auc(np.r_[s[: 1 << 16], s[: 1 << 16]], np.r_[p[: 1 << 16], p[: 1 << 16]]) == pytest.approx(
+        exact, abs=1e-5)  # the same rows twice: bucketed, the same AUC as sorted
+
+
 def test_calibration_needs_both_classes_and_enough_rows():
     assert fit_calibrator(np.ones(500), np.linspace(0, 1, 500)) is None
     assert fit_calibrator(np.r_[np.zeros(40), np.ones(40)], np.linspace(0, 1, 80)) is None

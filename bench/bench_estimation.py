@@ -9,7 +9,8 @@ reference is 5,000 scored held-out rows, as the trainer saves. Then:
    stationary stream, covariate shifts (features move, ``P(label | features)`` does not) and
    concept shifts (the labelling changes, the features do not: CBPE is blind to these);
 2. cost: ``evaluate_window`` with the reference cached (as the daemon runs it), with and without
-   ``drift.estimate``, at each of ``--sizes`` rows (median over ``--repeats``), and the ratio.
+   ``drift.estimate``, at each of ``--sizes`` rows (median over ``--repeats``), the ratio, and the
+   estimation's own time (the ratio alone drowns in load noise on a shared machine).
 
     .venv/bin/python bench/bench_estimation.py                    # 50 windows; cost at 100k and 1M rows
     .venv/bin/python bench/bench_estimation.py --quick            # 20 windows; cost at 100k rows
@@ -82,24 +83,34 @@ def errors(model, calibrator, windows: int, rows: int) -> list[tuple]:
 
 
 def cost(cfg, model, ref, sizes: list[int], repeats: int) -> list[tuple]:
+    """Median check time without and with estimation (runs alternate, so drifting machine load hits
+    both alike), and the estimation's own time (what ``evaluate_window`` adds: read the scores,
+    estimate on all rows, the expected accuracy of the labelled ones)."""
     from monitor.drift import DriftEvaluator
+    from monitor.drift.estimation import estimate, expected_accuracy
+    from monitor.drift.frames import labelled_rows, scored_rows
     out = []
     off_cfg = cfg.drift.model_copy(update={"estimate": False})
     for n in sizes:
         w = scored(model, n, 99, covariate_shift=0.5)
         w["label"] = w["label"].astype("Int64")
         w.loc[w.index[n // 2:], "label"] = None  # half labelled
-        times = {}
-        for label, drift_cfg in (("without", off_cfg), ("with", cfg.drift)):
-            ev = DriftEvaluator()
-            ev(ref, w, cfg.model, drift_cfg, {}, reference_key="v")  # prepare and cache the reference
-            runs = []
-            for _ in range(repeats):
+        ev = DriftEvaluator()
+        calibrator = ev.prepared(ref, cfg.model, cfg.drift, "v").calibrator
+        ev(ref, w, cfg.model, cfg.drift, {}, reference_key="v")  # warm-up
+        times: dict[str, list[float]] = {"without": [], "with": [], "alone": []}
+        for _ in range(repeats):
+            for label, drift_cfg in (("without", off_cfg), ("with", cfg.drift)):
                 t0 = time.perf_counter()
                 ev(ref, w, cfg.model, drift_cfg, {}, reference_key="v")
-                runs.append(time.perf_counter() - t0)
-            times[label] = statistics.median(runs)
-        out.append((n, times["without"], times["with"]))
+                times[label].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            rows = scored_rows(w, cfg.model, "current window")
+            estimate(calibrator, rows.score, rows.pred)
+            lab = labelled_rows(w, cfg.model, "current window")
+            expected_accuracy(calibrator, lab.score, lab.pred)
+            times["alone"].append(time.perf_counter() - t0)
+        out.append((n, *(statistics.median(times[k]) for k in ("without", "with", "alone"))))
     return out
 
 
@@ -108,7 +119,7 @@ def main() -> None:
     ap.add_argument("--windows", type=int, default=50, help="windows per scenario")
     ap.add_argument("--window", type=int, default=1000, help="rows per window")
     ap.add_argument("--sizes", default="100000,1000000", help="window rows for the cost, comma-separated")
-    ap.add_argument("--repeats", type=int, default=3, help="checks per size and setting (median)")
+    ap.add_argument("--repeats", type=int, default=5, help="checks per size and setting (median)")
     ap.add_argument("--quick", action="store_true", help="20 windows, cost at 100k rows only")
     args = ap.parse_args()
     if args.quick:
@@ -129,10 +140,11 @@ def main() -> None:
         print(f"| {name} | {real:.4f} | {est:.4f} | {med:.4f} | {p90:.4f} | {inside:.0%} |")
     print("\n(medians over windows; the band is drift.confidence = 0.95. Concept shifts change the labels, not "
           "the scores: the estimate cannot see them.)\n")
-    print("| window rows | check without estimation | with | ratio |")
-    print("|---:|---:|---:|---:|")
-    for n, without, with_ in cost(cfg, model, ref, [int(s) for s in args.sizes.split(",")], args.repeats):
-        print(f"| {n:,} | {without:.3f} s | {with_:.3f} s | {with_ / without:.3f} |")
+    print("| window rows | check without estimation | with | ratio | estimation alone | its share of the check |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for n, without, with_, alone in cost(cfg, model, ref, [int(s) for s in args.sizes.split(",")], args.repeats):
+        print(f"| {n:,} | {without:.3f} s | {with_:.3f} s | {with_ / without:.3f} | {alone:.3f} s | "
+              f"{alone / without:.1%} |")
     print(f"\ntimes: median of {args.repeats} checks with the reference cached (DriftEvaluator); "
           f"load average at the end {os.getloadavg()[0]:.1f} (other work on the machine slows both)")
 

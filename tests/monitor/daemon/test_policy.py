@@ -128,3 +128,39 @@ def test_a_lowered_baseline_is_judged_against_the_reference_level():
     # A champion whose own baseline is higher than the level is judged against its own baseline.
     v = policy().observe(obs(acc=0.88, baseline_accuracy=0.92, reference_accuracy=0.87, reference_roc_auc=0.93))
     assert v.fire and "vs baseline 0.9200" in v.message
+
+
+def est(acc, upper, labelled=100, **kw):
+    return obs(acc=None, auc=None, labelled=labelled, estimated_accuracy=acc, estimated_accuracy_upper=upper, **kw)
+
+
+def test_estimated_drop_is_suspected_only_with_its_band_clear_of_the_threshold():
+    v = policy().observe(est(0.80, 0.84))  # upper end exactly 0.03 below 0.87: clear
+    assert v.suspect and not v.fire and not v.retrain and v.suspected[0].reason == "accuracy"
+    assert v.suspected[0].upper == 0.84 and "estimated accuracy 0.8000 (band up to 0.8400)" in v.message
+    v = policy().observe(est(0.80, 0.8401))  # a point estimate 7 points down, but the band reaches the bar
+    assert not v.suspect and v.suspected == ()
+    assert v.healthy["estimate"] is False  # not healthy either: an open suspicion is not cleared by it
+
+
+def test_estimated_drop_is_judged_against_the_reference_level():
+    assert not policy().observe(est(0.83, 0.845)).suspect
+    assert policy().observe(est(0.83, 0.845, reference_accuracy=0.90)).suspect  # bar 0.90: 0.845 <= 0.87
+
+
+def test_labels_overrule_the_estimate():
+    v = policy().observe(obs(labelled=2000, estimated_accuracy=0.70, estimated_accuracy_upper=0.72))
+    assert not v.suspect and v.suspected == () and v.healthy["estimate"] is None and not v.fire
+
+
+def test_suspicion_needs_sustained_windows_and_a_new_champion_resets_it():
+    p = policy(sustained_windows=2)
+    assert not p.observe(est(0.80, 0.82)).suspect
+    assert p.observe(est(0.80, 0.82)).suspect
+    assert not p.observe(est(0.80, 0.82, champion_version="2")).suspect
+
+
+def test_estimated_auc_drop_is_suspected_too():
+    v = policy().observe(obs(acc=None, auc=None, labelled=0, estimated_roc_auc=0.85, estimated_roc_auc_upper=0.87))
+    assert v.suspect and v.suspected[0].reason == "roc_auc"
+    assert policy().observe(obs(acc=None, auc=None, labelled=0)).healthy["estimate"] is None

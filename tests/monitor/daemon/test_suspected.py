@@ -3,6 +3,7 @@
 Evidently, the real champion from MLflow; the retrain child is the scripted stand-in."""
 from __future__ import annotations
 
+from tests.monitor.daemon.conftest import Traffic
 from tests.monitor.daemon.test_controller import samples
 
 
@@ -48,11 +49,16 @@ def test_estimated_drop_opens_suspected_without_retraining_then_labels_confirm(m
     assert daemon.wait_for_retrain(60)
 
 
-def test_labels_that_say_healthy_clear_a_suspected_incident(make_daemon):
+def test_labels_that_say_healthy_clear_a_suspected_incident_across_a_restart(make_daemon):
     daemon, traffic = make_daemon()
     daemon.start(scheduler=False)
     _, report = _suspect(daemon, traffic)
     incident = report.incident
+    daemon.stop(grace=2)  # the suspected incident is persisted; a new daemon picks it up
+    daemon, _ = make_daemon()
+    daemon.start(scheduler=False)
+    assert daemon.controller.incidents.current().state == "suspected"
+    traffic = Traffic(daemon.cfg, daemon.store, start=traffic.t)
     traffic.send(1500, 71)  # ordinary rows, labelled: the window is healthy
     cleared = daemon.run_check_now()
     assert cleared.verdict.performance_known and "cleared suspected incident" in cleared.action, cleared.action

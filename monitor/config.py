@@ -113,6 +113,9 @@ def _default_features() -> list[FeatureSpec]:
     return numeric + [FeatureSpec(name="region", type="categorical"), FeatureSpec(name="device", type="categorical")]
 
 
+TIME_SEGMENTS = ("hour_of_day", "day_of_week")  # segments derived from a prediction's ts
+
+
 class ModelConfig(_Section):
     name: str = Field("demo", description="the model's name: the model label, table and MLflow names (driftloop-<name>); 1-48 letters, digits, _, . or -")
     features: list[FeatureSpec] = Field(
@@ -132,6 +135,11 @@ class ModelConfig(_Section):
                                           "dropped when training")
     threshold: float = Field(0.5, gt=0, lt=1, description="score above which the predicted label is 1 (score > threshold), as in ingestion and training")
     factory: str | None = Field(None, description="module:function building your own PyTorch model; default: the MLP")
+    segments: list[str] = Field(default_factory=list, description="monitored separately: categorical feature names "
+                                "and the time buckets hour_of_day (0-23, UTC) and day_of_week (mon-sun) of the "
+                                "prediction's ts; per-segment accuracy, recall, ROC AUC and rows (docs: Segments)")
+    segment_top_k: int = Field(10, ge=1, le=50, description="values of a categorical segment kept by row count; "
+                               "the rest are pooled as 'other', so a segment never explodes the metric series")
 
     @field_validator("name")
     @classmethod
@@ -156,6 +164,14 @@ class ModelConfig(_Section):
             raise ValueError(f"feature names longer than 60 characters: {', '.join(long)}")
         if len({self.score, self.prediction, self.target, self.id}) < 4:
             raise ValueError("score, prediction, target and id must be four different column names")
+        # With no features configured the champion's recorded schema supplies them later
+        # (monitor.dataschema.with_features validates this model again, segments included).
+        unknown = [g for g in self.segments if g not in TIME_SEGMENTS and g not in self.categorical_features]
+        if unknown and "features" in self.model_fields_set:
+            raise ValueError(f"segments {', '.join(unknown)} are neither categorical features nor one of "
+                             f"{', '.join(TIME_SEGMENTS)}")
+        if len(set(self.segments)) < len(self.segments):
+            raise ValueError("segments must not repeat")
         reserved = {self.score, self.prediction, self.target, self.id, "id", "ts", "label_ts", *self.ignore}
         clash = sorted(reserved & set(names))
         if clash:
@@ -211,6 +227,8 @@ class DriftConfig(_Section):
     fast_lane: bool = Field(True, description="open an incident as soon as a change point in the champion's labelled "
                             "error stream proves a drop of at least alerts.accuracy_drop (before drift.min_labels rows)")
     fast_min_rows: int = Field(200, ge=30, description="labelled rows after a change point the fast lane needs")
+    segment_min_labels: int = Field(300, ge=30, description="labelled rows a segment value needs before its "
+                                    "accuracy can breach (the segment alert); fewer: shown, not judged")
     fast_confidence: float = Field(0.99, gt=0.5, lt=1, description="one-sided confidence that the drop after a "
                                    "change point is at least alerts.accuracy_drop, for the fast lane to fire")
 

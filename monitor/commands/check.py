@@ -46,8 +46,10 @@ def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: 
         store.close()
     breaches = None
     suspected: list = []
+    segments: list = []
     if outcome.result is not None:
         policy = AlertPolicy(cfg.alerts, cfg.drift.min_labels)
+        segments = policy.segment_breaches(_observation(outcome))
         breaches = policy.performance_breaches(_observation(outcome))
         if breaches is None:  # no labels to judge: what the estimate alone says
             suspected = (policy.estimated_breaches(_observation(outcome)) or ([], True))[0]
@@ -55,11 +57,14 @@ def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: 
         body = outcome.to_dict()
         body["breaches"] = None if breaches is None else [b.reason for b in breaches]
         body["suspected"] = [b.reason for b in suspected]
+        body["segment_breaches"] = [b.segment for b in segments]
         click.echo(json.dumps(body, indent=2, default=str))
     else:
         click.echo(render_check(outcome, breaches, cfg.drift.min_labels))
         for b in suspected:
             click.echo(f"SUSPECTED  {b.describe()} (labels will confirm or clear it)")
+        for b in segments:
+            click.echo(f"SEGMENT    {b.describe()}")
     if outcome.status == "no_champion":
         raise RegistryError(outcome.message)
     if outcome.status == "error":

@@ -61,7 +61,8 @@ def observation(outcome: CheckOutcome, reference: tuple[float | None, float | No
                        estimated_accuracy=getattr(r, "estimated_accuracy", None),
                        estimated_accuracy_upper=upper(getattr(r, "estimated_accuracy_ci", None)),
                        estimated_roc_auc=getattr(r, "estimated_roc_auc", None),
-                       estimated_roc_auc_upper=upper(getattr(r, "estimated_roc_auc_ci", None)))
+                       estimated_roc_auc_upper=upper(getattr(r, "estimated_roc_auc_ci", None)),
+                       segments=tuple(getattr(r, "segments", None) or ()))
 
 
 def unsuccessful_in_a_row(tries: list[Attempt]) -> int:

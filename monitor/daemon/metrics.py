@@ -63,6 +63,13 @@ class DaemonCollector:
             yield _gauge("driftloop_model_alert_firing",
                          "1 while the daemon's alert policy sees a sustained breach, per reason",
                          ["model", "reason"], [([m, r], 1.0 if r in firing else 0.0) for r in ALERT_REASONS])
+            if verdict.segment_breaches or self._ctl.cfg.model.segments:
+                breached = {b.segment for b in verdict.segment_breaches}
+                shown = [s.label for s in (getattr(self._ctl.last_result, "segments", None) or [])]
+                yield _gauge("driftloop_model_segment_breached",
+                             "1 while a judged segment value's accuracy interval lies accuracy_drop or more below "
+                             "its bar (model.segments; the DriftloopModelSegmentDrop alert)",
+                             ["model", "segment"], [([m, label], 1.0 if label in breached else 0.0) for label in shown])
         yield _gauge("driftloop_retrain_running", "1 while a retrain worker runs", ["model"],
                      [([m], 1.0 if self._ctl.supervisor.busy else 0.0)])
         # Per scoring version in the latest window (at most MAX_VERSIONS_REPORTED: bounded cardinality).

@@ -65,6 +65,7 @@ class Observation:
     estimated_accuracy_upper: float | None = None
     estimated_roc_auc: float | None = None
     estimated_roc_auc_upper: float | None = None
+    segments: tuple[Any, ...] = ()            # monitor.drift.segments.SegmentPerformance of the window
 
 
 @dataclass(frozen=True)
@@ -77,14 +78,18 @@ class Breach:
     against: str = "baseline"   # "baseline" or "reference level"
     fast: bool = False          # found by the change-point lane
     upper: float | None = None  # an estimated breach: the upper end of the estimate's band
+    segment: str | None = None  # a segment's breach: its label, "hour_of_day=2"
 
     @property
     def estimated(self) -> bool:
-        return self.upper is not None
+        return self.upper is not None and self.segment is None
 
     def describe(self) -> str:
         if self.reason == "drift":
             return "dataset drift"
+        if self.segment is not None:
+            return (f"segment {self.segment}: accuracy {self.value:.4f} (interval up to {self.upper:.4f}) vs "
+                    f"{self.against} {self.baseline:.4f} (drop >= {self.threshold:g}, interval clear of it)")
         if self.estimated:
             return (f"estimated {self.reason} {self.value:.4f} (band up to {self.upper:.4f}) vs {self.against} "
                     f"{self.baseline:.4f} (drop {self.drop:.4f} >= {self.threshold:g}, band clear of it)")
@@ -108,6 +113,7 @@ class Verdict:
     fast: bool = False            # fired by the change-point lane
     suspected: tuple[Breach, ...] = ()  # estimated breaches, judged only while performance is unknown
     suspect: bool = False         # sustained estimated breach: open a ``suspected`` incident
+    segment_breaches: tuple[Breach, ...] = ()  # judged segment values whose accuracy dropped (an alert, no incident)
 
     def healthy_for(self, reason: str) -> bool | None:
         """Is this check healthy for an incident opened for ``reason``? ``None``: cannot tell.
@@ -193,6 +199,25 @@ class AlertPolicy:
                 out.append(Breach(reason, value, baseline, drop, threshold, against, upper=upper))
         return (out, within) if seen else None
 
+    def segment_breaches(self, obs: Observation) -> list[Breach]:
+        """Judged segment values (``drift.segment_min_labels``) whose accuracy interval lies wholly
+        ``accuracy_drop`` or more below their bar: the value's accuracy on the reference, or for
+        time buckets (which the reference cannot have) the aggregate bar. The interval, not the
+        point, so twenty-odd slices of a few hundred rows do not page on noise."""
+        out = []
+        aggregate, against = _level(obs.baseline_accuracy, obs.reference_accuracy)
+        for s in obs.segments:
+            if not s.judged or s.accuracy is None or s.accuracy_ci is None:
+                continue
+            bar, where = ((s.reference_accuracy, "its reference accuracy") if _finite(s.reference_accuracy)
+                          else (aggregate, against))
+            if not _finite(bar):
+                continue
+            if drop_of(s.accuracy_ci[1], bar, self._cfg.mode) >= self._cfg.accuracy_drop - 1e-12:
+                out.append(Breach("accuracy", s.accuracy, bar, drop_of(s.accuracy, bar, self._cfg.mode),
+                                  self._cfg.accuracy_drop, where, upper=s.accuracy_ci[1], segment=s.label))
+        return out
+
     def fast_breach(self, obs: Observation) -> Breach | None:
         """The change-point lane (module docstring); None when it has nothing proven."""
         if not self._drift.fast_lane or obs.change is None:
@@ -257,6 +282,9 @@ class AlertPolicy:
             msg = "performance within thresholds"
         if suspected:
             msg += "; suspected: " + "; ".join(b.describe() for b in suspected) + f" ({self._estimate_streak}/{need} windows)"
+        segments = tuple(self.segment_breaches(obs))
+        if segments:
+            msg += "; " + "; ".join(b.describe() for b in segments)
         if drifted:
             msg += f"; dataset drift ({self._drift_streak}/{need} windows)"
         elif too_small:
@@ -265,7 +293,7 @@ class AlertPolicy:
                        performance_streak=self._perf_streak, drift_streak=self._drift_streak,
                        fire=perf_fire or drift_fire, reason=reason, retrain=retrain, message=msg,
                        healthy=healthy, firing=firing, fast=fast is not None and perf_fire,
-                       suspected=suspected, suspect=suspect)
+                       suspected=suspected, suspect=suspect, segment_breaches=segments)
 
 
 def cooldown_remaining(now: float, last_finished_at: float | None, cooldown_seconds: float) -> float:

@@ -52,6 +52,13 @@ def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_label
         lines.append(f"realised - estimated accuracy on the labelled rows: {r.estimation_error:+.4f}")
     lines += ["", f"at threshold: precision {_f(r.precision)}, recall {_f(r.recall)}, f1 {_f(r.f1)} (labelled rows); "
               f"served positive rate {_f(r.predicted_positive_rate)}"]
+    if r.segments:
+        lines += ["", f"{'segment':<24} {'rows':>7} {'labelled':>8} {'accuracy':>8} {'CI':>18} {'reference':>9} "
+                      f"{'recall':>7}"]
+        for s in r.segments:
+            mark = "" if s.judged else "  (too few labels to judge)"
+            lines.append(f"{s.label:<24} {s.rows:>7} {s.labelled_rows:>8} {_f(s.accuracy):>8} {_ci(s.accuracy_ci):>18} "
+                         f"{_f(s.reference_accuracy):>9} {_f(s.recall):>7}{mark}")
     lines += ["", f"drift share {_f(r.drift_share, '.2f')} (dataset drift at >= {_f(r.drift_share_threshold, '.2f')}): "
               + ("DRIFT" if r.dataset_drift else "no dataset drift"),
               f"{'feature':<16} {'method':<16} {'score':>10} {'threshold':>10}  drifted"]

@@ -26,6 +26,7 @@ from monitor.drift.frames import (Labelled, PreparedReference, Side, missing_rat
                                   sample_positions, scored_rows, unseen_categories)
 from monitor.drift.methods import CATEGORICAL, NUMERIC, default_method, union_distinct
 from monitor.drift.result import CheckResult, FeatureDrift
+from monitor.drift.segments import segment_performance
 from monitor.drift.stats import performance
 from monitor.errors import DataError
 
@@ -150,6 +151,7 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
         missing_ratio=missing_ratio(current, model_cfg.feature_names), reference_missing_ratio=dict(ref.missing),
         unseen_categories=unseen_categories(ref, current, model_cfg.categorical_features),
         precision=perf.precision, recall=perf.recall, f1=perf.f1, **estimated,
+        segments=segment_performance(current, model_cfg, drift_cfg, ref.segments),
         duration_seconds=time.perf_counter() - started, snapshot=snapshot,
     )
     log.debug("check %s: %d rows (%d sampled), %d labelled, drift share %.2f, %.2f s", check_id, result.window_rows,

@@ -8,6 +8,7 @@ calibration that performance estimation needs; cache it with :class:`monitor.dri
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -96,10 +97,10 @@ def labelled_rows(frame: pd.DataFrame, model_cfg: ModelConfig, side: str) -> Lab
         raise DataError(f"{side} column {target!r} must hold labels 0 or 1; row {pos} holds {frame[target].iloc[pos]!r}")
     score = _numeric(frame, score_col, side).to_numpy()
     keep = ~np.isnan(y) & np.isfinite(score)
-    return Labelled(y[keep].astype(np.int64), _served(frame, model_cfg, score, keep), score[keep])
+    return Labelled(y[keep].astype(np.int64), served_labels(frame, model_cfg, score, keep), score[keep])
 
 
-def _served(frame: pd.DataFrame, model_cfg: ModelConfig, score: np.ndarray, keep: np.ndarray) -> np.ndarray:
+def served_labels(frame: pd.DataFrame, model_cfg: ModelConfig, score: np.ndarray, keep: np.ndarray) -> np.ndarray:
     """The served label of the kept rows: the prediction column, or score > threshold where it is missing."""
     derived = (score[keep] > model_cfg.threshold).astype(np.int64)
     if model_cfg.prediction not in frame.columns:
@@ -121,7 +122,7 @@ def scored_rows(frame: pd.DataFrame, model_cfg: ModelConfig, side: str) -> Score
         return None
     score = _numeric(frame, model_cfg.score, side).to_numpy()
     keep = np.isfinite(score)
-    return Scored(score[keep], _served(frame, model_cfg, score, keep))
+    return Scored(score[keep], served_labels(frame, model_cfg, score, keep))
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,7 @@ class PreparedReference:
     distinct: dict[str, frozenset | None]
     missing: dict[str, float]  # share of reference rows without a value, per feature
     calibrator: Calibrator | None = None   # score -> P(y = 1) on the reference (monitor.drift.estimation)
+    segments: Any = None                   # monitor.drift.segments.ReferenceSegments, for model.segments
 
     @property
     def rows(self) -> int:
@@ -183,8 +185,9 @@ def prepare_reference(reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg
         distinct[c] = distinct_values(values)
     labelled = side.labelled
     calibrator = fit_calibrator(labelled.y, labelled.score) if labelled is not None else None
+    from monitor.drift.segments import reference_segments  # segments import this module
     return PreparedReference(side, full_counts, distinct, missing_ratio(reference, model_cfg.feature_names),
-                             calibrator)
+                             calibrator, reference_segments(reference, model_cfg))
 
 
 def missing_ratio(frame: pd.DataFrame, columns: list[str]) -> dict[str, float]:

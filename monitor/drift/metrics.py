@@ -127,6 +127,7 @@ class ModelMetricsCollector(Collector):
                     reference.add_metric([model, feature], r.reference_missing_ratio[feature])
             yield current
             yield reference
+        yield from self._segments(r)
         tested = [f for f in r.features if f.score is not None and math.isfinite(f.score)]
         if tested:
             score = GaugeMetricFamily("driftloop_model_feature_drift_score",
@@ -146,3 +147,24 @@ class ModelMetricsCollector(Collector):
             yield score
             yield drifted
             yield threshold
+
+    def _segments(self, r: CheckResult) -> Iterable[Metric]:
+        """Per segment value (``model.segments``; at most segment_top_k + 1 values per categorical
+        segment, 24 hours, 7 days): bounded label sets."""
+        segments = list(getattr(r, "segments", None) or [])
+        if not segments:
+            return
+        for name, help_, get in (
+            ("driftloop_model_segment_rows", "Predictions in the last window, per segment value.", "rows"),
+            ("driftloop_model_segment_labelled_rows", "Labelled predictions in the last window, per segment value.",
+             "labelled_rows"),
+            ("driftloop_model_segment_accuracy", "Accuracy of the served labels per segment value.", "accuracy"),
+            ("driftloop_model_segment_recall", "Recall of the served labels per segment value.", "recall"),
+            ("driftloop_model_segment_roc_auc", "ROC AUC of the scores per segment value.", "roc_auc"),
+        ):
+            fam = GaugeMetricFamily(name, help_, labels=["model", "segment"])
+            for s in segments:
+                value = getattr(s, get)
+                if value is not None and math.isfinite(value):
+                    fam.add_metric([self._model, s.label], float(value))
+            yield fam

@@ -102,6 +102,7 @@ class CheckResult:
     estimated_f1: float | None = None
     # How far to trust the estimate: realised minus estimated accuracy on the same labelled rows.
     estimation_error: float | None = None
+    segments: list[Any] = field(default_factory=list)  # monitor.drift.segments.SegmentPerformance, model.segments
     snapshot: Any = field(default=None, repr=False, compare=False)  # evidently Snapshot, for saving
 
     @property
@@ -157,4 +158,5 @@ class CheckResult:
             "estimated_recall": _num(self.estimated_recall),
             "estimated_f1": _num(self.estimated_f1),
             "estimation_error": _num(self.estimation_error),
+            "segments": [s.to_dict() for s in self.segments],
         }

@@ -1,0 +1,85 @@
+"""Per-segment performance (model.segments) on real Evidently checks of the demo dataset, and the
+policy's segment breaches: a drop in one slice that the aggregate averages away."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from monitor.config import AlertsConfig, load_config
+from monitor.daemon.controller import observation
+from monitor.daemon.checks import CheckOutcome
+from monitor.daemon.policy import AlertPolicy
+from monitor.drift import DriftEvaluator, ModelMetricsCollector
+from tests.monitor.drift.conftest import reference, window
+
+SEGMENTS = ["region", "device", "hour_of_day", "day_of_week"]  # 4 + 3 + 24 + 7 = 38 series at most
+
+
+@pytest.fixture(scope="module")
+def scfg():
+    return load_config(path=None, environ={}, overrides={"home": "unused", "model": {"segments": SEGMENTS}})
+
+
+def timed(frame: pd.DataFrame, hours: float = 48) -> pd.DataFrame:
+    """Spread the rows evenly over ``hours`` from a Monday 00:00 UTC."""
+    frame = frame.copy()
+    step = hours * 3600 / len(frame)
+    frame["ts"] = pd.Timestamp("2026-11-30", tz="UTC") + pd.to_timedelta(np.arange(len(frame)) * step, unit="s")
+    return frame
+
+
+def check(scfg, frame, baseline):
+    result = DriftEvaluator()(reference(), frame, scfg.model, scfg.drift, baseline, reference_key="v1")
+    outcome = CheckOutcome(0.0, "ok", "checked", champion_version="1", result=result,
+                           window_rows=result.window_rows, labelled_rows=result.labelled_rows)
+    return result, AlertPolicy(AlertsConfig(), min_labels=1000).observe(observation(outcome))
+
+
+def test_a_night_only_drop_fires_the_segment_and_not_the_aggregate(scfg):
+    frame = timed(window(19_200, seed=7))         # 400 labelled rows per hour over two days
+    baseline = {"accuracy": float((frame["prediction"] == frame["label"]).mean()), "roc_auc": 0.9}
+    night = pd.to_datetime(frame["ts"]).dt.hour == 2
+    frame.loc[night, "label"] = 1 - frame.loc[night, "label"]  # every label flipped at 02:00
+    result, verdict = check(scfg, frame, baseline)
+    seg = {s.label: s for s in result.segments}
+    assert seg["hour_of_day=2"].judged and seg["hour_of_day=2"].accuracy < 0.3
+    assert result.accuracy > baseline["accuracy"] - 0.03          # the aggregate hides it
+    assert not verdict.fire and verdict.performance_known
+    assert [b.segment for b in verdict.segment_breaches] == ["hour_of_day=2"], verdict.message
+    assert "segment hour_of_day=2: accuracy" in verdict.message
+
+
+def test_stationary_window_breaches_no_segment(scfg):
+    frame = timed(window(19_200, seed=8))
+    result, verdict = check(scfg, frame, {"accuracy": float((frame["prediction"] == frame["label"]).mean())})
+    assert {s.segment for s in result.segments} == set(SEGMENTS)
+    assert sum(s.judged for s in result.segments) >= 30
+    assert verdict.segment_breaches == ()
+
+
+def test_categorical_values_are_capped_and_judged_against_the_reference(scfg):
+    cfg = scfg.model.model_copy(update={"segments": ["region", "hour_of_day"], "segment_top_k": 2})
+    frame = window(5000, seed=9, labelled=0.5)
+    result = DriftEvaluator()(reference(), frame, cfg, scfg.drift, {"accuracy": 0.8})
+    got = [(s.value, s.rows) for s in result.segments]
+    assert [v for v, _ in got] == ["eu", "us", "other"] and sum(n for _, n in got) == 5000
+    other = result.segments[-1]
+    ref = reference()
+    ref_other = ref[~ref["region"].isin(["eu", "us"])]
+    assert other.reference_accuracy == pytest.approx(((ref_other["score"] > 0.5) == ref_other["label"]).mean())
+    assert other.labelled_rows == frame[~frame["region"].isin(["eu", "us"])]["label"].notna().sum()
+    # Time buckets need the prediction time: a window without ts has none, and says nothing wrong.
+    assert all(s.segment == "region" for s in result.segments)
+
+
+def test_segment_series_are_bounded_and_labelled(scfg):
+    frame = timed(window(4000, seed=10))
+    result, _ = check(scfg, frame, {"accuracy": 0.8})
+    families = {f.name: f for f in ModelMetricsCollector("demo", lambda: result).collect()}
+    acc = families["driftloop_model_segment_accuracy"]
+    labels = {s.labels["segment"] for s in acc.samples}
+    assert "hour_of_day=2" in labels and "region=apac" in labels and "day_of_week=mon" in labels
+    assert len(labels) <= 4 + 3 + 24 + 7
+    d = result.to_dict()["segments"][0]
+    assert set(d) >= {"segment", "value", "rows", "labelled_rows", "accuracy", "accuracy_ci", "recall", "judged"}

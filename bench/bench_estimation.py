@@ -10,7 +10,8 @@ reference is 5,000 scored held-out rows, as the trainer saves. Then:
    concept shifts (the labelling changes, the features do not: CBPE is blind to these);
 2. cost: ``evaluate_window`` with the reference cached (as the daemon runs it), with and without
    ``drift.estimate``, at each of ``--sizes`` rows (median over ``--repeats``), the ratio, and the
-   estimation's own time (the ratio alone drowns in load noise on a shared machine).
+   estimation's own time (the ratio alone drowns in load noise on a shared machine), and the time
+   of per-segment performance over the demo schema's four segments (model.segments).
 
     .venv/bin/python bench/bench_estimation.py                    # 50 windows; cost at 100k and 1M rows
     .venv/bin/python bench/bench_estimation.py --quick            # 20 windows; cost at 100k rows
@@ -26,11 +27,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+SEGMENTS = ["region", "device", "hour_of_day", "day_of_week"]  # every segment the demo schema has
 SCENARIOS = (  # name, make_dataset knobs
     ("stationary", {}),
     ("covariate 0.5", {"covariate_shift": 0.5}),
@@ -89,12 +92,15 @@ def cost(cfg, model, ref, sizes: list[int], repeats: int) -> list[tuple]:
     from monitor.drift import DriftEvaluator
     from monitor.drift.estimation import estimate, expected_accuracy
     from monitor.drift.frames import labelled_rows, scored_rows
+    from monitor.drift.segments import segment_performance
     out = []
     off_cfg = cfg.drift.model_copy(update={"estimate": False})
     for n in sizes:
         w = scored(model, n, 99, covariate_shift=0.5)
         w["label"] = w["label"].astype("Int64")
         w.loc[w.index[n // 2:], "label"] = None  # half labelled
+        w["ts"] = pd.Timestamp("2026-11-30", tz="UTC") + pd.to_timedelta(np.arange(n) * (7 * 86400 / n), unit="s")
+        seg_cfg = cfg.model.model_copy(update={"segments": SEGMENTS})
         ev = DriftEvaluator()
         calibrator = ev.prepared(ref, cfg.model, cfg.drift, "v").calibrator
         ev(ref, w, cfg.model, cfg.drift, {}, reference_key="v")  # warm-up
@@ -110,7 +116,10 @@ def cost(cfg, model, ref, sizes: list[int], repeats: int) -> list[tuple]:
             lab = labelled_rows(w, cfg.model, "current window")
             expected_accuracy(calibrator, lab.score, lab.pred)
             times["alone"].append(time.perf_counter() - t0)
-        out.append((n, *(statistics.median(times[k]) for k in ("without", "with", "alone"))))
+            t0 = time.perf_counter()
+            segment_performance(w, seg_cfg, cfg.drift)
+            times.setdefault("segments", []).append(time.perf_counter() - t0)
+        out.append((n, *(statistics.median(times[k]) for k in ("without", "with", "alone", "segments"))))
     return out
 
 
@@ -140,11 +149,12 @@ def main() -> None:
         print(f"| {name} | {real:.4f} | {est:.4f} | {med:.4f} | {p90:.4f} | {inside:.0%} |")
     print("\n(medians over windows; the band is drift.confidence = 0.95. Concept shifts change the labels, not "
           "the scores: the estimate cannot see them.)\n")
-    print("| window rows | check without estimation | with | ratio | estimation alone | its share of the check |")
-    print("|---:|---:|---:|---:|---:|---:|")
-    for n, without, with_, alone in cost(cfg, model, ref, [int(s) for s in args.sizes.split(",")], args.repeats):
+    print("| window rows | check without estimation | with | ratio | estimation alone | its share of the check "
+          f"| {len(SEGMENTS)} segments alone | their share |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, without, with_, alone, seg in cost(cfg, model, ref, [int(s) for s in args.sizes.split(",")], args.repeats):
         print(f"| {n:,} | {without:.3f} s | {with_:.3f} s | {with_ / without:.3f} | {alone:.3f} s | "
-              f"{alone / without:.1%} |")
+              f"{alone / without:.1%} | {seg:.3f} s | {seg / without:.1%} |")
     print(f"\ntimes: median of {args.repeats} checks with the reference cached (DriftEvaluator); "
           f"load average at the end {os.getloadavg()[0]:.1f} (other work on the machine slows both)")
 

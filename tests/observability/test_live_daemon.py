@@ -67,6 +67,7 @@ def _env(home: Path, port: int, token_file: Path) -> dict[str, str]:
         "DRIFTLOOP_EXPORTER__PCIE_THROUGHPUT": "true",
         "DRIFTLOOP_EXPORTER__PCIE_INTERVAL_SECONDS": "0.5",
         "DRIFTLOOP_DRIFT__INTERVAL_SECONDS": "3",
+        "DRIFTLOOP_MODEL__SEGMENTS": '["region", "hour_of_day"]',
         "DRIFTLOOP_TRAINING__EPOCHS": "3",
         "DRIFTLOOP_TRAINING__RETRAIN_EPOCHS": "2",
         "DRIFTLOOP_TRAINING__REFERENCE_SAMPLE": "1000",

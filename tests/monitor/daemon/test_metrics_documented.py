@@ -18,6 +18,7 @@ def served_names(text: str) -> set[str]:
 
 def test_live_metrics_are_the_documented_ones(live_daemon):
     daemon, url = live_daemon(token="t0k", overrides={
+        "model": {"segments": ["region"]},                # per-segment figures
         "server": {"gpu_metrics": True},
         "exporter": {"simulate": 1, "process_metrics": True, "pcie_throughput": True, "xid_events": True,
                      "pcie_interval_seconds": 0.05}})

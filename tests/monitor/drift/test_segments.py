@@ -83,3 +83,17 @@ def test_segment_series_are_bounded_and_labelled(scfg):
     assert len(labels) <= 4 + 3 + 24 + 7
     d = result.to_dict()["segments"][0]
     assert set(d) >= {"segment", "value", "rows", "labelled_rows", "accuracy", "accuracy_ci", "recall", "judged"}
+
+
+def test_segments_are_checked_against_the_features_once_they_are_known():
+    from monitor.config import FeatureSpec
+    from monitor.dataschema import with_features
+    from monitor.errors import ConfigError
+    with pytest.raises(ConfigError, match="neither categorical features"):
+        load_config(path=None, environ={}, overrides={"home": "unused", "model": {
+            "features": [{"name": "plan", "type": "numeric"}], "segments": ["plan"]}})
+    # No features configured: the champion's recorded schema supplies them, and is checked then.
+    cfg = load_config(path=None, environ={}, overrides={"home": "unused", "model": {"segments": ["plan", "hour_of_day"]}})
+    assert with_features(cfg.model, [FeatureSpec(name="plan", type="categorical")]).segments == ["plan", "hour_of_day"]
+    with pytest.raises(ValueError, match="neither categorical features"):
+        with_features(cfg.model, [FeatureSpec(name="plan", type="numeric")])

@@ -11,6 +11,10 @@ PostgreSQL: psycopg 3; ``postgresql://`` and ``postgres://`` URLs are read as ``
 """
 from __future__ import annotations
 
+import os
+import sqlite3
+import threading
+import time
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
@@ -82,9 +86,9 @@ def _sqlite_engine(url: sa.URL, busy_timeout_seconds: float, synchronous: str) -
     def _on_connect(dbapi_conn, _record) -> None:  # noqa: ANN001
         dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (see module docstring)
         cur = dbapi_conn.cursor()
-        if not memory:
-            cur.execute("PRAGMA journal_mode=WAL")
         cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_seconds * 1000)}")
+        if not memory:
+            _ensure_wal(dbapi_conn, busy_timeout_seconds)
         cur.execute(f"PRAGMA synchronous={synchronous}")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.close()
@@ -95,6 +99,79 @@ def _sqlite_engine(url: sa.URL, busy_timeout_seconds: float, synchronous: str) -
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     return engine
+
+
+_WAL_LOCK = threading.Lock()
+
+
+def _ensure_wal(dbapi_conn: sqlite3.Connection, timeout: float) -> None:
+    """Switch the file to WAL once. WAL is a property of the file, so a connection that finds it
+    already set does nothing. Switching needs an exclusive lock that SQLite takes without calling
+    the busy handler, so connections opening a fresh file together got SQLITE_BUSY at once: the
+    switch is done under a process-wide lock (threads) and retried until ``timeout`` (processes)."""
+    if _journal_mode(dbapi_conn) == "wal":
+        return
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    with _WAL_LOCK:
+        while True:
+            try:
+                if _journal_mode(dbapi_conn, "WAL") == "wal":
+                    return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+            if time.monotonic() >= deadline:
+                raise sqlite3.OperationalError("database is locked (switching to WAL)")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+
+def _journal_mode(dbapi_conn: sqlite3.Connection, set_to: str | None = None) -> str:
+    cur = dbapi_conn.cursor()
+    try:
+        row = cur.execute("PRAGMA journal_mode" + (f"={set_to}" if set_to else "")).fetchone()
+    finally:
+        cur.close()
+    return str(row[0]).lower() if row else ""
+
+
+def probe_sqlite_writes(path: Path, timeout: float) -> None:
+    """Raise :class:`sqlite3.Error` unless the SQLite file at ``path`` can take a write now:
+    ``BEGIN IMMEDIATE`` takes the write lock (waiting up to ``timeout``) and fails on a read-only
+    file or filesystem; nothing is written. Opens its own connection, so it also works on files
+    that are not ours (MLflow's)."""
+    conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=timeout, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()
+
+
+def sqlite_write_problem(path: Path, timeout: float, min_free_bytes: int = 0) -> str | None:
+    """Why the SQLite file at ``path`` cannot take a write now, or None when it can: a read-only
+    filesystem, less than ``min_free_bytes`` free on it, or :func:`probe_sqlite_writes` failing
+    (read-only file, locked beyond ``timeout``, missing)."""
+    folder = path.parent
+    try:
+        fs = os.statvfs(folder)
+    except OSError as exc:
+        return f"cannot inspect {folder}: {exc.strerror or exc}"
+    if fs.f_flag & os.ST_RDONLY:
+        return f"{folder} is on a read-only filesystem"
+    free = fs.f_bavail * fs.f_frsize
+    if free < min_free_bytes:
+        return (f"the filesystem of {folder} is full: {free} bytes free, less than store.min_free_bytes="
+                f"{min_free_bytes}")
+    try:
+        probe_sqlite_writes(path, timeout)
+    except sqlite3.Error as exc:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return f"{path} is locked by another writer beyond the busy timeout ({timeout:g} s)"
+        return f"{path}: {text}"
+    return None
 
 
 @contextmanager

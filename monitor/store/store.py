@@ -30,7 +30,7 @@ from monitor.store import conflicts
 from monitor.store import sqlite_reader as SR
 from monitor.store import window as W
 from monitor.store.engine import (driver_sql, lock_schema, make_engine, safe_url, sqlite_path,
-                                  write_transaction)
+                                  sqlite_write_problem, write_transaction)
 from monitor.store.migrations import Migration, migrate
 from monitor.store.schema import FEATURE_PREFIX, sync_model_tables
 
@@ -64,6 +64,7 @@ class PredictionStore:
         self.model = model
         self._clock = clock
         self.engine = make_engine(url, busy_timeout_seconds=busy_timeout_seconds, synchronous=synchronous)
+        self._busy_timeout = busy_timeout_seconds
         self.url = safe_url(self.engine)
         self.validator = RecordValidator(model, clock=clock)
         try:
@@ -218,6 +219,24 @@ class PredictionStore:
     def ping(self) -> None:
         """Raise StoreError unless the store answers a query."""
         self._scalar("SELECT 1")
+
+    def check_writable(self, min_free_bytes: int = 0) -> None:
+        """Raise StoreError, with the reason, unless the store can take a write now: PostgreSQL
+        answers and is not read-only; a SQLite file takes the write lock within the busy timeout
+        (not locked beyond it, not read-only) and its filesystem has ``min_free_bytes`` free.
+        Nothing is written."""
+        path = sqlite_path(self.engine)
+        if path is None:
+            if self.engine.dialect.name == "postgresql":
+                read_only = self._scalar("SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'")
+                if read_only:
+                    raise StoreError(f"store {self.url}: PostgreSQL is read-only (a standby, or read-only transactions)")
+            else:
+                self.ping()
+            return
+        reason = sqlite_write_problem(path, self._busy_timeout, min_free_bytes)
+        if reason is not None:
+            raise StoreError(f"store {self.url}: cannot take writes: {reason}")
 
     def _scalar(self, sql: str, params: tuple = ()) -> Any:
         try:

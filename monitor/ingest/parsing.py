@@ -45,14 +45,33 @@ def decode(body: bytes, content_encoding: str | None, max_bytes: int) -> bytes:
         return body
     if encoding not in ("gzip", "x-gzip"):
         raise BodyError(415, "malformed", f"Content-Encoding {encoding!r} is not supported (use gzip or none)")
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = inflater.decompress(body, max_bytes + 1)  # bounded: a small bomb cannot fill memory
-    except zlib.error as exc:
-        raise BodyError(400, "malformed", f"the body is not valid gzip: {exc}") from None
-    if len(out) > max_bytes:
-        raise BodyError(413, "too_large", f"the decompressed body exceeds {max_bytes} bytes (server.max_body_bytes)")
-    return out
+    return _gunzip(body, max_bytes)
+
+
+def _gunzip(body: bytes, max_bytes: int) -> bytes:
+    """Whole gzip members only: a stream cut short (a truncated upload would otherwise store the
+    records before the cut) or followed by anything but another member is refused."""
+    out: list[bytes] = []
+    size = 0
+    rest = body
+    while True:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            chunk = inflater.decompress(rest, max_bytes + 1 - size)  # bounded: a small bomb cannot fill memory
+        except zlib.error as exc:
+            raise BodyError(400, "malformed", f"the body is not valid gzip: {exc}") from None
+        size += len(chunk)
+        if size > max_bytes or inflater.unconsumed_tail:
+            raise BodyError(413, "too_large", f"the decompressed body exceeds {max_bytes} bytes (server.max_body_bytes)")
+        out.append(chunk)
+        if not inflater.eof:
+            raise BodyError(400, "malformed", "the gzip stream is incomplete (truncated body): nothing stored; "
+                                              "send the whole batch again")
+        rest = inflater.unused_data
+        if not rest:
+            return b"".join(out)
+        if not rest.startswith(b"\x1f\x8b"):  # another gzip member may follow (RFC 1952); anything else is junk
+            raise BodyError(400, "malformed", f"{len(rest)} bytes of trailing data after the gzip stream: nothing stored")
 
 
 def parse_records(body: bytes, kind: str) -> list:
@@ -79,6 +98,8 @@ def parse_records(body: bytes, kind: str) -> list:
 
 
 def _ndjson(body: bytes) -> list:
+    if not body.strip():
+        raise BodyError(400, "malformed", "empty body: send one JSON record per line (application/x-ndjson)")
     records = []
     for number, line in enumerate(body.split(b"\n"), start=1):
         if not line.strip():

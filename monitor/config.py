@@ -60,14 +60,24 @@ class ExporterConfig(_Section):
         return self
 
 
+MIN_TOKEN_LENGTH = 12
+
+
 class ServerConfig(_Section):
     host: str = Field("127.0.0.1", description="address driftloop serve listens on")
     port: int = Field(8470, ge=1, le=65535, description="port driftloop serve listens on")
-    token: str | None = Field(None, description="bearer token required on write endpoints when set")
+    token: str | None = Field(None, description="bearer token required on write endpoints when set; at least "
+                              f"{MIN_TOKEN_LENGTH} characters. Checked from the headers before any "
+                              "body byte is read")
     token_file: Path | None = Field(None, description="file holding the token (e.g. a mounted secret), read at "
                                                       "start-up; surrounding whitespace is stripped; not with token")
-    max_body_bytes: int = Field(32 * 1024 * 1024, gt=0, description="larger request bodies get 413")
+    max_body_bytes: int = Field(32 * 1024 * 1024, gt=0, description="largest request body (compressed or not) "
+                                "and largest decompressed body; bigger ones get 413")
     max_batch_records: int = Field(100_000, gt=0, description="most records per request; more get 413")
+    max_inflight_bodies: int = Field(8, ge=1, description="request bodies received at once; more get 503 with "
+                                     "Retry-After. Bounds body memory to this x max_body_bytes")
+    body_timeout_seconds: float = Field(30.0, gt=0, description="time a request body may take to arrive whole; "
+                                        "a slower sender gets 408 (slow-loris protection)")
     gpu_metrics: bool = Field(True, description="serve the GPU collector's series on the daemon's /metrics too (--no-gpu turns it off)")
 
     @model_validator(mode="before")
@@ -86,11 +96,32 @@ class ServerConfig(_Section):
             raise ValueError(f"server.token_file {str(path)!r} is empty")
         return {**data, "token": token}
 
+    @field_validator("token")
+    @classmethod
+    def _usable_token(cls, v: str | None) -> str | None:
+        # A blank or one-space token was accepted before and locked every writer out.
+        if v is None:
+            return v
+        if not v.strip():
+            raise ValueError("the token is blank; unset it to turn authentication off")
+        if v != v.strip():
+            raise ValueError("the token starts or ends with whitespace, which an Authorization header cannot carry")
+        if len(v) < MIN_TOKEN_LENGTH:
+            raise ValueError(f"the token has {len(v)} characters; use at least {MIN_TOKEN_LENGTH} "
+                             "(e.g. `openssl rand -hex 24`)")
+        if not v.isascii() or not v.isprintable():
+            raise ValueError("the token must be printable ASCII")
+        return v
+
 
 class StoreConfig(_Section):
     url: str | None = Field(None, description="SQLAlchemy URL; default sqlite file under home")
     retention_days: float | None = Field(30.0, gt=0, description="rows older than this are deleted by the daemon; null keeps all")
-    busy_timeout_seconds: float = Field(30.0, gt=0, description="SQLite: how long a writer waits for the lock")
+    busy_timeout_seconds: float = Field(30.0, gt=0, description="SQLite: how long a writer waits for the lock "
+                                        "(and how long /readyz waits before calling a locked store not ready)")
+    min_free_bytes: int = Field(64 * 1024 * 1024, ge=0, description="SQLite: free space the store's filesystem "
+                                "needs for /readyz and driftloop_store_writable; below it the store counts as "
+                                "full. 0 turns the check off")
     # FULL syncs the WAL on every commit (one fsync per batch): a power cut loses no acknowledged batch.
     sqlite_synchronous: Literal["FULL", "NORMAL"] = Field("FULL", description="FULL fsyncs the WAL per batch (no acknowledged batch lost to a power cut); NORMAL is faster")
 
@@ -432,6 +463,8 @@ def _format_errors(exc: ValidationError, source: str) -> list[str]:
             msg = "unknown key"
         # A whole section as the input says nothing more than the message, and may hold a token.
         shown = err["type"] != "extra_forbidden" and not isinstance(err.get("input"), dict)
+        if err["loc"] and err["loc"][-1] == "token":  # never echo a secret into logs
+            shown = False
         lines.append(f"{loc}: {msg} (got {err.get('input')!r})" if shown else f"{loc}: {msg}")
     return lines
 

@@ -16,16 +16,18 @@ import time
 from typing import Any
 
 import anyio
+import sqlalchemy as sa
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from monitor.config import DriftloopConfig
-from monitor.errors import ConflictError, StoreError, ValidationError
+from monitor.errors import ConflictError, RegistryError, StoreError, ValidationError
 from monitor.ingest import openapi, parsing, security
+from monitor.ingest.health import Readiness
 from monitor.ingest.metrics import IngestMetrics
 
 log = logging.getLogger(__name__)
@@ -43,23 +45,41 @@ def _error(status: int, message: str, errors: list[dict] | None = None,
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+RETRY_AFTER_SECONDS = 1
+# What a dependency that is down (the store, MLflow) raises; answered 503 + Retry-After on every
+# endpoint, since the request may succeed when re-sent (ids make writes idempotent).
+DEPENDENCY_ERRORS: tuple[type[BaseException], ...] = (
+    StoreError, RegistryError, sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError,
+    sa.exc.DisconnectionError)
+
+
+def _unavailable(message: str) -> JSONResponse:
+    return _error(503, message, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+
+
+def dependency_message(exc: BaseException) -> str:
+    """One line naming what is down, without a traceback or SQL."""
+    if isinstance(exc, (StoreError, RegistryError)):
+        return f"{'the store' if isinstance(exc, StoreError) else 'the MLflow registry'} is unavailable; " \
+               f"retry later ({exc})"
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc).strip().splitlines()
+    return f"the store is unavailable; retry later ({text[0] if text else type(exc).__name__})"
+
+
 class IngestHandler:
     """Authenticates, parses, validates and stores one batch; turns each failure into its status."""
 
     def __init__(self, cfg: DriftloopConfig, store: Any, metrics: IngestMetrics):
         self.store = store
         self.metrics = metrics
-        self.token = cfg.server.token
         self.max_body = cfg.server.max_body_bytes
         self.max_records = cfg.server.max_batch_records
         self._limiter: anyio.CapacityLimiter | None = None
 
     async def handle(self, request: Request, kind: str) -> Response:
+        # The token was checked by security.RequestGate before the body was read.
         started = time.perf_counter()
-        authorization = request.headers.get("authorization")
-        if not security.token_matches(self.token, authorization):
-            self.metrics.rejected(kind, "unauthorized")
-            return _error(401, security.unauthorized_message(authorization), headers=security.UNAUTHORIZED_HEADERS)
         try:
             media = parsing.media_type(request.headers.get("content-type"))
             body = parsing.decode(await request.body(), request.headers.get("content-encoding"), self.max_body)
@@ -83,7 +103,7 @@ class IngestHandler:
         except StoreError as exc:
             self.metrics.rejected(kind, "unavailable")
             log.warning("ingest of %d %s records failed: %s", count[0], kind, exc)
-            return _error(503, f"the store is unavailable; retry later ({exc})", headers={"Retry-After": "1"})
+            return _unavailable(f"the store is unavailable; retry later ({exc})")
         self.metrics.accepted(kind, result.stored, result.duplicates, time.perf_counter() - started)
         return JSONResponse(result.to_dict())
 
@@ -100,7 +120,8 @@ class IngestHandler:
 
 def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | None = None) -> FastAPI:
     """The ingestion app for ``store`` (a :class:`monitor.store.PredictionStore`). Its self-metrics
-    are registered in ``registry`` (a fresh one when None), which ``/metrics`` serves whole."""
+    are registered in ``registry`` (a fresh one when None), which ``/metrics`` serves whole.
+    ``app.state.readiness`` holds the readiness checks (``store``); the daemon adds its own."""
     from importlib.metadata import PackageNotFoundError, version
     try:
         app_version = version("driftloop")
@@ -109,29 +130,21 @@ def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | N
     app = FastAPI(title="driftloop", version=app_version,
                   description="Prediction and label ingestion, metrics and control of the driftloop daemon.")
     registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
-    metrics = IngestMetrics(cfg.model.name, store.row_counts)
+    readiness = Readiness({"store": lambda: store.check_writable(cfg.store.min_free_bytes)})
+    metrics = IngestMetrics(cfg.model.name, store.row_counts, writable=lambda: readiness.ok("store"))
     registry.register(metrics)
     app.state.store = store
     app.state.registry = registry
     app.state.ingest_metrics = metrics
+    app.state.readiness = readiness
 
-    def on_too_large(path: str) -> None:
+    def on_reject(path: str, reason: str) -> None:
         if path in _KIND_BY_PATH:
-            metrics.rejected(_KIND_BY_PATH[path], "too_large")
+            metrics.rejected(_KIND_BY_PATH[path], reason)
 
-    security.install(app, cfg.server.token, cfg.server.max_body_bytes, on_too_large)
+    security.install(app, cfg.server, on_reject)
     handler = IngestHandler(cfg, store, metrics)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        # One error shape for every endpoint (the daemon's routers too): {"error", "errors"}.
-        return _error(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
-
-    @app.exception_handler(RequestValidationError)
-    async def request_invalid(request: Request, exc: RequestValidationError) -> Response:
-        errors = [{"field": ".".join(str(p) for p in e["loc"][1:]) or str(e["loc"][0]), "message": e["msg"]}
-                  for e in exc.errors()]
-        return _error(422, "invalid request: " + "; ".join(f"{e['field']}: {e['message']}" for e in errors), errors)
+    _install_error_handlers(app)
 
     @app.post("/v1/predictions", tags=["ingestion"], summary="Store a batch of predictions",
               responses=openapi.RESPONSES,
@@ -157,17 +170,72 @@ def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | N
                              "id": m.id, "target": m.target, "score": m.score, "prediction": m.prediction,
                              "threshold": m.threshold})
 
-    @app.get("/healthz", tags=["operations"], summary="Liveness and store reachability")
-    def healthz() -> Response:
-        try:
-            store.ping()
-        except StoreError as exc:
-            return JSONResponse({"status": "unavailable", "error": str(exc)}, status_code=503)
-        return JSONResponse({"status": "ok", "model": cfg.model.name, "store": store.engine.dialect.name})
+    @app.get("/livez", tags=["operations"], summary="Liveness: the process answers",
+             responses={200: {"description": "Alive", "content": openapi.HEALTH}})
+    def livez() -> Response:
+        """200 whenever the server answers at all; restart the process when this fails. Says
+        nothing about the store or MLflow (see `/readyz`)."""
+        return JSONResponse({"status": "ok"})
 
-    @app.get("/metrics", tags=["operations"], summary="Prometheus metrics", include_in_schema=True)
+    def ready() -> Response:
+        results = readiness.results(max_age=0)
+        failing = {name: reason for name, reason in results.items() if reason is not None}
+        body = {"status": "unavailable" if failing else "ok", "model": cfg.model.name,
+                "store": store.engine.dialect.name,
+                "checks": {name: reason or "ok" for name, reason in results.items()}}
+        if failing:
+            body["error"] = "; ".join(f"{name}: {reason}" for name, reason in failing.items())
+            return JSONResponse(body, status_code=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+        return JSONResponse(body)
+
+    ready_doc = {200: {"description": "Ready", "content": openapi.HEALTH},
+                 503: {"description": "Not ready; `error` and `checks` say why", "content": openapi.HEALTH}}
+
+    @app.get("/readyz", tags=["operations"], summary="Readiness: the store takes writes (and MLflow answers)",
+             responses=ready_doc)
+    def readyz() -> Response:
+        """503 with the reason while the store cannot take a write (down, read-only, full disk,
+        locked beyond `store.busy_timeout_seconds`) or, in the daemon, MLflow cannot be used."""
+        return ready()
+
+    @app.get("/healthz", tags=["operations"], summary="Alias of /readyz", responses=ready_doc)
+    def healthz() -> Response:
+        """The same answer as `/readyz` (kept for existing health checks)."""
+        return ready()
+
+    @app.get("/metrics", tags=["operations"], summary="Prometheus metrics", response_class=PlainTextResponse,
+             responses={200: {"description": "Prometheus text exposition format",
+                              "content": {"text/plain": {"schema": {"type": "string"}}}}})
     def prometheus_metrics(request: Request) -> Response:
         encoder, content_type = choose_encoder(request.headers.get("accept", ""))
         return Response(encoder(registry), media_type=content_type)
 
     return app
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    """One error shape for every endpoint (the daemon's routers too): ``{"error", "errors"}``;
+    dependency failures are 503 + Retry-After, and nothing answers with a traceback."""
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        return _error(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def request_invalid(request: Request, exc: RequestValidationError) -> Response:
+        errors = [{"field": ".".join(str(p) for p in e["loc"][1:]) or str(e["loc"][0]), "message": e["msg"]}
+                  for e in exc.errors()]
+        return _error(422, "invalid request: " + "; ".join(f"{e['field']}: {e['message']}" for e in errors), errors)
+
+    async def dependency_down(request: Request, exc: Exception) -> Response:
+        log.warning("%s %s: %s", request.method, request.url.path, dependency_message(exc))
+        return _unavailable(dependency_message(exc))
+
+    for kind in DEPENDENCY_ERRORS:
+        app.add_exception_handler(kind, dependency_down)
+
+    async def bug(request: Request, exc: Exception) -> Response:
+        # Starlette logs the traceback; the client gets the error shape, not the trace.
+        return _error(500, "internal error; the server log has the details")
+
+    app.add_exception_handler(Exception, bug)

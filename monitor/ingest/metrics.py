@@ -5,6 +5,7 @@
     driftloop_ingest_batch_duration_seconds{model, kind}                          histogram
     driftloop_store_rows{model, table="predictions"|"labels"}                     gauge
     driftloop_store_up{model}                                                     gauge 0/1
+    driftloop_store_writable{model}                                               gauge 0/1
 
 A rejected request rejects its whole batch, so ``rejected_total`` counts requests; for the
 ``validation`` and ``conflict`` reasons the request's records are also counted in
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 
 KINDS = ("prediction", "label")
 OUTCOMES = ("stored", "duplicate")
-REASONS = ("validation", "conflict", "too_large", "unauthorized", "malformed", "unavailable")
+REASONS = ("validation", "conflict", "too_large", "unauthorized", "malformed", "unavailable", "busy", "timeout")
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -53,9 +54,11 @@ class IngestMetrics:
     store gauges; ``clock`` is monotonic time, injected for the cache."""
 
     def __init__(self, model: str, row_counts: Callable[[], dict[str, int]] | None = None,
-                 rows_ttl_seconds: float = 15.0, clock: Callable[[], float] = time.monotonic):
+                 rows_ttl_seconds: float = 15.0, clock: Callable[[], float] = time.monotonic,
+                 writable: Callable[[], bool | None] | None = None):
         self.model = model
         self._row_counts = row_counts
+        self._writable = writable
         self._ttl = rows_ttl_seconds
         self._clock = clock
         self._lock = threading.Lock()
@@ -81,7 +84,8 @@ class IngestMetrics:
 
     def _current_rows(self) -> dict[str, int] | None:
         now = self._clock()
-        if self._rows is not None and now - self._rows[0] < self._ttl:
+        # A failure is not cached: the next scrape asks again, so the gauge follows a recovery.
+        if self._rows is not None and self._rows[1] is not None and now - self._rows[0] < self._ttl:
             return self._rows[1]
         try:
             rows = self._row_counts() if self._row_counts else None
@@ -100,9 +104,17 @@ class IngestMetrics:
         if self._row_counts is not None:
             yield GaugeMetricFamily("driftloop_store_up", "", labels=["model"])
             yield GaugeMetricFamily("driftloop_store_rows", "", labels=["model", "table"])
+        if self._writable is not None:
+            yield GaugeMetricFamily("driftloop_store_writable", "", labels=["model"])
 
     def collect(self) -> Iterable[Metric]:
         m = self.model
+        if self._writable is not None:
+            writable = self._writable()
+            fam = GaugeMetricFamily("driftloop_store_writable", "1 when the store can take a write now "
+                                    "(not down, read-only, full or locked beyond its busy timeout).", labels=["model"])
+            fam.add_metric([m], 1 if writable else 0)
+            yield fam
         with self._lock:
             records = dict(self._records)
             rejected = dict(self._rejected)
@@ -131,7 +143,8 @@ class IngestMetrics:
         if self._row_counts is None:
             return
         rows = self._current_rows()
-        up = GaugeMetricFamily("driftloop_store_up", "1 when the store answered the last row count.", labels=["model"])
+        up = GaugeMetricFamily("driftloop_store_up", "1 when the store answered the last row count (cached "
+                               "for up to 15 s; 0 at once when a failed count is seen).", labels=["model"])
         up.add_metric([m], 0 if rows is None else 1)
         yield up
         if rows is not None:

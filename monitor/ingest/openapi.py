@@ -72,6 +72,13 @@ _ERROR = {"application/json": {"schema": {"type": "object", "properties": {
         "index": {"type": ["integer", "null"]}, "field": {"type": "string"}, "message": {"type": "string"},
         "id": {"type": "string"}}}}}}}}
 
+HEALTH = {"application/json": {"schema": {"type": "object", "required": ["status"], "properties": {
+    "status": {"type": "string", "enum": ["ok", "unavailable"]},
+    "model": {"type": "string"}, "store": {"type": "string"},
+    "checks": {"type": "object", "additionalProperties": {"type": "string"},
+               "description": "each readiness check: 'ok' or the reason it fails"},
+    "error": {"type": "string"}}}}}
+
 RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"description": "Stored (atomically)", "content": {"application/json": {"schema": {
         "type": "object", "properties": {"stored": {"type": "integer"}, "duplicates": {"type": "integer"}}}}}},

@@ -1,22 +1,25 @@
-"""Pieces every write endpoint of the driftloop app shares: the bearer-token check and the body-size limit.
+"""Pieces every write endpoint of the driftloop app shares: the bearer-token check and the body limits.
 
     app = create_app(cfg, store, registry)                       # installs both
     router = APIRouter(dependencies=[Depends(require_token)])    # any further write routes
 
-``require_token`` reads the expected token from ``app.state.driftloop_token`` (set by
-:func:`install`); with no token configured every request passes. :class:`BodySizeLimit` is ASGI
-middleware: it answers 413 from the ``Content-Length`` header alone when that is too big, and also
-counts the bytes of a body that arrives in chunks, so a client cannot get around the limit by
-leaving the header out.
+:class:`RequestGate` is ASGI middleware that checks the token from the headers before any body
+byte is read, then bounds the body's size, the number of bodies received at once and the time one
+may take. ``require_token`` (reading the token from ``app.state.driftloop_token``, set by
+:func:`install`) keeps a route safe should it be mounted without the gate. With no token
+configured every request passes.
 """
 from __future__ import annotations
 
 import hmac
 from typing import Callable
 
+import anyio
 import orjson
 from fastapi import FastAPI, HTTPException, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from monitor.config import ServerConfig
 
 TOKEN_STATE = "driftloop_token"
 
@@ -50,44 +53,59 @@ async def require_token(request: Request) -> None:
         raise HTTPException(status_code=401, detail=unauthorized_message(authorization), headers=UNAUTHORIZED_HEADERS)
 
 
-class BodyTooLarge(Exception):
-    pass
+class RequestGate:
+    """ASGI middleware in front of every write (any method but GET, HEAD, OPTIONS), in this order:
 
+    1. the bearer token, from the headers alone: a wrong or missing token is answered 401 before
+       one byte of the body is read (the connection is then closed, and the unread body is dropped
+       by the server as it arrives, so anonymous uploads cost no memory);
+    2. ``Content-Length`` over ``max_bytes``: 413 from the header alone;
+    3. at most ``max_inflight`` bodies being received at once: past that, 503 with ``Retry-After``
+       (bounded memory: ``max_inflight`` x ``max_bytes`` at most);
+    4. the body must arrive whole within ``body_timeout`` seconds (slow senders are answered 408),
+       and its bytes are counted as they come, so leaving ``Content-Length`` out does not get
+       around the limit.
 
-class BodySizeLimit:
-    """ASGI middleware: request bodies over ``max_bytes`` get 413 before any route sees them.
-
-    The body is gathered here (the routes read it whole anyway) and replayed to the app, so the
-    limit holds whichever way the route reads it. ``on_reject(path)`` is told about each 413.
+    The body is gathered here and replayed to the app, so the limits hold whichever way the route
+    reads it. ``on_reject(path, reason)`` is told about each refusal (reasons: ``unauthorized``,
+    ``too_large``, ``busy``, ``timeout``).
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int, on_reject: Callable[[str], None] | None = None):
+    def __init__(self, app: ASGIApp, *, token: str | None, max_bytes: int, max_inflight: int,
+                 body_timeout: float, on_reject: Callable[[str, str], None] | None = None):
         self.app = app
+        self.token = token
         self.max_bytes = max_bytes
+        self.max_inflight = max_inflight
+        self.body_timeout = body_timeout
         self.on_reject = on_reject
+        self.inflight = 0  # one event loop: no lock needed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS", "DELETE"):
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
+            return
+        authorization = _header(scope, b"authorization")
+        if not token_matches(self.token, authorization):
+            await self._refuse(scope, send, 401, "unauthorized", unauthorized_message(authorization),
+                               UNAUTHORIZED_HEADERS)
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
-            await self._reject(scope, send, f"Content-Length {declared} exceeds the limit")
+            await self._refuse(scope, send, 413, "too_large", _too_large(f"Content-Length {declared} exceeds the limit",
+                                                                         self.max_bytes))
             return
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return  # the client went away; nothing to answer
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                await self._reject(scope, send, f"the body exceeds the limit after {size} bytes")
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
+        if self.inflight >= self.max_inflight:
+            await self._refuse(scope, send, 503, "busy", f"{self.inflight} request bodies are being received "
+                               f"(server.max_inflight_bodies={self.max_inflight}); retry shortly", {"Retry-After": "1"})
+            return
+        self.inflight += 1
+        try:
+            body = await self._read(scope, receive, send)
+        finally:
+            self.inflight -= 1
+        if body is None:
+            return
         replayed = False
 
         async def replay() -> Message:
@@ -99,16 +117,49 @@ class BodySizeLimit:
 
         await self.app(scope, replay, send)
 
-    async def _reject(self, scope: Scope, send: Send, why: str) -> None:
+    async def _read(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
+        """The whole body, or None once a refusal has been sent (or the client left)."""
+        chunks, size = [], 0
+        with anyio.move_on_after(self.body_timeout) as timer:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return None  # the client went away; nothing to answer
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > self.max_bytes:
+                    await self._refuse(scope, send, 413, "too_large",
+                                       _too_large(f"the body exceeds the limit after {size} bytes", self.max_bytes))
+                    return None
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(chunks)
+        assert timer.cancelled_caught
+        await self._refuse(scope, send, 408, "timeout", f"the request body did not arrive within {self.body_timeout:g} s "
+                           f"(server.body_timeout_seconds; {size} bytes received)")
+        return None
+
+    async def _refuse(self, scope: Scope, send: Send, status: int, reason: str, message: str,
+                      headers: dict[str, str] | None = None) -> None:
         if self.on_reject is not None:
-            self.on_reject(scope.get("path", ""))
-        payload = orjson.dumps({"error": f"request body too large: {why} of {self.max_bytes} bytes "
-                                         "(server.max_body_bytes); send smaller batches"})
-        # Connection: close, since the rest of the oversized body is not read.
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
-                                (b"connection", b"close")]})
+            self.on_reject(scope.get("path", ""), reason)
+        payload = orjson.dumps({"error": message})
+        # Connection: close, since the rest of the body is not read.
+        raw = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
+               (b"connection", b"close"), *((k.lower().encode(), v.encode()) for k, v in (headers or {}).items())]
+        await send({"type": "http.response.start", "status": status, "headers": raw})
         await send({"type": "http.response.body", "body": payload})
+
+
+def _too_large(why: str, limit: int) -> str:
+    return f"request body too large: {why} of {limit} bytes (server.max_body_bytes); send smaller batches"
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return value.decode("latin-1")
+    return None
 
 
 def _content_length(scope: Scope) -> int | None:
@@ -121,8 +172,9 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-def install(app: FastAPI, token: str | None, max_body_bytes: int,
-            on_too_large: Callable[[str], None] | None = None) -> None:
-    """Set the token ``require_token`` checks and add the body-size limit to ``app``."""
-    setattr(app.state, TOKEN_STATE, token)
-    app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes, on_reject=on_too_large)
+def install(app: FastAPI, server: ServerConfig, on_reject: Callable[[str, str], None] | None = None) -> None:
+    """Set the token ``require_token`` checks and put :class:`RequestGate` in front of ``app``."""
+    setattr(app.state, TOKEN_STATE, server.token)
+    app.add_middleware(RequestGate, token=server.token, max_bytes=server.max_body_bytes,
+                       max_inflight=server.max_inflight_bodies, body_timeout=server.body_timeout_seconds,
+                       on_reject=on_reject)

@@ -81,12 +81,12 @@ def test_environment_text_keys_are_taken_verbatim():
     # YAML would read a token '#s3cret' as null (authentication silently off), '0123' as 83,
     # '::' as a mapping and 'off' as false; text keys keep the variable as written.
     cfg = load_config(path=None, environ={
-        "DRIFTLOOP_SERVER__TOKEN": "#s3cret", "DRIFTLOOP_SERVER__HOST": "::", "DRIFTLOOP_MODEL__NAME": "0123",
+        "DRIFTLOOP_SERVER__TOKEN": "#s3cret-token", "DRIFTLOOP_SERVER__HOST": "::", "DRIFTLOOP_MODEL__NAME": "0123",
         "DRIFTLOOP_TRAINING__AMP": "off", "DRIFTLOOP_EXPORTER__HOST": "0.0.0.0",
         "DRIFTLOOP_DRIFT__NUM_METHOD": "psi", "DRIFTLOOP_SERVER__PORT": "8471"})
-    assert cfg.server.token == "#s3cret" and cfg.server.host == "::" and cfg.model.name == "0123"
+    assert cfg.server.token == "#s3cret-token" and cfg.server.host == "::" and cfg.model.name == "0123"
     assert cfg.training.amp == "off" and cfg.drift.num_method == "psi" and cfg.server.port == 8471
-    assert load_config(path=None, environ={"DRIFTLOOP_SERVER__TOKEN": "abc #def"}).server.token == "abc #def"
+    assert load_config(path=None, environ={"DRIFTLOOP_SERVER__TOKEN": "abc #def-0123456"}).server.token == "abc #def-0123456"
     assert load_config(path=None, environ={"DRIFTLOOP_DRIFT__NUM_METHOD": "null"}).drift.num_method is None
 
 

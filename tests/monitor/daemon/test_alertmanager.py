@@ -95,8 +95,8 @@ def post_alert(am_url: str, ends_in: float) -> None:
 
 
 def test_real_alertmanager_triggers_a_retrain_and_its_resolution_resolves(alertmanager, live_daemon):
-    daemon, url = live_daemon(token="am-token")
-    am = alertmanager(f"{url}/v1/alerts", "am-token")
+    daemon, url = live_daemon(token="am-token-0123")
+    am = alertmanager(f"{url}/v1/alerts", "am-token-0123")
     post_alert(am, ends_in=3600)
     ctl = daemon.controller
     deadline = time.monotonic() + 60

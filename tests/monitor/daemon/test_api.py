@@ -5,11 +5,11 @@ import httpx
 
 from tests.monitor.daemon.test_alertmanager import DOCS_PAYLOAD
 
-AUTH = {"Authorization": "Bearer t0ken"}
+AUTH = {"Authorization": "Bearer t0ken-0123456"}
 
 
 def test_alerts_endpoint_validates_and_needs_the_token(live_daemon):
-    daemon, url = live_daemon(token="t0ken")
+    daemon, url = live_daemon(token="t0ken-0123456")
     r = httpx.post(f"{url}/v1/alerts", json=DOCS_PAYLOAD, timeout=10)
     assert r.status_code == 401 and "Bearer" in r.json()["error"]  # the same error shape as ingestion's
     assert r.headers["www-authenticate"].startswith("Bearer")
@@ -34,7 +34,7 @@ def test_alert_for_another_component_is_ignored(live_daemon):
 
 
 def test_manual_retrain_is_single_flight(live_daemon):
-    daemon, url = live_daemon(token="t0ken", behaviour="hang")
+    daemon, url = live_daemon(token="t0ken-0123456", behaviour="hang")
     r = httpx.post(f"{url}/v1/retrain", json={"reason": "new labels from the audit"}, headers=AUTH, timeout=30)
     assert r.status_code == 202, r.text
     body = r.json()

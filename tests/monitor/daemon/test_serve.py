@@ -81,7 +81,7 @@ def rows(cfg, sql: str) -> list[tuple]:
 
 def test_serve_answers_and_stops_cleanly_on_sigterm(make_config, served):
     cfg = make_config(with_champion=False)
-    daemon = served(cfg, token="s3cret").start("--check-interval", "3600")
+    daemon = served(cfg, token="s3cret-token").start("--check-interval", "3600")
     deadline = time.monotonic() + 60  # the first check runs a second after start
     while not rows(cfg, "SELECT status FROM check_results"):
         assert time.monotonic() < deadline, daemon.log()

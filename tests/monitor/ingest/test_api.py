@@ -190,7 +190,8 @@ def test_healthz_reports_an_unreachable_store(tmp_path, postgres_server):
     url = postgres_server.create_database()
     cfg.store.url = url
     with PredictionStore.from_config(cfg) as store, serve(create_app(cfg, store)) as base:
-        assert httpx.get(f"{base}/healthz").json() == {"status": "ok", "model": "m", "store": "postgresql"}
+        assert httpx.get(f"{base}/healthz").json() == {"status": "ok", "model": "m", "store": "postgresql",
+                                                       "checks": {"store": "ok"}}
         name = url.rsplit("/", 1)[1]
         with psycopg.connect(f"host=127.0.0.1 port={postgres_server.port} user=postgres dbname=postgres",
                              autocommit=True) as admin:

@@ -1,0 +1,66 @@
+"""Liveness and readiness, for ``/livez``, ``/readyz`` (``/healthz`` is its alias) and the
+``driftloop_store_writable`` gauge.
+
+Live means the process answers HTTP. Ready means it can do its job now: each named check (the
+store can take a write; the daemon adds MLflow) raises :class:`~monitor.errors.DriftloopError`
+with the reason when it cannot. ``/readyz`` always asks afresh; scrapes take an answer up to
+``ttl`` seconds old. Checks run one round at a time (a lock), so a locked store holds one round
+for its busy timeout, not one per caller.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable
+
+from monitor.errors import DriftloopError
+
+log = logging.getLogger(__name__)
+
+Check = Callable[[], None]
+
+
+class Readiness:
+    def __init__(self, checks: dict[str, Check] | None = None, ttl: float = 2.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self._checks: dict[str, Check] = dict(checks or {})
+        self._ttl = ttl
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._cached: tuple[float, dict[str, str | None]] | None = None
+
+    def add(self, name: str, check: Check) -> None:
+        with self._lock:
+            self._checks[name] = check
+            self._cached = None
+
+    def results(self, max_age: float | None = None) -> dict[str, str | None]:
+        """``{check: None when fine, else the reason}``, at most ``max_age`` seconds old (default
+        ``ttl``; 0 for a fresh answer)."""
+        max_age = self._ttl if max_age is None else max_age
+        with self._lock:
+            now = self._clock()
+            if self._cached is not None and now - self._cached[0] < max_age:
+                return self._cached[1]
+            out: dict[str, str | None] = {}
+            for name, check in self._checks.items():
+                try:
+                    check()
+                    out[name] = None
+                except DriftloopError as exc:
+                    out[name] = str(exc)
+                except Exception as exc:  # a check that breaks says not ready rather than 500
+                    log.exception("readiness check %s failed unexpectedly", name)
+                    out[name] = f"{type(exc).__name__}: {exc}"
+            previous = self._cached[1] if self._cached else {}
+            for name, reason in out.items():
+                if reason is not None and previous.get(name) != reason:
+                    log.warning("not ready: %s: %s", name, reason)
+            self._cached = (self._clock(), out)
+            return out
+
+    def ok(self, name: str) -> bool | None:
+        """Whether check ``name`` passed (None when there is no such check)."""
+        results = self.results()
+        return None if name not in results else results[name] is None

@@ -51,6 +51,9 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
     "failed": ("waiting", "retraining", "resolved"),
     "resolved": (),
 }
+# Events that mark a state change; notes are deduplicated and coalesced between two of them.
+_STATE_EVENTS = ("opened", *STATES)
+MAX_NOTES_PER_INCIDENT = 200
 REASONS = ("accuracy", "roc_auc", "drift", "alertmanager", "schedule", "manual")
 
 
@@ -208,18 +211,39 @@ class IncidentStore:
             conn.execute(update(incidents).where(incidents.c.id == incident_id)
                          .values(retrain=True, updated_at=self._clock()))
 
-    def note(self, incident_id: str, kind: str, message: str, data: Any = None, *, dedupe: bool = False) -> None:
-        """Record something that happened to an incident without changing its state. ``dedupe``:
-        not again when the incident's latest event says the same (a wait repeated every check)."""
+    def note(self, incident_id: str, kind: str, message: str, data: Any = None, *, dedupe: bool = False,
+             coalesce: bool = False) -> None:
+        """Record something that happened to an incident without changing its state.
+
+        Notes are bounded per incident: ``dedupe`` skips one whose kind and message were already
+        noted since the incident last changed state (a wait repeated every check or delivery);
+        ``coalesce`` folds it into the note of the same kind since then, counting it
+        (``data.count``, ``data.last_ts``; an alert flood stays one row). Past
+        ``MAX_NOTES_PER_INCIDENT`` rows every note coalesces."""
+        now = self._clock()
+        e = incident_events
         with write_transaction(self._engine) as conn:
-            if dedupe:
-                last = conn.execute(select(incident_events.c.kind, incident_events.c.message)
-                                    .where(incident_events.c.incident_id == incident_id)
-                                    .order_by(incident_events.c.id.desc()).limit(1)).first()
-                if last is not None and (last.kind, last.message) == (kind, message):
+            since = conn.execute(select(func.coalesce(func.max(e.c.id), 0))
+                                 .where(e.c.incident_id == incident_id, e.c.kind.in_(_STATE_EVENTS))).scalar_one()
+            recent = (select(e.c.id, e.c.message, e.c.data)
+                      .where(e.c.incident_id == incident_id, e.c.kind == kind, e.c.id >= since))
+            if dedupe and conn.execute(recent.where(e.c.message == message).limit(1)).first() is not None:
+                return
+            if not coalesce:
+                total = conn.execute(select(func.count()).select_from(e)
+                                     .where(e.c.incident_id == incident_id)).scalar_one()
+                coalesce = total >= MAX_NOTES_PER_INCIDENT
+            if coalesce:
+                last = conn.execute(recent.order_by(e.c.id.desc()).limit(1)).first()
+                if last is not None:
+                    old = json.loads(last.data) if last.data else {}
+                    old = old if isinstance(old, dict) else {"data": old}
+                    merged = {**old, **(data if isinstance(data, dict) else {"data": data} if data is not None else {}),
+                              "count": int(old.get("count", 1)) + 1, "last_ts": now}
+                    conn.execute(update(e).where(e.c.id == last.id).values(message=message, data=json.dumps(merged)))
                     return
-            conn.execute(insert(incident_events).values(
-                incident_id=incident_id, ts=self._clock(), kind=kind, message=message,
+            conn.execute(insert(e).values(
+                incident_id=incident_id, ts=now, kind=kind, message=message,
                 data=json.dumps(data) if data is not None else None))
 
     def events(self, incident_id: str) -> list[dict[str, Any]]:

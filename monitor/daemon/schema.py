@@ -110,3 +110,24 @@ def incidents_v2(conn: Connection) -> None:
         "ALTER TABLE incidents ADD COLUMN escalated BOOLEAN NOT NULL DEFAULT FALSE",
     ):
         conn.exec_driver_sql(statement)
+
+
+def create_alert_deliveries(conn: Connection) -> None:
+    """alert_deliveries: the Alertmanager alerts seen, by fingerprint and startsAt, so that a
+    re-delivered or replayed alert is recognised (see monitor/daemon/deliveries.py)."""
+    statements = [
+        """CREATE TABLE alert_deliveries (
+            model TEXT NOT NULL,
+            fingerprint TEXT NOT NULL,
+            starts_at TEXT NOT NULL,
+            status TEXT NOT NULL,
+            first_seen DOUBLE PRECISION NOT NULL,
+            last_seen DOUBLE PRECISION NOT NULL,
+            deliveries INTEGER NOT NULL,
+            resolved_at DOUBLE PRECISION,
+            incident_id TEXT,
+            PRIMARY KEY (model, fingerprint, starts_at))""",
+        "CREATE INDEX ix_alert_deliveries_last_seen ON alert_deliveries (last_seen)",
+    ]
+    for statement in statements:
+        conn.exec_driver_sql(statement)

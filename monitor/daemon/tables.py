@@ -101,3 +101,16 @@ daemon_counters = Table(
     Column("value", Float, nullable=False),
 )
 
+
+alert_deliveries = Table(
+    "alert_deliveries", metadata,
+    Column("model", String(200), primary_key=True),
+    Column("fingerprint", String(200), primary_key=True),  # Alertmanager's, or a hash of the labels
+    Column("starts_at", String(64), primary_key=True),     # as delivered ('' when absent)
+    Column("status", String(20), nullable=False),          # firing / resolved, as last delivered
+    Column("first_seen", Float, nullable=False),
+    Column("last_seen", Float, nullable=False),
+    Column("deliveries", Integer, nullable=False),
+    Column("resolved_at", Float, nullable=True),           # when a resolved delivery was first seen
+    Column("incident_id", String(40), nullable=True),
+)

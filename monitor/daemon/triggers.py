@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from monitor.daemon.alertmanager import WebhookPayload, select_alerts
 from monitor.daemon.attempts import BusyError
 from monitor.daemon.controller import Controller
+from monitor.daemon.deliveries import DeliveryLedger
 from monitor.daemon.incidents import Incident
 
 log = logging.getLogger(__name__)
@@ -32,21 +33,27 @@ def _wants_retrain(labels: dict[str, str], retrain_on_drift: bool) -> bool:
 
 def handle_alertmanager(ctl: Controller, payload: WebhookPayload) -> TriggerResult:
     """Firing alerts that concern us open (or attach to) an incident and may retrain, with the
-    cooldown; resolved ones are noted, and resolve an Alertmanager incident that is not retraining."""
+    cooldown; resolved ones are noted, and resolve an Alertmanager incident that is not retraining.
+
+    Deliveries are deduplicated by fingerprint and ``startsAt`` (deliveries.py): a firing alert
+    delivered again attaches (one event row, counted), and one replayed after its resolution is
+    recorded but not acted upon."""
     sel = select_alerts(payload, ctl.cfg.alerts.webhook_match, ctl.cfg.model.name)
-    details = {"firing": len(sel.firing), "resolved": len(sel.resolved), "ignored": len(sel.ignored)}
     with ctl.lock:
+        seen = DeliveryLedger(ctl.store.engine, ctl.cfg.model.name, ctl.clock).sort(sel.firing, sel.resolved)
+        details = {"firing": len(seen.firing), "resolved": len(sel.resolved), "ignored": len(sel.ignored),
+                   "replayed": len(seen.replay), "repeated": len(seen.repeat)}
         current = ctl.incidents.current()
-        if sel.firing:
-            summary = "; ".join(a.summary() for a in sel.firing)
-            retrain = any(_wants_retrain(a.labels, ctl.cfg.alerts.retrain_on_drift) for a in sel.firing)
-            data = {"alerts": [{"labels": a.labels, "startsAt": str(a.starts_at)} for a in sel.firing]}
+        if seen.firing:
+            summary = "; ".join(a.summary() for a in seen.firing)
+            retrain = any(_wants_retrain(a.labels, ctl.cfg.alerts.retrain_on_drift) for a in seen.firing)
+            data = {"alerts": [{"labels": a.labels, "startsAt": str(a.starts_at)} for a in seen.firing[:20]]}
             if current is None:
                 current = ctl.incidents.open("alertmanager", "alert", f"Alertmanager: {summary}", retrain=retrain)
-                ctl.incidents.note(current.id, "alertmanager_firing", summary, data)
+                ctl.incidents.note(current.id, "alertmanager_firing", summary, data, coalesce=True)
                 action = f"opened incident {current.id}"
             else:
-                ctl.incidents.note(current.id, "alertmanager_firing", summary, data)
+                ctl.incidents.note(current.id, "alertmanager_firing", summary, data, coalesce=True)
                 if retrain and not current.retrain:
                     ctl.incidents.set_retrain(current.id)
                 current = ctl.incidents.get(current.id)
@@ -55,13 +62,20 @@ def handle_alertmanager(ctl: Controller, payload: WebhookPayload) -> TriggerResu
                 action += f"; {ctl.maybe_retrain(current, 'alert')}"
             log.warning("Alertmanager: %s (%s)", summary, action)
             return TriggerResult(ctl.incidents.get(current.id), action, details)
+        if seen.replay:
+            summary = "; ".join(a.summary() for a in seen.replay)
+            log.warning("Alertmanager: replay of resolved alert(s) ignored: %s", summary)
+            if current is not None:
+                ctl.incidents.note(current.id, "alertmanager_replay", summary, coalesce=True)
         if sel.resolved and current is not None:
             summary = "; ".join(a.summary() for a in sel.resolved)
-            ctl.incidents.note(current.id, "alertmanager_resolved", summary)
+            ctl.incidents.note(current.id, "alertmanager_resolved", summary, coalesce=True)
             if current.reason == "alertmanager" and current.state != "retraining":
                 ctl._resolve(current, f"Alertmanager resolved: {summary}")
                 return TriggerResult(ctl.incidents.get(current.id), f"resolved incident {current.id}", details)
             return TriggerResult(current, f"noted on incident {current.id}", details)
+        if seen.replay:
+            return TriggerResult(current, "recorded: replayed firing alert(s) already resolved; not acted upon", details)
         return TriggerResult(current, "nothing to do: no firing alert concerns this model", details)
 
 

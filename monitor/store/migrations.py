@@ -79,6 +79,15 @@ MIGRATIONS.append(Migration(3, "daemon: incidents remember the change point, the
                             _incidents_v2))
 
 
+def _alert_deliveries(conn: Connection) -> None:
+    from monitor.daemon.schema import create_alert_deliveries
+    create_alert_deliveries(conn)
+
+
+MIGRATIONS.append(Migration(4, "daemon: Alertmanager deliveries seen (dedup by fingerprint and startsAt)",
+                            _alert_deliveries))
+
+
 def check_order(migrations: Sequence[Migration]) -> None:
     versions = [m.version for m in migrations]
     if versions != list(range(1, len(versions) + 1)):

@@ -58,10 +58,25 @@ def _short(exc: BaseException) -> str:
     return (text[0] if text else type(exc).__name__)[:300]
 
 
-def check_reachable(cfg: DriftloopConfig) -> None:
+def check_reachable(cfg: DriftloopConfig, known_champion: str | None = None) -> None:
     """Fail fast with a RegistryError when the tracking store cannot be used (checked before any
-    training, so an outage costs a second, not a wasted retrain)."""
+    training, so an outage costs a second, not a wasted retrain). A SQLite store must take writes
+    (MLflow's own error for a read-only file is an "autoflush" riddle); with ``known_champion``
+    (a version served from it before) it must also exist, since MLflow would silently create an
+    empty registry in its place."""
     uri = cfg.tracking_uri
+    if uri.startswith("sqlite:///"):
+        from monitor.store.engine import sqlite_write_problem
+
+        db = Path(uri[len("sqlite:///"):])
+        if db.exists():
+            problem = sqlite_write_problem(db, cfg.mlflow.timeout_seconds)
+            if problem is not None:
+                raise RegistryError(f"MLflow store {uri} cannot be written: {problem}")
+        elif known_champion is not None:
+            raise RegistryError(f"MLflow store {db} is missing, but champion version {known_champion} was "
+                                "served from it: restore the file (driftloop will not create an empty registry "
+                                "in its place)")
     if uri.startswith(("http://", "https://")):
         try:
             r = httpx.get(uri.rstrip("/") + "/health", timeout=cfg.mlflow.timeout_seconds)

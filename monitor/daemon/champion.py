@@ -46,14 +46,16 @@ class ChampionCache:
             self._cached = None
 
 
-def mlflow_alias_lookup(cfg: Any) -> Callable[[], str | None]:
+def mlflow_alias_lookup(cfg: Any, known_champion: Callable[[], str | None] = lambda: None) -> Callable[[], str | None]:
     """``current_version`` for :class:`ChampionCache` that asks the MLflow registry, through the
     trainer's registry boundary: errors become ``RegistryError``, and HTTP timeouts and retries are
-    bounded, so a tracking server that is down costs a check seconds, not minutes."""
+    bounded, so a tracking server that is down costs a check seconds, not minutes.
+    ``known_champion()``: a version served before, so that a vanished registry is an error rather
+    than silently recreated empty."""
     def current() -> str | None:
         from trainer import registry as reg
 
-        reg.check_reachable(cfg)
+        reg.check_reachable(cfg, known_champion())
         with reg.session(cfg), reg.translating(cfg, "reading the champion alias"):
             return reg.Registry(cfg).alias_version(reg.CHAMPION)
     return current

@@ -39,11 +39,11 @@ from monitor.daemon.triggers import TriggerResult, handle_alertmanager, request_
 log = logging.getLogger(__name__)
 
 
-def _default_champion(cfg: DriftloopConfig) -> ChampionCache:
+def _default_champion(cfg: DriftloopConfig, known_champion: Callable[[], str | None]) -> ChampionCache:
     def load() -> Any:
         import trainer
         return trainer.load_champion(cfg)
-    return ChampionCache(load, mlflow_alias_lookup(cfg))
+    return ChampionCache(load, mlflow_alias_lookup(cfg, known_champion))
 
 
 class _LazyEvaluator:
@@ -74,7 +74,7 @@ class Daemon:
             store = PredictionStore.from_config(cfg)
         self.store = store
         engine, model = store.engine, cfg.model.name
-        self.champion = champion or _default_champion(cfg)
+        self.champion = champion or _default_champion(cfg, self.known_champion)
         if evaluate is None:
             evaluate = _LazyEvaluator(clock)
         if save_report is None:
@@ -85,7 +85,7 @@ class Daemon:
             IncidentStore(engine, model, clock), AttemptStore(engine, model, clock),
             AlertPolicy(cfg.alerts, cfg.drift.min_labels, cfg.drift.min_rows, cfg.drift),
             launcher or ProcessLauncher(cfg.home / "retrains"),
-            self.champion, probe or MlflowProbe(cfg),
+            self.champion, probe or MlflowProbe(cfg, self.known_champion),
             clock)
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         self.registry.register(DaemonCollector(self.controller, lambda: self.champion.last_version))
@@ -122,7 +122,25 @@ class Daemon:
 
         app = create_app(self.cfg, self.store, self.registry)
         app.include_router(build_router(self, require_token))
+        app.state.readiness.add("mlflow", self.check_registry)
         return app
+
+    def known_champion(self) -> str | None:
+        """A champion version this daemon (or a check on record) has served, if any: its registry
+        must not silently be recreated empty."""
+        if self.champion.last_version is not None:
+            return self.champion.last_version
+        try:
+            last = self.controller.checklog.last("ok")
+        except Exception:  # the store is down: other checks say so
+            return None
+        return last.get("champion_version") if last else None
+
+    def check_registry(self) -> None:
+        """Raise RegistryError unless MLflow can be used now (reachable; a SQLite registry writable,
+        and present when a champion was served from it)."""
+        from trainer import registry as reg
+        reg.check_reachable(self.cfg, self.known_champion())
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self, *, scheduler: bool = True, check_interval: float | None = None) -> None:
@@ -162,9 +180,14 @@ class Daemon:
         return self.controller.run_check()
 
     def retrain_now(self, trigger: str = "manual", detail: str = "manual retrain") -> TriggerResult:
+        """Raises RegistryError (answered 503) while MLflow cannot take the retrain's results."""
+        self.check_registry()
         return request_retrain(self.controller, trigger, detail)
 
     def handle_alerts(self, payload: Any) -> TriggerResult:
+        """Raises RegistryError (answered 503: Alertmanager re-sends) while MLflow cannot be used,
+        rather than starting a retrain that could only fail."""
+        self.check_registry()
         return handle_alertmanager(self.controller, payload)
 
     def wait_for_retrain(self, timeout: float | None = None) -> bool:

@@ -31,15 +31,16 @@ class RegistryProbe(Protocol):
 class MlflowProbe:
     """The registry through the trainer's boundary (bounded timeouts; errors are RegistryError)."""
 
-    def __init__(self, cfg: Any):
+    def __init__(self, cfg: Any, known_champion: Callable[[], str | None] = lambda: None):
         self._cfg = cfg
+        self._known_champion = known_champion
 
     def incident_versions(self, incident_id: str, since: float) -> list[IncidentVersion]:
         """Versions registered from runs tagged with ``incident_id`` that started at or after
         ``since`` (epoch seconds; a 5 s allowance covers clock granularity)."""
         from trainer import registry as reg
 
-        reg.check_reachable(self._cfg)
+        reg.check_reachable(self._cfg, self._known_champion())
         with reg.session(self._cfg), reg.translating(self._cfg, f"looking up incident {incident_id}"):
             registry = reg.Registry(self._cfg)
             experiment = registry.client.get_experiment_by_name(self._cfg.experiment_name)

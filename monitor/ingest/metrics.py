@@ -82,10 +82,10 @@ class IngestMetrics:
             if seconds is not None:
                 self._durations[kind].observe(seconds)
 
-    def _current_rows(self) -> dict[str, int] | None:
+    def _current_rows(self, fresh: bool = False) -> dict[str, int] | None:
         now = self._clock()
         # A failure is not cached: the next scrape asks again, so the gauge follows a recovery.
-        if self._rows is not None and self._rows[1] is not None and now - self._rows[0] < self._ttl:
+        if not fresh and self._rows is not None and self._rows[1] is not None and now - self._rows[0] < self._ttl:
             return self._rows[1]
         try:
             rows = self._row_counts() if self._row_counts else None
@@ -109,6 +109,7 @@ class IngestMetrics:
 
     def collect(self) -> Iterable[Metric]:
         m = self.model
+        writable = None
         if self._writable is not None:
             writable = self._writable()
             fam = GaugeMetricFamily("driftloop_store_writable", "1 when the store can take a write now "
@@ -142,9 +143,9 @@ class IngestMetrics:
         yield fam
         if self._row_counts is None:
             return
-        rows = self._current_rows()
+        rows = self._current_rows(fresh=writable is False)  # a store that cannot write: is it there at all?
         up = GaugeMetricFamily("driftloop_store_up", "1 when the store answered the last row count (cached "
-                               "for up to 15 s; 0 at once when a failed count is seen).", labels=["model"])
+                               "for up to 15 s, asked afresh while the store is not writable).", labels=["model"])
         up.add_metric([m], 0 if rows is None else 1)
         yield up
         if rows is not None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 
 class _Lenient(BaseModel):
@@ -35,6 +35,14 @@ class WebhookAlert(_Lenient):
     generator_url: str | None = Field(None, alias="generatorURL")
     fingerprint: str | None = None
 
+    @field_validator("starts_at", "ends_at", mode="before")
+    @classmethod
+    def _rfc3339(cls, v: object) -> object:
+        # pydantic would take a number as epoch seconds; the schema (and Alertmanager) say RFC 3339 text.
+        if v is not None and not isinstance(v, (str, datetime)):
+            raise ValueError("expected an RFC 3339 time, e.g. 2026-11-30T01:02:03Z")
+        return v
+
     @property
     def name(self) -> str:
         return self.labels.get("alertname", "(unnamed)")
@@ -50,7 +58,7 @@ class WebhookPayload(_Lenient):
     alerts: list[WebhookAlert] = Field(max_length=10_000)
     receiver: str | None = None
     group_key: str | None = Field(None, alias="groupKey")
-    truncated_alerts: int = Field(0, alias="truncatedAlerts", ge=0)
+    truncated_alerts: StrictInt = Field(0, alias="truncatedAlerts", ge=0)
     group_labels: dict[str, str] = Field(default_factory=dict, alias="groupLabels")
     common_labels: dict[str, str] = Field(default_factory=dict, alias="commonLabels")
     common_annotations: dict[str, str] = Field(default_factory=dict, alias="commonAnnotations")

@@ -18,6 +18,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from monitor.daemon.alertmanager import WebhookPayload
 from monitor.daemon.attempts import BusyError
+from monitor.ingest import openapi
 
 if TYPE_CHECKING:
     from monitor.daemon.daemon import Daemon
@@ -26,7 +27,7 @@ M = TypeVar("M", bound=BaseModel)
 
 
 class RetrainRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     reason: str = Field("requested through POST /v1/retrain", max_length=1000,
                         description="why; recorded on the incident")
 
@@ -41,22 +42,22 @@ def parse_body(raw: bytes, model: type[M], what: str, *, empty_ok: bool = False)
     if not raw.strip() and empty_ok:
         return model()
     try:
-        data = orjson.loads(raw)
+        orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise BadRequest(400, f"the body is not valid JSON: {exc}") from exc
     try:
-        return model.model_validate(data)
+        # JSON mode: with strict models, times are RFC 3339 text, as the OpenAPI schema says.
+        return model.model_validate_json(raw)
     except PydanticValidationError as exc:
         errors = [{"field": ".".join(str(p) for p in e["loc"]) or "(body)", "message": e["msg"]} for e in exc.errors()]
         raise BadRequest(422, f"not a valid {what}: {len(errors)} problem(s), first: "
                               f"{errors[0]['field']}: {errors[0]['message']}", errors) from exc
 
 
-def _body_doc(model: type[BaseModel], example: dict | None = None) -> dict[str, Any]:
-    content: dict[str, Any] = {"schema": model.model_json_schema(by_alias=True)}
-    if example is not None:
-        content["example"] = example
-    return {"requestBody": {"required": False, "content": {"application/json": content}}}
+_UNAVAILABLE = "The store or MLflow is unavailable; retry after Retry-After seconds"
+_WRITE_ERRORS = {400: "The body is not JSON", 401: "Missing or wrong bearer token",
+                 413: "Body too large", 422: "The body does not match (each wrong field named)",
+                 503: _UNAVAILABLE}
 
 
 def _error(exc: BadRequest) -> JSONResponse:
@@ -73,7 +74,8 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
         return await anyio.to_thread.run_sync(fn, *args)
 
     @router.post("/alerts", dependencies=[Depends(require_token)], summary="Alertmanager webhook (version 4)",
-                 openapi_extra=_body_doc(WebhookPayload))
+                 openapi_extra=openapi.model_body(WebhookPayload, required=True),
+                 responses=openapi.error_responses(_WRITE_ERRORS))
     async def alerts(request: Request) -> Any:
         """Firing alerts labelled for this model (``alerts.webhook_match``, default
         ``component="model"``) open an incident or attach to the open one, and retrain unless the
@@ -87,9 +89,9 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
 
     @router.post("/retrain", status_code=202, dependencies=[Depends(require_token)],
                  summary="Start a retrain now (no cooldown; one at a time)",
-                 openapi_extra=_body_doc(RetrainRequest, {"reason": "new labels from the quarterly audit"}),
-                 responses={409: {"description": "a retrain is already running, or there is too little "
-                                                 "labelled data to start one"}})
+                 openapi_extra=openapi.model_body(RetrainRequest, {"reason": "new labels from the quarterly audit"}),
+                 responses=openapi.error_responses({**_WRITE_ERRORS, 409: "a retrain is already running, or there "
+                                                    "is too little labelled data to start one"}))
     async def retrain(request: Request) -> Any:
         try:
             body = parse_body(await request.body(), RetrainRequest, "retrain request", empty_ok=True)
@@ -106,7 +108,8 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
 
     @router.post("/reference/reset", dependencies=[Depends(require_token)],
                  summary="Accept the champion's baseline as the reference level of good performance",
-                 responses={409: {"description": "there is no champion yet"}})
+                 responses=openapi.error_responses({401: "Missing or wrong bearer token", 409: "there is no champion yet",
+                                                    503: _UNAVAILABLE}))
     async def reference_reset() -> Any:
         """Recovery is judged against the higher of the champion's baseline and the reference level
         (what good looked like before the drift). When the concept really became harder, so that no
@@ -118,7 +121,8 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
         except NoChampionError as exc:
             return _error(BadRequest(409, f"no champion: {exc}"))
 
-    @router.get("/status", summary="Champion, last check, open incidents, recent retrains")
+    @router.get("/status", summary="Champion, last check, open incidents, recent retrains",
+                responses=openapi.error_responses({422: "limit out of range", 503: _UNAVAILABLE}))
     async def status(limit: int = Query(5, ge=1, le=100, description="recent incidents and retrains")) -> dict[str, Any]:
         return await run(lambda: daemon.status(limit=limit))
 

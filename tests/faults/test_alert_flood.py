@@ -1,0 +1,66 @@
+"""Idempotent alerts: Alertmanager deliveries deduplicated by fingerprint + startsAt, a replay of
+a resolved alert recorded but not acted on, and an alert flood adding O(1) rows."""
+from __future__ import annotations
+
+import copy
+import sqlite3
+
+import httpx
+
+from tests.faults.conftest import AUTH, FIRING, fault_config, running_daemon
+
+FLOOD = 1000
+
+
+def count(cfg, table: str) -> int:
+    with sqlite3.connect(cfg.home / "driftloop.db") as conn:
+        return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def rows(cfg) -> dict[str, int]:
+    return {t: count(cfg, t) for t in ("incidents", "incident_events", "alert_deliveries", "retrain_attempts")}
+
+
+def resolved(payload: dict) -> dict:
+    out = copy.deepcopy(payload)
+    out["status"] = "resolved"
+    for alert in out["alerts"]:
+        alert["status"], alert["endsAt"] = "resolved", "2026-11-30T10:30:00Z"
+    return out
+
+
+def test_a_flood_of_deliveries_adds_constant_rows_and_a_replay_is_not_acted_on(tmp_path):
+    cfg = fault_config(tmp_path / "home")  # an empty store: every retrain is deferred (too few rows)
+    with running_daemon(cfg) as (daemon, url), httpx.Client(base_url=url, headers=AUTH, timeout=30) as c:
+        first = c.post("/v1/alerts", json=FIRING).json()
+        assert first["action"].startswith("opened incident")
+        after_first = rows(cfg)
+        for _ in range(FLOOD):  # Alertmanager re-sending the same firing group (repeat_interval, retries)
+            assert c.post("/v1/alerts", json=FIRING).status_code == 200
+        after_flood = rows(cfg)
+        assert after_flood == after_first, (after_first, after_flood)  # O(1): not one row more
+        events = daemon.controller.incidents.events(first["incident"]["id"])
+        firing = [e for e in events if e["kind"] == "alertmanager_firing"]
+        assert len(firing) == 1 and firing[0]["data"]["count"] == FLOOD + 1  # counted, not repeated
+
+        # A flood of distinct alerts: one ledger row each (that is their identity), events stay bounded.
+        for i in range(FLOOD):
+            distinct = copy.deepcopy(FIRING)
+            distinct["alerts"][0]["fingerprint"] = f"flood-{i}"
+            assert c.post("/v1/alerts", json=distinct).status_code == 200
+        now = rows(cfg)
+        assert now["incidents"] == 1 and now["incident_events"] == after_first["incident_events"]
+        assert now["alert_deliveries"] == after_first["alert_deliveries"] + FLOOD
+
+        r = c.post("/v1/alerts", json=resolved(FIRING)).json()
+        assert r["action"].startswith("resolved incident")
+        # The firing notification delivered again after its resolution: recorded, not acted on.
+        replay = c.post("/v1/alerts", json=FIRING).json()
+        assert replay["replayed"] == 1 and replay["firing"] == 0 and replay["incident"] is None
+        assert "not acted upon" in replay["action"]
+        assert count(cfg, "incidents") == 1 and count(cfg, "retrain_attempts") == 0
+        # The same alert firing again later (a new startsAt) is a new episode: acted on.
+        again = copy.deepcopy(FIRING)
+        again["alerts"][0]["startsAt"] = "2026-11-30T12:00:00Z"
+        assert c.post("/v1/alerts", json=again).json()["action"].startswith("opened incident")
+        assert count(cfg, "incidents") == 2

@@ -35,13 +35,18 @@ def test_a_flood_of_deliveries_adds_constant_rows_and_a_replay_is_not_acted_on(t
         first = c.post("/v1/alerts", json=FIRING).json()
         assert first["action"].startswith("opened incident")
         after_first = rows(cfg)
-        for _ in range(FLOOD):  # Alertmanager re-sending the same firing group (repeat_interval, retries)
+        for i in range(FLOOD):  # Alertmanager re-sending the same firing group (repeat_interval, retries)
             assert c.post("/v1/alerts", json=FIRING).status_code == 200
+            if i == 9:
+                after_ten = rows(cfg)
         after_flood = rows(cfg)
-        assert after_flood == after_first, (after_first, after_flood)  # O(1): not one row more
+        # O(1): the flood adds at most the notes of one state change (firing -> waiting), then nothing.
+        assert after_flood == after_ten, (after_ten, after_flood)
+        assert after_flood["incident_events"] - after_first["incident_events"] <= 2, (after_first, after_flood)
+        assert after_flood["incidents"] == 1 and after_flood["alert_deliveries"] == 1
         events = daemon.controller.incidents.events(first["incident"]["id"])
         firing = [e for e in events if e["kind"] == "alertmanager_firing"]
-        assert len(firing) == 1 and firing[0]["data"]["count"] == FLOOD + 1  # counted, not repeated
+        assert sum((e["data"] or {}).get("count", 1) for e in firing) == FLOOD + 1  # counted, not repeated
 
         # A flood of distinct alerts: one ledger row each (that is their identity), events stay bounded.
         for i in range(FLOOD):
@@ -49,7 +54,7 @@ def test_a_flood_of_deliveries_adds_constant_rows_and_a_replay_is_not_acted_on(t
             distinct["alerts"][0]["fingerprint"] = f"flood-{i}"
             assert c.post("/v1/alerts", json=distinct).status_code == 200
         now = rows(cfg)
-        assert now["incidents"] == 1 and now["incident_events"] == after_first["incident_events"]
+        assert now["incidents"] == 1 and now["incident_events"] == after_flood["incident_events"]
         assert now["alert_deliveries"] == after_first["alert_deliveries"] + FLOOD
 
         r = c.post("/v1/alerts", json=resolved(FIRING)).json()

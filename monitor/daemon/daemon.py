@@ -39,7 +39,8 @@ from monitor.daemon.triggers import TriggerResult, handle_alertmanager, request_
 log = logging.getLogger(__name__)
 
 
-def _default_champion(cfg: DriftloopConfig, known_champion: Callable[[], str | None]) -> ChampionCache:
+def _default_champion(cfg: DriftloopConfig,
+                      known_champion: Callable[[], str | None] = lambda: None) -> ChampionCache:
     def load() -> Any:
         import trainer
         return trainer.load_champion(cfg)

@@ -79,6 +79,9 @@ class ServerConfig(_Section):
     body_timeout_seconds: float = Field(30.0, gt=0, description="time a request body may take to arrive whole; "
                                         "a slower sender gets 408 (slow-loris protection)")
     gpu_metrics: bool = Field(True, description="serve the GPU collector's series on the daemon's /metrics too (--no-gpu turns it off)")
+    leader_lease_seconds: float = Field(10.0, gt=0, description="several daemons on one PostgreSQL store: one "
+                                        "leader runs the scheduler, alert policy and retrains; a follower takes "
+                                        "over within 2 x this after the leader dies or loses its connection")
 
     @model_validator(mode="before")
     @classmethod

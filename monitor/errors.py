@@ -9,6 +9,7 @@ where they occur, with ``raise OurError(...) from exc``.
     ├── StoreError           the store cannot be reached or a query failed
     ├── DataError            training/evaluation data is unusable (empty, one class, NaNs, columns)
     ├── RegistryError        MLflow is unreachable or the registry is not in the expected state
+    ├── UnavailableError     a part this request needs is not available here now (HTTP 503)
     └── GpuBackendError      NVML failed; ``gpu`` says which GPU when one is known
 """
 from __future__ import annotations
@@ -47,6 +48,10 @@ class DataError(DriftloopError):
 
 
 class RegistryError(DriftloopError):
+    pass
+
+
+class UnavailableError(DriftloopError):
     pass
 
 

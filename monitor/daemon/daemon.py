@@ -28,6 +28,7 @@ from monitor.daemon.checks import CheckJob
 from monitor.daemon.controller import CheckReport, Controller
 from monitor.daemon.incidents import IncidentStore
 from monitor.daemon.launcher import Launcher, ProcessLauncher
+from monitor.daemon.leader import LeaderElection, NotLeaderError
 from monitor.daemon.metrics import DaemonCollector
 from monitor.daemon.policy import AlertPolicy
 from monitor.daemon.recovery import recover
@@ -89,7 +90,8 @@ class Daemon:
             self.champion, probe or MlflowProbe(cfg, self.known_champion),
             clock)
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
-        self.registry.register(DaemonCollector(self.controller, lambda: self.champion.last_version))
+        self.registry.register(DaemonCollector(self.controller, lambda: self.champion.last_version,
+                                               lambda: self.is_leader))
         self._register_model_metrics()
         self._gpu_close: Callable[[], None] | None = None
         if cfg.server.gpu_metrics if gpu is None else gpu:
@@ -98,6 +100,10 @@ class Daemon:
             self.registry.register(collector)
         self._scheduler = None
         self._started = False
+        self._with_scheduler = True
+        self._check_interval = cfg.drift.interval_seconds
+        self.leadership = LeaderElection(store.engine, cfg.model.name, cfg.server.leader_lease_seconds,
+                                         on_elected=self._lead, on_deposed=self._follow)
 
     # -- composition ----------------------------------------------------------------------
     def _register_model_metrics(self) -> None:
@@ -145,17 +151,43 @@ class Daemon:
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self, *, scheduler: bool = True, check_interval: float | None = None) -> None:
-        """Settle what a previous run left half done, then start the scheduled jobs
-        (``check_interval`` overrides ``drift.interval_seconds``)."""
-        recover(self.controller)  # logs what it settled
+        """Take part in leader election (always the leader on SQLite); as the leader, settle what
+        a previous run left half done, then start the scheduled jobs (``check_interval`` overrides
+        ``drift.interval_seconds``). ``scheduler=False`` (tests, the demo): act as the leader, with
+        no scheduled jobs."""
+        self._check_interval = check_interval or self.cfg.drift.interval_seconds
+        self._with_scheduler = scheduler
         if scheduler:
-            self._scheduler = build_scheduler(
-                check=self.run_check_now, check_interval=check_interval or self.cfg.drift.interval_seconds,
-                retention=self.apply_retention,
-                retrain=lambda: self.retrain_now("schedule", f"cron {self.cfg.alerts.retrain_cron}"),
-                retrain_cron=self.cfg.alerts.retrain_cron, on_check_error=self._check_failed)
-            self._scheduler.start()
+            self.leadership.start()
+        else:
+            recover(self.controller)  # logs what it settled
         self._started = True
+
+    @property
+    def is_leader(self) -> bool:
+        # In-process use without the scheduler (tests, the demo) acts as the leader.
+        return self.leadership.is_leader or not self._with_scheduler or not self._started
+
+    def _lead(self) -> None:
+        recover(self.controller)  # logs what it settled
+        self._scheduler = build_scheduler(
+            check=self.run_check_now, check_interval=self._check_interval,
+            retention=self.apply_retention,
+            retrain=lambda: self.retrain_now("schedule", f"cron {self.cfg.alerts.retrain_cron}"),
+            retrain_cron=self.cfg.alerts.retrain_cron, on_check_error=self._check_failed)
+        self._scheduler.start()
+
+    def _follow(self) -> None:
+        """Deposed: stop the scheduler and a running retrain (the new leader settles it)."""
+        scheduler, self._scheduler = self._scheduler, None
+        if scheduler is not None:
+            scheduler.shutdown(wait=False)
+        self.controller.supervisor.stop(grace=5)
+
+    def _require_leader(self) -> None:
+        if not self.is_leader:
+            raise NotLeaderError("this daemon is a follower: the leader (another driftloop serve on this store) acts "
+                                 "on alerts and retrains; retry, or send to the leader")
 
     def _check_failed(self, exc: BaseException) -> None:
         # The check could not even be recorded (the store is down): count it here instead.
@@ -168,6 +200,7 @@ class Daemon:
             self._scheduler.shutdown(wait=True)
             self._scheduler = None
         self.controller.supervisor.stop(grace=grace)
+        self.leadership.stop()  # releases the lock: a follower takes over at once
         if self._gpu_close is not None:
             self._gpu_close()
             self._gpu_close = None
@@ -181,13 +214,16 @@ class Daemon:
         return self.controller.run_check()
 
     def retrain_now(self, trigger: str = "manual", detail: str = "manual retrain") -> TriggerResult:
-        """Raises RegistryError (answered 503) while MLflow cannot take the retrain's results."""
+        """Raises RegistryError (answered 503) while MLflow cannot take the retrain's results, and
+        NotLeaderError on a follower."""
+        self._require_leader()
         self.check_registry()
         return request_retrain(self.controller, trigger, detail)
 
     def handle_alerts(self, payload: Any) -> TriggerResult:
         """Raises RegistryError (answered 503: Alertmanager re-sends) while MLflow cannot be used,
-        rather than starting a retrain that could only fail."""
+        rather than starting a retrain that could only fail; NotLeaderError on a follower."""
+        self._require_leader()
         self.check_registry()
         return handle_alertmanager(self.controller, payload)
 
@@ -206,7 +242,7 @@ class Daemon:
         c = self.controller
         return collect_status(self.cfg.model.name, self.champion.version, c.checklog, c.incidents, c.attempts,
                               limit=limit, levels=c.levels,
-                              extra={"daemon": {"running": self._started,
+                              extra={"daemon": {"running": self._started, "leader": self.is_leader,
                                                 "check_interval_seconds": self.cfg.drift.interval_seconds}})
 
     def reset_reference(self) -> dict[str, Any]:

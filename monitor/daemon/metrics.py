@@ -30,9 +30,11 @@ def _gauge(name: str, doc: str, labels: list[str], samples: Iterable[tuple[list[
 
 
 class DaemonCollector:
-    def __init__(self, ctl: Controller, champion_version: Callable[[], str | None]):
+    def __init__(self, ctl: Controller, champion_version: Callable[[], str | None],
+                 is_leader: Callable[[], bool] | None = None):
         self._ctl = ctl
         self._champion_version = champion_version
+        self._is_leader = is_leader
 
     def describe(self) -> Iterable[Metric]:
         return []  # dynamic families; nothing to pre-register
@@ -50,6 +52,9 @@ class DaemonCollector:
         yield from families
 
     def _from_memory(self, m: str) -> Iterable[Metric]:
+        if self._is_leader is not None:
+            yield _gauge("driftloop_daemon_leader", "1 while this daemon is the leader of its store (runs checks, "
+                         "the alert policy and retrains)", [], [([], 1.0 if self._is_leader() else 0.0)])
         version = self._champion_version()
         yield _gauge("driftloop_model_champion_info", "The model version behind alias champion",
                      ["model", "version"], [([m, version], 1)] if version else [])

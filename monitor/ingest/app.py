@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from monitor.config import DriftloopConfig
-from monitor.errors import ConflictError, RegistryError, StoreError, ValidationError
+from monitor.errors import ConflictError, RegistryError, StoreError, UnavailableError, ValidationError
 from monitor.ingest import openapi, parsing, security
 from monitor.ingest.health import Readiness
 from monitor.ingest.metrics import IngestMetrics
@@ -49,7 +49,7 @@ RETRY_AFTER_SECONDS = 1
 # What a dependency that is down (the store, MLflow) raises; answered 503 + Retry-After on every
 # endpoint, since the request may succeed when re-sent (ids make writes idempotent).
 DEPENDENCY_ERRORS: tuple[type[BaseException], ...] = (
-    StoreError, RegistryError, sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError,
+    StoreError, RegistryError, UnavailableError, sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError,
     sa.exc.DisconnectionError)
 
 
@@ -59,6 +59,8 @@ def _unavailable(message: str) -> JSONResponse:
 
 def dependency_message(exc: BaseException) -> str:
     """One line naming what is down, without a traceback or SQL."""
+    if isinstance(exc, UnavailableError):
+        return str(exc)
     if isinstance(exc, (StoreError, RegistryError)):
         return f"{'the store' if isinstance(exc, StoreError) else 'the MLflow registry'} is unavailable; " \
                f"retry later ({exc})"

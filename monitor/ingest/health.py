@@ -29,6 +29,7 @@ class Readiness:
         self._clock = clock
         self._lock = threading.Lock()
         self._cached: tuple[float, dict[str, str | None]] | None = None
+        self._refreshing = threading.Event()
 
     def add(self, name: str, check: Check) -> None:
         with self._lock:
@@ -61,6 +62,21 @@ class Readiness:
             return out
 
     def ok(self, name: str) -> bool | None:
-        """Whether check ``name`` passed (None when there is no such check)."""
-        results = self.results()
+        """Whether check ``name`` passed (None when there is no such check), without waiting on a
+        slow check: an answer older than ``ttl`` is returned while a fresh one is worked out in the
+        background (a scrape must not hang for a locked store's busy timeout). The first call waits."""
+        cached = self._cached
+        if cached is None:
+            results = self.results()
+        else:
+            results = cached[1]
+            if self._clock() - cached[0] >= self._ttl and not self._refreshing.is_set():
+                self._refreshing.set()
+                threading.Thread(target=self._refresh, name="readiness", daemon=True).start()
         return None if name not in results else results[name] is None
+
+    def _refresh(self) -> None:
+        try:
+            self.results(max_age=0)
+        finally:
+            self._refreshing.clear()

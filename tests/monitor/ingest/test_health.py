@@ -1,0 +1,42 @@
+"""Readiness: named checks with reasons, fresh for /readyz, never blocking a scrape."""
+from __future__ import annotations
+
+import threading
+import time
+
+from monitor.errors import StoreError
+from monitor.ingest.health import Readiness
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_reasons_fresh_answers_and_a_scrape_that_does_not_wait():
+    clock, gate, state = Clock(), threading.Event(), {"fail": False}
+    gate.set()
+
+    def store() -> None:
+        gate.wait(10)
+        if state["fail"]:
+            raise StoreError("database is locked")
+
+    readiness = Readiness({"store": store}, ttl=2.0, clock=clock)
+    assert readiness.ok("store") is True and readiness.ok("missing") is None
+    state["fail"] = True
+    assert readiness.results(max_age=0) == {"store": "database is locked"}  # /readyz asks afresh
+    state["fail"] = False
+    gate.clear()  # the check now hangs, as on a locked store
+    clock.t = 5.0
+    started = time.monotonic()
+    assert readiness.ok("store") is False  # the last answer, at once; a refresh runs behind
+    assert time.monotonic() - started < 0.5
+    gate.set()
+    deadline = time.monotonic() + 5
+    while readiness.ok("store") is not True:
+        assert time.monotonic() < deadline, "the background refresh never landed"
+        time.sleep(0.01)

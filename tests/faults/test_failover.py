@@ -95,3 +95,45 @@ def test_two_daemons_one_leader_and_failover(make_config, served, postgres_serve
     time.sleep(LEASE)
     assert leaders([b, c]) == [final]  # and it stays one
     assert httpx.get(final.url + "/readyz", timeout=30).status_code == 200
+
+
+def pg_rows(url: str, sql: str) -> list[tuple]:
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+        return conn.execute(sql).fetchall()
+
+
+@pytest.mark.slow
+def test_leader_killed_mid_retrain_the_follower_settles_it_and_promotes_once(make_config, served, postgres_server):
+    import json
+
+    from monitor.store import PredictionStore
+    from tests.monitor.daemon.conftest import Traffic
+
+    url = postgres_server.create_database()
+    cfg = make_config({"store": {"url": url}, "server": {"leader_lease_seconds": LEASE}})
+    with PredictionStore.from_config(cfg) as store:
+        Traffic(cfg, store).send(1500, 90, concept=1.0)
+    a = served(cfg).start("--check-interval", "3600")  # the leader's first check runs a second after it leads
+    b = served(cfg).start("--check-interval", "3600")
+    deadline = time.monotonic() + 90
+    while not pg_rows(url, "SELECT id FROM retrain_attempts WHERE status = 'running' AND pid IS NOT NULL"):
+        assert time.monotonic() < deadline, a.log()
+        time.sleep(0.2)
+    [(attempt_id,)] = pg_rows(url, "SELECT id FROM retrain_attempts")
+    assert leader_gauge(a) == 1.0 and leader_gauge(b) == 0.0
+    time.sleep(3)  # the child is training now
+    a.proc.send_signal(signal.SIGKILL)
+    a.proc.wait(10)
+    _, took = wait_for_one_leader([b], 2 * LEASE + 1)
+    assert took <= 2 * LEASE
+    deadline = time.monotonic() + 300
+    while [s for _, s in pg_rows(url, "SELECT id, status FROM retrain_attempts")].count("promoted") == 0:
+        assert time.monotonic() < deadline, b.log()
+        assert b.proc.poll() is None, b.log()
+        time.sleep(0.5)
+    attempts = pg_rows(url, "SELECT id, status FROM retrain_attempts ORDER BY started_at")
+    assert attempts[0] == (attempt_id, "failed") and [s for _, s in attempts] == ["failed", "promoted"], attempts
+    from mlflow import MlflowClient
+    tags = MlflowClient(tracking_uri=cfg.tracking_uri).get_registered_model(cfg.registered_model_name).tags
+    history = json.loads(tags["driftloop.champion_history"])
+    assert len(history) == 2 and history[0] == "1", history  # exactly one promotion

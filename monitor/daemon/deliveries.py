@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Callable
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Engine
 
 from monitor.daemon.alertmanager import WebhookAlert
@@ -87,7 +87,6 @@ class DeliveryLedger:
         return out
 
     def count(self) -> int:
-        from sqlalchemy import func
         with self._engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(alert_deliveries)
                                     .where(alert_deliveries.c.model == self._model)).scalar_one())

@@ -3,7 +3,6 @@ memory, slow senders are cut off (408), and bodies received at once are capped (
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path

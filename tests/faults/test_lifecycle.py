@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from monitor.errors import RegistryError
-from tests.faults.conftest import AUTH, fault_config, remount, running_daemon, tiny_filesystem
+from tests.faults.conftest import AUTH, remount, running_daemon, tiny_filesystem
 from tests.monitor.daemon.test_serve import DRIFTLOOP, served  # noqa: F401  (fixture)
 
 

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Callable
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Engine
 
 from monitor.daemon.alertmanager import WebhookAlert
@@ -85,8 +85,3 @@ class DeliveryLedger:
                 conn.execute(update(t).where(*where).values(**values))
             conn.execute(delete(t).where(t.c.model == self._model, t.c.last_seen < now - KEEP_SECONDS))
         return out
-
-    def count(self) -> int:
-        with self._engine.connect() as conn:
-            return int(conn.execute(select(func.count()).select_from(alert_deliveries)
-                                    .where(alert_deliveries.c.model == self._model)).scalar_one())

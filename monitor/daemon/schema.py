@@ -125,7 +125,6 @@ def create_alert_deliveries(conn: Connection) -> None:
             last_seen DOUBLE PRECISION NOT NULL,
             deliveries INTEGER NOT NULL,
             resolved_at DOUBLE PRECISION,
-            incident_id TEXT,
             PRIMARY KEY (model, fingerprint, starts_at))""",
         "CREATE INDEX ix_alert_deliveries_last_seen ON alert_deliveries (last_seen)",
     ]

@@ -112,5 +112,4 @@ alert_deliveries = Table(
     Column("last_seen", Float, nullable=False),
     Column("deliveries", Integer, nullable=False),
     Column("resolved_at", Float, nullable=True),           # when a resolved delivery was first seen
-    Column("incident_id", String(40), nullable=True),
 )

@@ -17,15 +17,15 @@ def served_names(text: str) -> set[str]:
 
 
 def test_live_metrics_are_the_documented_ones(live_daemon):
-    daemon, url = live_daemon(token="t0k", overrides={
+    daemon, url = live_daemon(token="t0k-0123456789", overrides={
         "model": {"segments": ["region"]},                # per-segment figures
         "server": {"gpu_metrics": True},
         "exporter": {"simulate": 1, "process_metrics": True, "pcie_throughput": True, "xid_events": True,
                      "pcie_interval_seconds": 0.05}})
     daemon.run_check_now()                               # model figures
-    assert httpx.post(f"{url}/v1/retrain", headers={"Authorization": "Bearer t0k"}, timeout=30).status_code == 202
+    assert httpx.post(f"{url}/v1/retrain", headers={"Authorization": "Bearer t0k-0123456789"}, timeout=30).status_code == 202
     assert daemon.wait_for_retrain(120)                  # retrain figures
-    httpx.post(f"{url}/v1/labels", json=[{"id": "x", "label": 1}], headers={"Authorization": "Bearer t0k"},
+    httpx.post(f"{url}/v1/labels", json=[{"id": "x", "label": 1}], headers={"Authorization": "Bearer t0k-0123456789"},
                timeout=30)                               # an ingested batch: the latency histogram
     served = served_names(httpx.get(f"{url}/metrics", timeout=30).text)
     documented = contract_metrics()

@@ -14,6 +14,7 @@ import pytest
 from monitor.errors import RegistryError
 from tests.faults.conftest import AUTH, remount, running_daemon, tiny_filesystem
 from tests.monitor.daemon.test_serve import DRIFTLOOP, served  # noqa: F401  (fixture)
+from tests.support.services import free_port
 
 
 def test_idle_daemon_stops_within_two_seconds_and_restarts_on_the_same_port(make_config, served):
@@ -48,7 +49,7 @@ def test_unusable_tokens_are_one_clear_config_error(tmp_path, token, expected):
 
 
 def test_missing_mlflow_registry_under_a_served_champion_is_refused(make_config, tmp_path):
-    cfg = make_config({"server": {"token": "fault-token-0123456789"}})
+    cfg = make_config({"server": {"token": "fault-token-0123456789", "port": free_port()}})
     with running_daemon(cfg) as (daemon, url):
         assert daemon.champion.version() == "1"  # served from the registry
         (cfg.home / "mlflow.db").unlink()
@@ -65,7 +66,8 @@ def test_missing_mlflow_registry_under_a_served_champion_is_refused(make_config,
 def test_read_only_mlflow_registry_is_named(make_config, tmp_path, baseline_home):
     with tiny_filesystem(tmp_path / "registry", size="64m") as folder:
         shutil.copy(baseline_home / "mlflow.db", folder / "mlflow.db")
-        cfg = make_config({"mlflow": {"tracking_uri": f"sqlite:///{folder / 'mlflow.db'}"}}, with_champion=False)
+        cfg = make_config({"mlflow": {"tracking_uri": f"sqlite:///{folder / 'mlflow.db'}"},
+                           "server": {"token": "fault-token-0123456789", "port": free_port()}}, with_champion=False)
         remount(folder, readonly=True)
         from trainer import registry as reg
         with pytest.raises(RegistryError, match="read-only filesystem"):

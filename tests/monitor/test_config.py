@@ -98,8 +98,8 @@ def test_unquoted_amp_off_in_the_file(tmp_path):
 
 def test_token_from_a_file(tmp_path):
     secret = tmp_path / "token"
-    secret.write_text("s3cret\n")
-    assert load_config(path=None, environ={"DRIFTLOOP_SERVER__TOKEN_FILE": str(secret)}).server.token == "s3cret"
+    secret.write_text("s3cret-token-0\n")
+    assert load_config(path=None, environ={"DRIFTLOOP_SERVER__TOKEN_FILE": str(secret)}).server.token == "s3cret-token-0"
     with pytest.raises(ConfigError, match="token_file .* cannot read: No such file") as missing:
         load_config(path=None, environ={"DRIFTLOOP_SERVER__TOKEN_FILE": str(tmp_path / "nope")})
     with pytest.raises(ConfigError, match="server.token or server.token_file, not both") as both:

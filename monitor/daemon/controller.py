@@ -302,11 +302,12 @@ class Controller:
             forced = not respect_cooldown
             why_not = self._blocked(incident, forced)
             if why_not:
-                self.incidents.note(incident.id, "retrain_deferred", why_not, dedupe=True)
+                # One row per wait since the last state change, updated with the newest count.
+                self.incidents.note(incident.id, "retrain_deferred", why_not, coalesce=True)
                 return Started(None, why_not)
             window, data_window, wait = self.training_window(incident, forced=forced)
             if wait and forced:  # a person or the schedule asked: say why not, do not park the incident
-                self.incidents.note(incident.id, "retrain_deferred", wait, dedupe=True)
+                self.incidents.note(incident.id, "retrain_deferred", wait, coalesce=True)
                 return Started(None, wait)
             if wait:
                 if incident.state != "waiting":
@@ -315,7 +316,7 @@ class Controller:
                     except TransitionError as exc:
                         log.info("%s", exc)
                 else:
-                    self.incidents.note(incident.id, "waiting", wait, data_window, dedupe=True)
+                    self.incidents.note(incident.id, "waiting_progress", wait, data_window, coalesce=True)
                     with self.incidents._engine.begin() as conn:
                         conn.execute(update(incidents_table).where(incidents_table.c.id == incident.id)
                                      .values(detail=wait))

@@ -6,7 +6,6 @@ decisions, so a check, an Alertmanager webhook and a finishing retrain never rac
 """
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import threading
@@ -15,7 +14,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
-from sqlalchemy import update
 
 from monitor.config import DriftloopConfig
 from monitor.daemon.attempts import Attempt, AttemptStore, BusyError
@@ -25,7 +23,6 @@ from monitor.daemon.incidents import Incident, IncidentStore, TransitionError
 from monitor.daemon.launcher import ChildResult, Launcher, RetrainJob
 from monitor.daemon.levels import ReferenceLevels
 from monitor.daemon.policy import PERFORMANCE_REASONS, AlertPolicy, Observation, Verdict, cooldown_remaining
-from monitor.daemon.tables import incidents as incidents_table
 from monitor.daemon.registry import RegistryProbe, promoted_version
 from monitor.daemon.status import iso
 from monitor.daemon.supervisor import RetrainSupervisor
@@ -99,6 +96,7 @@ class Controller:
         self._last_healthy_end: float | None = None
         self.last_versions: dict[str, Any] = {}
         self.levels = ReferenceLevels(store.engine, cfg.model.name)
+        self._reference: tuple[float | None, float | None] = (None, None)  # the level of the check being acted on
 
     # -- checks ---------------------------------------------------------------------------
     def run_check(self) -> CheckReport:
@@ -114,7 +112,8 @@ class Controller:
             else:
                 self.last_result = outcome.result
                 self.last_versions = outcome.versions
-                verdict = self.policy.observe(observation(outcome, self.levels.current(outcome, self.incidents)))
+                self._reference = self.levels.current(outcome)  # once per check: it may write
+                verdict = self.policy.observe(observation(outcome, self._reference))
                 # Recorded with its verdict in one write: a reader never sees a half-made decision.
                 outcome.id = self.checklog.record(outcome, verdict.message)
                 action = self._act(outcome, verdict)
@@ -137,7 +136,7 @@ class Controller:
                 verdict.reason, "alert", verdict.message, check_id=outcome.id, report_paths=outcome.report_paths,
                 window_start=self._last_healthy_end, retrain=verdict.retrain,
                 change_ts=outcome.change_ts if performance else None,
-                reference=self.levels.current(outcome, self.incidents))
+                reference=self._reference)
             incident = self._keep_reports(incident)
             log.warning("incident %s opened: %s", incident.id, verdict.message)
             if not verdict.retrain:
@@ -174,7 +173,7 @@ class Controller:
         retrain = self.cfg.alerts.retrain_on_estimate
         incident = self.incidents.open(
             first.reason, "alert", verdict.message, check_id=outcome.id, report_paths=outcome.report_paths,
-            window_start=self._last_healthy_end, retrain=retrain, reference=self.levels.current(outcome, self.incidents),
+            window_start=self._last_healthy_end, retrain=retrain, reference=self._reference,
             state="suspected", data={"estimated": {b.reason: b.value for b in verdict.suspected},
                                      "upper": {b.reason: b.upper for b in verdict.suspected}})
         incident = self._keep_reports(incident)
@@ -271,9 +270,7 @@ class Controller:
         except OSError as exc:
             log.warning("could not keep the reports of incident %s: %s", incident.id, exc)
             return incident
-        with self.incidents._engine.begin() as conn:  # same row, no event: a storage detail
-            conn.execute(update(incidents_table).where(incidents_table.c.id == incident.id)
-                         .values(report_paths=json.dumps(kept)))
+        self.incidents.set_fields(incident.id, report_paths=kept)
         return self.incidents.get(incident.id)
 
     @staticmethod
@@ -317,9 +314,7 @@ class Controller:
                         log.info("%s", exc)
                 else:
                     self.incidents.note(incident.id, "waiting_progress", wait, data_window, coalesce=True)
-                    with self.incidents._engine.begin() as conn:
-                        conn.execute(update(incidents_table).where(incidents_table.c.id == incident.id)
-                                     .values(detail=wait))
+                    self.incidents.set_fields(incident.id, detail=wait)
                 return Started(None, wait)
             self.incidents.transition(incident.id, "retraining", f"retrain ({trigger}) on {len(window)} rows",
                                       data=data_window)

@@ -190,6 +190,12 @@ class IncidentStore:
     def update(self, incident_id: str, kind: str, message: str, **values: Any) -> Incident:
         """Change an open incident's facts without moving its state (its reason follows the evidence,
         a later change point, escalation), with an event saying why."""
+        self.set_fields(incident_id, _event=(kind, message), **values)
+        return self.get(incident_id)
+
+    def set_fields(self, incident_id: str, *, _event: tuple[str, str] | None = None, **values: Any) -> None:
+        """Change an incident's facts in place; an event only through :meth:`update` (kept report
+        paths and a waiting incident's newest count are storage details, not events)."""
         unknown = set(values) - self.UPDATABLE
         if unknown:
             raise ValueError(f"cannot update incident field(s) {sorted(unknown)}")
@@ -200,10 +206,10 @@ class IncidentStore:
         now = self._clock()
         with write_transaction(self._engine) as conn:
             conn.execute(update(incidents).where(incidents.c.id == incident_id).values(**values, updated_at=now))
-            conn.execute(insert(incident_events).values(
-                incident_id=incident_id, ts=now, kind=kind, message=message,
-                data=json.dumps({k: v for k, v in values.items() if k != "report_paths"}, default=str)))
-        return self.get(incident_id)
+            if _event is not None:
+                conn.execute(insert(incident_events).values(
+                    incident_id=incident_id, ts=now, kind=_event[0], message=_event[1],
+                    data=json.dumps({k: v for k, v in values.items() if k != "report_paths"}, default=str)))
 
     def set_retrain(self, incident_id: str) -> None:
         """Mark an incident as asking for a retrain (a drift incident later confirmed by performance)."""

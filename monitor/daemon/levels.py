@@ -58,7 +58,7 @@ class ReferenceLevels:
         with self._engine.connect() as conn:
             return conn.execute(q).first() is not None
 
-    def current(self, outcome: Any, incidents: Any = None) -> tuple[float | None, float | None]:
+    def current(self, outcome: Any) -> tuple[float | None, float | None]:
         """The level for a check's champion, set or reset by the rules in the module docstring."""
         version = outcome.champion_version
         result = outcome.result

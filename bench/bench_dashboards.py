@@ -45,7 +45,7 @@ from tests.observability.promql import dashboard_queries, load_dashboards, rende
 
 def start_nodes(gpus: int, per_node: int) -> tuple[list[str], list]:
     targets, closers = [], []
-    cfg = ExporterConfig(process_metrics=True, pcie_throughput=True, pcie_interval_seconds=1.0)
+    cfg = ExporterConfig(process_metrics=True, pcie_throughput=True, sampler_interval_seconds=1.0)
     for node in range(max(1, gpus // per_node)):
         collector, close = build_gpu_collector(cfg, backend=SimulatedBackend(per_node, seed=node))
         registry = CollectorRegistry()

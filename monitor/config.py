@@ -46,12 +46,22 @@ class ExporterConfig(_Section):
     tls_cert: Path | None = Field(None, description="certificate file: serve HTTPS (TLS 1.2+); give tls_cert and tls_key together")
     tls_key: Path | None = Field(None, description="private key file of tls_cert")
     process_metrics: bool = Field(False, description="export device memory per process")
-    pcie_throughput: bool = Field(False, description="export PCIe rx/tx bytes per second, read by a background thread")
-    pcie_interval_seconds: float = Field(5.0, gt=0, description="how often that thread reads PCIe throughput (NVML samples each direction for ~20 ms)")
+    pcie_throughput: bool = Field(False, description="on GPUs without GPM (before Hopper), also read PCIe rx/tx bytes per second with NVML's older counter, which samples each direction for ~20 ms (in the background sampler); GPM GPUs export it always")
+    sampler_interval_seconds: float = Field(5.0, gt=0, description="how often the background sampler reads the slow readings (energy, GPM activity, PCIe/NVLink throughput and counters, remapped rows, MIG instances); GPM ratios are averages over this interval. pcie_interval_seconds is the old name, still accepted")
+    hostname: str | None = Field(None, description="value of the hostname label on every GPU series (published as dcgm-exporter's Hostname by the dcgm recording rules); default this machine's host name (set it to the node name in Kubernetes); an empty string leaves the label out")
     xid_events: bool = Field(False, description="count XID errors from NVML events (background thread)")
     call_timeout_seconds: float = Field(2.0, gt=0, description="bound on one NVML sweep inside a scrape")
     init_retry_initial_seconds: float = Field(1.0, gt=0, description="first retry delay when NVML is unavailable or a GPU is lost")
     init_retry_max_seconds: float = Field(60.0, gt=0, description="retry delays double up to this")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_interval_name(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "pcie_interval_seconds" in data:
+            data = dict(data)
+            old = data.pop("pcie_interval_seconds")
+            data.setdefault("sampler_interval_seconds", old)
+        return data
 
     @model_validator(mode="after")
     def _tls_pair(self) -> "ExporterConfig":

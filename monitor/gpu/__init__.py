@@ -14,13 +14,15 @@ imports pydantic, torch or a web framework; ``pynvml`` is imported only when an
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from typing import TYPE_CHECKING, Callable
 
 from monitor.gpu.backend import (DriverInfo, GpuBackend, GpuBackendError, GpuIdentity, GpuLostError, GpuSample,
-                                 NvmlUnavailableError, PcieThroughput, ProcessSample, XidEvent)
-from monitor.gpu.background import PciePoller, XidListener
+                                 MigSample, NvmlUnavailableError, PcieThroughput, ProcessSample, RemappedRows,
+                                 SlowSample, XidEvent)
+from monitor.gpu.background import SlowSampler, XidListener
 from monitor.gpu.collector import GpuCollector
 from monitor.gpu.lanes import Lanes
 from monitor.gpu.session import GpuSession
@@ -31,8 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DriverInfo", "GpuBackend", "GpuBackendError", "GpuCollector", "GpuIdentity", "GpuLostError", "GpuSample",
-    "GpuSession", "NvmlUnavailableError", "PcieThroughput", "PciePoller", "ProcessSample", "SimulatedBackend",
-    "XidEvent", "XidListener", "build_gpu_collector",
+    "GpuSession", "MigSample", "NvmlUnavailableError", "PcieThroughput", "ProcessSample", "RemappedRows",
+    "SimulatedBackend", "SlowSample", "SlowSampler", "XidEvent", "XidListener", "build_gpu_collector", "host_label",
 ]
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,13 @@ def default_backend(simulate: int = 0) -> GpuBackend:
     return NvmlBackend()
 
 
+def host_label(configured: str | None) -> str | None:
+    """The ``hostname`` label's value: the configured one, this machine's name when unset, none when ``""``."""
+    if configured is None:
+        return socket.gethostname() or None
+    return configured or None
+
+
 def build_gpu_collector(cfg: "ExporterConfig", *, backend: GpuBackend | None = None,
                         clock: Callable[[], float] = time.monotonic) -> tuple[GpuCollector, Callable[[], None]]:
     """A collector wired as ``cfg`` says (an ``ExporterConfig``), and the function that stops its
@@ -54,17 +63,19 @@ def build_gpu_collector(cfg: "ExporterConfig", *, backend: GpuBackend | None = N
     lanes = Lanes()
     session = GpuSession(backend, lanes=lanes, clock=clock, retry_initial_seconds=cfg.init_retry_initial_seconds,
                          retry_max_seconds=cfg.init_retry_max_seconds)
-    pcie = PciePoller(backend, session, cfg.pcie_interval_seconds) if cfg.pcie_throughput else None
+    sampler = SlowSampler(backend, session, cfg.sampler_interval_seconds, pcie_throughput=cfg.pcie_throughput)
     xid = XidListener(backend, session) if cfg.xid_events else None
     collector = GpuCollector(session, call_timeout_seconds=cfg.call_timeout_seconds,
-                             process_metrics=cfg.process_metrics, pcie=pcie, xid=xid)
+                             process_metrics=cfg.process_metrics, sampler=sampler, xid=xid,
+                             hostname=host_label(cfg.hostname))
     list(collector.collect())  # initialise NVML and identify the GPUs now, so the log says what was found
-    for worker in (pcie, xid):
+    sampler.sample_once()  # energy and the first GPM sample before the first scrape
+    for worker in (sampler, xid):
         if worker is not None:
             worker.start()
 
     def close() -> None:
-        for worker in (pcie, xid):
+        for worker in (sampler, xid):
             if worker is not None:
                 worker.close()
         lanes.close()

@@ -6,8 +6,11 @@ Three backends implement it: :mod:`monitor.gpu.nvml` (the real thing; the only m
 :mod:`monitor.gpu.fake` (scripted values and faults for tests). Every value is already in base units
 (bytes, watts, joules, hertz, ratios 0-1), so the collector never converts anything.
 
-A field the GPU does not support is ``None`` in its :class:`GpuSample`: absent from the output, not
-an error. Errors, translated once inside each backend::
+A field the GPU does not support is ``None`` in its :class:`GpuSample` (or :class:`SlowSample`): absent
+from the output, not an error. ``sample`` is the fast reading taken on every scrape; ``slow_sample``
+holds what costs milliseconds or needs two samples over time (energy, GPM activity, PCIe and NVLink
+throughput, NVLink and remapped-row counters, MIG instances), read by the background sampler and
+served from its last value. Errors, translated once inside each backend::
 
     GpuBackendError (monitor.errors)   one call failed; ``gpu`` says which GPU when one is known
     ├── NvmlUnavailableError           the library or driver is not usable at all: serve up 0, re-init
@@ -22,7 +25,8 @@ from monitor.errors import GpuBackendError
 
 __all__ = [
     "CLOCK_EVENT_REASONS", "DriverInfo", "GpuBackend", "GpuBackendError", "GpuIdentity", "GpuLostError",
-    "GpuSample", "NvmlUnavailableError", "PcieThroughput", "ProcessSample", "XidEvent",
+    "GpuSample", "MigSample", "NvmlUnavailableError", "PcieThroughput", "ProcessSample", "RemappedRows",
+    "SlowSample", "XidEvent", "ACTIVITY_FIELDS", "NVLINK_ERROR_TYPES",
 ]
 
 
@@ -84,6 +88,47 @@ class XidEvent:
     xid: int
 
 
+@dataclass(frozen=True)
+class RemappedRows:
+    """Row remapping (Ampere and later): rows replaced because of ECC errors, since manufacture."""
+    correctable: float
+    uncorrectable: float
+    pending: bool   # a remap is waiting for the next GPU reset
+    failure: bool   # a remap failed: the GPU should be replaced
+
+
+# GPM activity ratios (Hopper and later), in the order they are exported; keys of SlowSample.activity.
+ACTIVITY_FIELDS: tuple[str, ...] = ("sm_active", "sm_occupancy", "tensor_active", "dram_active",
+                                    "fp64_active", "fp32_active", "fp16_active")
+NVLINK_ERROR_TYPES: tuple[str, ...] = ("crc_flit", "crc_data", "replay", "recovery")
+
+
+@dataclass(frozen=True)
+class MigSample:
+    """One MIG instance of a GPU in MIG mode: served as its own GPU entity with ``gpu_instance``."""
+    gpu_instance: int
+    compute_instance: int | None
+    uuid: str
+    memory_used_bytes: float | None = None
+    memory_total_bytes: float | None = None
+    activity: dict[str, float] | None = None  # GPM ratios of this instance, as in SlowSample
+
+
+@dataclass
+class SlowSample:
+    """The readings too slow for the scrape path, taken by the background sampler."""
+
+    energy_joules: float | None = None
+    pcie: PcieThroughput | None = None
+    # GPM ratios (0-1) by ACTIVITY_FIELDS name; None on GPUs without GPM or before a second sample.
+    activity: dict[str, float] | None = None
+    nvlink: PcieThroughput | None = None  # NVLink rx/tx bytes per second (GPM), all links together
+    nvlink_errors: dict[str, float] | None = None  # by NVLINK_ERROR_TYPES name, all links together
+    remapped_rows: RemappedRows | None = None
+    mig: tuple[MigSample, ...] | None = None
+    field_errors: tuple[str, ...] = field(default=())
+
+
 @dataclass
 class GpuSample:
     """One reading of one GPU. ``None`` means the GPU does not report that field."""
@@ -96,7 +141,6 @@ class GpuSample:
     temperature_celsius: float | None = None
     power_draw_watts: float | None = None
     power_limit_watts: float | None = None
-    energy_joules: float | None = None
     sm_clock_hertz: float | None = None
     memory_clock_hertz: float | None = None
     fan_speed_ratio: float | None = None
@@ -105,6 +149,13 @@ class GpuSample:
     ecc_corrected_errors: float | None = None
     ecc_uncorrected_errors: float | None = None
     pcie_replay_errors: float | None = None
+    memory_temperature_celsius: float | None = None
+    encoder_utilization_ratio: float | None = None
+    decoder_utilization_ratio: float | None = None
+    pcie_link_generation: int | None = None
+    pcie_link_generation_max: int | None = None
+    pcie_link_width: int | None = None
+    pcie_link_width_max: int | None = None
     processes: tuple[ProcessSample, ...] | None = None  # only read when process metrics are on
     # Fields that failed with an unexpected error (not "not supported"): counted as a collection error.
     field_errors: tuple[str, ...] = field(default=())
@@ -127,8 +178,10 @@ class GpuBackend(Protocol):
 
     def sample(self, index: int, *, processes: bool = False) -> GpuSample: ...
 
-    def pcie_throughput(self, index: int) -> PcieThroughput:
-        """Slow on real hardware (NVML samples for ~20 ms per direction): never call on the scrape path."""
+    def slow_sample(self, index: int, *, pcie_throughput: bool = False) -> SlowSample:
+        """The slow readings of one GPU; only the background sampler calls this. GPM activity needs two
+        samples, so the first call after a GPU is identified has ``activity`` None. ``pcie_throughput``
+        asks for NVML's legacy PCIe counter (~20 ms per direction) where GPM cannot give it."""
 
     def watch_xid(self, indices: Iterable[int]) -> None:
         """Start receiving XID events for these GPUs (replaces an earlier registration)."""

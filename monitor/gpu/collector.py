@@ -4,8 +4,9 @@ Each scrape builds fresh metric families, so a GPU or a process that is gone is 
 stale series to clean up. The readings happen on per-GPU lanes (:mod:`monitor.gpu.lanes`) with one
 deadline for the whole scrape (``call_timeout_seconds``): a GPU that does not answer in time is left
 out of this scrape and counted in ``driftloop_gpu_collection_errors_total``, while the others flow.
-Slow or blocking sources (PCIe throughput, XID events) run in background threads
-(:mod:`monitor.gpu.background`) and the scrape only reads their cache.
+Slow or blocking sources (energy, GPM activity, PCIe and NVLink throughput and counters, MIG
+instances, XID events) run in background threads (:mod:`monitor.gpu.background`) and the scrape only
+reads their cache, serving each GPU's slow readings with their age.
 
 What the families are and how readings become samples is :mod:`monitor.gpu.families`.
 """
@@ -23,7 +24,7 @@ from monitor.gpu.families import Families, describe
 from monitor.gpu.session import GpuSession
 
 if TYPE_CHECKING:
-    from monitor.gpu.background import PciePoller, XidListener
+    from monitor.gpu.background import SlowSampler, XidListener
 
 log = logging.getLogger(__name__)
 
@@ -36,16 +37,16 @@ class GpuCollector:
     build it with :func:`monitor.gpu.build_gpu_collector`, which also wires the optional parts."""
 
     def __init__(self, session: GpuSession, *, call_timeout_seconds: float = 2.0, process_metrics: bool = False,
-                 pcie: PciePoller | None = None, xid: XidListener | None = None):
+                 sampler: SlowSampler | None = None, xid: XidListener | None = None, hostname: str | None = None):
         self.session = session
         self.call_timeout = call_timeout_seconds
         self.process_metrics = process_metrics
-        self.pcie = pcie
+        self.sampler = sampler
         self.xid = xid
         self.errors: dict[int, int] = {}
         self._hung: dict[int, float] = {}
         self._logged: set[tuple[Any, ...]] = set()
-        self._build = Families()
+        self._build = Families(hostname)
         self._lock = threading.Lock()
         self._read = self._read_processes if process_metrics else session.backend.sample
         self.last_duration = 0.0
@@ -182,9 +183,8 @@ class GpuCollector:
 
     def _families(self, readings: dict[GpuIdentity, GpuSample], started: float) -> list[Metric]:
         session = self.session
-        families = self._build.gpus(readings, session.driver, self.process_metrics)
-        if self.pcie is not None:
-            families += self._build.pcie(self.pcie.snapshot(), session.gpus)
+        slow = self.sampler.snapshot() if self.sampler is not None else None
+        families = self._build.gpus(readings, session.driver, self.process_metrics, slow)
         if self.xid is not None:
             families += self._build.xid(self.xid.counts(), session.uuids)
         self.last_duration = time.perf_counter() - started

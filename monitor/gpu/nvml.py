@@ -11,7 +11,12 @@ it stopped answering. NVML errors are translated here, once:
 * no library, no driver, not initialised, library/driver mismatch → :class:`NvmlUnavailableError`;
 * anything else fails one field: it is listed in ``GpuSample.field_errors`` and the rest is served.
 
-Units are converted to base units here (mW → W, mJ → J, MHz → Hz, % → 0-1, KB/s → B/s).
+Units are converted to base units here (mW → W, mJ → J, MHz → Hz, % → 0-1, KB/s and MiB/s → B/s).
+
+``slow_sample`` (called by the background sampler only) reads GPM, NVML's GPU Performance Monitoring
+(Hopper and later; ``nvmlGpmQueryDeviceSupport``): two samples per GPU are kept and each call takes a
+new one into the older buffer and asks ``nvmlGpmMetricsGet`` for the averages between the two, so the
+activity ratios are averages over the sampler's interval, like dcgm-exporter's ``DCGM_FI_PROF_*``.
 """
 from __future__ import annotations
 
@@ -20,8 +25,9 @@ import logging
 import threading
 from typing import Any, Callable, Iterable
 
-from monitor.gpu.backend import (DriverInfo, GpuBackendError, GpuIdentity, GpuLostError, GpuSample,
-                                 NvmlUnavailableError, PcieThroughput, ProcessSample, XidEvent)
+from monitor.gpu.backend import (DriverInfo, GpuBackendError, GpuIdentity, GpuLostError, GpuSample, MigSample,
+                                 NvmlUnavailableError, PcieThroughput, ProcessSample, RemappedRows, SlowSample,
+                                 XidEvent)
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +40,25 @@ _TRANSIENT = {21, 27}                    # no data yet, not ready: absent this t
 _TIMEOUT = 10
 _PSTATE_UNKNOWN = 32
 _XID_EVENT = 0x8                         # nvmlEventTypeXidCriticalError
+_NOT_FOUND = 6
+_FI_MEMORY_TEMP = 82                     # NVML_FI_DEV_MEMORY_TEMP
+# NVML_FI_DEV_NVLINK_{CRC_FLIT,CRC_DATA,REPLAY,RECOVERY}_ERROR_COUNT_TOTAL: all links together.
+_FI_NVLINK_ERRORS = (("crc_flit", 38), ("crc_data", 45), ("replay", 52), ("recovery", 59))
+_MIB = 1024.0 * 1024.0
+# GPM metric ids (nvml.h nvmlGpmMetricId_t) -> (what, scale to base units).
+_GPM_METRICS: tuple[tuple[int, str, float], ...] = (
+    (2, "sm_active", 0.01),        # NVML_GPM_METRIC_SM_UTIL, percent
+    (3, "sm_occupancy", 0.01),     # NVML_GPM_METRIC_SM_OCCUPANCY
+    (5, "tensor_active", 0.01),    # NVML_GPM_METRIC_ANY_TENSOR_UTIL
+    (10, "dram_active", 0.01),     # NVML_GPM_METRIC_DRAM_BW_UTIL
+    (11, "fp64_active", 0.01),     # NVML_GPM_METRIC_FP64_UTIL
+    (12, "fp32_active", 0.01),     # NVML_GPM_METRIC_FP32_UTIL
+    (13, "fp16_active", 0.01),     # NVML_GPM_METRIC_FP16_UTIL
+    (20, "pcie_tx", _MIB),         # NVML_GPM_METRIC_PCIE_TX_PER_SEC, MiB/s
+    (21, "pcie_rx", _MIB),         # NVML_GPM_METRIC_PCIE_RX_PER_SEC
+    (60, "nvlink_rx", _MIB),       # NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC
+    (61, "nvlink_tx", _MIB),       # NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC
+)
 
 _HINTS = {
     12: "libnvidia-ml.so.1 not found: is the NVIDIA driver installed and visible in this container?",
@@ -62,6 +87,9 @@ class NvmlBackend:
         self._process_names: dict[int, str] = {}
         self._events: Any = None
         self._event_gpus: dict[int, int] = {}  # handle address -> index
+        # GPM sample pairs by (GPU index, GPU instance or -1): [older, newer, newer holds data]
+        self._gpm: dict[tuple[int, int], list[Any]] = {}
+        self._gpm_lock = threading.Lock()
         self._readers = self._build_readers()
 
     # -- errors ----------------------------------------------------------------------------------
@@ -88,6 +116,20 @@ class NvmlBackend:
         self._absent.clear()
         self._events = None
         self._event_gpus = {}
+        self._drop_gpm(None)
+
+    def _drop_gpm(self, index: int | None) -> None:
+        with self._gpm_lock:
+            keys = [k for k in self._gpm if index is None or k[0] == index]
+            pairs = [self._gpm.pop(k) for k in keys]
+        free = getattr(self._nv, "nvmlGpmSampleFree", None)
+        for pair in pairs:
+            for sample in pair[:2]:
+                try:
+                    if free is not None:
+                        free(sample)
+                except self._nv.NVMLError:
+                    pass
 
     # -- life cycle ------------------------------------------------------------------------------
     def init(self) -> DriverInfo:
@@ -114,6 +156,7 @@ class NvmlBackend:
             if not self._initialised:
                 return
             nv = self._nv
+            self._drop_gpm(None)
             try:
                 if self._events is not None:
                     nv.nvmlEventSetFree(self._events)
@@ -150,6 +193,7 @@ class NvmlBackend:
         except nv.NVMLError as exc:
             raise self._translate(exc, "identify", index) from exc
         self._absent[index] = set()
+        self._drop_gpm(index)  # samples of the old handle say nothing about the new one
         return GpuIdentity(index, uuid, name, bus)
 
     # -- readings --------------------------------------------------------------------------------
@@ -195,6 +239,13 @@ class NvmlBackend:
             s.clock_event_reasons = int(call(
                 ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"), h))
 
+        def memory_temperature(h: Any, s: GpuSample) -> None:
+            s.memory_temperature_celsius = float(self._field_values(h, (_FI_MEMORY_TEMP,))[0])
+
+        def codec(h: Any, s: GpuSample) -> None:
+            s.encoder_utilization_ratio = call(("nvmlDeviceGetEncoderUtilization",), h)[0] / 100.0
+            s.decoder_utilization_ratio = call(("nvmlDeviceGetDecoderUtilization",), h)[0] / 100.0
+
         def scaled(attr: str, names: tuple[str, ...], scale: float, *args: Any) -> Callable[[Any, GpuSample], None]:
             def read(h: Any, s: GpuSample) -> None:
                 setattr(s, attr, call(names, h, *args) * scale)
@@ -207,7 +258,6 @@ class NvmlBackend:
                                    1.0, 0)),  # NVML_TEMPERATURE_GPU
             ("power_draw", scaled("power_draw_watts", ("nvmlDeviceGetPowerUsage",), 1e-3)),
             ("power_limit", scaled("power_limit_watts", ("nvmlDeviceGetEnforcedPowerLimit",), 1e-3)),
-            ("energy", scaled("energy_joules", ("nvmlDeviceGetTotalEnergyConsumption",), 1e-3)),
             ("sm_clock", scaled("sm_clock_hertz", ("nvmlDeviceGetClockInfo",), 1e6, 1)),  # NVML_CLOCK_SM
             ("memory_clock", scaled("memory_clock_hertz", ("nvmlDeviceGetClockInfo",), 1e6, 2)),  # NVML_CLOCK_MEM
             ("fan_speed", scaled("fan_speed_ratio", ("nvmlDeviceGetFanSpeed",), 1e-2)),
@@ -217,7 +267,32 @@ class NvmlBackend:
             ("ecc_corrected", scaled("ecc_corrected_errors", ("nvmlDeviceGetTotalEccErrors",), 1.0, 0, 0)),
             ("ecc_uncorrected", scaled("ecc_uncorrected_errors", ("nvmlDeviceGetTotalEccErrors",), 1.0, 1, 0)),
             ("pcie_replay", scaled("pcie_replay_errors", ("nvmlDeviceGetPcieReplayCounter",), 1.0)),
+            ("memory_temperature", memory_temperature),
+            ("codec", codec),
+            ("pcie_link_generation", scaled("pcie_link_generation", ("nvmlDeviceGetCurrPcieLinkGeneration",), 1)),
+            ("pcie_link_generation_max", scaled("pcie_link_generation_max", ("nvmlDeviceGetMaxPcieLinkGeneration",), 1)),
+            ("pcie_link_width", scaled("pcie_link_width", ("nvmlDeviceGetCurrPcieLinkWidth",), 1)),
+            ("pcie_link_width_max", scaled("pcie_link_width_max", ("nvmlDeviceGetMaxPcieLinkWidth",), 1)),
         )
+
+    def _field_values(self, h: Any, ids: tuple[int, ...]) -> list[float | None]:
+        """``nvmlDeviceGetFieldValues``: one call for several fields. A field the GPU lacks is None;
+        when every field failed, the first failure is raised (so "not supported" marks it absent)."""
+        values = self._call_first(("nvmlDeviceGetFieldValues",), h, list(ids))
+        out: list[float | None] = []
+        first_error = 0
+        for v in values:
+            if v.nvmlReturn != 0:
+                first_error = first_error or int(v.nvmlReturn)
+                out.append(None)
+                continue
+            kind = int(v.valueType)
+            u = v.value
+            out.append(float((u.dVal, u.uiVal, u.ulVal, u.ullVal, u.sllVal, u.siVal, u.usVal)[kind]
+                             if 0 <= kind <= 6 else u.ullVal))
+        if first_error and all(x is None for x in out):
+            raise self._nv.NVMLError(first_error)
+        return out
 
     def sample(self, index: int, *, processes: bool = False) -> GpuSample:
         h = self._handle(index)
@@ -285,7 +360,129 @@ class NvmlBackend:
         self._process_names[pid] = name
         return name
 
+    # -- slow readings (background sampler) ------------------------------------------------------
+    def slow_sample(self, index: int, *, pcie_throughput: bool = False) -> SlowSample:
+        h = self._handle(index)
+        s = SlowSample()
+        absent = self._absent.setdefault(index, set())
+        errors: list[str] = []
+        nv = self._nv
+
+        def read(field: str, fn: Callable[[], None]) -> None:
+            if field in absent:
+                return
+            try:
+                fn()
+            except nv.NVMLError as exc:
+                self._field_failed(index, field, exc, absent, errors)
+
+        def energy() -> None:
+            s.energy_joules = self._call_first(("nvmlDeviceGetTotalEnergyConsumption",), h) * 1e-3
+
+        def remapped() -> None:
+            corr, unc, pending, failure = self._call_first(("nvmlDeviceGetRemappedRows",), h)
+            s.remapped_rows = RemappedRows(float(corr), float(unc), bool(pending), bool(failure))
+
+        def nvlink_errors() -> None:
+            values = self._field_values(h, tuple(fid for _, fid in _FI_NVLINK_ERRORS))
+            s.nvlink_errors = {name: v for (name, _), v in zip(_FI_NVLINK_ERRORS, values) if v is not None}
+
+        def gpm() -> None:
+            if not self._call_first(("nvmlGpmQueryDeviceSupport",), h).isSupportedDevice:
+                raise nv.NVMLError(3)  # not supported: absent from now on
+            got = self._gpm_read((index, -1), lambda sample: nv.nvmlGpmSampleGet(h, sample))
+            if got is not None:
+                self._apply_gpm(s, got)
+
+        def mig() -> None:
+            s.mig = self._mig(index, h)
+
+        read("energy", energy)
+        read("remapped_rows", remapped)
+        read("nvlink_errors", nvlink_errors)
+        read("gpm", gpm)
+        read("mig", mig)
+        if pcie_throughput and s.pcie is None and "pcie_throughput" not in absent:
+            try:
+                s.pcie = self.pcie_throughput(index)
+            except GpuBackendError as exc:
+                if isinstance(exc, (NvmlUnavailableError, GpuLostError)):
+                    raise
+                errors.append("pcie_throughput")
+        if errors:
+            s.field_errors = tuple(errors)
+        return s
+
+    def _gpm_read(self, key: tuple[int, int], take: Callable[[Any], Any]) -> dict[str, float] | None:
+        """Take a GPM sample into the older buffer; the metrics between it and the newer one, or None
+        on the first sample."""
+        nv = self._nv
+        with self._gpm_lock:
+            pair = self._gpm.get(key)
+            if pair is None:
+                pair = self._gpm[key] = [nv.nvmlGpmSampleAlloc(), nv.nvmlGpmSampleAlloc(), False]
+        older, newer, ready = pair
+        take(older)
+        pair[0], pair[1], pair[2] = newer, older, True
+        if not ready:
+            return None
+        req = nv.c_nvmlGpmMetricsGet_t()
+        req.version = 1  # NVML_GPM_METRICS_GET_VERSION
+        req.numMetrics = len(_GPM_METRICS)
+        req.sample1, req.sample2 = newer, older  # newer was taken first: the earlier sample
+        for i, (metric_id, _, _) in enumerate(_GPM_METRICS):
+            req.metrics[i].metricId = metric_id
+        nv.nvmlGpmMetricsGet(req)
+        out: dict[str, float] = {}
+        for i, (_, name, scale) in enumerate(_GPM_METRICS):
+            m = req.metrics[i]
+            if m.nvmlReturn == 0:
+                out[name] = float(m.value) * scale
+        return out
+
+    @staticmethod
+    def _apply_gpm(s: SlowSample, got: dict[str, float]) -> None:
+        s.activity = {k: v for k, v in got.items() if not k.startswith(("pcie_", "nvlink_"))} or None
+        if "pcie_rx" in got or "pcie_tx" in got:
+            s.pcie = PcieThroughput(got.get("pcie_rx"), got.get("pcie_tx"))
+        if "nvlink_rx" in got or "nvlink_tx" in got:
+            s.nvlink = PcieThroughput(got.get("nvlink_rx"), got.get("nvlink_tx"))
+
+    def _mig(self, index: int, h: Any) -> tuple[MigSample, ...] | None:
+        nv = self._nv
+        if self._call_first(("nvmlDeviceGetMigMode",), h)[0] != 1:  # NVML_DEVICE_MIG_ENABLE
+            return None
+        out: list[MigSample] = []
+        for slot in range(int(nv.nvmlDeviceGetMaxMigDeviceCount(h))):
+            try:
+                m = nv.nvmlDeviceGetMigDeviceHandleByIndex(h, slot)
+            except nv.NVMLError as exc:
+                if self._code(exc) == _NOT_FOUND:  # an empty slot
+                    continue
+                raise
+            gi = int(nv.nvmlDeviceGetGpuInstanceId(m))
+            try:
+                ci: int | None = int(nv.nvmlDeviceGetComputeInstanceId(m))
+            except nv.NVMLError:
+                ci = None
+            used = total = None
+            try:
+                mem = nv.nvmlDeviceGetMemoryInfo(m)
+                used, total = float(mem.used), float(mem.total)
+            except nv.NVMLError:
+                pass
+            activity = None
+            try:
+                got = self._gpm_read((index, gi), lambda sample, gi=gi: nv.nvmlGpmMigSampleGet(h, gi, sample))
+                if got is not None:
+                    activity = {k: v for k, v in got.items() if not k.startswith(("pcie_", "nvlink_"))} or None
+            except nv.NVMLError:
+                pass  # no GPM on this GPU: the instance is still served, without activity
+            out.append(MigSample(gi, ci, _text(nv.nvmlDeviceGetUUID(m)), used, total, activity))
+        return tuple(out)
+
     def pcie_throughput(self, index: int) -> PcieThroughput:
+        """NVML's legacy PCIe counter: samples ~20 ms per direction (GPUs without GPM)."""
         h = self._handle(index)
         out: list[float | None] = []
         for counter in (1, 0):  # NVML_PCIE_UTIL_RX_BYTES, NVML_PCIE_UTIL_TX_BYTES; each samples ~20 ms

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from monitor.gpu.backend import (DriverInfo, GpuBackendError, GpuIdentity, GpuSample, PcieThroughput, ProcessSample,
-                                 XidEvent)
+                                 RemappedRows, SlowSample, XidEvent)
 
 MEMORY_TOTAL = 80 * 1024**3
 POWER_IDLE, POWER_LIMIT = 70.0, 700.0
@@ -92,7 +92,6 @@ class SimulatedBackend:
             temperature_celsius=float(round(temperature)),
             power_draw_watts=round(power, 3),
             power_limit_watts=POWER_LIMIT,
-            energy_joules=round(energy, 3),
             sm_clock_hertz=(1980e6 if busy else 345e6),
             memory_clock_hertz=2619e6,
             fan_speed_ratio=round(min(1.0, 0.3 + max(0.0, temperature - 40) / 50), 2),
@@ -101,15 +100,32 @@ class SimulatedBackend:
             ecc_corrected_errors=ecc,
             ecc_uncorrected_errors=0.0,
             pcie_replay_errors=0.0,
+            memory_temperature_celsius=float(round(temperature + 8)),
+            encoder_utilization_ratio=0.0,
+            decoder_utilization_ratio=0.0,
+            pcie_link_generation=5 if busy else 1,  # links train down when idle
+            pcie_link_generation_max=5,
+            pcie_link_width=16,
+            pcie_link_width_max=16,
         )
         if processes:
             sample.processes = (ProcessSample(4000 + index * 10, "python", int(used * 0.98)),) if busy else ()
         return sample
 
-    def pcie_throughput(self, index: int) -> PcieThroughput:
-        self._check(index)
+    def slow_sample(self, index: int, *, pcie_throughput: bool = False) -> SlowSample:
+        self.sample(index)  # advances energy to now
+        with self._locks[index]:
+            energy = round(self._state[index].energy, 3)
         util = self._load(index, self._clock())
-        return PcieThroughput(rx_bytes_per_second=util * 12e9, tx_bytes_per_second=util * 3e9)
+        # A mixed-precision training job: SMs busy most of the time a kernel runs, tensor cores less.
+        activity = {"sm_active": round(util * 0.85, 3), "sm_occupancy": round(util * 0.4, 3),
+                    "tensor_active": round(util * 0.55, 3), "dram_active": round(util * 0.35, 3),
+                    "fp64_active": 0.0, "fp32_active": round(util * 0.12, 3), "fp16_active": round(util * 0.04, 3)}
+        return SlowSample(energy_joules=energy, activity=activity,
+                          pcie=PcieThroughput(rx_bytes_per_second=util * 12e9, tx_bytes_per_second=util * 3e9),
+                          nvlink=PcieThroughput(util * 150e9, util * 150e9),
+                          nvlink_errors={"crc_flit": 0.0, "crc_data": 0.0, "replay": 0.0, "recovery": 0.0},
+                          remapped_rows=RemappedRows(0.0, 0.0, pending=False, failure=False))
 
     def watch_xid(self, indices: Iterable[int]) -> None:
         pass

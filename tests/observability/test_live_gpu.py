@@ -31,7 +31,7 @@ class FakeExporter:
 
     def __init__(self) -> None:
         self.backend = FakeBackend(gpus=2)
-        cfg = ExporterConfig(xid_events=True, process_metrics=True, pcie_throughput=True, pcie_interval_seconds=0.2,
+        cfg = ExporterConfig(xid_events=True, process_metrics=True, pcie_throughput=True, sampler_interval_seconds=0.2,
                              init_retry_initial_seconds=0.2, init_retry_max_seconds=0.5)
         self.collector, self._close = build_gpu_collector(cfg, backend=self.backend)
         registry = CollectorRegistry()

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from monitor.gpu.background import PciePoller, XidListener
+from monitor.gpu.background import SlowSampler, XidListener
 from monitor.gpu.fake import FakeBackend
 from tests.monitor.gpu.helpers import Scrape
 
@@ -190,23 +190,56 @@ def test_xid_listener_thread_reports_events(fake, make_collector, collect):
     assert collect(collector).value("driftloop_gpu_xid_errors_total", gpu="0", xid="48") == 1.0
 
 
-def test_pcie_throughput_is_read_off_the_scrape_path_and_expires(fake, make_collector, collect, clock):
+def test_slow_readings_are_read_off_the_scrape_path_served_with_their_age_and_expire(fake, make_collector,
+                                                                                     collect, clock):
     collector = make_collector(fake)
-    poller = PciePoller(fake, collector.session, interval_seconds=5.0, clock=clock)
-    collector.pcie = poller
+    sampler = SlowSampler(fake, collector.session, interval_seconds=5.0, pcie_throughput=True, clock=clock)
+    collector.sampler = sampler
     collect(collector)
-    assert not collect(collector).has("driftloop_gpu_pcie_throughput_bytes_per_second")
-    assert fake.calls["pcie_throughput"] == 0  # scrapes never pay for the ~40 ms NVML measurement
-    poller.poll_once()
     s = collect(collector)
+    assert not s.has("driftloop_gpu_energy_joules_total") and not s.has("driftloop_gpu_tensor_active_ratio")
+    assert fake.calls["slow_sample"] == 0  # scrapes never pay for energy, GPM or PCIe sampling
+    sampler.sample_once()
+    clock.advance(2)
+    s = collect(collector)
+    assert s.value("driftloop_gpu_energy_joules_total", gpu="1") == 1_000_001.0
+    assert s.value("driftloop_gpu_background_sample_age_seconds", gpu="0") == 2.0
+    # GPM needs two samples: no activity yet, and the legacy PCIe counter stands in (it was asked for)
+    assert not s.has("driftloop_gpu_sm_active_ratio")
     assert s.value("driftloop_gpu_pcie_throughput_bytes_per_second", gpu="1", direction="rx") == 2e9
-    assert s.value("driftloop_gpu_pcie_throughput_bytes_per_second", gpu="0", direction="tx") == 2e8
+    assert fake.calls["pcie_throughput"] == 2
+    sampler.sample_once()
+    s = collect(collector)
+    assert s.value("driftloop_gpu_tensor_active_ratio", gpu="0") == 0.6
+    assert s.value("driftloop_gpu_pcie_throughput_bytes_per_second", gpu="1", direction="rx") == 3e9 + 1  # GPM's
+    assert fake.calls["pcie_throughput"] == 2  # not asked again while GPM gives it
     clock.advance(16)  # more than three intervals without a fresh reading: dropped, not served stale
-    assert not collect(collector).has("driftloop_gpu_pcie_throughput_bytes_per_second")
-    poller.poll_once()
+    s = collect(collector)
+    assert not s.has("driftloop_gpu_energy_joules_total") and not s.has("driftloop_gpu_background_sample_age_seconds")
+    sampler.sample_once()
     fake.lose(0)
     s = collect(collector)
-    assert s.gpus("driftloop_gpu_pcie_throughput_bytes_per_second") == {"1"}
+    assert s.gpus("driftloop_gpu_energy_joules_total") == {"1"}
+    sampler.sample_once()  # the sampler drops what the scrape found lost
+    assert set(sampler.snapshot()) == {1}
+
+
+def test_a_hung_gpu_holds_the_sampler_not_the_scrape(fake, make_collector, collect, clock):
+    collector = make_collector(fake, call_timeout=0.3)
+    sampler = SlowSampler(fake, collector.session, interval_seconds=5.0, clock=clock)
+    collector.sampler = sampler
+    collect(collector)
+    sampler.sample_once()
+    fake.hang(0)
+    t = threading.Thread(target=sampler.sample_once, daemon=True)
+    t.start()
+    started = time.monotonic()
+    s = collect(collector)  # GPU 0 times out on its lane; GPU 1 and the cached slow readings are served
+    assert time.monotonic() - started < 2.0
+    assert s.has("driftloop_gpu_utilization_ratio", gpu="1") and s.has("driftloop_gpu_energy_joules_total", gpu="1")
+    fake.release(0)
+    t.join(5)
+    assert not t.is_alive()
 
 
 def test_a_scrape_waiting_behind_a_slow_one_still_gets_its_own_deadline(fake, make_collector, collect):

@@ -118,7 +118,6 @@ def test_readings_in_base_units():
     assert (s.memory_used_bytes, s.memory_free_bytes, s.memory_total_bytes) == (2**30, 3 * 2**30, 4 * 2**30)
     assert s.temperature_celsius == 45
     assert s.power_draw_watts == pytest.approx(123.456) and s.power_limit_watts == pytest.approx(700.0)
-    assert s.energy_joules == pytest.approx(5000.123)
     assert s.sm_clock_hertz == 1980e6 and s.memory_clock_hertz == 3201e6
     assert s.performance_state == 0 and s.clock_event_reasons == 0x5
     assert (s.ecc_corrected_errors, s.ecc_uncorrected_errors, s.pcie_replay_errors) == (7, 1, 2)
@@ -238,3 +237,169 @@ def test_real_library_without_a_driver_is_unavailable():
     skip_if_nvidia_driver("this machine has an NVIDIA driver; test_nvml_real.py covers it")
     with pytest.raises(NvmlUnavailableError):
         NvmlBackend().init()
+
+
+# -- readings added for dcgm-exporter parity (issue 15) ------------------------------------------------
+
+def field_values(table: dict[int, tuple[int, float]]):
+    """nvmlDeviceGetFieldValues over ``{field id: (nvmlReturn, value)}``; other ids: not supported."""
+    def fn(h, ids):
+        out = (pynvml.c_nvmlFieldValue_t * len(ids))()
+        for i, fid in enumerate(ids):
+            ret, value = table.get(fid, (pynvml.NVML_ERROR_NOT_SUPPORTED, 0))
+            out[i].fieldId, out[i].nvmlReturn = fid, ret
+            out[i].valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+            out[i].value.ullVal = int(value)
+        return out
+    return fn
+
+
+# Percent (or MiB/s) by GPM metric id, as an H100 under a bf16 matmul might report them.
+GPM_VALUES = {2: 92.0, 3: 40.0, 5: 71.0, 10: 35.0, 11: 0.0, 12: 3.0, 13: 1.0, 20: 100.0, 21: 300.0}
+
+
+class Gpm:
+    """GPM in the stub: samples are numbered; metrics between two samples come from GPM_VALUES."""
+
+    def __init__(self, nvlink: bool = False):
+        self.taken = 0
+        self.nvlink = nvlink
+        self.freed = 0
+
+    def funcs(self) -> dict:
+        return {
+            "nvmlGpmQueryDeviceSupport": lambda h: SimpleNamespace(isSupportedDevice=1),
+            "nvmlGpmSampleAlloc": lambda: pynvml.c_nvmlGpmSample_t(),
+            "nvmlGpmSampleFree": self._free,
+            "nvmlGpmSampleGet": self._take,
+            "nvmlGpmMigSampleGet": lambda h, gi, sample: self._take(h, sample),
+            "c_nvmlGpmMetricsGet_t": pynvml.c_nvmlGpmMetricsGet_t,
+            "nvmlGpmMetricsGet": self._metrics,
+        }
+
+    def _free(self, sample):
+        self.freed += 1
+
+    def _take(self, h, sample):
+        self.taken += 1
+        return sample
+
+    def _metrics(self, req):
+        assert req.version == 1 and req.numMetrics > 0
+        values = {**GPM_VALUES, **({60: 1000.0, 61: 2000.0} if self.nvlink else {})}
+        for i in range(req.numMetrics):
+            m = req.metrics[i]
+            if m.metricId in values:
+                m.nvmlReturn, m.value = 0, values[m.metricId]
+            else:
+                m.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+        return req
+
+
+def hopper(**more):
+    gpm = Gpm(nvlink=more.pop("nvlink", False))
+    funcs = {
+        **gpm.funcs(),
+        "nvmlDeviceGetFieldValues": field_values({82: (0, 61), 38: (0, 0), 45: (0, 1), 52: (0, 4), 59: (0, 0)}),
+        "nvmlDeviceGetEncoderUtilization": lambda h: [0, 167000],
+        "nvmlDeviceGetDecoderUtilization": lambda h: [12, 167000],
+        "nvmlDeviceGetCurrPcieLinkGeneration": lambda h: 4,
+        "nvmlDeviceGetMaxPcieLinkGeneration": lambda h: 5,
+        "nvmlDeviceGetCurrPcieLinkWidth": lambda h: 8,
+        "nvmlDeviceGetMaxPcieLinkWidth": lambda h: 16,
+        "nvmlDeviceGetRemappedRows": lambda h: (2, 1, 1, 0),
+        "nvmlDeviceGetMigMode": raises(pynvml.NVML_ERROR_NOT_SUPPORTED),
+        **more,
+    }
+    b, nv = backend(**funcs)
+    return b, nv, gpm
+
+
+def test_memory_temperature_codecs_and_pcie_link_on_the_fast_path():
+    b, _, _ = hopper()
+    s = b.sample(0)
+    assert s.memory_temperature_celsius == 61.0
+    assert (s.encoder_utilization_ratio, s.decoder_utilization_ratio) == (0.0, 0.12)
+    assert (s.pcie_link_generation, s.pcie_link_generation_max, s.pcie_link_width, s.pcie_link_width_max) == (4, 5, 8, 16)
+    assert s.field_errors == ()
+
+
+def test_energy_remapped_rows_and_nvlink_counters_are_slow_readings():
+    b, nv, _ = hopper()
+    b.sample(0)
+    assert "nvmlDeviceGetTotalEnergyConsumption" not in nv.calls  # 3.1 ms on an H200: not on the scrape path
+    s = b.slow_sample(0)
+    assert s.energy_joules == pytest.approx(5000.123)
+    assert (s.remapped_rows.correctable, s.remapped_rows.uncorrectable) == (2.0, 1.0)
+    assert s.remapped_rows.pending and not s.remapped_rows.failure
+    assert s.nvlink_errors == {"crc_flit": 0.0, "crc_data": 1.0, "replay": 4.0, "recovery": 0.0}
+    assert s.mig is None and s.field_errors == ()
+
+
+def test_gpm_needs_two_samples_then_gives_ratios_and_rates_in_base_units():
+    b, _, gpm = hopper(nvlink=True)
+    first = b.slow_sample(0)
+    assert first.activity is None and first.pcie is None  # one sample says nothing yet
+    s = b.slow_sample(0)
+    assert gpm.taken == 2
+    assert s.activity == pytest.approx({"sm_active": 0.92, "sm_occupancy": 0.40, "tensor_active": 0.71,
+                                        "dram_active": 0.35, "fp64_active": 0.0, "fp32_active": 0.03,
+                                        "fp16_active": 0.01})
+    assert (s.pcie.rx_bytes_per_second, s.pcie.tx_bytes_per_second) == (300 * 2**20, 100 * 2**20)
+    assert (s.nvlink.rx_bytes_per_second, s.nvlink.tx_bytes_per_second) == (1000 * 2**20, 2000 * 2**20)
+    b.identify(0)  # a new handle: GPM starts over, and the old samples are freed
+    assert gpm.freed == 2
+    assert b.slow_sample(0).activity is None
+
+
+def test_gpus_without_gpm_nvlink_or_remapping_leave_them_out_and_are_not_asked_again():
+    b, nv, _ = hopper(nvmlGpmQueryDeviceSupport=lambda h: SimpleNamespace(isSupportedDevice=0),
+                      nvmlDeviceGetRemappedRows=raises(pynvml.NVML_ERROR_NOT_SUPPORTED),
+                      nvmlDeviceGetFieldValues=field_values({82: (0, 40)}))
+    for _ in range(3):
+        s = b.slow_sample(0)
+        assert s.activity is None and s.nvlink is None and s.nvlink_errors is None and s.remapped_rows is None
+        assert s.energy_joules is not None and s.field_errors == ()
+    assert nv.calls["nvmlGpmQueryDeviceSupport"] == 1 and nv.calls["nvmlDeviceGetRemappedRows"] == 1
+    assert "nvmlGpmSampleGet" not in nv.calls
+
+
+def test_legacy_pcie_counter_only_when_asked_and_gpm_cannot():
+    b, nv, _ = hopper(nvmlGpmQueryDeviceSupport=raises(pynvml.NVML_ERROR_NOT_SUPPORTED))
+    assert b.slow_sample(0).pcie is None
+    assert b.slow_sample(0, pcie_throughput=True).pcie.rx_bytes_per_second == 2000 * 1024
+    b2, nv2, _ = hopper()
+    b2.slow_sample(0, pcie_throughput=True)
+    b2.slow_sample(0, pcie_throughput=True)
+    assert nv2.calls["nvmlDeviceGetPcieThroughput"] == 2  # first pass only: GPM has no rate before two samples
+
+
+def test_a_gpu_lost_during_slow_readings_is_lost():
+    b, _, _ = hopper(nvmlDeviceGetTotalEnergyConsumption=raises(pynvml.NVML_ERROR_GPU_IS_LOST))
+    with pytest.raises(GpuLostError):
+        b.slow_sample(0)
+
+
+def test_mig_instances_with_their_memory_and_activity():
+    mig_handles = {0: SimpleNamespace(gi=1, ci=0), 2: SimpleNamespace(gi=5, ci=0)}
+
+    def by_index(h, slot):
+        if slot not in mig_handles:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return mig_handles[slot]
+
+    def memory(h):
+        if isinstance(h, SimpleNamespace):
+            return SimpleNamespace(used=h.gi << 20, free=0, total=10 << 30)
+        return SimpleNamespace(used=1 << 30, free=3 << 30, total=4 << 30)
+
+    b, _, gpm = hopper(nvmlDeviceGetMigMode=lambda h: [1, 1], nvmlDeviceGetMaxMigDeviceCount=lambda h: 7,
+                       nvmlDeviceGetMigDeviceHandleByIndex=by_index, nvmlDeviceGetGpuInstanceId=lambda m: m.gi,
+                       nvmlDeviceGetComputeInstanceId=lambda m: m.ci, nvmlDeviceGetMemoryInfo=memory,
+                       nvmlDeviceGetUUID=lambda h: f"MIG-{h.gi}" if isinstance(h, SimpleNamespace) else "GPU-0")
+    first = b.slow_sample(0)
+    assert [(m.gpu_instance, m.uuid, m.memory_used_bytes, m.activity) for m in first.mig] == [
+        (1, "MIG-1", float(1 << 20), None), (5, "MIG-5", float(5 << 20), None)]
+    second = b.slow_sample(0)
+    assert second.mig[1].activity["tensor_active"] == pytest.approx(0.71)
+    assert second.mig[0].memory_total_bytes == float(10 << 30)

@@ -55,7 +55,7 @@ def test_text_exposition_over_http(fake, make_collector, serve):
     s = Scrape.from_text(r.text)
     assert s.value("driftloop_gpu_up") == 1.0
     assert s.gpus("driftloop_gpu_temperature_celsius") == {"0", "1"}
-    assert "# TYPE driftloop_gpu_energy_joules_total counter" in r.text
+    assert "# TYPE driftloop_gpu_pcie_replay_errors_total counter" in r.text
 
 
 def test_openmetrics_is_negotiated(fake, make_collector, serve):
@@ -63,7 +63,7 @@ def test_openmetrics_is_negotiated(fake, make_collector, serve):
     r = httpx.get(f"{server.url}/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
     assert r.headers["content-type"].startswith("application/openmetrics-text")
     assert r.text.endswith("# EOF\n")
-    assert 'driftloop_gpu_energy_joules_total{gpu="0",uuid="GPU-fake-0000"} 1e+06' in r.text
+    assert 'driftloop_gpu_pcie_replay_errors_total{gpu="0",uuid="GPU-fake-0000"} 1.0' in r.text
 
 
 def test_openmetrics_output_parses_strictly(simulated, serve):

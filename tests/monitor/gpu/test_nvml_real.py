@@ -59,7 +59,10 @@ def test_identity_and_readings_are_sane(nvml):
         assert 0 < s.temperature_celsius < 120
         assert 0 <= s.utilization_ratio <= 1 and 0 <= s.memory_bandwidth_utilization_ratio <= 1
         assert 0 < s.power_draw_watts < 2 * s.power_limit_watts and 50 < s.power_limit_watts < 2000
-        assert s.energy_joules > 0
+        slow = nvml.slow_sample(index)
+        print(index, slow)
+        assert slow.field_errors == ()
+        assert slow.energy_joules > 0
         assert 1e8 < s.sm_clock_hertz < 4e9 and 1e8 < s.memory_clock_hertz < 1e10
         assert 0 <= s.performance_state <= 15
         assert s.clock_event_reasons is not None and s.clock_event_reasons >= 0
@@ -70,9 +73,9 @@ def test_identity_and_readings_are_sane(nvml):
 
 
 def test_energy_only_grows(nvml):
-    first = nvml.sample(0).energy_joules
+    first = nvml.slow_sample(0).energy_joules
     time.sleep(1.0)
-    assert nvml.sample(0).energy_joules >= first
+    assert nvml.slow_sample(0).energy_joules >= first
 
 
 def test_pcie_throughput_and_xid_watch(nvml):
@@ -157,3 +160,67 @@ def test_exporter_end_to_end_with_a_cuda_process(nvml, port, tmp_path):
         for p in (holder, exporter):
             if p.poll() is None:
                 p.kill()
+
+
+def _gpm_gpu(nvml) -> int:
+    import pynvml
+    for index in range(nvml.device_count()):
+        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        try:
+            if pynvml.nvmlGpmQueryDeviceSupport(h).isSupportedDevice:
+                return index
+        except pynvml.NVMLError:
+            pass
+    pytest.skip("no GPU here supports GPM (Hopper or later)")
+
+
+def test_gpm_activity_moves_under_a_bf16_matmul_load(nvml):
+    """Tensor activity > 0.5 while a bf16 matmul loop runs, ~0 when idle (issue 15)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch cannot use the GPU here")
+    index = _gpm_gpu(nvml)
+    # torch numbers devices by CUDA_VISIBLE_DEVICES; find ours by UUID.
+    uuid = nvml.identify(index).uuid
+    device = next((d for d in range(torch.cuda.device_count())
+                   if uuid.endswith(str(getattr(torch.cuda.get_device_properties(d), "uuid", "?")))), None)
+    if device is None:
+        pytest.skip(f"cannot tell which torch device is GPU {index} ({uuid})")
+    torch.cuda.synchronize(device)
+    time.sleep(1.0)
+    nvml.slow_sample(index)
+    time.sleep(1.0)
+    idle = nvml.slow_sample(index).activity
+    a = torch.randn(8192, 8192, device=f"cuda:{device}", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device=f"cuda:{device}", dtype=torch.bfloat16)
+    stop = time.monotonic() + 2.5
+    nvml.slow_sample(index)
+    busy = None
+    while time.monotonic() < stop:
+        for _ in range(20):
+            a @ b
+        torch.cuda.synchronize(device)
+        if busy is None and time.monotonic() > stop - 1.0:
+            busy = nvml.slow_sample(index).activity
+    print("idle", idle, "busy", busy)
+    assert idle is not None and busy is not None
+    assert idle["tensor_active"] < 0.05 and idle["sm_active"] < 0.05
+    assert busy["tensor_active"] > 0.5
+    assert busy["sm_active"] > 0.8 and busy["tensor_active"] <= busy["sm_active"] + 0.05
+
+
+def test_gpm_series_are_exported_on_gpm_gpus(nvml, config):
+    index = _gpm_gpu(nvml)
+    cfg = config.exporter.model_copy(update={"sampler_interval_seconds": 0.5})
+    collector, close = build_gpu_collector(cfg)
+    try:
+        time.sleep(0.1)
+        collector.sampler.sample_once()
+        s = Scrape(collector.collect())
+    finally:
+        close()
+    for name in ("driftloop_gpu_sm_active_ratio", "driftloop_gpu_sm_occupancy_ratio", "driftloop_gpu_tensor_active_ratio",
+                 "driftloop_gpu_dram_active_ratio", "driftloop_gpu_background_sample_age_seconds",
+                 "driftloop_gpu_energy_joules_total", "driftloop_gpu_pcie_throughput_bytes_per_second"):
+        assert str(index) in s.gpus(name), name
+    assert 0 <= s.value("driftloop_gpu_sm_active_ratio", gpu=str(index)) <= 1

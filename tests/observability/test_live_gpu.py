@@ -65,7 +65,7 @@ def stack(tmp_path_factory):
     sim = subprocess.Popen([sys.executable, "-m", "monitor.cli", "exporter", "--simulate", "2", "--port", str(port),
                             "--process-metrics", "--pcie-throughput", "--xid-events"],
                            cwd=workdir, stdout=subprocess.DEVNULL, stderr=open(workdir / "exporter.log", "wb"),
-                           env={"PATH": "/usr/bin:/bin", "DRIFTLOOP_EXPORTER__PCIE_INTERVAL_SECONDS": "0.5"})
+                           env={"PATH": "/usr/bin:/bin", "DRIFTLOOP_EXPORTER__SAMPLER_INTERVAL_SECONDS": "0.5"})
     fake = FakeExporter()
     prom = None
     try:

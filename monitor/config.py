@@ -326,7 +326,7 @@ class TrainingConfig(_Section):
     amp: Literal["auto", "off", "bf16", "fp16"] = Field("auto", description="auto (fp16 on CUDA, off on CPU), off, bf16 or fp16")
     grad_accum_steps: int = Field(1, ge=1, description="micro-batches per optimizer step")
     grad_clip: float | None = Field(1.0, gt=0, description="max gradient norm; null disables clipping")
-    num_workers: int = Field(0, ge=0, description="DataLoader workers")
+    num_workers: int = Field(0, ge=0, description="DataLoader worker processes; 0 (the fastest for tensors in memory) indexes batches directly, on the GPU when the rows fit in a quarter of its free memory")
     device: str = Field("auto", description="auto, cpu, cuda or cuda:N")
     checkpoint_every_minutes: float = Field(5.0, gt=0, description="how often a checkpoint is written, plus one at every epoch end")
     validation_fraction: float = Field(0.2, gt=0, lt=1, description="share of the training rows used for early stopping")
@@ -336,6 +336,9 @@ class TrainingConfig(_Section):
     gradient_checkpointing: bool = Field(False, description="recompute activations in backward (models that support it)")
     threads: int = Field(0, ge=0, description="CPU threads for training; 0 keeps torch's default (one per core)")
     progress: bool = Field(True, description="progress bar on stderr (only when stderr is a terminal)")
+    compile: bool = Field(False, description="torch.compile the model for training: faster steps on a GPU once compiled, "
+                          "but the first steps wait for compilation (tens of seconds) and it needs a C++ compiler; "
+                          "worth it for long runs, not for short retrains")
     # Promotion gate (trainer/gate.py): the challenger must gain at least this much on BOTH metrics
     # on the held-out recent rows, and be strictly better on at least one.
     promote_min_accuracy_gain: float = Field(0.01, ge=0, description="gate: accuracy gain the challenger needs on the held-out recent rows")

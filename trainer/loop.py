@@ -7,6 +7,14 @@ and raises :class:`TrainingInterrupted` (the CLI exits with :data:`EXIT_INTERRUP
 :func:`fit` again with ``resume=True`` continues from that step; on CPU with the same seed the final
 weights are bitwise identical to an uninterrupted run (the epoch's sample order is recomputed from
 ``seed + epoch`` and the consumed batches are skipped; every RNG comes back from the checkpoint).
+
+Where the rows live (:func:`placement`): when the training tensors fit in a quarter of the device's
+free memory (always, on CPU) they are moved there once and each batch is one indexing op on the
+device: no DataLoader, no per-batch host-to-device copy. Otherwise each batch is gathered into pinned
+host memory and copied with ``non_blocking``, which overlaps with the previous step's kernels. The
+DataLoader is used only when ``num_workers`` asks for worker processes. Nothing in a step waits for
+the GPU: the loss is summed on the device and read once per epoch (or per checkpoint), and on CUDA
+the optimizer is fused AdamW, which lets the GradScaler skip its per-step ``found_inf`` sync.
 """
 from __future__ import annotations
 
@@ -39,7 +47,9 @@ log = logging.getLogger(__name__)
 EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: "interrupted, checkpoint saved, run again with --resume"
 
 # Loop settings that may differ between an interrupted run and its resumption.
-_OPERATIONAL = {"progress", "num_workers", "checkpoint_every_minutes", "threads"}
+_OPERATIONAL = {"progress", "num_workers", "checkpoint_every_minutes", "threads", "compile"}
+# Training tensors are moved to the GPU once when they take at most this share of its free memory.
+DEVICE_BUDGET = 0.25
 
 
 @dataclass
@@ -61,6 +71,7 @@ class LoopConfig:
     progress: bool = True
     threads: int = 0  # CPU threads; 0 keeps torch's default
     min_lr_ratio: float = 0.1  # cosine decay ends at learning_rate * min_lr_ratio
+    compile: bool = False  # torch.compile the model for training (the first steps pay for compilation)
 
     @classmethod
     def from_training(cls, training: Any, **overrides: Any) -> "LoopConfig":
@@ -150,6 +161,43 @@ def _progress_bar(cfg: LoopConfig, info: distributed.Dist, total: int, initial: 
                 file=sys.stderr, disable=not enabled, leave=False)
 
 
+def placement(train: tuple[torch.Tensor, ...], device: torch.device, num_workers: int = 0) -> str:
+    """Where the training rows are read from: ``"device"`` (moved once, batches indexed in place),
+    ``"pinned"`` (gathered into pinned host memory, copied without blocking) or ``"loader"`` (a
+    DataLoader with ``num_workers`` worker processes)."""
+    if num_workers > 0:
+        return "loader"
+    if device.type != "cuda":
+        return "device"  # the rows already are where the math happens
+    need = sum(t.element_size() * t.nelement() for t in train)
+    free, _ = torch.cuda.mem_get_info(device)
+    return "device" if need <= DEVICE_BUDGET * free else "pinned"
+
+
+def _epoch_batches(data: tuple[torch.Tensor, ...], where: str, sampler: ShardedBatches, device: torch.device,
+                   cfg: LoopConfig):
+    """This epoch's batches, in ShardedBatches' order, already on ``device``."""
+    if where == "loader":
+        # A generator of our own keeps the DataLoader from drawing its seed from the global RNG.
+        loader = DataLoader(TensorDataset(*data), sampler=sampler, batch_size=None, num_workers=cfg.num_workers,
+                            pin_memory=device.type == "cuda", generator=torch.Generator())
+        for batch in loader:
+            yield tuple(t.to(device, non_blocking=True) for t in batch)
+        return
+    order = sampler.indices()
+    if where == "device" and order.device != data[0].device:
+        order = order.to(data[0].device, non_blocking=True)  # one copy per epoch, not one per batch
+    for idx in order.split(cfg.batch_size)[sampler.skip_batches:]:
+        if where == "device":
+            yield tuple(t[idx] for t in data)
+            continue
+        pinned = []
+        for t in data:
+            buf = torch.empty((len(idx), *t.shape[1:]), dtype=t.dtype, pin_memory=True)
+            pinned.append(torch.index_select(t, 0, idx, out=buf).to(device, non_blocking=True))
+        yield tuple(pinned)
+
+
 def peek_checkpoint(path: Path) -> dict[str, Any] | None:
     """The ``extra`` dict stored with a checkpoint (e.g. the MLflow run id), or None if there is none."""
     return load_checkpoint(path).get("extra", {}) if Path(path).exists() else None
@@ -191,7 +239,13 @@ def fit(model: nn.Module, train: tuple[torch.Tensor, ...], val: tuple[torch.Tens
     dataset = TensorDataset(*train)
     per_rank = math.ceil(len(dataset) / info.world_size)
     steps_per_epoch = math.ceil(math.ceil(per_rank / cfg.batch_size) / cfg.grad_accum_steps)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    where = placement(train, device, cfg.num_workers)
+    data = tuple(t.to(device) for t in train) if where == "device" else train
+    log.debug("training rows: %s (%s)", where, device)
+    # Fused AdamW on CUDA: one kernel for all parameters, and GradScaler hands it found_inf instead of
+    # reading it back each step (a CPU-GPU sync). CPU keeps the default, so CPU results do not change.
+    fused = {"fused": True} if device.type == "cuda" else {}
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay, **fused)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _cosine(cfg.epochs * steps_per_epoch, cfg.min_lr_ratio))
     # A disabled scaler is a no-op pass-through: one code path for fp32, bf16 and fp16.
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype is torch.float16)
@@ -224,6 +278,8 @@ def fit(model: nn.Module, train: tuple[torch.Tensor, ...], val: tuple[torch.Tens
         log.info("resumed from %s at epoch %d, step %d", checkpoint_path, state.epoch + 1, state.step)
 
     params = [p for p in model.parameters() if p.requires_grad]
+    if cfg.compile:
+        net = torch.compile(net)  # checkpoints keep saving ``model``: its state_dict keys do not change
     # One context, re-entered each micro-batch; a disabled autocast would still cost a call per step.
     autocast = torch.autocast(device.type, dtype=amp_dtype) if amp_dtype is not None else nullcontext()
     stop = StopOnSignal()
@@ -236,19 +292,13 @@ def fit(model: nn.Module, train: tuple[torch.Tensor, ...], val: tuple[torch.Tens
                 if state.stopped_early:
                     break
                 state.epoch = epoch
-                # batch_size=None: the sampler hands out whole batches of indices. A generator of our own
-                # keeps the DataLoader from drawing its seed from (and so shifting) the global RNG.
-                loader = DataLoader(dataset, sampler=ShardedBatches(dataset, info, cfg.seed, epoch, cfg.batch_size,
-                                                                    state.epoch_batches),
-                                    batch_size=None, num_workers=cfg.num_workers,
-                                    pin_memory=device.type == "cuda", generator=torch.Generator())
+                sampler = ShardedBatches(dataset, info, cfg.seed, epoch, cfg.batch_size, state.epoch_batches)
                 loss_sum = torch.tensor(state.epoch_loss_sum, dtype=torch.float64, device=device)
                 model.train()
-                batches = iter(loader)
+                batches = _epoch_batches(data, where, sampler, device, cfg)
                 while micro := list(islice(batches, cfg.grad_accum_steps)):
-                    rows = sum(len(b[2]) for b in micro)
+                    rows = sum(len(b[2]) for b in micro)  # shapes are known on the host: no sync
                     for i, (x_num, x_cat, y) in enumerate(micro):
-                        x_num, x_cat, y = (t.to(device, non_blocking=True) for t in (x_num, x_cat, y))
                         # Under DDP, all-reduce gradients only after the last micro-batch of the step.
                         sync = net.no_sync() if info.enabled and i < len(micro) - 1 else nullcontext()
                         with sync:

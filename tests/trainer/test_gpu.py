@@ -58,3 +58,38 @@ def test_deterministic_resume_on_cuda_is_bitwise(tmp_path):
     fit(resumed, train, val, cfg, checkpoint_path=tmp_path / "c.pt", resume=True)
     a, b = reference.state_dict(), resumed.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_rows_fit_on_the_device_and_pinned_copies_train_alike(monkeypatch):
+    """Small tables are moved to the GPU once; with a zero budget the same run gathers into pinned
+    memory instead. Deterministic, both give the same weights."""
+    import trainer.loop as loop
+    cfg = LoopConfig(epochs=2, batch_size=128, learning_rate=3e-3, amp="bf16", device="cuda", progress=False,
+                     deterministic=True)
+    on_device, train, val = job()
+    assert loop.placement(train, torch.device("cuda")) == "device"
+    fit(on_device, train, val, cfg)
+    monkeypatch.setattr(loop, "DEVICE_BUDGET", 0.0)
+    pinned, train, val = job()
+    assert loop.placement(train, torch.device("cuda")) == "pinned"
+    fit(pinned, train, val, cfg)
+    a, b = on_device.state_dict(), pinned.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_no_host_sync_per_step_on_cuda(monkeypatch):
+    """fp16 + GradScaler + clipping on the GPU, and not one .item() per step (fused AdamW takes the
+    scaler's found_inf on the device)."""
+    calls = {"n": 0}
+    real_item = torch.Tensor.item
+
+    def counting_item(self):
+        calls["n"] += 1
+        return real_item(self)
+    model, train, val = job()
+    cfg = LoopConfig(epochs=2, batch_size=128, learning_rate=3e-3, amp="fp16", device="cuda", progress=False)
+    monkeypatch.setattr(torch.Tensor, "item", counting_item)
+    result = fit(model, train, val, cfg)
+    monkeypatch.undo()
+    assert result.steps > 40
+    assert calls["n"] <= 2 * cfg.epochs, calls

@@ -179,3 +179,54 @@ def test_sharded_batches_follow_distributed_sampler(rows, world):
         rest = [i for batch in resumed for i in batch.tolist()]
         assert rest == list(reference)[4:]
         assert len(resumed) == len(list(resumed))
+
+
+def test_rows_are_indexed_in_place_on_cpu_and_the_dataloader_only_serves_workers():
+    from trainer.loop import placement
+    _, train, _ = job()
+    assert placement(train, torch.device("cpu")) == "device"
+    assert placement(train, torch.device("cpu"), num_workers=2) == "loader"
+
+
+def test_direct_indexing_trains_bit_identically_to_the_dataloader(uninterrupted):
+    """The loop without a DataLoader (num_workers=0) and with one (worker processes) see the same
+    batches and leave the global RNG alone alike: the same weights, bit for bit."""
+    reference, _ = uninterrupted
+    model, train, val = job()
+    fit(model, train, val, LoopConfig(**{**LOOP.__dict__, "num_workers": 1}))
+    assert_same_weights(reference, model)
+
+
+def test_no_host_sync_per_step(monkeypatch):
+    """The loop's own bookkeeping stays on the device: trainer.loop calls Tensor.item() once per epoch
+    (the epoch's loss) and in evaluation, never once per step. (On CPU torch's AdamW reads its step
+    counter with .item(), which is no sync there; tests/trainer/test_gpu.py counts every call on CUDA.)"""
+    calls = {"n": 0}
+    real_item = torch.Tensor.item
+
+    def counting_item(self):
+        if sys._getframe(1).f_code.co_filename.endswith(os.path.join("trainer", "loop.py")):
+            calls["n"] += 1
+        return real_item(self)
+    model, train, val = job()
+    cfg = LoopConfig(**{**LOOP.__dict__, "epochs": 2, "grad_accum_steps": 1})
+    monkeypatch.setattr(torch.Tensor, "item", counting_item)
+    result = fit(model, train, val, cfg)
+    monkeypatch.undo()
+    assert result.steps > 20
+    assert calls["n"] <= 2 * cfg.epochs  # epoch loss + validation loss, per epoch
+
+
+@pytest.mark.slow
+def test_torch_compile_behind_the_flag_trains_and_checkpoints_the_plain_model(tmp_path):
+    pytest.importorskip("torch._inductor")
+    model, train, val = job(rows=300)
+    cfg = LoopConfig(**{**LOOP.__dict__, "epochs": 2, "compile": True})
+    try:
+        result = fit(model, train, val, cfg)
+    except Exception as exc:  # no C++ compiler here: say so rather than pass silently
+        if "compiler" in str(exc).lower() or "InvalidCxxCompiler" in type(exc).__name__:
+            pytest.skip(f"torch.compile cannot build here: {exc}")
+        raise
+    assert result.epochs_run == 2 and math.isfinite(result.best_val_loss)
+    assert not any(k.startswith("_orig_mod") for k in model.state_dict())  # the model, not the compiled wrapper

@@ -9,14 +9,17 @@
                 vs full retraining from scratch, on concept-drifted data; time and accuracy on a large
                 drifted test set. Goal: >= 99 % of full-retrain accuracy in <= 25 % of its time.
 3. amp          samples/s of fp32, TF32, bf16 and fp16 autocast on a larger MLP (CUDA with --cuda;
-                bf16 vs fp32 on CPU otherwise), plus a bare loop with the data already on the GPU.
+                bf16 vs fp32 on CPU otherwise), against a bare loop doing the same math (autocast,
+                GradScaler, clipping, the same optimizer) with the data already on the device: fit / bare
+                is what the loop's own machinery costs. --compile adds a bf16 + torch.compile row.
                 Needs only torch, numpy and pandas (no MLflow, no driftloop config):
                     python bench/bench_trainer.py --only amp --cuda
 
 Examples:
     python bench/bench_trainer.py                      # parts 1 and 2 on CPU (about a minute)
     python bench/bench_trainer.py --quick              # scaled down (seconds)
-    python bench/bench_trainer.py --only amp --cuda --rows 1048576 --hidden 4096,4096,4096
+    python bench/bench_trainer.py --only amp --cuda --amp-rows 1048576 --hidden 4096,4096,4096
+    python bench/bench_trainer.py --only amp --cuda --hidden 256,128          # the small tabular size
 """
 from __future__ import annotations
 
@@ -194,10 +197,13 @@ def part_incremental(args) -> None:
 
 
 # ---- 3. AMP -------------------------------------------------------------------------------------
-def bare_gpu_samples_per_second(model, train, device, dtype, batch_size: int, epochs: int) -> float:
-    """A bare loop with the whole dataset resident on the device: the ceiling for our loop."""
+def bare_gpu_samples_per_second(model, train, device, dtype, batch_size: int, epochs: int,
+                                grad_clip: float | None = 1.0) -> float:
+    """A bare loop with the whole dataset resident on the device, doing the same math as fit (autocast,
+    GradScaler, unscale + clip, AdamW, fused on CUDA as fit's): the ceiling for our loop."""
     x_num, x_cat, y = (t.to(device) for t in train)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, **({"fused": True} if device.type == "cuda" else {}))
+    params = list(model.parameters())
     scaler = torch.amp.GradScaler(device.type, enabled=dtype is torch.float16)
     model.to(device).train()
     n = len(y)
@@ -210,6 +216,9 @@ def bare_gpu_samples_per_second(model, train, device, dtype, batch_size: int, ep
                 logits = model(x_num[idx], x_cat[idx])
             loss = F.binary_cross_entropy_with_logits(logits.float(), y[idx])
             scaler.scale(loss).backward()
+            if grad_clip is not None:
+                scaler.unscale_(opt)
+                torch.nn.utils.clip_grad_norm_(params, grad_clip)
             scaler.step(opt)
             scaler.update()
             opt.zero_grad(set_to_none=True)
@@ -235,6 +244,8 @@ def part_amp(args) -> None:
     modes = [("fp32", "off", False), ("tf32", "off", True), ("bf16 autocast", "bf16", False),
              ("fp16 autocast + GradScaler", "fp16", False)] if args.cuda else [("fp32", "off", False),
                                                                                ("bf16 autocast", "bf16", False)]
+    if args.compile:
+        modes.append(("bf16 autocast + torch.compile", "bf16", False))
     rows, base = [], None
     for name, amp, tf32 in modes:
         torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -243,12 +254,11 @@ def part_amp(args) -> None:
         train, val = tensors(model, fit_rows), tensors(model, val_rows)
         cfg = LoopConfig(epochs=args.amp_epochs, batch_size=args.batch_size, learning_rate=1e-3, amp=amp,
                          patience=args.amp_epochs + 1, progress=False, device=device.type, grad_clip=1.0,
-                         num_workers=args.workers, threads=args.threads)
+                         num_workers=args.workers, threads=args.threads, compile="compile" in name)
         fit(model, train, val, LoopConfig(**{**cfg.__dict__, "epochs": 1}))  # warm-up
         res = fit(model, train, val, cfg)
         dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
-        bare = bare_gpu_samples_per_second(model, train, device, dtype, args.batch_size, args.amp_epochs) \
-            if device.type == "cuda" else float("nan")
+        bare = bare_gpu_samples_per_second(model, train, device, dtype, args.batch_size, args.amp_epochs)
         base = base or res.samples_per_second
         rows.append([name, f"{res.samples_per_second:,.0f}", f"{res.samples_per_second / base:.2f}",
                      f"{res.history[-1]['val_accuracy']:.4f}", "-" if math.isnan(bare) else f"{bare:,.0f}",
@@ -279,6 +289,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--hidden", default=None, help="part 3 MLP widths [4096,4096,4096 on CUDA, 256,256 on CPU]")
     p.add_argument("--batch-size", type=int, default=None, help="part 3 batch [8192 on CUDA, 512 on CPU]")
     p.add_argument("--workers", type=int, default=0, help="part 3 DataLoader workers [0]")
+    p.add_argument("--compile", action="store_true", help="part 3: add a bf16 + torch.compile row")
     args = p.parse_args(argv)
     parts = args.only or (["amp"] if args.cuda else ["overhead", "incremental"])
     if args.amp_rows is None:

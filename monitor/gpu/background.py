@@ -102,6 +102,12 @@ class SlowSampler(_Worker):
                 if isinstance(exc, NvmlUnavailableError):
                     return
                 continue
+            except Exception:  # a bug: say so once, keep sampling the other GPUs and later passes
+                self._cache.pop(index, None)
+                if (index, ("bug",)) not in self._logged:
+                    self._logged.add((index, ("bug",)))
+                    log.exception("slow readings of GPU %d failed unexpectedly", index)
+                continue
             if reading.field_errors and (index, reading.field_errors) not in self._logged:
                 self._logged.add((index, reading.field_errors))
                 log.warning("GPU %d: could not read %s in the background (left out; see DEBUG logs)", index,

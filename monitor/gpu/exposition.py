@@ -6,6 +6,11 @@ them. The collector hands out the same label dicts scrape after scrape, so here 
 formatted once and the string reused. Output is byte-for-byte what prometheus_client writes (a test
 holds us to that); anything unusual (other metric types, timestamps, exemplars, names outside the
 classic character set) is handed to prometheus_client, family by family.
+
+This leans on prometheus_client beyond its documented API (``utils.floatToGoString``, the ``Sample``
+fields, ``choose_encoder``'s negotiation), so the dependency is pinned exactly in pyproject.toml;
+``tests/monitor/gpu/test_exposition.py`` compares our bytes with its writer's for every format and
+must pass before the pin moves.
 """
 from __future__ import annotations
 

@@ -7,6 +7,15 @@ call at a time. A scrape hands each lane its call and waits until a deadline; a 
 running then is abandoned to its lane, and the lane refuses new work until that call returns. The
 number of threads is therefore bounded by the number of lanes (GPUs, plus one for initialisation),
 however long NVML stays hung.
+
+Why not one-thread ``concurrent.futures.ThreadPoolExecutor``\ s with ``Future.result(timeout)``, which
+give the same bound: their worker threads are not daemon threads, and the interpreter joins them at
+exit (``concurrent.futures.thread._python_exit``), so one NVML call that never returns would keep the
+exporter from ever exiting on SIGTERM; ``shutdown(wait=False, cancel_futures=True)`` does not help,
+the join happens at exit anyway. A lane's thread is a daemon thread. The latch is a plain lock held
+until the call ends (cheaper than a Future's condition variable, on a path taken once per GPU per
+scrape). ``tests/monitor/gpu/test_lanes.py`` holds both halves of this to account: the process exits
+with a lane hung, and does not with an executor.
 """
 from __future__ import annotations
 
@@ -53,17 +62,11 @@ class Lane:
         self.name = name
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._busy = False
-        self._since = 0.0
         self._thread: threading.Thread | None = None
 
     @property
     def busy(self) -> bool:
         return self._busy
-
-    @property
-    def busy_seconds(self) -> float:
-        """How long the current call has been running (0 when idle)."""
-        return time.monotonic() - self._since if self._busy else 0.0
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Ticket | None:
         """Start ``fn(*args)`` on this lane, or return None while an earlier call has not returned."""
@@ -74,7 +77,6 @@ class Lane:
             self._thread.start()
         ticket = Ticket()
         self._busy = True
-        self._since = time.monotonic()
         self._jobs.put((ticket, fn, args))
         return ticket
 

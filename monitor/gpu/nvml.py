@@ -375,6 +375,10 @@ class NvmlBackend:
                 fn()
             except nv.NVMLError as exc:
                 self._field_failed(index, field, exc, absent, errors)
+            except AttributeError as exc:  # nvidia-ml-py older than the function (GPM came in 12.x)
+                absent.add(field)
+                log.warning("GPU %d: this nvidia-ml-py has no %s; %s is left out (upgrade nvidia-ml-py)",
+                            index, exc.name, field)
 
         def energy() -> None:
             s.energy_joules = self._call_first(("nvmlDeviceGetTotalEnergyConsumption",), h) * 1e-3
@@ -476,8 +480,8 @@ class NvmlBackend:
                 got = self._gpm_read((index, gi), lambda sample, gi=gi: nv.nvmlGpmMigSampleGet(h, gi, sample))
                 if got is not None:
                     activity = {k: v for k, v in got.items() if not k.startswith(("pcie_", "nvlink_"))} or None
-            except nv.NVMLError:
-                pass  # no GPM on this GPU: the instance is still served, without activity
+            except (nv.NVMLError, AttributeError):
+                pass  # no GPM on this GPU (or binding): the instance is still served, without activity
             out.append(MigSample(gi, ci, _text(nv.nvmlDeviceGetUUID(m)), used, total, activity))
         return tuple(out)
 

@@ -403,3 +403,13 @@ def test_mig_instances_with_their_memory_and_activity():
     second = b.slow_sample(0)
     assert second.mig[1].activity["tensor_active"] == pytest.approx(0.71)
     assert second.mig[0].memory_total_bytes == float(10 << 30)
+
+
+def test_a_binding_without_gpm_functions_leaves_gpm_out(caplog):
+    b, nv, _ = hopper()
+    for name in ("nvmlGpmSampleAlloc", "nvmlGpmSampleGet"):
+        del nv.funcs[name]
+    with caplog.at_level(logging.WARNING):
+        first, second = b.slow_sample(0), b.slow_sample(0)
+    assert first.activity is None and second.activity is None and second.energy_joules is not None
+    assert sum("no nvmlGpmSampleAlloc" in r.getMessage() for r in caplog.records) == 1

@@ -110,3 +110,20 @@ def test_sampler_interval_and_its_old_name():
     from monitor.config import ExporterConfig
     assert ExporterConfig(pcie_interval_seconds=2.0).sampler_interval_seconds == 2.0
     assert ExporterConfig().sampler_interval_seconds == 5.0
+
+
+def test_a_bug_in_one_gpus_slow_readings_does_not_stop_the_sampler(fake, make_collector, clock, caplog):
+    collector = make_collector(fake)
+    sampler = SlowSampler(fake, collector.session, interval_seconds=5.0, clock=clock)
+    list(collector.collect())
+    real = fake.slow_sample
+
+    def broken(index, **kw):
+        if index == 0:
+            raise KeyError("a bug")
+        return real(index, **kw)
+    fake.slow_sample = broken
+    sampler.sample_once()
+    sampler.sample_once()
+    assert set(sampler.snapshot()) == {1}
+    assert sum("failed unexpectedly" in r.getMessage() for r in caplog.records) == 1

@@ -112,6 +112,13 @@ def test_gpu_dashboard_queries_and_gpu_alerts(stack):
     board = load_dashboards()["gpu-fleet.json"]
     assert empty_queries(prom, "gpu-fleet.json", board, stack["started"], end) == []
 
+    # dcgm-exporter's names, recorded from the same series with its labels and units.
+    assert prom.wait_for('count(DCGM_FI_DEV_GPU_UTIL{modelName="Simulated GPU", Hostname!="", device=~"nvidia[01]"}) == 2',
+                         timeout=15)
+    assert prom.wait_for('count(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{modelName="NVIDIA Fake H100"} == 0.6) >= 1', timeout=15)
+    assert prom.wait_for('count(abs(DCGM_FI_DEV_FB_USED - on (instance, gpu) group_left '
+                         'driftloop_gpu_memory_used_bytes / 1048576) < 1e-9) >= 3', timeout=15)
+
     # Every GPU rule evaluates cleanly, on series that exist.
     rules = wait_rules_evaluated(prom)
     assert GPU_RULES <= set(rules)

@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from monitor.gpu.backend import (DriverInfo, GpuBackendError, GpuIdentity, GpuLostError, GpuSample, MigSample,
+from monitor.gpu.backend import (DriverInfo, GpuIdentity, GpuLostError, GpuSample, MigSample,
                                  NvmlUnavailableError, PcieThroughput, ProcessSample, RemappedRows, SlowSample,
                                  XidEvent)
 

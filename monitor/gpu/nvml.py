@@ -13,10 +13,8 @@ it stopped answering. NVML errors are translated here, once:
 
 Units are converted to base units here (mW → W, mJ → J, MHz → Hz, % → 0-1, KB/s and MiB/s → B/s).
 
-``slow_sample`` (called by the background sampler only) reads GPM, NVML's GPU Performance Monitoring
-(Hopper and later; ``nvmlGpmQueryDeviceSupport``): two samples per GPU are kept and each call takes a
-new one into the older buffer and asks ``nvmlGpmMetricsGet`` for the averages between the two, so the
-activity ratios are averages over the sampler's interval, like dcgm-exporter's ``DCGM_FI_PROF_*``.
+``slow_sample`` (called by the background sampler only) adds energy, remapped rows, NVLink error
+counters, MIG instances and GPM activity (:mod:`monitor.gpu.gpm`).
 """
 from __future__ import annotations
 
@@ -28,6 +26,7 @@ from typing import Any, Callable, Iterable
 from monitor.gpu.backend import (DriverInfo, GpuBackendError, GpuIdentity, GpuLostError, GpuSample, MigSample,
                                  NvmlUnavailableError, PcieThroughput, ProcessSample, RemappedRows, SlowSample,
                                  XidEvent)
+from monitor.gpu.gpm import GpmPairs, activity, rates
 
 log = logging.getLogger(__name__)
 
@@ -44,21 +43,6 @@ _NOT_FOUND = 6
 _FI_MEMORY_TEMP = 82                     # NVML_FI_DEV_MEMORY_TEMP
 # NVML_FI_DEV_NVLINK_{CRC_FLIT,CRC_DATA,REPLAY,RECOVERY}_ERROR_COUNT_TOTAL: all links together.
 _FI_NVLINK_ERRORS = (("crc_flit", 38), ("crc_data", 45), ("replay", 52), ("recovery", 59))
-_MIB = 1024.0 * 1024.0
-# GPM metric ids (nvml.h nvmlGpmMetricId_t) -> (what, scale to base units).
-_GPM_METRICS: tuple[tuple[int, str, float], ...] = (
-    (2, "sm_active", 0.01),        # NVML_GPM_METRIC_SM_UTIL, percent
-    (3, "sm_occupancy", 0.01),     # NVML_GPM_METRIC_SM_OCCUPANCY
-    (5, "tensor_active", 0.01),    # NVML_GPM_METRIC_ANY_TENSOR_UTIL
-    (10, "dram_active", 0.01),     # NVML_GPM_METRIC_DRAM_BW_UTIL
-    (11, "fp64_active", 0.01),     # NVML_GPM_METRIC_FP64_UTIL
-    (12, "fp32_active", 0.01),     # NVML_GPM_METRIC_FP32_UTIL
-    (13, "fp16_active", 0.01),     # NVML_GPM_METRIC_FP16_UTIL
-    (20, "pcie_tx", _MIB),         # NVML_GPM_METRIC_PCIE_TX_PER_SEC, MiB/s
-    (21, "pcie_rx", _MIB),         # NVML_GPM_METRIC_PCIE_RX_PER_SEC
-    (60, "nvlink_rx", _MIB),       # NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC
-    (61, "nvlink_tx", _MIB),       # NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC
-)
 
 _HINTS = {
     12: "libnvidia-ml.so.1 not found: is the NVIDIA driver installed and visible in this container?",
@@ -87,9 +71,7 @@ class NvmlBackend:
         self._process_names: dict[int, str] = {}
         self._events: Any = None
         self._event_gpus: dict[int, int] = {}  # handle address -> index
-        # GPM sample pairs by (GPU index, GPU instance or -1): [older, newer, newer holds data]
-        self._gpm: dict[tuple[int, int], list[Any]] = {}
-        self._gpm_lock = threading.Lock()
+        self._gpm = GpmPairs(nvml)
         self._readers = self._build_readers()
 
     # -- errors ----------------------------------------------------------------------------------
@@ -116,20 +98,7 @@ class NvmlBackend:
         self._absent.clear()
         self._events = None
         self._event_gpus = {}
-        self._drop_gpm(None)
-
-    def _drop_gpm(self, index: int | None) -> None:
-        with self._gpm_lock:
-            keys = [k for k in self._gpm if index is None or k[0] == index]
-            pairs = [self._gpm.pop(k) for k in keys]
-        free = getattr(self._nv, "nvmlGpmSampleFree", None)
-        for pair in pairs:
-            for sample in pair[:2]:
-                try:
-                    if free is not None:
-                        free(sample)
-                except self._nv.NVMLError:
-                    pass
+        self._gpm.drop(None)
 
     # -- life cycle ------------------------------------------------------------------------------
     def init(self) -> DriverInfo:
@@ -156,7 +125,7 @@ class NvmlBackend:
             if not self._initialised:
                 return
             nv = self._nv
-            self._drop_gpm(None)
+            self._gpm.drop(None)
             try:
                 if self._events is not None:
                     nv.nvmlEventSetFree(self._events)
@@ -193,7 +162,7 @@ class NvmlBackend:
         except nv.NVMLError as exc:
             raise self._translate(exc, "identify", index) from exc
         self._absent[index] = set()
-        self._drop_gpm(index)  # samples of the old handle say nothing about the new one
+        self._gpm.drop(index)  # samples of the old handle say nothing about the new one
         return GpuIdentity(index, uuid, name, bus)
 
     # -- readings --------------------------------------------------------------------------------
@@ -394,9 +363,10 @@ class NvmlBackend:
         def gpm() -> None:
             if not self._call_first(("nvmlGpmQueryDeviceSupport",), h).isSupportedDevice:
                 raise nv.NVMLError(3)  # not supported: absent from now on
-            got = self._gpm_read((index, -1), lambda sample: nv.nvmlGpmSampleGet(h, sample))
+            got = self._gpm.read((index, -1), lambda sample: nv.nvmlGpmSampleGet(h, sample))
             if got is not None:
-                self._apply_gpm(s, got)
+                s.activity = activity(got)
+                s.pcie, s.nvlink = rates(got, "pcie"), rates(got, "nvlink")
 
         def mig() -> None:
             s.mig = self._mig(index, h)
@@ -416,41 +386,6 @@ class NvmlBackend:
         if errors:
             s.field_errors = tuple(errors)
         return s
-
-    def _gpm_read(self, key: tuple[int, int], take: Callable[[Any], Any]) -> dict[str, float] | None:
-        """Take a GPM sample into the older buffer; the metrics between it and the newer one, or None
-        on the first sample."""
-        nv = self._nv
-        with self._gpm_lock:
-            pair = self._gpm.get(key)
-            if pair is None:
-                pair = self._gpm[key] = [nv.nvmlGpmSampleAlloc(), nv.nvmlGpmSampleAlloc(), False]
-        older, newer, ready = pair
-        take(older)
-        pair[0], pair[1], pair[2] = newer, older, True
-        if not ready:
-            return None
-        req = nv.c_nvmlGpmMetricsGet_t()
-        req.version = 1  # NVML_GPM_METRICS_GET_VERSION
-        req.numMetrics = len(_GPM_METRICS)
-        req.sample1, req.sample2 = newer, older  # newer was taken first: the earlier sample
-        for i, (metric_id, _, _) in enumerate(_GPM_METRICS):
-            req.metrics[i].metricId = metric_id
-        nv.nvmlGpmMetricsGet(req)
-        out: dict[str, float] = {}
-        for i, (_, name, scale) in enumerate(_GPM_METRICS):
-            m = req.metrics[i]
-            if m.nvmlReturn == 0:
-                out[name] = float(m.value) * scale
-        return out
-
-    @staticmethod
-    def _apply_gpm(s: SlowSample, got: dict[str, float]) -> None:
-        s.activity = {k: v for k, v in got.items() if not k.startswith(("pcie_", "nvlink_"))} or None
-        if "pcie_rx" in got or "pcie_tx" in got:
-            s.pcie = PcieThroughput(got.get("pcie_rx"), got.get("pcie_tx"))
-        if "nvlink_rx" in got or "nvlink_tx" in got:
-            s.nvlink = PcieThroughput(got.get("nvlink_rx"), got.get("nvlink_tx"))
 
     def _mig(self, index: int, h: Any) -> tuple[MigSample, ...] | None:
         nv = self._nv
@@ -475,14 +410,14 @@ class NvmlBackend:
                 used, total = float(mem.used), float(mem.total)
             except nv.NVMLError:
                 pass
-            activity = None
+            ratios = None
             try:
-                got = self._gpm_read((index, gi), lambda sample, gi=gi: nv.nvmlGpmMigSampleGet(h, gi, sample))
+                got = self._gpm.read((index, gi), lambda sample, gi=gi: nv.nvmlGpmMigSampleGet(h, gi, sample))
                 if got is not None:
-                    activity = {k: v for k, v in got.items() if not k.startswith(("pcie_", "nvlink_"))} or None
+                    ratios = activity(got)
             except (nv.NVMLError, AttributeError):
                 pass  # no GPM on this GPU (or binding): the instance is still served, without activity
-            out.append(MigSample(gi, ci, _text(nv.nvmlDeviceGetUUID(m)), used, total, activity))
+            out.append(MigSample(gi, ci, _text(nv.nvmlDeviceGetUUID(m)), used, total, ratios))
         return tuple(out)
 
     def pcie_throughput(self, index: int) -> PcieThroughput:

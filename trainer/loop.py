@@ -154,11 +154,21 @@ def _cosine(total_steps: int, min_ratio: float) -> Callable[[int], float]:
     return factor
 
 
+class _NoBar:
+    """What the loop calls on a progress bar, doing nothing (no tqdm import when there is no bar:
+    a GPU host with only torch, numpy and pandas can run the loop)."""
+
+    def update(self, n: int) -> None: ...
+    def set_postfix(self, **kwargs: Any) -> None: ...
+    def close(self) -> None: ...
+
+
 def _progress_bar(cfg: LoopConfig, info: distributed.Dist, total: int, initial: int):
+    if not (cfg.progress and info.is_main and sys.stderr.isatty()):
+        return _NoBar()
     from tqdm import tqdm
-    enabled = cfg.progress and info.is_main and sys.stderr.isatty()
     return tqdm(total=total, initial=initial, unit="sample", unit_scale=True, dynamic_ncols=True,
-                file=sys.stderr, disable=not enabled, leave=False)
+                file=sys.stderr, leave=False)
 
 
 def placement(train: tuple[torch.Tensor, ...], device: torch.device, num_workers: int = 0) -> str:

@@ -69,8 +69,7 @@ def build_gpu_collector(cfg: "ExporterConfig", *, backend: GpuBackend | None = N
                              process_metrics=cfg.process_metrics, sampler=sampler, xid=xid,
                              hostname=host_label(cfg.hostname))
     list(collector.collect())  # initialise NVML and identify the GPUs now, so the log says what was found
-    sampler.sample_once()  # energy and the first GPM sample before the first scrape
-    for worker in (sampler, xid):
+    for worker in (sampler, xid):  # the sampler's first pass starts now, off this thread (a GPU may hang)
         if worker is not None:
             worker.start()
 

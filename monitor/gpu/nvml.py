@@ -211,9 +211,10 @@ class NvmlBackend:
         def memory_temperature(h: Any, s: GpuSample) -> None:
             s.memory_temperature_celsius = float(self._field_values(h, (_FI_MEMORY_TEMP,))[0])
 
-        def codec(h: Any, s: GpuSample) -> None:
-            s.encoder_utilization_ratio = call(("nvmlDeviceGetEncoderUtilization",), h)[0] / 100.0
-            s.decoder_utilization_ratio = call(("nvmlDeviceGetDecoderUtilization",), h)[0] / 100.0
+        def codec(attr: str, name: str) -> Callable[[Any, GpuSample], None]:
+            def read(h: Any, s: GpuSample) -> None:
+                setattr(s, attr, call((name,), h)[0] / 100.0)  # (percent, sampling period in µs)
+            return read
 
         def scaled(attr: str, names: tuple[str, ...], scale: float, *args: Any) -> Callable[[Any, GpuSample], None]:
             def read(h: Any, s: GpuSample) -> None:
@@ -237,7 +238,8 @@ class NvmlBackend:
             ("ecc_uncorrected", scaled("ecc_uncorrected_errors", ("nvmlDeviceGetTotalEccErrors",), 1.0, 1, 0)),
             ("pcie_replay", scaled("pcie_replay_errors", ("nvmlDeviceGetPcieReplayCounter",), 1.0)),
             ("memory_temperature", memory_temperature),
-            ("codec", codec),
+            ("encoder", codec("encoder_utilization_ratio", "nvmlDeviceGetEncoderUtilization")),
+            ("decoder", codec("decoder_utilization_ratio", "nvmlDeviceGetDecoderUtilization")),
             ("pcie_link_generation", scaled("pcie_link_generation", ("nvmlDeviceGetCurrPcieLinkGeneration",), 1)),
             ("pcie_link_generation_max", scaled("pcie_link_generation_max", ("nvmlDeviceGetMaxPcieLinkGeneration",), 1)),
             ("pcie_link_width", scaled("pcie_link_width", ("nvmlDeviceGetCurrPcieLinkWidth",), 1)),

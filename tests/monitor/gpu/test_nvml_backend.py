@@ -413,3 +413,9 @@ def test_a_binding_without_gpm_functions_leaves_gpm_out(caplog):
         first, second = b.slow_sample(0), b.slow_sample(0)
     assert first.activity is None and second.activity is None and second.energy_joules is not None
     assert sum("no nvmlGpmSampleAlloc" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_encoder_and_decoder_are_absent_independently():
+    b, _, _ = hopper(nvmlDeviceGetEncoderUtilization=raises(pynvml.NVML_ERROR_NOT_SUPPORTED))
+    s = b.sample(0)
+    assert s.encoder_utilization_ratio is None and s.decoder_utilization_ratio == 0.12

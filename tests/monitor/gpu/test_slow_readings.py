@@ -127,3 +127,28 @@ def test_a_bug_in_one_gpus_slow_readings_does_not_stop_the_sampler(fake, make_co
     sampler.sample_once()
     assert set(sampler.snapshot()) == {1}
     assert sum("failed unexpectedly" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_start_up_is_not_held_by_a_gpu_that_hangs_in_the_sampler(fake):
+    """build_gpu_collector returns within its deadline even if a slow reading never returns."""
+    import threading
+    import time
+
+    from monitor.config import ExporterConfig
+    from monitor.gpu import build_gpu_collector
+    real = fake.slow_sample
+    gate = threading.Event()
+    threading.Timer(5.0, gate.set).start()  # a start-up that waited would take these 5 s and fail below
+
+    def hanging(index, **kw):
+        gate.wait()
+        return real(index, **kw)
+    fake.slow_sample = hanging
+    started = time.monotonic()
+    collector, close = build_gpu_collector(ExporterConfig(call_timeout_seconds=0.5), backend=fake)
+    try:
+        assert time.monotonic() - started < 3.0
+        assert collector.session.up and len(collector.session.gpus) == 2
+    finally:
+        gate.set()
+        close()

@@ -20,7 +20,8 @@ from trainer import distributed
 from trainer import registry as reg
 from trainer.baseline_training import reference_sample
 from trainer.data import check_frame, split
-from trainer.gate import decide, floors_of
+from trainer.deployment import export_and_log
+from trainer.gate import cost_refusals, decide, floors_of
 from trainer.loop import LoopConfig, LoopState, copy_model, peek_checkpoint
 from trainer.metrics import accuracy, binary_metrics
 from trainer.outcomes import Baseline, Champion, RetrainOutcome
@@ -152,7 +153,13 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
             version = reg.log_model(model, holdout[cfg.model.feature_names].head(5), registry)
             registry.client.set_registered_model_alias(registry.name, reg.CHALLENGER, version)
 
+            exported = export_and_log(model, new_reference, holdout, cfg, version)  # never raises
             promote, reasons = decision.promote, list(decision.reasons)
+            too_costly = cost_refusals(None if exported is None else exported.deployed(),
+                                       max_latency_ms=t.max_latency_ms, max_model_mb=t.max_model_mb)
+            if too_costly:  # better but not deployable: the cost reasons replace a "why yes"
+                reasons = (reasons if not promote else []) + too_costly
+                promote = False
             current = registry.alias_version(reg.CHAMPION)
             if promote and current != champion.version:  # moved under us (rollback, manual edit): don't clobber
                 promote = False

@@ -107,3 +107,28 @@ class OnnxScorer:
         """Scores of already-converted inputs (see :func:`feeds`): the model alone, for benchmarks."""
         (scores,) = self.session.run(["score"], inputs)
         return np.asarray(scores, dtype=np.float64).reshape(-1)
+
+
+def download_published(client: Any, tracking_uri: str, name: str, version: str, fmt: str, dst: str | Path) -> Path:
+    """Download registered version ``version``'s ONNX form ``fmt`` and its manifest (artifacts
+    ``onnx/`` of its run) into ``dst``; the folder they are in. UserInputError naming why when
+    the version has no such published form (refused by its checks, exported before ONNX, failed)."""
+    import mlflow.artifacts
+
+    if fmt not in FORMATS:
+        raise UserInputError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    from mlflow.exceptions import MlflowException
+    try:
+        mv = client.get_model_version(name, version)
+    except MlflowException as exc:
+        if exc.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE", "NOT_FOUND"):
+            raise UserInputError(f"registered model {name!r} has no version {version!r}") from exc
+        raise
+    tags = client.get_run(mv.run_id).data.tags
+    status = tags.get(f"driftloop.export.{fmt}") or tags.get("driftloop.export.error")
+    if status != "published":
+        why = status or "it was registered without an ONNX export"
+        raise UserInputError(f"{name} v{version} has no published {fmt} form: {why}")
+    local = mlflow.artifacts.download_artifacts(run_id=mv.run_id, artifact_path="onnx", dst_path=str(dst),
+                                                tracking_uri=tracking_uri)
+    return Path(local)

@@ -353,6 +353,10 @@ class TrainingConfig(_Section):
                                          "(milliseconds, on the training machine); null = no limit")
     max_model_mb: float | None = Field(None, gt=0, description="gate: the challenger's exported form (INT8 if "
                                        "published, else fp32) must be at most this many megabytes; null = no limit")
+    promote_requires_live_win: bool = Field(False, description="gate: the challenger must also win the A/B on live "
+                                            "traffic (the rows the champion served in the retrain window): better on "
+                                            "accuracy (McNemar) or ROC AUC (DeLong) at 1 - gate_confidence, "
+                                            "significantly worse on neither")
     cold_start: Literal["auto", "always", "never"] = Field("auto", description="also train a fresh model beside the "
                                                            "warm start and keep the better on validation: 'auto' when "
                                                            "the champion's concept no longer holds on recent rows")

@@ -22,6 +22,7 @@ from trainer.baseline_training import reference_sample
 from trainer.data import check_frame, split
 from trainer.deployment import export_and_log
 from trainer.gate import cost_refusals, decide, floors_of
+from trainer.live import compare_and_log
 from trainer.loop import LoopConfig, LoopState, copy_model, peek_checkpoint
 from trainer.metrics import accuracy, binary_metrics
 from trainer.outcomes import Baseline, Champion, RetrainOutcome
@@ -160,6 +161,12 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
             if too_costly:  # better but not deployable: the cost reasons replace a "why yes"
                 reasons = (reasons if not promote else []) + too_costly
                 promote = False
+            live = compare_and_log(model, recent, window, cfg, champion.version)  # never raises
+            wins, why = live.verdict(1 - t.gate_confidence)
+            if t.promote_requires_live_win and promote and not wins:
+                promote, reasons = False, [why]
+            elif promote and live.unavailable is None:
+                reasons.append(why)
             current = registry.alias_version(reg.CHAMPION)
             if promote and current != champion.version:  # moved under us (rollback, manual edit): don't clobber
                 promote = False

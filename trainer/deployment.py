@@ -28,8 +28,9 @@ import numpy as np
 import pandas as pd
 
 from monitor.config import DriftloopConfig
+from monitor.errors import ExportError
 from monitor.onnx_scoring import FORMATS, MANIFEST, OnnxScorer
-from trainer.export import OPSET, ExportFailed, features_of, to_int8, to_onnx
+from trainer.export import OPSET, features_of, to_int8, to_onnx
 from trainer.metrics import binary_metrics
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,7 @@ def export_forms(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg
             fp32 = to_onnx(model, reference)
             with _quiet_quantizer():
                 built = {"onnx": fp32, "onnx-int8": to_int8(fp32, reference, features)}
-        except ExportFailed as exc:
+        except ExportError as exc:
             result.error = str(exc)
             return result
         tolerances = {"onnx": t.export_parity_tolerance, "onnx-int8": t.int8_parity_tolerance}

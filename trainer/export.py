@@ -8,12 +8,14 @@ which PyTorch does in Python (``TabularModel.encode``), is prepended as ONNX-ML 
 nodes, so the graph takes the raw features, one 1-D input per feature (monitor/onnx_scoring.py).
 
 INT8 is ONNX Runtime's *static* quantization (QDQ; int8 per-channel weights, uint8 activations),
-calibrated on the reference rows the model was registered with. Static rather than dynamic: the
-activation ranges come from rows that look like live traffic and are fixed in the file, where
-dynamic quantization measures every batch at run time (its extra DynamicQuantizeLinear nodes
-cost about as much as they save at batch 1 on layers this small; we measured both, see
-docs/parts/export.md). Embedding tables stay fp32 (a Gather is a copy, not arithmetic), and so
-does the input layer (see :func:`_first_matmul`); the other Gemms and MatMuls are quantized.
+calibrated on the reference rows the model was registered with. Static rather than dynamic: with
+dynamic quantization each batch's activation range is measured at run time, so a row's score
+depends on the other rows it is batched with (scored alone, or among 1023 others, it differs);
+static ranges are fixed in the file, so a row always gets the same score, and they come from
+rows that look like live traffic. Speed and size are about the same for both on these models
+(bench/bench_export.py prints both). Embedding tables stay fp32 (a Gather is a copy, not
+arithmetic), and so does the input layer (see :func:`_first_matmul`); the other Gemms and
+MatMuls are quantized.
 """
 from __future__ import annotations
 
@@ -26,15 +28,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from monitor.errors import ExportError
 from monitor.onnx_scoring import feeds
 
 OPSET = 17   # pinned: what the exporter emits and ONNX Runtime 1.x runs everywhere
 ML_OPSET = 3  # ai.onnx.ml, for LabelEncoder
 _PREFIX = "driftloop/"
-
-
-class ExportFailed(Exception):
-    """Exporting or quantizing did not produce a usable graph (the reason is the message)."""
 
 
 def features_of(model: Any) -> list[dict[str, str]]:
@@ -81,7 +80,7 @@ def _traced(model: Any, sample: pd.DataFrame) -> Any:
 
 def to_onnx(model: Any, sample: pd.DataFrame) -> bytes:
     """The fp32 ONNX model of ``model`` (a TabularModel, in eval mode) taking raw features.
-    ``sample``: a few rows of raw features to trace with. ExportFailed when it cannot be built."""
+    ``sample``: a few rows of raw features to trace with. ExportError when it cannot be built."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -89,12 +88,12 @@ def to_onnx(model: Any, sample: pd.DataFrame) -> bytes:
     try:
         graph_model = _traced(model, sample.head(8))
     except Exception as exc:  # the exporter raises anything from TypeError to its own errors
-        raise ExportFailed(f"torch.onnx.export failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
+        raise ExportError(f"torch.onnx.export failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
     graph = graph_model.graph
     taken = {t for node in graph.node for t in (*node.input, *node.output)} | {i.name for i in graph.initializer}
     clash = [f["name"] for f in features_of(model) if f["name"] in taken or f["name"].startswith(_PREFIX)]
     if clash:
-        raise ExportFailed(f"feature name(s) {', '.join(clash)} clash with tensor names inside the graph")
+        raise ExportError(f"feature name(s) {', '.join(clash)} clash with tensor names inside the graph")
 
     nodes, inputs = [], []
     axis = helper.make_tensor(_PREFIX + "axis1", TensorProto.INT64, [1], [1])
@@ -128,7 +127,7 @@ def to_onnx(model: Any, sample: pd.DataFrame) -> bytes:
     try:
         onnx.checker.check_model(graph_model, full_check=True)
     except Exception as exc:
-        raise ExportFailed(f"the exported graph is invalid: {str(exc)[:300]}") from exc
+        raise ExportError(f"the exported graph is invalid: {str(exc)[:300]}") from exc
     return graph_model.SerializeToString()
 
 
@@ -168,5 +167,5 @@ def to_int8(fp32: bytes, calibration: pd.DataFrame, features: list[dict[str, str
                             activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                             op_types_to_quantize=list(_MATMULS), nodes_to_exclude=_first_matmul(fp32))
         except Exception as exc:
-            raise ExportFailed(f"INT8 quantization failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
+            raise ExportError(f"INT8 quantization failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
         return target.read_bytes()

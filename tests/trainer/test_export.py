@@ -9,11 +9,12 @@ import onnx
 import pandas as pd
 import pytest
 
+from monitor.errors import ExportError
 from monitor.onnx_scoring import OnnxScorer
 from tests.trainer.conftest import make_config
 from trainer.build import build_model
 from trainer.deployment import export_forms
-from trainer.export import ExportFailed, features_of, to_int8, to_onnx
+from trainer.export import features_of, to_int8, to_onnx
 from trainer.loop import LoopConfig
 from trainer.metrics import accuracy
 from trainer.runs import fit_frames
@@ -61,6 +62,8 @@ def test_int8_stays_within_tolerance_and_keeps_accuracy(mlp):
     assert np.max(np.abs(int8.predict(reference) - mlp.predict_proba(reference))) < INT8_TOLERANCE
     torch_acc = accuracy(holdout["label"], mlp.predict_proba(holdout))
     assert accuracy(holdout["label"], int8.predict(holdout)) >= 0.98 * torch_acc
+    alone = np.array([int8.predict(holdout.iloc[i:i + 1])[0] for i in range(50)])
+    assert np.array_equal(alone, int8.predict(holdout.head(50)))  # static ranges: a row's score ignores its batch
     ops = {node.op_type for node in onnx.load_from_string(data).graph.node}
     assert "QuantizeLinear" in ops and "DequantizeLinear" in ops  # really quantized, not a copy
 
@@ -90,7 +93,7 @@ def test_a_network_the_tracer_freezes_wrongly_is_refused_not_published(tmp_path,
 def test_a_network_that_cannot_be_traced_is_an_export_error(tmp_path, mlflow_template):
     cfg = make_config(tmp_path / "home", mlflow_template, model={"factory": "tests.trainer.broken_nets:untraceable"})
     model = trained(cfg, make_dataset(2000, seed=1), tmp_path)
-    with pytest.raises(ExportFailed, match="torch.onnx.export failed"):
+    with pytest.raises(ExportError, match="torch.onnx.export failed"):
         to_onnx(model, make_dataset(10, seed=2))
     result = export_forms(model, make_dataset(300, seed=2), make_dataset(300, seed=3), cfg)
     assert "torch.onnx.export failed" in result.error and result.files == {}

@@ -357,6 +357,9 @@ class TrainingConfig(_Section):
                                             "traffic (the rows the champion served in the retrain window): better on "
                                             "accuracy (McNemar) or ROC AUC (DeLong) at 1 - gate_confidence, "
                                             "significantly worse on neither")
+    shadow_windows: int = Field(0, ge=0, description="shadow mode: a challenger that passes the gate stays under "
+                                "the 'challenger' alias and scores this many check windows of live traffic beside the "
+                                "champion before it becomes champion (rejected if significantly worse); 0 = off")
     cold_start: Literal["auto", "always", "never"] = Field("auto", description="also train a fresh model beside the "
                                                            "warm start and keep the better on validation: 'auto' when "
                                                            "the champion's concept no longer holds on recent rows")

@@ -50,16 +50,22 @@ class LiveComparison:
     delong_p: float | None = None
     unavailable: str | None = None        # why there is no comparison
 
+    def significant(self, alpha: float) -> tuple[list[str], list[str]]:
+        """(where the challenger is significantly better, where significantly worse) at ``alpha``."""
+        better: list[str] = []
+        worse: list[str] = []
+        for name, ours, theirs, p in (("accuracy", self.challenger_accuracy, self.champion_accuracy, self.mcnemar_p),
+                                      ("ROC AUC", self.challenger_roc_auc, self.champion_roc_auc, self.delong_p)):
+            if ours is None or theirs is None or p is None or p >= alpha or ours == theirs:
+                continue
+            (better if ours > theirs else worse).append(f"{name} {ours:.4f} vs {theirs:.4f} (p={p:.3g})")
+        return better, worse
+
     def verdict(self, alpha: float) -> tuple[bool, str]:
         """(wins, why) at significance ``alpha``."""
         if self.unavailable:
             return False, f"no live comparison: {self.unavailable}"
-        better, worse = [], []
-        for name, ours, theirs, p in (("accuracy", self.challenger_accuracy, self.champion_accuracy, self.mcnemar_p),
-                                      ("ROC AUC", self.challenger_roc_auc, self.champion_roc_auc, self.delong_p)):
-            if ours is None or theirs is None or p is None or p >= alpha:
-                continue
-            (better if ours > theirs else worse).append(f"{name} {ours:.4f} vs {theirs:.4f} (p={p:.3g})")
+        better, worse = self.significant(alpha)
         summary = (f"on {self.labelled_rows} labelled live rows served by v{self.champion_version} "
                    f"(agreement {self.agreement:.3f})")
         if worse:
@@ -87,10 +93,22 @@ def served_rows(window: pd.DataFrame, cfg: DriftloopConfig, champion_version: st
     return mask
 
 
-def compare_live(model: Any, recent: pd.DataFrame, window: pd.DataFrame, cfg: DriftloopConfig,
-                 champion_version: str, *, clock: Callable[[], float] = time.time) -> tuple[LiveComparison, Any]:
-    """The comparison and Evidently's snapshot of it (None when unavailable). ``recent`` is the
-    checked window (trainer.data.check_frame keeps the row order), ``window`` the raw one."""
+def holdout_rows(recent: pd.DataFrame, cfg: DriftloopConfig) -> np.ndarray:
+    """Positions in ``recent`` of the gate's held-out rows: the same seeded split of the same
+    labels picks the same rows as :func:`trainer.data.split` did in the retrain."""
+    m, t = cfg.model, cfg.training
+    indexed = recent[[m.target]].assign(_row=np.arange(len(recent)))
+    _, held = split(indexed, t.holdout_fraction, m.target, t.seed, what="recent window", part="holdout")
+    return np.sort(held["_row"].to_numpy())
+
+
+def compare_live(model: Any, features: pd.DataFrame, window: pd.DataFrame, cfg: DriftloopConfig,
+                 champion_version: str, *, paired: np.ndarray | None = None,
+                 clock: Callable[[], float] = time.time) -> tuple[LiveComparison, Any]:
+    """The comparison and Evidently's snapshot of it (None when unavailable). ``window``: rows as
+    the store returns them (served score, model_version, label where known); ``features``: the
+    same rows in the same order, ready for the model (the retrain's checked frame, or ``window``).
+    ``paired``: positions of the rows for the paired tests (default: every labelled served row)."""
     from monitor.drift import runner
     from monitor.drift.paired import mcnemar, paired_delong
 
@@ -99,13 +117,14 @@ def compare_live(model: Any, recent: pd.DataFrame, window: pd.DataFrame, cfg: Dr
     if isinstance(mask, str):
         out.unavailable = mask
         return out, None
-    m, t = cfg.model, cfg.training
-    served_score = window[m.score].reset_index(drop=True).astype(float)
-    ours = model.predict_proba(recent[mask.to_numpy()])
-    theirs = served_score[mask].to_numpy()
-    out.rows = int(mask.sum())
-    out.agreement = float(np.mean((ours > m.threshold) == (theirs > m.threshold)))
-    frame_ref, frame_cur = pd.DataFrame({m.score: theirs}), pd.DataFrame({m.score: ours})
+    m = cfg.model
+    served = mask.to_numpy()
+    served_score = window[m.score].reset_index(drop=True).astype(float).to_numpy()
+    ours = np.full(len(window), np.nan)
+    ours[served] = model.predict_proba(features[served])
+    out.rows = int(served.sum())
+    out.agreement = float(np.mean((ours[served] > m.threshold) == (served_score[served] > m.threshold)))
+    frame_ref, frame_cur = pd.DataFrame({m.score: served_score[served]}), pd.DataFrame({m.score: ours[served]})
     snapshot, verdicts = runner.run_drift(frame_ref, frame_cur, [runner.ColumnPlan(m.score, "numeric", None)], None,
                                           drift_share=0.5, threshold=None, timestamp=clock(),
                                           metadata={"driftloop.kind": "live A/B", "champion": str(champion_version)})
@@ -113,20 +132,16 @@ def compare_live(model: Any, recent: pd.DataFrame, window: pd.DataFrame, cfg: Dr
     if verdict is not None:
         out.score_drift_method, out.score_drift, out.score_drifted = verdict.method, verdict.score, verdict.drifted
 
-    # The held-out rows: the same seeded split of the same labels picks the same rows as the gate's.
-    indexed = recent[[m.target]].assign(_row=np.arange(len(recent)))
-    _, held = split(indexed, t.holdout_fraction, m.target, t.seed, what="recent window", part="holdout")
-    rows = held["_row"].to_numpy()
-    rows = rows[mask.to_numpy()[rows]]
+    labels = pd.to_numeric(window[m.target].reset_index(drop=True), errors="coerce").to_numpy(dtype=float,
+                                                                                             na_value=np.nan)
+    rows = np.arange(len(window)) if paired is None else np.asarray(paired)
+    rows = rows[served[rows] & ~np.isnan(labels[rows])]
     out.labelled_rows = len(rows)
     if len(rows):
-        y = recent[m.target].to_numpy()[rows]
-        a = served_score.to_numpy()[rows]
-        b = model.predict_proba(recent.iloc[rows])
+        y, a, b = labels[rows].astype(int), served_score[rows], ours[rows]
         right_a, right_b = (a > m.threshold) == (y == 1), (b > m.threshold) == (y == 1)
-        test = mcnemar(right_a, right_b)
         out.champion_accuracy, out.challenger_accuracy = float(right_a.mean()), float(right_b.mean())
-        out.mcnemar_p = test.p_value
+        out.mcnemar_p = mcnemar(right_a, right_b).p_value
         auc = paired_delong(y, a, b)
         if auc is not None:
             out.champion_roc_auc, out.challenger_roc_auc, out.delong_p = auc.auc_a, auc.auc_b, auc.p_value
@@ -154,7 +169,8 @@ def compare_and_log(model: Any, recent: pd.DataFrame, window: pd.DataFrame, cfg:
     ``unavailable`` reason (logged and recorded), never the retrain's."""
     import logging
     try:
-        comparison, snapshot = compare_live(model, recent, window, cfg, champion_version)
+        comparison, snapshot = compare_live(model, recent, window, cfg, champion_version,
+                                            paired=holdout_rows(recent, cfg))
     except Exception as exc:  # Evidently or a bug: the retrain still decides, without a live win
         logging.getLogger(__name__).warning("live comparison failed: %s", exc, exc_info=True)
         comparison, snapshot = LiveComparison(str(champion_version), unavailable=f"failed: {exc}"[:500]), None

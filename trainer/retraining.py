@@ -28,6 +28,7 @@ from trainer.metrics import accuracy, binary_metrics
 from trainer.outcomes import Baseline, Champion, RetrainOutcome
 from trainer.runs import (check_reports, check_trigger, epoch_logger, fit_frames, lineage_tags, log_reports,
                           loop_params, mlflow_run, run_name)
+from trainer.shadow import hold
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +168,11 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
                 promote, reasons = False, [why]
             elif promote and live.unavailable is None:
                 reasons.append(why)
+            if promote and t.shadow_windows > 0:  # passed: now it must hold its own on live traffic first
+                hold(registry, version, champion.version, t.shadow_windows, time.time())
+                promote, reasons = False, [f"held in shadow: challenger v{version} scores {t.shadow_windows} check "
+                                           "window(s) of live traffic before it can become champion "
+                                           f"(training.shadow_windows); passed the gate: {'; '.join(reasons)}"]
             current = registry.alias_version(reg.CHAMPION)
             if promote and current != champion.version:  # moved under us (rollback, manual edit): don't clobber
                 promote = False

@@ -43,6 +43,9 @@ def feeds(frame: pd.DataFrame, features: list[dict[str, str]]) -> dict[str, np.n
             text = _category_text(frame, name)
             out[name] = np.array([MISSING if v is None else v for v in text], dtype=object)
             continue
+        # trainer.model.numeric_values' rule, repeated: that module travels pickled by value into
+        # the model and may import nothing of driftloop, and this one may not import torch.
+        # tests/trainer/test_export.py holds both to the same values and the same refusals.
         column = frame[name]
         if isinstance(column.dtype, pd.CategoricalDtype):
             column = column.astype(object)

@@ -54,6 +54,22 @@ def test_onnx_scores_raw_features_like_pytorch_at_any_batch_size(mlp):
     assert inputs == {**{n: "tensor(float)" for n in mlp.numeric}, **{n: "tensor(string)" for n in mlp.categorical}}
 
 
+@pytest.mark.parametrize("column, value, message", [
+    ("x1", "abc", "feature 'x1' must be numeric; row 3 holds 'abc'"),
+    ("x2", float("inf"), "feature 'x2' has 1 infinite value(s)"),
+])
+def test_both_runtimes_refuse_the_same_bad_rows_with_the_same_message(mlp, column, value, message):
+    rows = make_dataset(10, seed=8).astype({column: object})
+    rows.loc[3, column] = value
+    scorer = OnnxScorer(to_onnx(mlp, make_dataset(10, seed=8)), {"features": features_of(mlp)})
+    for score in (mlp.predict_proba, scorer.predict):
+        with pytest.raises(ValueError) as info:
+            score(rows)
+        assert str(info.value) == message
+    with pytest.raises(ValueError, match="missing feature columns: region"):
+        scorer.predict(rows.drop(columns="region"))
+
+
 def test_int8_stays_within_tolerance_and_keeps_accuracy(mlp):
     reference, holdout = make_dataset(1000, seed=2), make_dataset(1000, seed=3)
     fp32 = to_onnx(mlp, reference)

@@ -23,7 +23,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere, no install needed
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from monitor.config import load_config  # noqa: E402
@@ -111,7 +110,8 @@ def main() -> int:
         t, q = by["torch fp32"], by["onnx int8 static"]
         print(f"{hidden}: INT8/torch accuracy {q['accuracy'] / t['accuracy']:.4f} (goal >= 0.98); "
               f"torch/INT8 p50 latency batch 1 {t['p50_1'] / q['p50_1']:.2f}x (goal >= 2x), "
-              f"batch 1024 {t['p50_1024'] / q['p50_1024']:.2f}x, model alone {t['alone_p50_1'] / q['alone_p50_1']:.2f}x; "
+              f"batch 1024 {t['p50_1024'] / q['p50_1024']:.2f}x, "
+              f"model alone {t['alone_p50_1'] / q['alone_p50_1']:.2f}x; "
               f"size torch/INT8 {t['size_kb'] / q['size_kb']:.2f}x, fp32 ONNX/INT8 "
               f"{by['onnx fp32']['size_kb'] / q['size_kb']:.2f}x")
     return 0

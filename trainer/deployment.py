@@ -158,7 +158,8 @@ def export_forms(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg
             scorer = OnnxScorer(data, manifest)
             parity = float(np.max(np.abs(scorer.predict(reference) - reference_scores))) if len(reference) else 0.0
             m = binary_metrics(y, scorer.predict(holdout), threshold)
-            form = Form(name, len(data), parity, m["accuracy"], m["roc_auc"], _latencies(scorer.predict, holdout, clock))
+            timing = _latencies(scorer.predict, holdout, clock)
+            form = Form(name, len(data), parity, m["accuracy"], m["roc_auc"], timing)
             form.reason = _refusal(form, result.forms["torch"], tolerances[name], t.int8_min_accuracy_ratio)
             form.published = not form.reason
             result.forms[name] = form

@@ -5,12 +5,13 @@ A retrain whose challenger passes the gate with ``shadow_windows > 0`` does not 
 it calls :func:`hold`, which records the pending shadow on the registered model (tag
 ``driftloop.shadow``, JSON) and on the version (tag ``driftloop.shadow``, its progress). The daemon
 then hands every check's window to :func:`observe`: rows that arrived after the last counted window
-(after the retrain, for the first; at least ``drift.min_rows`` of them), served by the champion the shadow started against, are scored
-by the challenger and compared with what was served (trainer/live.py, paired tests on every
-labelled one). A window where the challenger is significantly worse (``1 - gate_confidence``) ends
-the shadow: rejected. Otherwise the window counts; after ``shadow_windows`` of them ``champion``
-moves to it, unless the champion changed meanwhile (a rollback, another promotion), which cancels
-the shadow instead. One shadow at a time: a newer one replaces an older one.
+(after the retrain, for the first; at least ``drift.min_rows`` of them), served by the champion the
+shadow started against, are scored by the challenger and compared with what was served
+(trainer/live.py, paired tests on every labelled one). A window where the challenger is
+significantly worse (``1 - gate_confidence``) ends the shadow: rejected. Otherwise the window
+counts; after ``shadow_windows`` of them ``champion`` moves to it, unless the champion changed
+meanwhile (a rollback, another promotion), which cancels the shadow instead. One shadow at a
+time: a newer one replaces an older one.
 
 State lives in the registry, not the daemon, so a restarted daemon (or another leader) continues it.
 """
@@ -98,7 +99,8 @@ def observe(cfg: DriftloopConfig, window: pd.DataFrame, *, clock: Callable[[], f
         challenger = reg.load_version(cfg, registry, state.version).model
         comparison, _ = compare_live(challenger, fresh, fresh, cfg, state.champion, clock=clock)
         if comparison.unavailable:
-            return f"shadow v{state.version}: window not counted ({comparison.unavailable}); {state.seen}/{state.needed}"
+            return (f"shadow v{state.version}: window not counted ({comparison.unavailable}); "
+                    f"{state.seen}/{state.needed}")
         _, worse = comparison.significant(1 - cfg.training.gate_confidence)
         if worse:
             return _end(registry, state, f"rejected: worse than v{state.champion} on live traffic: {'; '.join(worse)}")

@@ -33,7 +33,8 @@ def test_a_concept_change_is_won_on_live_traffic_and_the_comparison_is_on_the_ru
     assert out.outcome == "promoted", out.reasons
     assert any(r.startswith("wins on live traffic: accuracy") for r in out.reasons)
     c = MlflowClient(cfg.tracking_uri)
-    assert {a.path for a in c.list_artifacts(out.run_id, "live")} == {"live/comparison.json", "live/prediction_drift.html"}
+    paths = {a.path for a in c.list_artifacts(out.run_id, "live")}
+    assert paths == {"live/comparison.json", "live/prediction_drift.html"}
     comparison = json.loads(open(c.download_artifacts(out.run_id, "live/comparison.json", str(tmp_path))).read())
     assert comparison["rows"] == 1500 and comparison["labelled_rows"] == 450   # holdout_fraction 0.3
     assert comparison["challenger_accuracy"] > comparison["champion_accuracy"] and comparison["mcnemar_p"] < 0.05

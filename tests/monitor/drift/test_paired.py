@@ -22,7 +22,8 @@ def test_mcnemar_counts_discordant_rows_and_gives_the_exact_p_value(only_a, only
     order = rng.permutation(len(a))  # pairing is by row, not by position in the constructed blocks
     result = mcnemar(a[order], b[order])
     assert (result.only_a, result.only_b, result.difference) == (only_a, only_b, only_b - only_a)
-    assert result.p_value == pytest.approx(exact_two_sided(min(only_a, only_b), only_a + only_b) if only_a + only_b else 1.0)
+    n = only_a + only_b
+    assert result.p_value == pytest.approx(exact_two_sided(min(only_a, only_b), n) if n else 1.0)
 
 
 def test_mcnemar_known_values():

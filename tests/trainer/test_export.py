@@ -50,6 +50,8 @@ def test_onnx_scores_raw_features_like_pytorch_at_any_batch_size(mlp):
     expected = mlp.predict_proba(rows)
     assert np.max(np.abs(scorer.predict(rows) - expected)) < FP32_TOLERANCE
     assert np.max(np.abs(scorer.predict(rows.head(1)) - expected[:1])) < FP32_TOLERANCE  # dynamic batch axis
+    typed = rows.astype({"region": "category", "x3": "Float64"}).assign(x4=rows["x4"].round().astype("Int64"))
+    assert np.max(np.abs(scorer.predict(typed) - mlp.predict_proba(typed))) < FP32_TOLERANCE  # pandas' other dtypes
     inputs = {i.name: i.type for i in scorer.session.get_inputs()}
     assert inputs == {**{n: "tensor(float)" for n in mlp.numeric}, **{n: "tensor(string)" for n in mlp.categorical}}
 

@@ -16,6 +16,7 @@ BENCHES = {
     "exporter": (["bench_exporter.py"], ["--quick"]),
     "ingest": (["bench_ingest.py"], ["--quick"]),
     "trainer": (["bench_trainer.py"], ["--quick"]),
+    "export": (["bench_export.py"], ["--quick"]),
     "drift": (["bench_drift.py"], ["--sizes", "10000,100000"]),
     "estimation": (["bench_estimation.py"], ["--quick"]),
     "daemon": (["bench_daemon.py"], ["--repeats", "50", "--requests", "100", "--no-retrain"]),

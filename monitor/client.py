@@ -43,6 +43,7 @@ from monitor.errors import DriftloopError
 __all__ = ["Champion", "ClientError", "DriftloopClient", "IngestSummary", "RequestRejected", "ServerUnavailable",
            "configure", "log_labels", "log_predictions"]
 
+RUNTIMES = ("torch", "onnx", "onnx-int8")
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _DUMPS_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z
 
@@ -282,11 +283,20 @@ class Champion:
     model and :attr:`version` names it; a failed poll or load keeps serving the current model
     (``last_error`` says why). ``interval=0``: no thread; call :meth:`refresh` yourself.
 
+    ``runtime``: ``"torch"`` loads the MLflow pyfunc (PyTorch); ``"onnx"`` / ``"onnx-int8"`` load
+    the version's exported ONNX form (``driftloop export``'s files) into ONNX Runtime, so the
+    service needs neither torch nor driftloop's trainer. A version without that published form
+    is not loaded (``last_error`` says why; the current model keeps serving).
+
     Needs mlflow (imported here, not by the rest of this module)."""
 
-    def __init__(self, tracking_uri: str, name: str, *, alias: str = "champion", interval: float = 30.0):
+    def __init__(self, tracking_uri: str, name: str, *, alias: str = "champion", interval: float = 30.0,
+                 runtime: str = "torch"):
         from mlflow import MlflowClient
+        if runtime not in RUNTIMES:
+            raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
         self.tracking_uri, self.name, self.alias, self.interval = tracking_uri, name, alias, interval
+        self.runtime = runtime
         self._client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
         self._current: tuple[str, Any] = self._load(self._aliased_version())
         self.last_error: str | None = None
@@ -348,6 +358,8 @@ class Champion:
         import tempfile
 
         import mlflow.artifacts
+        if self.runtime != "torch":
+            return version, self._load_onnx(version)
         import mlflow.pyfunc
         # Resolved through this registry, not the process-wide one a models:/ URI would use.
         source = self._client.get_model_version_download_uri(self.name, version)
@@ -356,3 +368,13 @@ class Champion:
                                                         tracking_uri=self.tracking_uri)
             model = mlflow.pyfunc.load_model(local)
         return version, model
+
+    def _load_onnx(self, version: str) -> Any:
+        import json
+        import tempfile
+
+        from monitor.onnx_scoring import FORMATS, MANIFEST, OnnxScorer, download_published
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = download_published(self._client, self.tracking_uri, self.name, version, self.runtime, tmp)
+            model, manifest = (folder / FORMATS[self.runtime]).read_bytes(), json.loads((folder / MANIFEST).read_text())
+        return OnnxScorer(model, manifest)

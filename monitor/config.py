@@ -352,6 +352,27 @@ class TrainingConfig(_Section):
     gate_confidence: float = Field(0.95, gt=0.5, lt=1, description="confidence of the gate's absolute floors: the "
                                    "challenger's ROC AUC and accuracy lower bounds must clear 0.5 and the "
                                    "majority-class rate")
+    # Deployment forms (trainer/deployment.py): every registered version is exported to ONNX and INT8.
+    export_onnx: bool = Field(True, description="export every registered version to ONNX (fp32 and INT8), "
+                              "checked against PyTorch, as artifacts of its run (onnx/)")
+    export_parity_tolerance: float = Field(1e-4, gt=0, description="max |score difference| between ONNX fp32 and "
+                                           "PyTorch on the reference rows for the fp32 form to be published")
+    int8_parity_tolerance: float = Field(0.05, gt=0, description="max |score difference| between ONNX INT8 and "
+                                         "PyTorch on the reference rows for the INT8 form to be published")
+    int8_min_accuracy_ratio: float = Field(0.98, gt=0, le=1, description="an ONNX form is published only if its "
+                                           "held-out accuracy is at least this share of PyTorch's")
+    max_latency_ms: float | None = Field(None, gt=0, description="gate: the challenger's exported form (INT8 if "
+                                         "published, else fp32) must score one row within this p99 latency "
+                                         "(milliseconds, on the training machine); null = no limit")
+    max_model_mb: float | None = Field(None, gt=0, description="gate: the challenger's exported form (INT8 if "
+                                       "published, else fp32) must be at most this many megabytes; null = no limit")
+    promote_requires_live_win: bool = Field(False, description="gate: the challenger must also win the A/B on live "
+                                            "traffic (the rows the champion served in the retrain window): better on "
+                                            "accuracy (McNemar) or ROC AUC (DeLong) at 1 - gate_confidence, "
+                                            "significantly worse on neither")
+    shadow_windows: int = Field(0, ge=0, description="shadow mode: a challenger that passes the gate stays under "
+                                "the 'challenger' alias and scores this many check windows of live traffic beside the "
+                                "champion before it becomes champion (rejected if significantly worse); 0 = off")
     cold_start: Literal["auto", "always", "never"] = Field("auto", description="also train a fresh model beside the "
                                                            "warm start and keep the better on validation: 'auto' when "
                                                            "the champion's concept no longer holds on recent rows")
@@ -362,6 +383,13 @@ class TrainingConfig(_Section):
         if self.min_post_change_rows is not None:
             return self.min_post_change_rows
         return max(self.min_rows, math.ceil(300 / self.holdout_fraction))
+
+    @model_validator(mode="after")
+    def _costs_need_export(self) -> "TrainingConfig":
+        if not self.export_onnx and (self.max_latency_ms is not None or self.max_model_mb is not None):
+            raise ValueError("max_latency_ms / max_model_mb are measured on the exported model: they need "
+                             "export_onnx: true")
+        return self
 
     @field_validator("amp", mode="before")
     @classmethod

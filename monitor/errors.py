@@ -9,6 +9,7 @@ where they occur, with ``raise OurError(...) from exc``.
     ├── StoreError           the store cannot be reached or a query failed
     ├── DataError            training/evaluation data is unusable (empty, one class, NaNs, columns)
     ├── RegistryError        MLflow is unreachable or the registry is not in the expected state
+    ├── ExportError          a model could not be exported to ONNX / quantized (recorded, never fatal)
     ├── UnavailableError     a part this request needs is not available here now (HTTP 503)
     └── GpuBackendError      NVML failed; ``gpu`` says which GPU when one is known
 """
@@ -48,6 +49,10 @@ class DataError(DriftloopError):
 
 
 class RegistryError(DriftloopError):
+    pass
+
+
+class ExportError(DriftloopError):
     pass
 
 

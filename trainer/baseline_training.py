@@ -14,6 +14,7 @@ from trainer import distributed
 from trainer import registry as reg
 from trainer.build import build_model
 from trainer.data import check_frame, split
+from trainer.deployment import export_and_log
 from trainer.loop import LoopConfig, LoopState, peek_checkpoint
 from trainer.metrics import binary_metrics
 from trainer.outcomes import Baseline, TrainOutcome
@@ -80,6 +81,7 @@ def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "
             reference = reference_sample(cfg, test, val_rows, fit_rows, model=model, seed=t.seed)
             reg.log_baseline(Baseline(reference=reference, metrics=metrics))
             version = reg.log_model(model, test[cfg.model.feature_names].head(5), registry)
+            export_and_log(model, reference, test, cfg, version)  # records its own failures; never raises
             became_champion = registry.alias_version(reg.CHAMPION) is None
             if became_champion:
                 registry.make_champion(version)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 # Metrics are ratios of row counts, so a gain of exactly the margin (9 more right of 900 for 0.01) can
 # come out of the float subtraction a hair below it (0.57 - 0.56 = 0.00999...): compare with this slack.
@@ -105,3 +106,24 @@ def decide(challenger: dict[str, float], champion: dict[str, float], challenger_
 
 def _dedupe(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
+
+
+def cost_refusals(deployed: dict[str, Any] | None, *, max_latency_ms: float | None,
+                  max_model_mb: float | None) -> list[str]:
+    """Why the challenger is too slow or too big for its deployment target (empty: it fits, or no
+    limit is set). ``deployed``: ``{"form", "size_bytes", "p99_1_ms"}`` of the form that would be
+    served (INT8 when published, else ONNX fp32); None when no form was published, which fails
+    any limit that is set, since nothing deployable was measured."""
+    if max_latency_ms is None and max_model_mb is None:
+        return []
+    if deployed is None:
+        return ["cost limits are set (training.max_latency_ms / max_model_mb) but no exported form was "
+                "published to measure"]
+    failed = []
+    if max_latency_ms is not None and deployed["p99_1_ms"] > max_latency_ms:
+        failed.append(f"too slow: {deployed['form']} p99 single-row latency {deployed['p99_1_ms']:.3f} ms > "
+                      f"training.max_latency_ms {max_latency_ms:g}")
+    size_mb = deployed["size_bytes"] / 1e6
+    if max_model_mb is not None and size_mb > max_model_mb:
+        failed.append(f"too big: {deployed['form']} is {size_mb:.3f} MB > training.max_model_mb {max_model_mb:g}")
+    return failed

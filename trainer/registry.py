@@ -320,12 +320,13 @@ def load_champion(cfg: DriftloopConfig, *, cache: ChampionCache | None = None) -
         cached = cache.get(key)
         if cached is not None:
             return cached
-        champion = _load_version(cfg, registry, version)
+        champion = load_version(cfg, registry, version)
         cache.put(key, champion)
         return champion
 
 
-def _load_version(cfg: DriftloopConfig, registry: Registry, version: str) -> Champion:
+def load_version(cfg: DriftloopConfig, registry: Registry, version: str) -> Champion:
+    """A registered version with its baseline (the model behind any alias, or none)."""
     import mlflow
     import mlflow.pyfunc
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no tqdm bars in daemon logs

@@ -20,12 +20,15 @@ from trainer import distributed
 from trainer import registry as reg
 from trainer.baseline_training import reference_sample
 from trainer.data import check_frame, split
-from trainer.gate import decide, floors_of
+from trainer.deployment import export_and_log
+from trainer.gate import cost_refusals, decide, floors_of
+from trainer.live import compare_and_log
 from trainer.loop import LoopConfig, LoopState, copy_model, peek_checkpoint
 from trainer.metrics import accuracy, binary_metrics
 from trainer.outcomes import Baseline, Champion, RetrainOutcome
 from trainer.runs import (check_reports, check_trigger, epoch_logger, fit_frames, lineage_tags, log_reports,
                           loop_params, mlflow_run, run_name)
+from trainer.shadow import hold
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +155,24 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
             version = reg.log_model(model, holdout[cfg.model.feature_names].head(5), registry)
             registry.client.set_registered_model_alias(registry.name, reg.CHALLENGER, version)
 
+            exported = export_and_log(model, new_reference, holdout, cfg, version)  # never raises
             promote, reasons = decision.promote, list(decision.reasons)
+            too_costly = cost_refusals(None if exported is None else exported.deployed(),
+                                       max_latency_ms=t.max_latency_ms, max_model_mb=t.max_model_mb)
+            if too_costly:  # better but not deployable: the cost reasons replace a "why yes"
+                reasons = (reasons if not promote else []) + too_costly
+                promote = False
+            live = compare_and_log(model, recent, window, cfg, champion.version)  # never raises
+            wins, why = live.verdict(1 - t.gate_confidence)
+            if t.promote_requires_live_win and promote and not wins:
+                promote, reasons = False, [why]
+            elif promote and live.unavailable is None:
+                reasons.append(why)
+            if promote and t.shadow_windows > 0:  # passed: now it must hold its own on live traffic first
+                hold(registry, version, champion.version, t.shadow_windows, time.time())
+                promote, reasons = False, [f"held in shadow: challenger v{version} scores {t.shadow_windows} check "
+                                           "window(s) of live traffic before it can become champion "
+                                           f"(training.shadow_windows); passed the gate: {'; '.join(reasons)}"]
             current = registry.alias_version(reg.CHAMPION)
             if promote and current != champion.version:  # moved under us (rollback, manual edit): don't clobber
                 promote = False

@@ -26,6 +26,7 @@ from monitor.daemon.policy import PERFORMANCE_REASONS, AlertPolicy, Observation,
 from monitor.daemon.registry import RegistryProbe, promoted_version
 from monitor.daemon.status import iso
 from monitor.daemon.supervisor import RetrainSupervisor
+from monitor.errors import DriftloopError
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +77,13 @@ def unsuccessful_in_a_row(tries: list[Attempt]) -> int:
 class Controller:
     def __init__(self, cfg: DriftloopConfig, store: Any, check_job: CheckJob, checklog: CheckLog,
                  incidents: IncidentStore, attempts: AttemptStore, policy: AlertPolicy, launcher: Launcher,
-                 champion: Any, probe: RegistryProbe, clock: Callable[[], float]):
+                 champion: Any, probe: RegistryProbe, clock: Callable[[], float],
+                 shadow: Callable[[pd.DataFrame], str | None] | None = None):
         self.cfg = cfg
+        # training.shadow_windows: each successful check's window goes to the pending shadow
+        # challenger (trainer.shadow.observe), outside the lock; it may move the champion alias.
+        self.shadow = shadow
+        self.last_shadow: str | None = None
         self.store = store
         self.check_job = check_job
         self.checklog = checklog
@@ -121,7 +127,21 @@ class Controller:
                          verdict.message, action)
                 report = CheckReport(outcome, verdict, self.incidents.current(), action)
             self.last_check = report
-            return report
+        if self.shadow is not None and outcome.status == "ok":
+            self._observe_shadow()
+        return report
+
+    def _observe_shadow(self) -> None:
+        try:
+            message = self.shadow(self.check_job.current_window()) if self.shadow else None
+        except DriftloopError as exc:  # the registry or the store is down: the next check tries again
+            log.warning("shadow challenger not observed: %s", exc)
+            return
+        if message is not None:
+            self.last_shadow = message
+            log.info("%s", message)
+            if "promoted" in message:
+                self.champion.invalidate()
 
     def _act(self, outcome: CheckOutcome, verdict: Verdict) -> str:
         if verdict.performance_known and not any(b.reason != "drift" for b in verdict.breaches):

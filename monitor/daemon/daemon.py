@@ -88,7 +88,7 @@ class Daemon:
             AlertPolicy(cfg.alerts, cfg.drift.min_labels, cfg.drift.min_rows, cfg.drift),
             launcher or ProcessLauncher(cfg.home / "retrains"),
             self.champion, probe or MlflowProbe(cfg, self.known_champion),
-            clock)
+            clock, shadow=_shadow_observer(cfg) if cfg.training.shadow_windows else None)
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         self.registry.register(DaemonCollector(self.controller, lambda: self.champion.last_version,
                                                lambda: self.is_leader))
@@ -261,3 +261,11 @@ class Daemon:
             log.warning("%s", message)
             return {"version": str(champion.version), "reference_accuracy": metrics.get("accuracy"),
                     "reference_roc_auc": metrics.get("roc_auc"), "incident": current.id if current else None}
+
+
+def _shadow_observer(cfg: DriftloopConfig) -> Callable[[Any], str | None]:
+    """training.shadow_windows: each check window goes to the pending shadow challenger (trainer/shadow.py)."""
+    def observe(window: Any) -> str | None:
+        from trainer.shadow import observe as observe_shadow
+        return observe_shadow(cfg, window)
+    return observe

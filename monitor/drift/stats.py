@@ -46,24 +46,33 @@ class AucEstimate:
         return max(0.0, self.auc - half), min(1.0, self.auc + half)
 
 
-def delong_auc(y_true: np.ndarray, scores: np.ndarray) -> AucEstimate | None:
-    """ROC AUC (ties count one half) and its DeLong variance; None unless both classes occur."""
+def delong_components(y_true: np.ndarray, scores: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """``(auc, v10, v01)``: ROC AUC (ties count one half) and its structural components: for each
+    positive, the share of negatives it outranks (``v10``), and for each negative, the share of
+    positives that outrank it (``v01``). Both classes must occur. monitor.drift.paired pairs them."""
     y = np.asarray(y_true).astype(bool, copy=False)
     s = np.asarray(scores, dtype=np.float64)
     pos, neg = s[y], s[~y]
     m, n = len(pos), len(neg)
-    if m == 0 or n == 0:
-        return None
     ranks_all = rankdata(np.concatenate([pos, neg]))          # mid-ranks over both classes
     ranks_pos_all, ranks_neg_all = ranks_all[:m], ranks_all[m:]
     auc = (ranks_pos_all.sum() - m * (m + 1) / 2.0) / (m * n)
-    if m < 2 or n < 2:
-        return AucEstimate(float(auc), None)
-    # Structural components: for each positive, the share of negatives it outranks, and vice versa.
     v10 = (ranks_pos_all - rankdata(pos)) / n
     v01 = 1.0 - (ranks_neg_all - rankdata(neg)) / m
+    return float(auc), v10, v01
+
+
+def delong_auc(y_true: np.ndarray, scores: np.ndarray) -> AucEstimate | None:
+    """ROC AUC (ties count one half) and its DeLong variance; None unless both classes occur."""
+    y = np.asarray(y_true).astype(bool, copy=False)
+    m, n = int(y.sum()), int((~y).sum())
+    if m == 0 or n == 0:
+        return None
+    auc, v10, v01 = delong_components(y, scores)
+    if m < 2 or n < 2:
+        return AucEstimate(auc, None)
     variance = v10.var(ddof=1) / m + v01.var(ddof=1) / n
-    return AucEstimate(float(auc), float(variance))
+    return AucEstimate(auc, float(variance))
 
 
 @dataclass(frozen=True)

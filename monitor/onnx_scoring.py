@@ -1,0 +1,149 @@
+"""Scoring a raw feature DataFrame with an exported ONNX model (trainer/export.py), without torch.
+
+An exported model takes one 1-D input per feature, named like the feature: ``float32`` for a
+numeric one (NaN = missing; the graph imputes and flags it as the PyTorch model does) and
+``string`` for a categorical one (the vocabulary lookup is in the graph; an unseen category falls
+into the unknown bucket). Its one output ``score`` is P(label = 1). The manifest written next to it
+(``manifest.json``) names the features and their types, the threshold and the version.
+
+So the only preprocessing left to the caller is turning columns into those arrays, which
+:func:`feeds` does by the same rules as the PyTorch model's ``encode``: numbers as float, integer
+category codes as ``"3"`` (monitor.ingest.frames' copy of the rule, since this side may not
+import torch), a missing category as the model's ``MISSING`` marker, an infinity refused with the
+feature named. Imports onnxruntime and pandas, never torch, so a model service runs without it.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from monitor.errors import UserInputError
+
+MISSING = "\x00missing"  # trainer.model.MISSING: the vocabulary entry of a missing category
+MANIFEST = "manifest.json"
+FORMATS = {"onnx": "model.onnx", "onnx-int8": "model.int8.onnx"}
+
+
+def feeds(frame: pd.DataFrame, features: list[dict[str, str]]) -> dict[str, np.ndarray]:
+    """``{feature: 1-D array}`` for an exported model; ValueError naming a missing, non-numeric or
+    infinite feature (the PyTorch model's messages, so both runtimes refuse the same rows).
+
+    Per-call cost matters here (at one row it is most of the scoring time), so the common columns
+    take a fast path: plain float/int ones converted directly, text ones passed as they are."""
+    absent = [f["name"] for f in features if f["name"] not in frame.columns]
+    if absent:
+        raise ValueError(f"missing feature columns: {', '.join(absent)}")
+    return {f["name"]: _categories(frame, f["name"]) if f["type"] == "categorical"
+            else _numeric(frame[f["name"]], f["name"]) for f in features}
+
+
+def _categories(frame: pd.DataFrame, name: str) -> np.ndarray:
+    """Category text, missing as the model's MISSING marker."""
+    values = frame[name].to_numpy(dtype=object)
+    if all(type(v) is str for v in values):  # the usual case, already text
+        return values
+    from monitor.ingest.frames import _category_text
+    return np.array([MISSING if v is None else v for v in _category_text(frame, name)], dtype=object)
+
+
+def _numeric(column: pd.Series, name: str) -> np.ndarray:
+    # trainer.model.numeric_values' rule, repeated: that module travels pickled by value into
+    # the model and may import nothing of driftloop, and this one may not import torch.
+    # tests/trainer/test_export.py holds both to the same values and the same refusals.
+    if column.dtype.kind in "fiu":  # plain numpy numbers (NaN = missing): nothing to check but infinity
+        values = column.to_numpy(np.float32)
+        infinite = np.isinf(values)
+        if infinite.any():
+            raise ValueError(f"feature {name!r} has {int(infinite.sum())} infinite value(s)")
+        return values
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        column = column.astype(object)
+    try:
+        values = column.to_numpy(np.float32, na_value=np.nan)
+    except (TypeError, ValueError):
+        coerced = pd.to_numeric(column, errors="coerce")
+        bad = coerced.isna() & column.notna()
+        if bad.any():
+            raise ValueError(f"feature {name!r} must be numeric; row {int(np.argmax(bad.to_numpy()))} holds "
+                             f"{column[bad].iloc[0]!r}") from None
+        values = coerced.to_numpy(np.float32, na_value=np.nan)
+    infinite = np.isinf(values)
+    if infinite.any():
+        raise ValueError(f"feature {name!r} has {int(infinite.sum())} infinite value(s)")
+    return values
+
+
+class OnnxScorer:
+    """An ONNX Runtime session over one exported model and its manifest.
+
+    ``predict(frame)`` returns P(label = 1) as float64, like the pyfunc's ``predict``. One
+    intra-op thread by default: a model this small gains nothing from more, and a service runs
+    one scorer per worker."""
+
+    def __init__(self, model: bytes | str | Path, manifest: Mapping[str, Any], *, threads: int = 1):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3  # warnings about unused initialisers are not the caller's business
+        source = model if isinstance(model, bytes) else str(model)
+        self.session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        self.manifest = dict(manifest)
+        self.features: list[dict[str, str]] = list(self.manifest["features"])
+
+    @classmethod
+    def from_dir(cls, folder: str | Path, fmt: str = "onnx", **kwargs: Any) -> "OnnxScorer":
+        """The scorer for a folder written by ``driftloop export`` (or a version's ``onnx/`` artifacts)."""
+        folder = Path(folder)
+        if fmt not in FORMATS:
+            raise UserInputError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        path, manifest = folder / FORMATS[fmt], folder / MANIFEST
+        for p in (path, manifest):
+            if not p.is_file():
+                raise UserInputError(f"{p} not found: not an exported model folder (driftloop export writes one)")
+        return cls(path, json.loads(manifest.read_text()), **kwargs)
+
+    @property
+    def threshold(self) -> float:
+        return float(self.manifest.get("threshold", 0.5))
+
+    def predict(self, frame: pd.DataFrame) -> np.ndarray:
+        if len(frame) == 0:
+            return np.zeros(0)
+        (scores,) = self.session.run(["score"], feeds(frame, self.features))
+        return np.asarray(scores, dtype=np.float64).reshape(-1)
+
+    def predict_feeds(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        """Scores of already-converted inputs (see :func:`feeds`): the model alone, for benchmarks."""
+        (scores,) = self.session.run(["score"], inputs)
+        return np.asarray(scores, dtype=np.float64).reshape(-1)
+
+
+def download_published(client: Any, tracking_uri: str, name: str, version: str, fmt: str, dst: str | Path) -> Path:
+    """Download registered version ``version``'s ONNX form ``fmt`` and its manifest (artifacts
+    ``onnx/`` of its run) into ``dst``; the folder they are in. UserInputError naming why when
+    the version has no such published form (refused by its checks, exported before ONNX, failed)."""
+    import mlflow.artifacts
+
+    if fmt not in FORMATS:
+        raise UserInputError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    from mlflow.exceptions import MlflowException
+    try:
+        mv = client.get_model_version(name, version)
+    except MlflowException as exc:
+        if exc.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE", "NOT_FOUND"):
+            raise UserInputError(f"registered model {name!r} has no version {version!r}") from exc
+        raise
+    tags = client.get_run(mv.run_id).data.tags
+    status = tags.get(f"driftloop.export.{fmt}") or tags.get("driftloop.export.error")
+    if status != "published":
+        why = status or "it was registered without an ONNX export"
+        raise UserInputError(f"{name} v{version} has no published {fmt} form: {why}")
+    local = mlflow.artifacts.download_artifacts(run_id=mv.run_id, artifact_path="onnx", dst_path=str(dst),
+                                                tracking_uri=tracking_uri)
+    return Path(local)

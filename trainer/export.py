@@ -1,0 +1,171 @@
+"""A trained model as ONNX: fp32 (``model.onnx``) and INT8 (``model.int8.onnx``), preprocessing inside.
+
+The PyTorch part (standardising, imputing NaN, missing indicators, the network, the sigmoid) is
+traced by ``torch.onnx.export`` with opset :data:`OPSET` and a dynamic batch axis. We use the
+TorchScript exporter (``dynamo=False``): it takes well under a second for these models where
+the dynamo exporter takes seconds, and every registration pays for it. The vocabulary lookup,
+which PyTorch does in Python (``TabularModel.encode``), is prepended as ONNX-ML ``LabelEncoder``
+nodes, so the graph takes the raw features, one 1-D input per feature (monitor/onnx_scoring.py).
+
+INT8 is ONNX Runtime's *static* quantization (QDQ; int8 per-channel weights, uint8 activations),
+calibrated on the reference rows the model was registered with. Static rather than dynamic: with
+dynamic quantization each batch's activation range is measured at run time, so a row's score
+depends on the other rows it is batched with (scored alone, or among 1023 others, it differs);
+static ranges are fixed in the file, so a row always gets the same score, and they come from
+rows that look like live traffic. Speed and size are about the same for both on these models
+(bench/bench_export.py prints both). Embedding tables stay fp32 (a Gather is a copy, not
+arithmetic), and so does the input layer (see :func:`_first_matmul`); the other Gemms and
+MatMuls are quantized.
+"""
+from __future__ import annotations
+
+import io
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from monitor.errors import ExportError
+from monitor.onnx_scoring import feeds
+
+OPSET = 17   # pinned: what the exporter emits and ONNX Runtime 1.x runs everywhere
+ML_OPSET = 3  # ai.onnx.ml, for LabelEncoder
+_PREFIX = "driftloop/"
+
+
+def features_of(model: Any) -> list[dict[str, str]]:
+    return ([{"name": n, "type": "numeric"} for n in model.numeric]
+            + [{"name": n, "type": "categorical"} for n in model.categorical])
+
+
+def _scoring_module(model: Any) -> Any:
+    """``(x_num, x_cat) -> P(label = 1)`` around the model, with an empty block made inside the
+    graph when the model has no numeric or no categorical features (no zero-width inputs)."""
+    import torch
+
+    has_num, has_cat = bool(model.numeric), bool(model.categorical)
+
+    class Scoring(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+            x_num = inputs[0] if has_num else torch.zeros((inputs[0].shape[0], 0), dtype=torch.float32)
+            x_cat = inputs[-1] if has_cat else torch.zeros((inputs[0].shape[0], 0), dtype=torch.int64)
+            return torch.sigmoid(self.model(x_num, x_cat))
+
+    return Scoring().eval()
+
+
+def _traced(model: Any, sample: pd.DataFrame) -> Any:
+    """The PyTorch part as an onnx.ModelProto with inputs ``x_num`` / ``x_cat`` and output ``score``."""
+    import onnx
+    import torch
+
+    x_num, x_cat = model.encode(sample)
+    names = (["x_num"] if model.numeric else []) + (["x_cat"] if model.categorical else [])
+    args = tuple(t for t, keep in ((x_num, model.numeric), (x_cat, model.categorical)) if keep)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice, on every call
+        torch.onnx.export(_scoring_module(model), args, buffer, input_names=names, output_names=["score"],
+                          dynamic_axes={**{n: {0: "batch"} for n in names}, "score": {0: "batch"}},
+                          opset_version=OPSET, dynamo=False)
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def to_onnx(model: Any, sample: pd.DataFrame) -> bytes:
+    """The fp32 ONNX model of ``model`` (a TabularModel, in eval mode) taking raw features.
+    ``sample``: a few rows of raw features to trace with. ExportError when it cannot be built."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    model = model.cpu().eval()
+    try:
+        graph_model = _traced(model, sample.head(8))
+    except Exception as exc:  # the exporter raises anything from TypeError to its own errors
+        raise ExportError(f"torch.onnx.export failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
+    graph = graph_model.graph
+    taken = {t for node in graph.node for t in (*node.input, *node.output)} | {i.name for i in graph.initializer}
+    clash = [f["name"] for f in features_of(model) if f["name"] in taken or f["name"].startswith(_PREFIX)]
+    if clash:
+        raise ExportError(f"feature name(s) {', '.join(clash)} clash with tensor names inside the graph")
+
+    nodes, inputs = [], []
+    axis = helper.make_tensor(_PREFIX + "axis1", TensorProto.INT64, [1], [1])
+    for block, columns, kind in (("x_num", model.numeric, TensorProto.FLOAT), ("x_cat", model.categorical, None)):
+        parts = []
+        for name in columns:
+            if kind is None:  # categorical: text -> vocabulary index (unknown: 0), as TabularModel.encode
+                vocab = model.vocab[name]
+                inputs.append(helper.make_tensor_value_info(name, TensorProto.STRING, ["batch"]))
+                coded = f"{_PREFIX}{name}/index"
+                nodes.append(helper.make_node("LabelEncoder", [name], [coded], domain="ai.onnx.ml",
+                                              keys_strings=list(vocab), values_int64s=list(range(1, len(vocab) + 1)),
+                                              default_int64=0))
+                source = coded
+            else:
+                inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch"]))
+                source = name
+            parts.append(f"{_PREFIX}{name}/column")
+            nodes.append(helper.make_node("Unsqueeze", [source, axis.name], [parts[-1]]))
+        if parts:
+            nodes.append(helper.make_node("Concat", parts, [block], axis=1))
+    graph.initializer.append(axis)
+    del graph.input[:]
+    graph.input.extend(inputs)
+    new_nodes = nodes + list(graph.node)
+    del graph.node[:]
+    graph.node.extend(new_nodes)
+    if model.categorical:
+        graph_model.opset_import.append(helper.make_opsetid("ai.onnx.ml", ML_OPSET))
+    graph_model.producer_name = "driftloop"
+    try:
+        onnx.checker.check_model(graph_model, full_check=True)
+    except Exception as exc:
+        raise ExportError(f"the exported graph is invalid: {str(exc)[:300]}") from exc
+    return graph_model.SerializeToString()
+
+
+_MATMULS = ("Gemm", "MatMul")
+
+
+def _first_matmul(data: bytes) -> list[str]:
+    """The input layer's node: it mixes standardised numbers with embeddings, the widest range of
+    any activation, and quantizing it costs most of the INT8 error (max |Δ score| 0.06 -> 0.02 on
+    the default MLP); it is also the smallest weight matrix, so keeping it fp32 costs little size."""
+    import onnx
+    for node in onnx.load_from_string(data).graph.node:  # graph order is topological
+        if node.op_type in _MATMULS:
+            return [node.name]
+    return []
+
+
+def to_int8(fp32: bytes, calibration: pd.DataFrame, features: list[dict[str, str]]) -> bytes:
+    """Static INT8 quantization (QDQ, per-channel weights) of an exported model, activation ranges
+    calibrated on ``calibration`` (raw feature rows: the reference sample)."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Rows(CalibrationDataReader):
+        def __init__(self) -> None:
+            size = 256
+            self._batches = iter([feeds(calibration.iloc[i:i + size], features)
+                                  for i in range(0, len(calibration), size)])
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self._batches, None)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        source, target = Path(tmp) / "model.onnx", Path(tmp) / "model.int8.onnx"
+        source.write_bytes(fp32)
+        try:
+            quantize_static(str(source), str(target), Rows(), quant_format=QuantFormat.QDQ, per_channel=True,
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                            op_types_to_quantize=list(_MATMULS), nodes_to_exclude=_first_matmul(fp32))
+        except Exception as exc:
+            raise ExportError(f"INT8 quantization failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
+        return target.read_bytes()

@@ -17,7 +17,7 @@ import pytest
 
 from monitor.client import DriftloopClient
 from tests.support.churn import churn_table
-from tests.support.services import free_port
+from tests.support.services import free_port, wait_answering
 
 REPO = Path(__file__).resolve().parents[1]
 DRIFTLOOP = [sys.executable, "-c", "import sys; from monitor.cli import main; sys.exit(main(sys.argv[1:]))"]
@@ -138,17 +138,7 @@ def test_own_csv_and_service_through_the_whole_loop(project: Path):
 
 
 def _wait_healthy(url: str, proc: subprocess.Popen, cwd: Path) -> None:
-    import time
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, (cwd / "serve.log").read_text()[-3000:]
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError((cwd / "serve.log").read_text()[-3000:])
+    wait_answering(url + "/healthz", proc, lambda: (cwd / "serve.log").read_text()[-3000:], 90, name="serve")
 
 
 @pytest.mark.parametrize("change, message", [

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from dataclasses import fields, replace
 from itertools import chain, repeat
 from operator import itemgetter, mul
@@ -113,6 +114,10 @@ class RecordValidator:
         self._prediction_aliases = {n: k for n, k in ((model.score, "score"), (model.prediction, "prediction"))
                                     if n != k}
         self._label_aliases = {model.target: "label"} if model.target != "label" else {}
+        # Accepted batches by kind and path, e.g. paths["label", "fast"]: a client whose batches all
+        # take the slow path pays several times the validation cost. Increments from concurrent
+        # request threads may race; this is a statistic, not an account.
+        self.paths: Counter[tuple[str, str]] = Counter()
 
     def _now_us(self) -> int:
         return int(self._clock() * 1_000_000)
@@ -121,9 +126,10 @@ class RecordValidator:
     def predictions(self, records: Any) -> PredictionBatch:
         records = _renamed(as_record_list(records), self._prediction_aliases)
         now = self._now_us()
-        batch = self._fast_predictions(records, now)
+        batch, path = self._fast_predictions(records, now), "fast"
         if batch is None:
-            batch = self.slow_predictions(records, now)
+            batch, path = self.slow_predictions(records, now), "slow"
+        self.paths["prediction", path] += 1
         return self._dedupe(records, batch, "prediction")
 
     def _fast_predictions(self, records: list, now: int) -> PredictionBatch | None:
@@ -248,9 +254,10 @@ class RecordValidator:
     def labels(self, records: Any) -> LabelBatch:
         records = _renamed(as_record_list(records), self._label_aliases)
         now = self._now_us()
-        batch = self._fast_labels(records, now)
+        batch, path = self._fast_labels(records, now), "fast"
         if batch is None:
-            batch = self.slow_labels(records, now)
+            batch, path = self.slow_labels(records, now), "slow"
+        self.paths["label", path] += 1
         return self._dedupe(records, batch, "label")
 
     def _fast_labels(self, records: list, now: int) -> LabelBatch | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.services import free_port
+from tests.support.services import free_port, wait_answering
 
 REPO = Path(__file__).resolve().parents[2]
 GUIDE = REPO / "docs" / "guide" / "own-model.md"
@@ -102,16 +102,7 @@ def _run_command(command: str, cwd: Path, env: dict[str, str], earlier: dict[str
 
 
 def _wait(url: str, proc: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()[-3000:]
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(log.read_text()[-3000:])
+    wait_answering(url, proc, lambda: log.read_text()[-3000:], 90, name="serve")
 
 
 def _matches_written_config(excerpt: str, written: str) -> None:

@@ -2,7 +2,6 @@
 champion, follows a promotion and a rollback, and its predictions and outcomes land in the store."""
 from __future__ import annotations
 
-import time
 
 import httpx
 import numpy as np
@@ -15,6 +14,7 @@ from monitor.ingest.app import create_app as create_ingest_app
 from monitor.store import PredictionStore
 from tests.monitor.ingest.conftest import serve
 from tests.support.churn import churn_table
+from tests.support.waiting import wait_until
 from tests.trainer.conftest import make_config
 
 
@@ -76,10 +76,8 @@ def test_champion_follows_in_the_background_and_names_a_missing_alias(setup):
         before = champion.predict(data.head(20))
         with reg.session(cfg):
             reg.Registry(cfg).make_champion("2")
-        deadline = time.monotonic() + 30
-        while champion.version != "2" and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert champion.version == "2" and champion.last_error is None
+        wait_until(lambda: champion.version == "2", 30, 0.1, lambda: f"still v{champion.version}")
+        assert champion.last_error is None
         assert not np.allclose(champion.predict(data.head(20)), before)
     with pytest.raises(ClientError, match="has no 'staging' alias"):
         Champion(cfg.tracking_uri, cfg.registered_model_name, alias="staging", interval=0)

@@ -11,6 +11,7 @@ import pytest
 
 from tests.faults.conftest import TOKEN, fault_config, running_daemon
 from tests.monitor.daemon.test_serve import served  # noqa: F401  (fixture)
+from tests.support.waiting import wait_until
 
 UPLOAD = 31 * 1024 * 1024
 FLOOD = 48
@@ -31,6 +32,12 @@ def _status(sock: socket.socket, timeout: float) -> int:
             raise ConnectionError(f"closed after {data!r}")
         data += chunk
     return int(data.split(b" ", 2)[1])
+
+
+def _complete_upload(port: int) -> int:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(_headers(port, 2, TOKEN) + b"[]")
+        return _status(sock, 5)
 
 
 def rss_bytes(pid: int, field: str = "VmRSS") -> int:
@@ -85,7 +92,8 @@ def test_slow_sender_gets_408_and_the_inflight_cap_503(tmp_path):
             sock = socket.create_connection(("127.0.0.1", port), timeout=10)
             sock.sendall(_headers(port, 1000, TOKEN) + b"[")
             held.append(sock)
-        time.sleep(0.3)
+        # Both uploads hold a body slot: a complete small body is refused too.
+        wait_until(lambda: _complete_upload(port) == 503, 10, 0.05, "the dripping uploads never held both slots")
         with socket.create_connection(("127.0.0.1", port), timeout=10) as third:
             third.sendall(_headers(port, 1000, TOKEN) + b"[")
             assert _status(third, 5) == 503  # past server.max_inflight_bodies

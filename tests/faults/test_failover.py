@@ -14,8 +14,9 @@ import pytest
 from monitor.daemon.leader import lock_key
 from tests.faults.conftest import AUTH, TOKEN
 from tests.faults.test_dependencies import prediction
-from tests.monitor.daemon.test_serve import served  # noqa: F401  (fixture)
+from tests.monitor.daemon.test_serve import running_mlflow_runs, served  # noqa: F401  (fixture)
 from tests.support.postgres import postgres_server  # noqa: F401  (fixture)
+from tests.support.waiting import wait_until
 
 LEASE = 2.0
 
@@ -35,12 +36,13 @@ def leaders(daemons) -> list:
 
 def wait_for_one_leader(daemons, timeout: float) -> tuple[object, float]:
     started = time.monotonic()
-    while time.monotonic() - started < timeout:
+
+    def one_leader() -> list:
         found = leaders(daemons)
-        if len(found) == 1:
-            return found[0], time.monotonic() - started
-        time.sleep(0.1)
-    raise AssertionError(f"no single leader within {timeout} s: {[leader_gauge(d) for d in daemons]}")
+        return found if len(found) == 1 else []
+
+    [leader] = wait_until(one_leader, timeout, 0.1, lambda: f"no single leader: {[leader_gauge(d) for d in daemons]}")
+    return leader, time.monotonic() - started
 
 
 def leader_backend(port: int, model: str) -> int:
@@ -79,21 +81,22 @@ def test_two_daemons_one_leader_and_failover(make_config, served, postgres_serve
                          autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", (leader_backend(postgres_server.port, cfg.model.name),))
     started = time.monotonic()
-    deadline = started + 2 * LEASE + 1
     saw_none = False
-    while time.monotonic() < deadline:  # b must notice it lost the lock; someone holds it again
+
+    def settled() -> bool:  # b must notice it lost the lock; someone holds it again
+        nonlocal saw_none
         found = leaders([b, c])
         assert len(found) <= 1 or time.monotonic() - started < LEASE, "two leaders past half a lease"
         saw_none = saw_none or not found
-        if len(found) == 1 and (found[0] is c or saw_none):
-            break
-        time.sleep(0.1)
+        return len(found) == 1 and (found[0] is c or saw_none)
+
+    wait_until(settled, 2 * LEASE + 1, 0.1, "leadership did not settle after the leader's connection was cut")
     took = time.monotonic() - started
     print(f"leadership settled {took:.2f} s after the leader's connection was cut")
     assert took <= 2 * LEASE
     final, _ = wait_for_one_leader([b, c], 1)
-    time.sleep(LEASE)
-    assert leaders([b, c]) == [final]  # and it stays one
+    time.sleep(LEASE)  # an interval under observation, not a synchronisation: it stays one
+    assert leaders([b, c]) == [final]
     assert httpx.get(final.url + "/readyz", timeout=30).status_code == 200
 
 
@@ -115,22 +118,21 @@ def test_leader_killed_mid_retrain_the_follower_settles_it_and_promotes_once(mak
         Traffic(cfg, store).send(1500, 90, concept=1.0)
     a = served(cfg).start("--check-interval", "3600")  # the leader's first check runs a second after it leads
     b = served(cfg).start("--check-interval", "3600")
-    deadline = time.monotonic() + 90
-    while not pg_rows(url, "SELECT id FROM retrain_attempts WHERE status = 'running' AND pid IS NOT NULL"):
-        assert time.monotonic() < deadline, a.log()
-        time.sleep(0.2)
+    wait_until(lambda: pg_rows(url, "SELECT id FROM retrain_attempts WHERE status = 'running' AND pid IS NOT NULL"),
+               90, 0.2, a.log)
     [(attempt_id,)] = pg_rows(url, "SELECT id FROM retrain_attempts")
     assert leader_gauge(a) == 1.0 and leader_gauge(b) == 0.0
-    time.sleep(3)  # the child is training now
+    wait_until(lambda: running_mlflow_runs(cfg), 120, 0.2, a.log)  # the child is training now
     a.proc.send_signal(signal.SIGKILL)
     a.proc.wait(10)
     _, took = wait_for_one_leader([b], 2 * LEASE + 1)
     assert took <= 2 * LEASE
-    deadline = time.monotonic() + 300
-    while [s for _, s in pg_rows(url, "SELECT id, status FROM retrain_attempts")].count("promoted") == 0:
-        assert time.monotonic() < deadline, b.log()
+
+    def promoted() -> bool:
         assert b.proc.poll() is None, b.log()
-        time.sleep(0.5)
+        return "promoted" in [s for _, s in pg_rows(url, "SELECT id, status FROM retrain_attempts")]
+
+    wait_until(promoted, 300, 0.5, b.log)
     attempts = pg_rows(url, "SELECT id, status FROM retrain_attempts ORDER BY started_at")
     assert attempts[0] == (attempt_id, "failed") and [s for _, s in attempts] == ["failed", "promoted"], attempts
     from mlflow import MlflowClient

@@ -3,7 +3,6 @@ targets, fast intervals), and running every dashboard and rule expression agains
 from __future__ import annotations
 
 import re
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import yaml
 from tests.observability.promql import (REPO, Query, dashboard_queries, label_values_promql, load_rules,
                                          metric_names, render, variable_queries)
 from tests.support.prometheus import Alertmanager, Prometheus, start_alertmanager, start_prometheus
+from tests.support.waiting import wait_until
 
 # Grafana's $__rate_interval is at least 4 scrape intervals; a wider window keeps a scrape that a
 # loaded 2-core machine delayed from emptying a rate() window.
@@ -82,14 +82,11 @@ def rules_health(prom: Prometheus) -> dict[str, dict]:
 
 
 def wait_rules_evaluated(prom: Prometheus, timeout: float = 15) -> dict[str, dict]:
-    deadline = time.monotonic() + timeout
-    while True:
+    def evaluated() -> dict[str, dict]:
         rules = rules_health(prom)
-        if rules and all(r.get("health") != "unknown" for r in rules.values()):
-            return rules
-        if time.monotonic() > deadline:
-            raise AssertionError(f"rules not evaluated in {timeout} s: {rules}")
-        time.sleep(0.5)
+        return rules if rules and all(r.get("health") != "unknown" for r in rules.values()) else {}
+
+    return wait_until(evaluated, timeout, 0.5, lambda: f"rules not evaluated: {rules_health(prom)}")
 
 
 def alerts(prom: Prometheus) -> list[dict]:
@@ -98,15 +95,12 @@ def alerts(prom: Prometheus) -> list[dict]:
 
 def wait_alert(prom: Prometheus, name: str, timeout: float = 20, **labels: str) -> dict:
     """Wait until alert ``name`` (with ``labels``) is pending or firing, and return it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        for a in alerts(prom):
-            if a["labels"]["alertname"] == name and all(a["labels"].get(k) == v for k, v in labels.items()):
-                return a
-        if time.monotonic() > deadline:
-            raise AssertionError(f"alert {name} {labels} not active after {timeout} s; active: "
-                                 f"{[(a['labels']['alertname'], a['state']) for a in alerts(prom)]}")
-        time.sleep(0.5)
+    def active() -> dict | None:
+        return next((a for a in alerts(prom) if a["labels"]["alertname"] == name
+                     and all(a["labels"].get(k) == v for k, v in labels.items())), None)
+
+    return wait_until(active, timeout, 0.5, lambda: f"alert {name} {labels} not active; active: "
+                      f"{[(a['labels']['alertname'], a['state']) for a in alerts(prom)]}")
 
 
 def rule_selectors_without_data(prom: Prometheus, names: set[str], start: float, end: float) -> list[str]:

@@ -22,6 +22,7 @@ from tests.conftest import free_port
 from tests.observability.live import (empty_queries, entrypoint_script, query_range, rule_selectors_without_data,
                                       start_alertmanager_like_ours, start_like_ours, wait_rules_evaluated)
 from tests.observability.promql import load_dashboards, load_rules
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -78,14 +79,7 @@ def _env(home: Path, port: int, token_file: Path) -> dict[str, str]:
 
 
 def _wait(what: str, predicate, timeout: float, interval: float = 1.0, on_timeout=lambda: ""):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}. {on_timeout()}")
-        time.sleep(interval)
+    return wait_until(predicate, timeout, interval, lambda: f"{what}. {on_timeout()}")
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +174,9 @@ def test_closed_loop_feeds_every_dashboard_and_rule(loop):
         "driftloop_model_last_check_timestamp_seconds - on (model) "
         "max by (model) (driftloop_retrain_last_outcome_timestamp_seconds) > 0"), 60, on_timeout=tail)
     phase("retrained, checked again")
-    time.sleep(3)  # a few more scrapes of the post-retrain state
+    settled = time.time()  # a few more scrapes of the post-retrain state
+    _wait("more scrapes", lambda: prom.query(f"timestamp(driftloop_model_last_check_timestamp_seconds) > {settled + 2}"),
+          30, 0.5, on_timeout=tail)
     start, end = loop["started"], time.time()
 
     # 4. Every dashboard query returns data.

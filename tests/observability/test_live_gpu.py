@@ -17,6 +17,7 @@ from monitor.gpu import build_gpu_collector
 from monitor.gpu.fake import FakeBackend
 from monitor.gpu.server import ExporterServer
 from tests.conftest import free_port
+from tests.support.services import wait_answering
 from tests.observability.live import (alerts, empty_queries, rule_selectors_without_data, start_like_ours,
                                       wait_alert, wait_rules_evaluated)
 from tests.observability.promql import load_dashboards, load_rules
@@ -45,17 +46,8 @@ class FakeExporter:
 
 
 def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{url} did not answer in {timeout} s")
+    wait_answering(url, proc, lambda: proc.stderr.read() if proc.stderr and proc.poll() is not None else "",
+                   timeout, name="the simulated exporter")
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +86,9 @@ def test_gpu_dashboard_queries_and_gpu_alerts(stack):
     assert prom.wait_for('driftloop_gpu_xid_errors_total{xid="79"} == 1', timeout=15)
     backend.emit_xid(0, 79)  # a second one: the counter increases within Prometheus' window
     backend.set(0, temperature_celsius=91.0, clock_event_reasons=0x040, ecc_uncorrected_errors=2.0)
-    time.sleep(2.5)
+    # Prometheus has scraped the second Xid and the new readings before GPU 1 is lost.
+    assert prom.wait_for('driftloop_gpu_xid_errors_total{xid="79"} == 2', timeout=15)
+    assert prom.wait_for('driftloop_gpu_temperature_celsius{gpu="0"} == 91', timeout=15)
     backend.lose(1)
 
     wait_alert(prom, "DriftloopGpuTooHot", instance=fake.target, gpu="0")

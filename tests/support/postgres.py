@@ -17,13 +17,13 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from tests.support.services import free_port
+from tests.support.waiting import wait_until
 
 _SERVER_USER = "postgres"
 
@@ -129,19 +129,20 @@ def start_postgres(timeout: float = 60.0) -> PostgresServer:
          "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
          "-c", "max_connections=200", "-c", "shared_buffers=64MB"],
         stdout=log, stderr=subprocess.STDOUT, cwd=base, preexec_fn=_die_with_parent, **_server_user_kwargs())
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def accepts() -> bool:
         if proc.poll() is not None:
             log_text = (base / "postgres.log").read_text(errors="replace")
             shutil.rmtree(base, ignore_errors=True)
             raise RuntimeError(f"postgres exited during start-up: {log_text[-2000:]}")
-        try:
-            with psycopg.connect(f"host=127.0.0.1 port={port} user=postgres dbname=postgres", connect_timeout=2):
-                return PostgresServer(port=port, datadir=datadir, proc=proc)
-        except psycopg.OperationalError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError(f"postgres did not accept connections within {timeout:.0f} s")
+        with psycopg.connect(f"host=127.0.0.1 port={port} user=postgres dbname=postgres", connect_timeout=2):
+            return True
+
+    try:
+        wait_until(accepts, timeout, 0.2, ignoring=(psycopg.OperationalError,))
+    except AssertionError:
+        proc.kill()
+        raise RuntimeError(f"postgres did not accept connections within {timeout:.0f} s") from None
+    return PostgresServer(port=port, datadir=datadir, proc=proc)
 
 
 _shared: PostgresServer | None = None

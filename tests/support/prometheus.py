@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 import yaml
 
 from tests.support.services import Service, free_port, start_service
+from tests.support.waiting import wait_until
 
 
 def require(binary: str) -> str:
@@ -40,12 +40,10 @@ class Prometheus(Service):
 
     def wait_for(self, expr: str, timeout: float = 30.0, interval: float = 0.5) -> list[dict]:
         """Poll until ``expr`` returns at least one series (scrapes take a few seconds)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            result = self.query(expr)
-            if result or time.monotonic() > deadline:
-                return result
-            time.sleep(interval)
+        try:
+            return wait_until(lambda: self.query(expr), timeout, interval)
+        except AssertionError:
+            return []
 
     def targets(self) -> list[dict]:
         return httpx.get(f"{self.url}/api/v1/targets", timeout=10).json()["data"]["activeTargets"]

@@ -9,11 +9,13 @@ import os
 import signal
 import socket
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import httpx
+
+from tests.support.waiting import wait_until
 
 
 def free_port() -> int:
@@ -47,16 +49,21 @@ def start_service(argv: list[str], url: str, log_path: Path, name: str, *, ready
     """Start ``argv`` and return once ``url + ready_path`` answers 200."""
     proc = subprocess.Popen(argv, stdout=open(log_path, "wb"), stderr=subprocess.STDOUT, env=env,
                             start_new_session=new_session)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{name} exited with {proc.returncode}: {log_path.read_text(errors='replace')[-2000:]}")
-        try:
-            if httpx.get(f"{url}{ready_path}", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    Service(url, proc).stop()
-    raise RuntimeError(f"{name} did not answer {ready_path} within {timeout:g} s: "
-                       f"{log_path.read_text(errors='replace')[-2000:]}")
+
+    try:
+        wait_answering(f"{url}{ready_path}", proc, lambda: log_path.read_text(errors="replace")[-2000:],
+                       timeout, name=name)
+    except AssertionError as exc:
+        Service(url, proc).stop()
+        raise RuntimeError(str(exc)) from None
+    return proc
+
+
+def wait_answering(url: str, proc: subprocess.Popen, log: Callable[[], str], timeout: float = 90.0,
+                   name: str = "the service") -> None:
+    """Wait until ``url`` answers 200 while ``proc`` runs; fail at once, with ``log()``, if it exits."""
+    def ready() -> bool:
+        assert proc.poll() is None, f"{name} exited with {proc.returncode}:\n{log()}"
+        return httpx.get(url, timeout=1).status_code == 200
+
+    wait_until(ready, timeout, 0.2, lambda: f"{name} did not answer {url}:\n{log()}", ignoring=(httpx.HTTPError,))

@@ -3,12 +3,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
+from tests.support.waiting import wait_until
 from tests.trainer.loop_job import LOOP, job
 from trainer.checkpoint import load_checkpoint, save_checkpoint
 from trainer.loop import (EXIT_INTERRUPTED, CheckpointMismatch, LoopConfig, TrainingInterrupted, evaluate, fit,
@@ -56,11 +56,12 @@ def test_sigterm_checkpoints_exits_75_and_resumes_identically(tmp_path, uninterr
     ckpt, marker = tmp_path / "ckpt.pt", tmp_path / "epoch"
     proc = subprocess.Popen([sys.executable, "-m", "tests.trainer.loop_job", str(ckpt), str(marker)], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 120
-    while not marker.exists():
+
+    def epoch_done() -> bool:
         assert proc.poll() is None, proc.stdout.read().decode()
-        assert time.monotonic() < deadline, "child never finished an epoch"
-        time.sleep(0.05)
+        return marker.exists()
+
+    wait_until(epoch_done, 120, message="child never finished an epoch")
     proc.send_signal(signal.SIGTERM)
     out = proc.communicate(timeout=60)[0].decode()
     assert proc.returncode == EXIT_INTERRUPTED, out

@@ -2,10 +2,10 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from monitor.store import PredictionStore
+from tests.support.waiting import wait_until
 from tests.trainer.conftest import FAST_TRAINING
 from trainer.loop import EXIT_INTERRUPTED
 from trainer.synthetic import make_dataset
@@ -30,11 +30,12 @@ def test_worker_process_interrupted_by_sigterm_then_resumed(tcfg, champion, tmp_
 
     proc = subprocess.Popen([sys.executable, "-m", "trainer.worker", str(req), str(res)], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 120
-    while not ckpt.exists():  # the first epoch-end checkpoint: training is under way
+
+    def training() -> bool:  # the first epoch-end checkpoint: training is under way
         assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+        return ckpt.exists()
+
+    wait_until(training, 120, message="no epoch-end checkpoint")
     proc.send_signal(signal.SIGTERM)
     out = proc.communicate(timeout=60)[0].decode()
     assert proc.returncode == EXIT_INTERRUPTED, out[-3000:]

@@ -2,7 +2,6 @@
 real daemon over HTTP, which opens an incident and retrains."""
 from __future__ import annotations
 
-import time
 from datetime import datetime, timedelta, timezone
 
 import httpx
@@ -11,6 +10,7 @@ from pydantic import ValidationError
 
 from monitor.daemon.alertmanager import WebhookPayload, select_alerts
 from tests.support.prometheus import start_alertmanager
+from tests.support.waiting import wait_until
 
 # The format of https://prometheus.io/docs/alerting/latest/configuration/#webhook_config, filled in
 # as Alertmanager 0.25 sends it (a firing alert's endsAt is the zero time).
@@ -99,21 +99,15 @@ def test_real_alertmanager_triggers_a_retrain_and_its_resolution_resolves(alertm
     am = alertmanager(f"{url}/v1/alerts", "am-token-0123")
     post_alert(am, ends_in=3600)
     ctl = daemon.controller
-    deadline = time.monotonic() + 60
-    while not ctl.incidents.recent():
-        assert time.monotonic() < deadline, "no webhook arrived"
-        time.sleep(0.1)
-    incident = ctl.incidents.recent()[0]
+    incident = wait_until(ctl.incidents.recent, 60, 0.1, "no webhook arrived")[0]
     assert incident.reason == "alertmanager" and incident.trigger == "alert"
     assert "DriftloopModelAccuracyDrop" in incident.detail
     assert daemon.wait_for_retrain(60)
     attempts = ctl.attempts.for_incident(incident.id)
     assert [a.status for a in attempts] == ["promoted"] and attempts[0].trigger == "alert"
     post_alert(am, ends_in=-1)  # the rule stopped firing: Alertmanager sends "resolved"
-    deadline = time.monotonic() + 60
-    while ctl.incidents.get(incident.id).state != "resolved":
-        assert time.monotonic() < deadline, ctl.incidents.events(incident.id)
-        time.sleep(0.1)
+    wait_until(lambda: ctl.incidents.get(incident.id).state == "resolved", 60, 0.1,
+               lambda: str(ctl.incidents.events(incident.id)))
     kinds = [e["kind"] for e in ctl.incidents.events(incident.id)]
     assert kinds[:4] == ["opened", "alertmanager_firing", "retraining", "promoted"]
     assert "alertmanager_resolved" in kinds and kinds[-1] == "resolved"

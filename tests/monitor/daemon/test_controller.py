@@ -3,7 +3,6 @@ MLflow, the real scheduler. The retrain child is a scripted stand-in process her
 tests/monitor/daemon/test_loop.py runs the real trainer."""
 from __future__ import annotations
 
-import time
 
 import pytest
 from prometheus_client import generate_latest
@@ -12,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from monitor.daemon.attempts import BusyError
 from monitor.daemon.checks import CheckOutcome
 from tests.monitor.daemon.conftest import Traffic
+from tests.support.waiting import wait_until
 
 
 def samples(daemon) -> dict[tuple, float]:
@@ -152,10 +152,8 @@ def test_failing_checks_are_counted_and_the_job_keeps_running(make_daemon, make_
     df["ts"] = traffic.t + df.index * 1.0
     daemon.store.add_predictions(df.drop(columns=["label"]))
     daemon.start(check_interval=0.2)  # the real scheduler
-    deadline = time.monotonic() + 60
-    while daemon.controller.checklog.error_total() < 3 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert daemon.controller.checklog.error_total() >= 3
+    wait_until(lambda: daemon.controller.checklog.error_total() >= 3, 60, 0.1,
+               lambda: f"{daemon.controller.checklog.error_total()} check errors")
     last = daemon.controller.checklog.last()
     assert last["status"] == "error" and "x8" in last["message"]
     assert samples(daemon)[("driftloop_model_check_errors_total", ())] >= 3

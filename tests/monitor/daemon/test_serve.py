@@ -7,7 +7,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -18,6 +17,8 @@ from monitor.store import PredictionStore
 from tests.conftest import free_port
 from tests.monitor.daemon.conftest import Traffic
 from tests.support.prometheus import require
+from tests.support.services import wait_answering
+from tests.support.waiting import wait_until
 
 
 # The console script's entry point (``python -m monitor.cli`` would import monitor.cli twice).
@@ -41,16 +42,8 @@ class Served:
             env["DRIFTLOOP_SERVER__TOKEN"] = self.token
         self.proc = subprocess.Popen(
             [*DRIFTLOOP, "--config", str(self.config_file), "serve", "--port", str(self.port), "--no-gpu", *flags], stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"serve exited:\n{self.log()}"
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise AssertionError(f"serve did not answer /healthz:\n{self.log()}")
+        wait_answering(self.url + "/healthz", self.proc, self.log, 90, name="serve")
+        return self
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
@@ -79,13 +72,18 @@ def rows(cfg, sql: str) -> list[tuple]:
         return conn.execute(sql).fetchall()
 
 
+def running_mlflow_runs(cfg) -> list:
+    from mlflow import MlflowClient
+    client = MlflowClient(tracking_uri=cfg.tracking_uri)
+    experiment = client.get_experiment_by_name(cfg.experiment_name)
+    return [] if experiment is None else client.search_runs([experiment.experiment_id], "attributes.status = 'RUNNING'")
+
+
 def test_serve_answers_and_stops_cleanly_on_sigterm(make_config, served):
     cfg = make_config(with_champion=False)
     daemon = served(cfg, token="s3cret-token").start("--check-interval", "3600")
-    deadline = time.monotonic() + 60  # the first check runs a second after start
-    while not rows(cfg, "SELECT status FROM check_results"):
-        assert time.monotonic() < deadline, daemon.log()
-        time.sleep(0.2)
+    # The first check runs a second after start.
+    wait_until(lambda: rows(cfg, "SELECT status FROM check_results"), 60, 0.2, daemon.log)
     r = httpx.get(daemon.url + "/metrics", timeout=10)
     assert r.status_code == 200
     promtool = require("promtool")
@@ -108,27 +106,26 @@ def test_sigkill_mid_retrain_loses_nothing_and_promotes_once(make_config, served
     with PredictionStore.from_config(cfg) as store:
         Traffic(cfg, store).send(1500, 90, concept=1.0)
     daemon = served(cfg).start("--check-interval", "3600")  # the first check runs a second after start
-    deadline = time.monotonic() + 60
-    while not rows(cfg, "SELECT id, pid FROM retrain_attempts WHERE status = 'running' AND pid IS NOT NULL"):
-        assert time.monotonic() < deadline, daemon.log()
-        time.sleep(0.2)
+    wait_until(lambda: rows(cfg, "SELECT id, pid FROM retrain_attempts WHERE status = 'running' AND pid IS NOT NULL"),
+               60, 0.2, daemon.log)
     [(attempt_id, child_pid)] = rows(cfg, "SELECT id, pid FROM retrain_attempts")
-    time.sleep(3)  # the child is importing and training now
+    # Mid-retrain: the child has opened its MLflow run and is training.
+    wait_until(lambda: running_mlflow_runs(cfg), 120, 0.2, daemon.log)
+    assert Path(f"/proc/{child_pid}").exists(), "the retrain child finished before the kill"
     daemon.proc.send_signal(signal.SIGKILL)
     daemon.proc.wait()
-    deadline = time.monotonic() + 10  # the child's watchdog notices its parent is gone
-    while Path(f"/proc/{child_pid}").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not Path(f"/proc/{child_pid}").exists(), "the retrain child outlived its daemon"
+    # The child's watchdog notices its parent is gone.
+    wait_until(lambda: not Path(f"/proc/{child_pid}").exists(), 10, 0.1, "the retrain child outlived its daemon")
     [(incident_id, state)] = rows(cfg, "SELECT id, state FROM incidents")
     assert state == "retraining"
 
     restarted = served(cfg).start("--check-interval", "3600")
-    deadline = time.monotonic() + 300
-    while rows(cfg, f"SELECT state FROM incidents WHERE id = '{incident_id}'")[0][0] not in ("promoted", "rejected"):
-        assert time.monotonic() < deadline, restarted.log()
+
+    def settled() -> bool:
         assert restarted.proc.poll() is None, restarted.log()
-        time.sleep(0.5)
+        return rows(cfg, f"SELECT state FROM incidents WHERE id = '{incident_id}'")[0][0] in ("promoted", "rejected")
+
+    wait_until(settled, 300, 0.5, restarted.log)
     attempts = rows(cfg, "SELECT id, status FROM retrain_attempts ORDER BY started_at")
     assert attempts[0] == (attempt_id, "failed") and [s for _, s in attempts] == ["failed", "promoted"]
     assert [r[0] for r in rows(cfg, "SELECT id FROM incidents")] == [incident_id]  # the same incident

@@ -3,7 +3,6 @@ import os
 import queue
 import subprocess
 import sys
-import time
 
 import pandas as pd
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from monitor.daemon.attempts import AttemptStore, BusyError
 from monitor.daemon.launcher import ProcessLauncher, RetrainJob
 from monitor.daemon.supervisor import RetrainSupervisor
+from tests.support.waiting import wait_until
 
 STUB = "tests.monitor.daemon.stub_worker"
 
@@ -59,9 +59,7 @@ def test_single_flight(make_supervisor, settled, tmp_path):
     with pytest.raises(BusyError):
         sup.launch(job("promote"), "inc-2", "manual")
     marker = tmp_path / "retrains" / first.id / "hanging"
-    deadline = time.monotonic() + 30
-    while not marker.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(marker.exists, 30, message="the child never reached 'hanging'")
     assert sup.busy
     sup.stop(grace=1)
     _, result = settled.get(timeout=30)
@@ -110,21 +108,22 @@ time.sleep(600)
 """
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=os.getcwd())
     child_pid = int(parent.stdout.readline())
-    deadline = time.monotonic() + 30
-    while not list((tmp_path / "r").glob("*/hanging")) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: list((tmp_path / "r").glob("*/hanging")), 30, message="the child never reached 'hanging'")
     parent.kill()
     parent.wait()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            os.kill(child_pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    else:
+    try:
+        wait_until(lambda: not _alive(child_pid), 10, message="the retrain worker outlived its daemon")
+    except AssertionError:
         os.kill(child_pid, 9)
-        pytest.fail("the retrain worker outlived its daemon")
+        raise
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def test_a_child_that_cannot_start_is_a_failed_attempt(engine, clock, tmp_path, settled):

@@ -6,11 +6,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import httpx
 
 from tests.monitor.gpu.helpers import Scrape, skip_if_nvidia_driver
+from tests.support.waiting import wait_until
 
 
 def _driftloop(*args: str, cwd) -> subprocess.Popen:
@@ -20,14 +20,13 @@ def _driftloop(*args: str, cwd) -> subprocess.Popen:
 
 
 def _wait_for_scrape(url: str, proc: subprocess.Popen, timeout: float = 30) -> httpx.Response:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return httpx.get(url, timeout=5)
-        except httpx.TransportError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"exporter did not come up: {proc.communicate(timeout=5)}")
-            time.sleep(0.1)
+
+    def scraped() -> httpx.Response:
+        if proc.poll() is not None:
+            raise AssertionError(f"exporter exited: {proc.communicate(timeout=5)}")
+        return httpx.get(url, timeout=5)
+
+    return wait_until(scraped, timeout, 0.1, "exporter did not come up", ignoring=(httpx.TransportError,))
 
 
 def test_simulated_exporter_serves_and_stops_cleanly_on_sigterm(port, tmp_path):

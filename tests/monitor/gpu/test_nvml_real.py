@@ -20,6 +20,7 @@ from monitor.gpu import build_gpu_collector
 from tests.support.prometheus import require
 from monitor.gpu.backend import NvmlUnavailableError
 from tests.monitor.gpu.helpers import Scrape
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.gpu
 
@@ -131,27 +132,24 @@ def test_exporter_end_to_end_with_a_cuda_process(nvml, port, tmp_path):
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "ready"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                s = Scrape.from_text(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text)
-                if s.find("driftloop_gpu_process_memory_used_bytes", pid=str(holder.pid)) and \
-                        s.has("driftloop_gpu_pcie_throughput_bytes_per_second"):
-                    break
-            except httpx.TransportError:
-                pass
-            assert exporter.poll() is None and time.monotonic() < deadline, exporter.communicate(timeout=5)
-            time.sleep(0.5)
+
+        def scrape() -> Scrape:
+            assert exporter.poll() is None, exporter.communicate(timeout=5)
+            return Scrape.from_text(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text)
+
+        def with_the_process() -> tuple[Scrape] | None:
+            s = scrape()
+            return (s,) if s.find("driftloop_gpu_process_memory_used_bytes", pid=str(holder.pid)) and \
+                s.has("driftloop_gpu_pcie_throughput_bytes_per_second") else None
+
+        (s,) = wait_until(with_the_process, 60, 0.5, "no series for the CUDA process", ignoring=(httpx.TransportError,))
         assert s.value("driftloop_gpu_up") == 1.0
         (proc,) = s.find("driftloop_gpu_process_memory_used_bytes", pid=str(holder.pid))
         assert proc.value >= 2**30 and proc.labels["process"]
         holder.kill()
         holder.wait(10)
-        deadline = time.monotonic() + 30
-        while s.find("driftloop_gpu_process_memory_used_bytes", pid=str(holder.pid)):
-            assert time.monotonic() < deadline, "the process series outlived the process"
-            time.sleep(0.5)
-            s = Scrape.from_text(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text)
+        wait_until(lambda: not scrape().find("driftloop_gpu_process_memory_used_bytes", pid=str(holder.pid)), 30, 0.5,
+                   "the process series outlived the process")
         exporter.send_signal(signal.SIGTERM)
         _, err = exporter.communicate(timeout=20)
         assert exporter.returncode == 0, err

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -16,6 +15,7 @@ from monitor.config import DriftloopConfig, load_config
 from monitor.ingest import create_app
 from monitor.store import PredictionStore
 from tests.support.postgres import postgres_server  # noqa: F401  (session fixture)
+from tests.support.waiting import wait_until
 
 TOKEN = "s3cret-token"
 
@@ -34,11 +34,12 @@ def serve(app) -> Iterator[str]:
                                            access_log=False, lifespan="off"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.01)
+
+    def started() -> bool:
+        assert thread.is_alive(), "uvicorn exited during start-up"
+        return server.started
+
+    wait_until(started, 15, 0.01, "uvicorn did not start")
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

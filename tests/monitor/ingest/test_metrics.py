@@ -63,6 +63,17 @@ def test_promtool_accepts_the_exposition(api, base_url):
     assert openmetrics.text.rstrip().endswith("# EOF")
 
 
+def test_metrics_are_gzipped_when_asked(api, base_url):
+    api.post("/v1/predictions", json=predictions(3))
+    with httpx.Client() as client:
+        plain = client.get(f"{base_url}/metrics", headers={"Accept-Encoding": "identity"})
+        packed = client.get(f"{base_url}/metrics", headers={"Accept-Encoding": "gzip"})
+    assert "content-encoding" not in plain.headers
+    assert packed.headers["content-encoding"] == "gzip" and len(packed.content) > 0
+    assert int(packed.headers["content-length"]) < len(plain.content) / 3
+    assert _value(_samples(packed.text), "driftloop_store_rows", table="predictions", model="m") == 3
+
+
 class Clock:
     t = 100.0
 

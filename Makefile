@@ -1,5 +1,5 @@
 # Quick start: `make demo` (set up, then run the end-to-end demo) and `make test` (set up, then run the tests).
-.PHONY: setup demo test test-gpu bench
+.PHONY: setup demo lint test test-gpu bench
 PY := .venv/bin/python
 
 setup:
@@ -8,7 +8,12 @@ setup:
 demo: setup
 	.venv/bin/driftloop demo
 
-test: setup
+# ruff (mistakes, not style) and mypy (monitor, trainer; settings in pyproject.toml).
+lint: setup
+	.venv/bin/ruff check .
+	.venv/bin/mypy
+
+test: lint
 	$(PY) -m pytest -q
 
 test-gpu: setup

@@ -89,7 +89,7 @@ def log_level_given(ctx: click.Context) -> bool:
 
 def config_from(ctx: click.Context, overrides: dict[str, Any] | None = None) -> DriftloopConfig:
     """Load and validate the configuration once, with CLI flag ``overrides`` on top, and set up logging."""
-    state: _State = ctx.find_object(_State)
+    state: _State | None = ctx.find_object(_State)
     overrides = {k: v for k, v in (overrides or {}).items() if v not in (None, {})}
     cfg = load_config(state.config_path if state else None, overrides=overrides)
     setup_logging(state.log_level if state and state.log_level else cfg.logging.level, cfg.logging.format)

@@ -104,7 +104,7 @@ class ServerConfig(_Section):
         try:
             token = path.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"server.token_file {str(path)!r}: cannot read: {exc.strerror or exc}") from None
+            raise ValueError(f"server.token_file {str(path)!r}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
         if not token:
             raise ValueError(f"server.token_file {str(path)!r} is empty")
         return {**data, "token": token}

@@ -52,7 +52,7 @@ def infer_column(name: str, series: pd.Series) -> InferredFeature | str:
         return f"column {name!r} has no values (all missing); drop it or pass --ignore {name}"
     missing = f", {1 - len(present) / len(series):.0%} missing" if len(present) < len(series) else ""
     dtype = series.dtype
-    if pd.api.types.is_bool_dtype(dtype) or (dtype == object and present.map(type).isin([bool]).all()):
+    if pd.api.types.is_bool_dtype(dtype) or (pd.api.types.is_object_dtype(dtype) and present.map(type).isin([bool]).all()):
         return InferredFeature(name, "numeric", f"boolean, used as 0/1{missing}")
     if pd.api.types.is_numeric_dtype(dtype):
         integer = pd.api.types.is_integer_dtype(dtype) or bool((present == present.round()).all())

@@ -73,7 +73,7 @@ def make_engine(url: str, *, busy_timeout_seconds: float = 30.0, synchronous: st
 def _sqlite_engine(url: sa.URL, busy_timeout_seconds: float, synchronous: str) -> Engine:
     memory = not url.database or url.database == ":memory:"
     if not memory:
-        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        Path(str(url.database)).parent.mkdir(parents=True, exist_ok=True)
     kwargs: dict = {"connect_args": {"check_same_thread": False, "timeout": busy_timeout_seconds}}
     if memory:
         # One connection shared by every thread, or each would see its own empty database.

@@ -77,6 +77,7 @@ def run_child(path: Path, sql: str, timeout: float = 600.0) -> pa.Table:
                                     stderr=errors)
         except OSError as exc:
             raise StoreError(f"window reader process failed to start: {exc}") from exc
+        assert proc.stdin is not None and proc.stdout is not None  # both are pipes
         try:
             _widen_pipe(proc.stdout)
             proc.stdin.write(spec)

@@ -11,10 +11,8 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.support.services import free_port, wait_answering

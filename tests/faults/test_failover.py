@@ -26,7 +26,7 @@ def leader_gauge(daemon) -> float | None:
         text = httpx.get(daemon.url + "/metrics", timeout=2).text
     except httpx.HTTPError:
         return None
-    line = next((l for l in text.splitlines() if l.startswith("driftloop_daemon_leader ")), None)
+    line = next((row for row in text.splitlines() if row.startswith("driftloop_daemon_leader ")), None)
     return None if line is None else float(line.split()[1])
 
 

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 
-import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 

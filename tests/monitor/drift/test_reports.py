@@ -43,7 +43,7 @@ def test_saves_html_and_json_named_by_model_time_and_check(tmp_path, result):
 def test_retention_keeps_the_newest_checks_of_this_model_only(tmp_path, result):
     folder = tmp_path / "reports"
     folder.mkdir()
-    unrelated = [folder / "notes.txt", folder / f"demo-2-20240101T000000Z-abc.html",
+    unrelated = [folder / "notes.txt", folder / "demo-2-20240101T000000Z-abc.html",
                  folder / "other-20200101T000000Z-abc.json"]
     for f in unrelated:
         f.write_text("keep me")

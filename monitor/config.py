@@ -460,6 +460,15 @@ def _takes_text(path: list[str], optional: bool = False) -> bool:
 
 
 def _env_overrides(environ: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """The ``DRIFTLOOP_*`` variables as a nested tree, and the problems found in their names.
+
+    Ours rather than pydantic-settings (``env_prefix``, ``env_nested_delimiter="__"``), which was
+    tried (2.16.3) and differs from the documented rules in ways each needing an override of its
+    parsing: it drops a variable whose section is misspelt (``DRIFTLOOP_SERVR__PORT``) silently,
+    where a typo must be an error; it keeps ``""`` as text, where an empty value unsets an optional
+    key; it decodes lists as JSON (``[a, b]`` fails) and stops at the first undecodable value instead
+    of reporting every problem together. It also reads ``os.environ`` only, and the tests inject it.
+    """
     tree: dict[str, Any] = {}
     problems: list[str] = []
     for key, raw in environ.items():

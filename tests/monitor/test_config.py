@@ -76,6 +76,18 @@ def test_tls_needs_both_files(tmp_path):
         load_config(None, environ={"DRIFTLOOP_EXPORTER__TLS_CERT": "/x.pem"})
 
 
+def test_environment_names_and_empty_values():
+    """The rules that pydantic-settings' env source would break (see monitor.config._env_overrides)."""
+    with pytest.raises(ConfigError) as exc:
+        load_config(path=None, environ={"DRIFTLOOP_SERVR__PORT": "5", "DRIFTLOOP_SERVER__PROT": "5"})
+    assert "servr: unknown key" in str(exc.value) and "server.prot: unknown key" in str(exc.value)
+    cfg = load_config(path=None, environ={"DRIFTLOOP_SERVER__TOKEN": "", "DRIFTLOOP_MODEL__SEGMENTS": "[region, hour_of_day]",
+                                          "DRIFTLOOP_MODEL__FEATURES": "[{name: x0}, {name: region, type: categorical}]"})
+    assert cfg.server.token is None and cfg.model.segments == ["region", "hour_of_day"]
+    with pytest.raises(ConfigError, match="empty path segment"):
+        load_config(path=None, environ={"DRIFTLOOP_SERVER____PORT": "5"})
+
+
 def test_environment_text_keys_are_taken_verbatim():
     # YAML would read a token '#s3cret' as null (authentication silently off), '0123' as 83,
     # '::' as a mapping and 'off' as false; text keys keep the variable as written.

@@ -186,6 +186,7 @@ class DriftloopClient:
 
     def _request(self, method: str, path: str, body: bytes | None, summary: IngestSummary, what: str) -> httpx.Response:
         headers = {"Content-Type": "application/json"} if body is not None else None
+        response: httpx.Response | None
         for attempt in range(self.retries + 1):
             try:
                 response = self._http.request(method, path, content=body, headers=headers)

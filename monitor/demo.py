@@ -25,13 +25,16 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import pandas as pd
 
 from monitor.config import DriftloopConfig, load_config
 from monitor.errors import UserInputError
+
+if TYPE_CHECKING:
+    from trainer.outcomes import Champion
 
 log = logging.getLogger(__name__)
 MARKER = ".driftloop-demo"
@@ -140,16 +143,17 @@ class ModelService:
 
     def __init__(self, cfg: DriftloopConfig):
         self.cfg = cfg
-        self.champion = None
+        self.champion: Champion | None = None
 
     def refresh(self) -> str:
-        import trainer
-        self.champion = trainer.load_champion(self.cfg)  # cached by version; cheap when unchanged
-        return self.champion.version
+        from trainer.registry import load_champion
+        self.champion = champion = load_champion(self.cfg)  # cached by version; cheap when unchanged
+        return champion.version
 
     def score(self, frame: pd.DataFrame, ids: list[str]) -> pd.DataFrame:
+        assert self.champion is not None, "refresh() first"
         features = frame[self.cfg.model.feature_names]
-        scores = np.asarray(self.champion.predict_proba(features), dtype=float)
+        scores = np.asarray(self.champion.predict_proba(features), dtype=np.float64)
         out = features.copy()
         out.insert(0, "id", ids)
         out[self.cfg.model.score] = scores
@@ -260,10 +264,10 @@ def run_demo(cfg: DriftloopConfig, plan: DemoPlan, *, echo: Callable[[str], None
             promoted_now = [e for e in new_events if "promoted" in e]
             row = TimelineRow(
                 tick=tick, phase="drifted" if drifted else "stationary", served_by=version,
-                check_id=check and check["id"], champion_version=check and check.get("champion_version"),
+                check_id=check["id"] if check else None, champion_version=check.get("champion_version") if check else None,
                 window_rows=(check or {}).get("window_rows") or 0, labelled_rows=(check or {}).get("labelled_rows") or 0,
-                accuracy=check and check.get("accuracy"), roc_auc=check and check.get("roc_auc"),
-                drift_share=check and check.get("drift_share"), events=new_events,
+                accuracy=check.get("accuracy") if check else None, roc_auc=check.get("roc_auc") if check else None,
+                drift_share=check.get("drift_share") if check else None, events=new_events,
                 labelled_tick=tick - 1 if tick > 0 else None)
             timeline.append(row)
             echo(f"{tick:>5} {row.phase:<10} {'v' + version:>6} {row.check_id or '-':>5} "

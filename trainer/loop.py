@@ -29,7 +29,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar, cast
 
 import torch
 import torch.nn.functional as F
@@ -142,7 +142,7 @@ def evaluate(model: nn.Module, data: tuple[torch.Tensor, ...], device: torch.dev
 def _enable_gradient_checkpointing(model: nn.Module) -> None:
     for module in (model, getattr(model, "net", None)):
         if module is not None and getattr(module, "supports_checkpointing", False):
-            module.set_gradient_checkpointing(True)
+            cast(Any, module).set_gradient_checkpointing(True)  # the flag above says it has one
             return
     log.warning("training.gradient_checkpointing is on but the model does not support it; ignored")
 
@@ -310,7 +310,8 @@ def fit(model: nn.Module, train: tuple[torch.Tensor, ...], val: tuple[torch.Tens
                     rows = sum(len(b[2]) for b in micro)  # shapes are known on the host: no sync
                     for i, (x_num, x_cat, y) in enumerate(micro):
                         # Under DDP, all-reduce gradients only after the last micro-batch of the step.
-                        sync = net.no_sync() if info.enabled and i < len(micro) - 1 else nullcontext()
+                        sync = cast("DistributedDataParallel", net).no_sync() if info.enabled and i < len(micro) - 1 \
+                            else nullcontext()
                         with sync:
                             with autocast:
                                 logits = net(x_num, x_cat)
@@ -347,7 +348,7 @@ def fit(model: nn.Module, train: tuple[torch.Tensor, ...], val: tuple[torch.Tens
                 val_metrics = evaluate(model, val, device, amp_dtype)
                 record = {"epoch": epoch + 1, "train_loss": loss_sum.item() / max(state.epoch_samples, 1),
                           "val_loss": val_metrics["loss"], "val_accuracy": val_metrics["accuracy"],
-                          "val_roc_auc": val_metrics["roc_auc"], "lr": scheduler.get_last_lr()[0]}
+                          "val_roc_auc": val_metrics["roc_auc"], "lr": float(scheduler.get_last_lr()[0])}
                 state.history.append(record)
                 if val_metrics["loss"] < state.best_val_loss:
                     state.best_val_loss, state.best_epoch, state.bad_epochs = val_metrics["loss"], epoch + 1, 0
@@ -378,6 +379,9 @@ def fit(model: nn.Module, train: tuple[torch.Tensor, ...], val: tuple[torch.Tens
                      samples_per_second=(state.samples - samples_at_start) * info.world_size / max(elapsed, 1e-9))
 
 
-def copy_model(model: nn.Module) -> nn.Module:
+_M = TypeVar("_M", bound=nn.Module)
+
+
+def copy_model(model: _M) -> _M:
     """A deep copy on CPU (warm starts must not train the cached champion in place)."""
     return copy.deepcopy(model).cpu()

@@ -79,11 +79,12 @@ class MLP(nn.Module):
     def __init__(self, n_numeric: int, cardinalities: Sequence[int], hidden: Sequence[int] = (64, 32),
                  dropout: float = 0.1):
         super().__init__()
-        self.embeddings = nn.ModuleList(nn.Embedding(c, embedding_dim(c)) for c in cardinalities)
+        embeddings = [nn.Embedding(c, embedding_dim(c)) for c in cardinalities]
+        self.embeddings = nn.ModuleList(embeddings)
         with torch.no_grad():  # the unknown bucket never trains; zero keeps it neutral
-            for emb in self.embeddings:
+            for emb in embeddings:
                 emb.weight[UNKNOWN].zero_()
-        width = n_numeric + sum(e.embedding_dim for e in self.embeddings)
+        width = n_numeric + sum(e.embedding_dim for e in embeddings)
         blocks = []
         for h in hidden:
             blocks.append(nn.Sequential(nn.Linear(width, h), nn.ReLU(), nn.Dropout(dropout)))
@@ -109,6 +110,9 @@ class MLP(nn.Module):
 
 class TabularModel(nn.Module):
     """Preprocessing + network. ``predict_proba(df)`` is the whole serving path."""
+
+    mean: torch.Tensor  # buffers (register_buffer): moved with the module, saved in its state dict
+    std: torch.Tensor
 
     def __init__(self, net: nn.Module, numeric: Sequence[str], categorical: Sequence[str],
                  vocab: dict[str, list[str]], mean: np.ndarray, std: np.ndarray, indicated: Sequence[str] = ()):
@@ -156,9 +160,9 @@ class TabularModel(nn.Module):
 
     def encode(self, df: pd.DataFrame) -> tuple[torch.Tensor, torch.Tensor]:
         """Raw features -> (numeric float32 [n, k], category indices int64 [n, m]); unseen -> 0."""
-        missing = [c for c in self.feature_names if c not in df.columns]
-        if missing:
-            raise ValueError(f"missing feature columns: {', '.join(missing)}")
+        absent = [c for c in self.feature_names if c not in df.columns]
+        if absent:
+            raise ValueError(f"missing feature columns: {', '.join(absent)}")
         num = numeric_values(df, self.numeric).astype(np.float32)
         # Missing (NaN) is a value the model handles; an infinity is a broken upstream computation.
         bad = np.isinf(num)

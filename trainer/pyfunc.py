@@ -11,12 +11,12 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 import cloudpickle
-import mlflow.pyfunc
+from mlflow.pyfunc.model import PythonModel  # where mlflow.pyfunc re-exports it from
 import numpy as np
 import pandas as pd
 
 
-class TabularPyfunc(mlflow.pyfunc.PythonModel):
+class TabularPyfunc(PythonModel):
     def __init__(self, model: Any):
         self.model = model
 

@@ -112,7 +112,7 @@ def session(cfg: DriftloopConfig) -> Iterator[None]:
     try:
         yield
     finally:
-        mlflow.set_tracking_uri(previous)
+        mlflow.set_tracking_uri(previous)  # type: ignore[arg-type]  # None unsets it; mlflow's annotation omits None
         for k in added:
             os.environ.pop(k, None)
 
@@ -157,7 +157,7 @@ class Registry:
         return str(mv.version)
 
     def run_id_of(self, version: str) -> str:
-        return self.client.get_model_version(self.name, version).run_id
+        return str(self.client.get_model_version(self.name, version).run_id)
 
     def history(self) -> list[str]:
         from mlflow.exceptions import MlflowException
@@ -236,7 +236,9 @@ def log_model(model: Any, example: pd.DataFrame, registry: Registry) -> str:
         info = mlflow.pyfunc.log_model(name="model", python_model=TabularPyfunc(model), signature=signature,
                                        input_example=example, pip_requirements=requirements,
                                        metadata={SCHEMA_TAG: schema})
-    version = registry.register(info.model_uri, mlflow.active_run().info.run_id, info.model_id)
+    run = mlflow.active_run()
+    assert run is not None  # log_model logged into the caller's run
+    version = registry.register(info.model_uri, run.info.run_id, info.model_id)
     registry.client.set_model_version_tag(registry.name, version, SCHEMA_TAG, json.dumps(schema))
     m = registry.cfg.model
     columns = {"target": m.target, "id": m.id, "score": m.score, "prediction": m.prediction}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import mlflow
 import numpy as np
@@ -178,7 +178,7 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
                 promote = False
                 reasons.append(f"champion changed during retraining (v{champion.version} -> v{current}); not promoted")
             previous = registry.make_champion(version) if promote else None
-            outcome = "promoted" if promote else "rejected"
+            outcome: Literal["promoted", "rejected"] = "promoted" if promote else "rejected"
             metrics = {
                 "challenger_accuracy": challenger_m["accuracy"], "challenger_roc_auc": challenger_m["roc_auc"],
                 "champion_accuracy": champion_m["accuracy"], "champion_roc_auc": champion_m["roc_auc"],

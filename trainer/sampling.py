@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sized
+from typing import cast
 
 import torch
 from torch.utils.data import DistributedSampler, TensorDataset
@@ -26,7 +28,7 @@ class ShardedBatches(DistributedSampler):
         """DistributedSampler.__iter__'s order, computed as a tensor (no million-element Python list)."""
         g = torch.Generator()
         g.manual_seed(self.seed + self.epoch)
-        order = torch.randperm(len(self.dataset), generator=g)
+        order = torch.randperm(len(cast(Sized, self.dataset)), generator=g)
         padding = self.total_size - len(order)
         if padding > 0:  # every rank gets the same number of rows: wrap around, as DistributedSampler does
             order = torch.cat([order] * (1 + math.ceil(padding / len(order))))[: self.total_size]

@@ -57,6 +57,8 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
     outcome = retrain(cfg, window, trigger=request.get("trigger", "manual"), incident_id=request.get("incident_id"),
                       report_paths=request.get("report_paths") or (), data_window=request.get("data_window"),
                       resume=bool(request.get("resume", False)))
+    if outcome is None:  # what another torchrun rank than 0 gets; the worker runs as one process
+        raise RuntimeError("retrain gave no outcome: the retrain worker must run as rank 0 (or without torchrun)")
     return outcome.to_dict()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
+from monitor.config import DriftloopConfig
 from monitor.errors import RegistryError
 
 
@@ -46,7 +47,7 @@ class ChampionCache:
             self._cached = None
 
 
-def mlflow_alias_lookup(cfg: Any, known_champion: Callable[[], str | None] = lambda: None) -> Callable[[], str | None]:
+def mlflow_alias_lookup(cfg: DriftloopConfig, known_champion: Callable[[], str | None] = lambda: None) -> Callable[[], str | None]:
     """``current_version`` for :class:`ChampionCache` that asks the MLflow registry, through the
     trainer's registry boundary: errors become ``RegistryError``, and HTTP timeouts and retries are
     bounded, so a tracking server that is down costs a check seconds, not minutes.

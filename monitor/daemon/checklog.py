@@ -61,7 +61,9 @@ class CheckLog:
                                              "change": outcome.change.to_dict() if outcome.change else None,
                                              "change_ts": outcome.change_ts}, default=str))
         with write_transaction(self._engine) as conn:
-            return int(conn.execute(insert(check_results).values(**values)).inserted_primary_key[0])
+            key = conn.execute(insert(check_results).values(**values)).inserted_primary_key
+            assert key is not None  # a single-row insert
+            return int(key[0])
 
     def set_verdict(self, check_id: int, verdict: str) -> None:
         with write_transaction(self._engine) as conn:

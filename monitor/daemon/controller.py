@@ -10,15 +10,17 @@ import logging
 import shutil
 import threading
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import pandas as pd
+from sqlalchemy.engine import Engine
 
 from monitor.config import DriftloopConfig
 from monitor.daemon.attempts import Attempt, AttemptStore, BusyError
 from monitor.daemon.checklog import CheckLog
-from monitor.daemon.checks import CheckJob, CheckOutcome
+from monitor.daemon.checks import CheckJob, CheckOutcome, WindowSource
 from monitor.daemon.incidents import Incident, IncidentStore, TransitionError
 from monitor.daemon.launcher import ChildResult, Launcher, RetrainJob
 from monitor.daemon.levels import ReferenceLevels
@@ -74,10 +76,26 @@ def unsuccessful_in_a_row(tries: list[Attempt]) -> int:
     return n
 
 
+class ControllerStore(WindowSource, Protocol):
+    """What the controller reads from the store (:class:`monitor.store.PredictionStore`)."""
+
+    engine: Engine  # the daemon's own tables (incidents, attempts, levels) live beside the records
+
+    def labelled_count(self, since: Any = None, received_after: float | None = None) -> int: ...
+
+    def last_label_time(self) -> datetime | None: ...  # read by the daemon's metrics
+
+
+class Invalidatable(Protocol):
+    """The champion cache (:class:`monitor.daemon.champion.ChampionCache`): dropped after a promotion."""
+
+    def invalidate(self) -> None: ...
+
+
 class Controller:
-    def __init__(self, cfg: DriftloopConfig, store: Any, check_job: CheckJob, checklog: CheckLog,
+    def __init__(self, cfg: DriftloopConfig, store: ControllerStore, check_job: CheckJob, checklog: CheckLog,
                  incidents: IncidentStore, attempts: AttemptStore, policy: AlertPolicy, launcher: Launcher,
-                 champion: Any, probe: RegistryProbe, clock: Callable[[], float],
+                 champion: Invalidatable, probe: RegistryProbe, clock: Callable[[], float],
                  shadow: Callable[[pd.DataFrame], str | None] | None = None):
         self.cfg = cfg
         # training.shadow_windows: each successful check's window goes to the pending shadow
@@ -152,6 +170,7 @@ class Controller:
             if not verdict.fire:
                 return self._open_suspected(outcome, verdict) if verdict.suspect else "no incident"
             performance = verdict.reason in PERFORMANCE_REASONS
+            assert verdict.reason is not None  # a firing verdict names its reason
             incident = self.incidents.open(
                 verdict.reason, "alert", verdict.message, check_id=outcome.id, report_paths=outcome.report_paths,
                 window_start=self._last_healthy_end, retrain=verdict.retrain,
@@ -439,8 +458,10 @@ class Controller:
     def settle(self, attempt: Attempt, result: ChildResult) -> None:
         """Record how a retrain ended, on the attempt and on its incident (the supervisor's callback)."""
         with self.lock:
+            fields: dict[str, Any]
             if result.ok:
                 o = result.outcome
+                assert o is not None  # an ok result carries the outcome
                 status = o["outcome"]
                 fields = dict(run_id=o.get("run_id"), challenger_version=o.get("challenger_version"),
                               champion_version=o.get("champion_version"), duration_seconds=o.get("duration_seconds"),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from prometheus_client import CollectorRegistry
 
@@ -36,6 +36,9 @@ from monitor.daemon.registry import MlflowProbe, RegistryProbe
 from monitor.daemon.scheduler import build_scheduler
 from monitor.daemon.status import collect_status
 from monitor.daemon.triggers import TriggerResult, handle_alertmanager, request_retrain
+
+if TYPE_CHECKING:
+    from monitor.store import PredictionStore
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +67,8 @@ class _LazyEvaluator:
 
 
 class Daemon:
-    def __init__(self, cfg: DriftloopConfig, *, store: Any = None, registry: CollectorRegistry | None = None,
+    def __init__(self, cfg: DriftloopConfig, *, store: PredictionStore | None = None,
+                 registry: CollectorRegistry | None = None,
                  clock: Callable[[], float] = time.time, launcher: Launcher | None = None,
                  champion: ChampionCache | None = None, probe: RegistryProbe | None = None,
                  evaluate: Callable[..., Any] | None = None,
@@ -170,12 +174,12 @@ class Daemon:
 
     def _lead(self) -> None:
         recover(self.controller)  # logs what it settled
-        self._scheduler = build_scheduler(
+        self._scheduler = scheduler = build_scheduler(
             check=self.run_check_now, check_interval=self._check_interval,
             retention=self.apply_retention,
             retrain=lambda: self.retrain_now("schedule", f"cron {self.cfg.alerts.retrain_cron}"),
             retrain_cron=self.cfg.alerts.retrain_cron, on_check_error=self._check_failed)
-        self._scheduler.start()
+        scheduler.start()
 
     def _follow(self) -> None:
         """Deposed: stop the scheduler and a running retrain (the new leader settles it)."""

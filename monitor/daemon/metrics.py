@@ -135,4 +135,4 @@ class DaemonCollector:
         done = next((a for a in ctl.attempts.recent(20) if a.samples_per_second), None)
         if done is not None:
             yield _gauge("driftloop_training_samples_per_second", "Training throughput of the latest retrain",
-                         ["model"], [([m], done.samples_per_second)])
+                         ["model"], [([m], float(done.samples_per_second or 0.0))])  # truthy: found so

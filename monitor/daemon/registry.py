@@ -10,8 +10,9 @@ attempt promoted.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Callable, Protocol
 
+from monitor.config import DriftloopConfig
 from monitor.errors import RegistryError
 
 INCIDENT_TAG = "driftloop.incident_id"  # set by trainer.runs.lineage_tags
@@ -31,7 +32,7 @@ class RegistryProbe(Protocol):
 class MlflowProbe:
     """The registry through the trainer's boundary (bounded timeouts; errors are RegistryError)."""
 
-    def __init__(self, cfg: Any, known_champion: Callable[[], str | None] = lambda: None):
+    def __init__(self, cfg: DriftloopConfig, known_champion: Callable[[], str | None] = lambda: None):
         self._cfg = cfg
         self._known_champion = known_champion
 
@@ -54,7 +55,7 @@ class MlflowProbe:
                 return []
             champion = registry.alias_version(reg.CHAMPION)
             versions = registry.client.search_model_versions(f"name = '{registry.name}'")
-        return sorted((IncidentVersion(str(v.version), v.run_id, str(v.version) == str(champion))
+        return sorted((IncidentVersion(str(v.version), str(v.run_id), str(v.version) == str(champion))
                        for v in versions if v.run_id in run_ids), key=lambda v: int(v.version))
 
 

@@ -13,10 +13,13 @@ import signal
 import socket
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monitor.config import DriftloopConfig
 from monitor.errors import UserInputError
+
+if TYPE_CHECKING:
+    from monitor.daemon.daemon import Daemon
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +47,7 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def serve(cfg: DriftloopConfig, stop: threading.Event | None = None, *, daemon: Any = None,
+def serve(cfg: DriftloopConfig, stop: threading.Event | None = None, *, daemon: Daemon | None = None,
           ready: threading.Event | None = None, scheduler: bool = True) -> None:
     """Run until ``stop`` is set (the CLI sets it from SIGTERM/SIGINT). ``daemon``: an already
     built :class:`~monitor.daemon.daemon.Daemon` (tests, the demo); stopped on the way out.

@@ -40,7 +40,7 @@ def _plan(name: str, kind: str, ref: PreparedReference, cur: Side, current: pd.D
         return "no values in the reference"
     if cur.counts.get(name, 0) == 0:
         return "no values in the current window"
-    method = drift_cfg.num_method if kind == NUMERIC else drift_cfg.cat_method
+    method: str | None = drift_cfg.num_method if kind == NUMERIC else drift_cfg.cat_method
     if method is None:
         method = default_method(kind, ref.full_counts[name], union_distinct(ref.distinct[name], current[name]))
     return runner.ColumnPlan(name, kind, method)

@@ -140,7 +140,7 @@ class ModelMetricsCollector(Collector):
                                           "The threshold the feature's drift score is compared with.",
                                           labels=["model", "feature", "method"])
             for f in tested:
-                score.add_metric([model, f.name, f.method or ""], f.score)
+                score.add_metric([model, f.name, f.method or ""], float(f.score or 0.0))  # not None: tested
                 drifted.add_metric([model, f.name], 1.0 if f.drifted else 0.0)
                 if f.threshold is not None:
                     threshold.add_metric([model, f.name, f.method or ""], f.threshold)

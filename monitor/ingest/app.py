@@ -49,7 +49,7 @@ def _error(status: int, message: str, errors: list[dict] | None = None,
 RETRY_AFTER_SECONDS = 1
 # What a dependency that is down (the store, MLflow) raises; answered 503 + Retry-After on every
 # endpoint, since the request may succeed when re-sent (ids make writes idempotent).
-DEPENDENCY_ERRORS: tuple[type[BaseException], ...] = (
+DEPENDENCY_ERRORS: tuple[type[Exception], ...] = (
     StoreError, RegistryError, UnavailableError, sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError,
     sa.exc.DisconnectionError)
 
@@ -191,7 +191,7 @@ def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | N
             return JSONResponse(body, status_code=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
         return JSONResponse(body)
 
-    ready_doc = {200: {"description": "Ready", "content": openapi.HEALTH},
+    ready_doc: dict[int | str, dict[str, Any]] = {200: {"description": "Ready", "content": openapi.HEALTH},
                  503: {"description": "Not ready; `error` and `checks` say why", "content": openapi.HEALTH}}
 
     @app.get("/readyz", tags=["operations"], summary="Readiness: the store takes writes (and MLflow answers)",

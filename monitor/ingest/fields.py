@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta, timezone
+from typing import cast
 
 MAX_ID_LENGTH = 200
 # Epoch seconds beyond this (year 2286) are almost certainly milliseconds or nanoseconds.
@@ -77,7 +78,7 @@ def check_number(value: object) -> float:
     if type(value) not in (int, float):
         raise FieldError(f"expected a finite number, got {describe(value)}")
     try:
-        out = float(value)
+        out = float(cast(float, value))  # an int or a float, checked above
     except OverflowError:
         raise FieldError(f"expected a finite number, got {describe(value)}") from None
     if not math.isfinite(out):
@@ -113,6 +114,7 @@ def check_ts(value: object) -> int:
             raise FieldError(f"expected {expected}, got {describe(value)} (no UTC offset)")
         us = (parsed - _EPOCH) // _ONE_US
     elif type(value) in (int, float):
+        value = cast(float, value)  # exactly int or float (not bool), checked above
         if not math.isfinite(value):
             raise FieldError(f"expected {expected}, got {describe(value)}")
         if value >= MAX_EPOCH_SECONDS:

@@ -112,10 +112,10 @@ class IngestMetrics:
         writable = None
         if self._writable is not None:
             writable = self._writable()
-            fam = GaugeMetricFamily("driftloop_store_writable", "1 when the store can take a write now "
-                                    "(not down, read-only, full or locked beyond its busy timeout).", labels=["model"])
-            fam.add_metric([m], 1 if writable else 0)
-            yield fam
+            gauge = GaugeMetricFamily("driftloop_store_writable", "1 when the store can take a write now "
+                                      "(not down, read-only, full or locked beyond its busy timeout).", labels=["model"])
+            gauge.add_metric([m], 1 if writable else 0)
+            yield gauge
         with self._lock:
             records = dict(self._records)
             rejected = dict(self._rejected)
@@ -136,11 +136,11 @@ class IngestMetrics:
         for (kind, reason), value in rejected_records.items():
             fam.add_metric([m, kind, reason], value)
         yield fam
-        fam = HistogramMetricFamily("driftloop_ingest_batch_duration_seconds",
-                                    "Time to parse, validate and store one batch.", labels=["model", "kind"])
+        histogram = HistogramMetricFamily("driftloop_ingest_batch_duration_seconds",
+                                          "Time to parse, validate and store one batch.", labels=["model", "kind"])
         for kind, (buckets, total) in durations.items():
-            fam.add_metric([m, kind], buckets, total)
-        yield fam
+            histogram.add_metric([m, kind], buckets, total)
+        yield histogram
         if self._row_counts is None:
             return
         rows = self._current_rows(fresh=writable is False)  # a store that cannot write: is it there at all?
@@ -149,7 +149,7 @@ class IngestMetrics:
         up.add_metric([m], 0 if rows is None else 1)
         yield up
         if rows is not None:
-            fam = GaugeMetricFamily("driftloop_store_rows", "Rows in the store.", labels=["model", "table"])
+            gauge = GaugeMetricFamily("driftloop_store_rows", "Rows in the store.", labels=["model", "table"])
             for table, value in rows.items():
-                fam.add_metric([m, table], value)
-            yield fam
+                gauge.add_metric([m, table], value)
+            yield gauge

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import fields, replace
 from itertools import chain, repeat
 from operator import itemgetter, mul
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 from monitor.config import ModelConfig
 from monitor.ingest import fields as F
@@ -180,8 +180,9 @@ class RecordValidator:
             if not set(map(type, preds_raw)) <= _OPTIONAL_INT or not set(preds_raw) <= _OPTIONAL_BINARY:
                 return None
             pred_given = [p is not None for p in preds_raw]
+            preds: list[int]
             if all(pred_given):
-                preds = preds_raw
+                preds = cast(list[int], preds_raw)  # all 0 or 1, checked above
             else:
                 threshold = self.model.threshold
                 preds = [int(sc > threshold) if p is None else p for p, sc in zip(preds_raw, scores)]
@@ -198,13 +199,13 @@ class RecordValidator:
     def slow_predictions(self, records: list, now: int) -> PredictionBatch:
         """Record-by-record validation: every problem reported, or the same batch as the fast path."""
         errors = ErrorList(self._max_errors)
-        out: dict[str, list] = {f.name: [] for f in fields(PredictionBatch) if f.name not in ("duplicates", "positions")}
+        out: dict[str, Any] = {f.name: [] for f in fields(PredictionBatch) if f.name not in ("duplicates", "positions")}
         for i, rec in enumerate(records):
             if not self._structure(errors, i, rec, _PRED_FIELDS, _PRED_REQUIRED):
                 continue
             rid = _check(errors, i, "id", F.check_id, rec["id"]) if "id" in rec else _BAD
             feats = self._features(errors, i, rec["features"]) if "features" in rec else _BAD
-            score = _check(errors, i, "score", F.check_score, rec["score"]) if "score" in rec else _BAD
+            score: Any = _check(errors, i, "score", F.check_score, rec["score"]) if "score" in rec else _BAD
             pred = rec.get("prediction")
             if pred is not None:
                 pred = _check(errors, i, "prediction", F.check_binary, pred)
@@ -237,7 +238,7 @@ class RecordValidator:
         for name in sorted(feats.keys() - self._featset, key=str):
             known = ", ".join(self._names[:12]) + (", ..." if len(self._names) > 12 else "")
             errors.add(i, f"features.{name}", f"unknown feature (model {self.model.name!r} has: {known})")
-        values = []
+        values: list[Any] = []
         for spec in self.model.features:
             if spec.name not in feats:
                 errors.add(i, f"features.{spec.name}", f"missing feature ({spec.type})")
@@ -282,7 +283,7 @@ class RecordValidator:
 
     def slow_labels(self, records: list, now: int) -> LabelBatch:
         errors = ErrorList(self._max_errors)
-        out: dict[str, list] = {"ids": [], "labels": [], "ts": [], "ts_given": []}
+        out: dict[str, Any] = {"ids": [], "labels": [], "ts": [], "ts_given": []}
         for i, rec in enumerate(records):
             if not self._structure(errors, i, rec, _LABEL_FIELDS, _LABEL_REQUIRED):
                 continue

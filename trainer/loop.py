@@ -254,8 +254,8 @@ def fit(model: nn.Module, train: tuple[torch.Tensor, ...], val: tuple[torch.Tens
     log.debug("training rows: %s (%s)", where, device)
     # Fused AdamW on CUDA: one kernel for all parameters, and GradScaler hands it found_inf instead of
     # reading it back each step (a CPU-GPU sync). CPU keeps the default, so CPU results do not change.
-    fused = {"fused": True} if device.type == "cuda" else {}
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay, **fused)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay,
+                                  fused=True if device.type == "cuda" else None)  # None: torch's default
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _cosine(cfg.epochs * steps_per_epoch, cfg.min_lr_ratio))
     # A disabled scaler is a no-op pass-through: one code path for fp32, bf16 and fp16.
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype is torch.float16)
@@ -289,7 +289,7 @@ def fit(model: nn.Module, train: tuple[torch.Tensor, ...], val: tuple[torch.Tens
 
     params = [p for p in model.parameters() if p.requires_grad]
     if cfg.compile:
-        net = torch.compile(net)  # checkpoints keep saving ``model``: its state_dict keys do not change
+        net = cast(nn.Module, torch.compile(net))  # checkpoints keep saving ``model``: its state_dict keys do not change
     # One context, re-entered each micro-batch; a disabled autocast would still cost a call per step.
     autocast = torch.autocast(device.type, dtype=amp_dtype) if amp_dtype is not None else nullcontext()
     stop = StopOnSignal()

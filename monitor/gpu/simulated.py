@@ -79,7 +79,7 @@ class SimulatedBackend:
             if self._rngs[index].random() < dt / 3600:  # about one corrected error an hour
                 st.ecc_corrected += 1
             st.at = now
-            temperature, energy, ecc = st.temperature, st.energy, st.ecc_corrected
+            temperature, ecc = st.temperature, st.ecc_corrected  # energy: a slow reading (slow_sample)
         busy = util > 0.05
         used = (0.15 + 0.7 * util) * MEMORY_TOTAL if busy else 0.02 * MEMORY_TOTAL
         reasons = (0x001 if not busy else 0) | (0x004 if power > 0.95 * POWER_LIMIT else 0)

@@ -10,6 +10,7 @@ import pytest
 from monitor.gpu.background import SlowSampler, XidListener
 from monitor.gpu.fake import FakeBackend
 from tests.monitor.gpu.helpers import Scrape
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -110,9 +111,7 @@ def test_hung_gpu_bounds_the_scrape_and_the_threads(fake, make_collector, collec
     assert collector.health()["not_answering"] == [0]
 
     fake.release(0)
-    deadline = time.monotonic() + 5
-    while collector.session.lanes[0].busy and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: not collector.session.lanes[0].busy, 5, 0.01, "the lane stayed busy after the release")
     s = collect(collector)
     assert s.gpus("driftloop_gpu_memory_used_bytes") == {"0", "1"}
     assert any("GPU 0 answers again" in r.getMessage() for r in caplog.records)
@@ -129,9 +128,7 @@ def test_hung_initialisation_is_not_piled_up(make_collector, collect, clock):
         clock.advance(100)
     assert fake.calls["init"] == 1
     fake.release_init()
-    deadline = time.monotonic() + 5
-    while collector.session.lanes["init"].busy and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: not collector.session.lanes["init"].busy, 5, 0.01, "the lane stayed busy after the release")
     s = collect(collector)  # the late answer is used, not thrown away
     assert s.value("driftloop_gpu_up") == 1.0 and s.has("driftloop_gpu_info", gpu="0")
     assert fake.calls["init"] == 1
@@ -179,12 +176,9 @@ def test_xid_listener_thread_reports_events(fake, make_collector, collect):
     collector.xid = listener
     listener.start()
     try:
-        deadline = time.monotonic() + 5
-        while fake.watched is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: fake.watched is not None, 5, 0.01, "the listener never watched for Xid events")
         fake.emit_xid(0, 48)
-        while not listener.counts() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(listener.counts, 5, 0.01, "the listener never counted the event")
     finally:
         listener.close()
     assert collect(collector).value("driftloop_gpu_xid_errors_total", gpu="0", xid="48") == 1.0
@@ -269,9 +263,7 @@ def test_a_gpu_hung_at_start_up_does_not_hold_up_the_others(make_collector, coll
     assert s.gpus("driftloop_gpu_info") == {"0", "2"}
     fake.lose(2)
     fake.release(1)
-    deadline = time.monotonic() + 5
-    while collector.session.lanes[1].busy and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: not collector.session.lanes[1].busy, 5, 0.01, "the lane stayed busy after the release")
     assert _warnings(caplog, "GPU 1 cannot be read (did not answer in time)") == 1
     clock.advance(1.0)  # the next lookup is due
     s = collect(collector)

@@ -8,8 +8,8 @@ running then is abandoned to its lane, and the lane refuses new work until that 
 number of threads is therefore bounded by the number of lanes (GPUs, plus one for initialisation),
 however long NVML stays hung.
 
-Why not one-thread ``concurrent.futures.ThreadPoolExecutor``\ s with ``Future.result(timeout)``, which
-give the same bound: their worker threads are not daemon threads, and the interpreter joins them at
+Why not a one-thread ``concurrent.futures.ThreadPoolExecutor`` per GPU with ``Future.result(timeout)``,
+which gives the same bound: their worker threads are not daemon threads, and the interpreter joins them at
 exit (``concurrent.futures.thread._python_exit``), so one NVML call that never returns would keep the
 exporter from ever exiting on SIGTERM; ``shutdown(wait=False, cancel_futures=True)`` does not help,
 the join happens at exit anyway. A lane's thread is a daemon thread. The latch is a plain lock held

@@ -133,7 +133,7 @@ def export_forms(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg
     t, target, threshold = cfg.training, cfg.model.target, cfg.model.threshold
     model = model.cpu().eval()
     features = features_of(model)
-    manifest = {"version": version, "model": cfg.model.name, "features": features, "threshold": threshold,
+    manifest: dict[str, Any] = {"version": version, "model": cfg.model.name, "features": features, "threshold": threshold,
                 "opset": OPSET, "inputs": "one 1-D input per feature: float32 (NaN = missing) or string",
                 "output": "score: P(label = 1), float32 [batch]", "formats": {}}
     result = ExportResult(manifest=manifest)

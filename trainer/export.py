@@ -72,7 +72,8 @@ def _traced(model: Any, sample: pd.DataFrame) -> Any:
     buffer = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice, on every call
-        torch.onnx.export(_scoring_module(model), args, buffer, input_names=names, output_names=["score"],
+        torch.onnx.export(_scoring_module(model), args, buffer,  # type: ignore[arg-type]  # file-like works
+                          input_names=names, output_names=["score"],
                           dynamic_axes={**{n: {0: "batch"} for n in names}, "score": {0: "batch"}},
                           opset_version=OPSET, dynamo=False)
     return onnx.load_from_string(buffer.getvalue())

@@ -277,6 +277,30 @@ class DriftConfig(_Section):
                                    "change point is at least alerts.accuracy_drop, for the fast lane to fire")
 
 
+RULE_METRICS = ("accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate")
+SEGMENT_RULE_METRICS = ("accuracy", "recall")  # those a segment value has with an interval
+
+
+class MetricRule(_Section):
+    """One entry of ``alerts.rules``: a drop of ``metric`` against the champion's bar that breaches."""
+
+    metric: Literal["accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate"] = Field(
+        description="the realised metric on the window's labelled rows: accuracy, roc_auc, precision, recall, f1, "
+                    "or positive_rate (share of the window's rows served label 1); judged, like the default pair, "
+                    "once the window has drift.min_labels labels")
+    drop: float = Field(gt=0, description="drop vs the bar (alerts.mode: absolute or relative) that breaches")
+    segment: bool = Field(False, description="also judge each segment value (model.segments) on this metric: "
+                          "accuracy or recall, whose interval must lie wholly past the drop (a segment alert, no "
+                          "incident)")
+
+    @model_validator(mode="after")
+    def _segment_metric(self) -> "MetricRule":
+        if self.segment and self.metric not in SEGMENT_RULE_METRICS:
+            raise ValueError(f"segment: true needs a metric a segment value has with an interval "
+                             f"({', '.join(SEGMENT_RULE_METRICS)}), not {self.metric}")
+        return self
+
+
 class AlertsConfig(_Section):
     accuracy_drop: float = Field(0.03, gt=0, description="accuracy drop (vs the champion's baseline) that breaches")
     auc_drop: float = Field(0.05, gt=0, description="ROC AUC drop that breaches")
@@ -298,6 +322,22 @@ class AlertsConfig(_Section):
     retrain_timeout_seconds: float = Field(3600.0, gt=0, description="a retrain child running longer is killed")
     webhook_match: dict[str, str] = Field(default_factory=lambda: {"component": "model"},
                                           description="labels an Alertmanager alert needs to concern the daemon")
+    rules: list[MetricRule] = Field(default_factory=list, description="breach rules besides the accuracy_drop / "
+                                    "auc_drop pair, e.g. [{metric: recall, drop: 0.05}]. metric: accuracy, roc_auc, "
+                                    "precision, recall, f1 or positive_rate (served); drop: > 0, as alerts.mode; "
+                                    "segment: true also judges each segment value (accuracy, recall only). One rule "
+                                    "per metric; a breach opens an incident named after its metric (docs: "
+                                    "Estimation, Alert rules)")
+
+    @field_validator("rules")
+    @classmethod
+    def _one_rule_per_metric(cls, v: list[MetricRule]) -> list[MetricRule]:
+        seen = [r.metric for r in v]
+        twice = sorted({m for m in seen if seen.count(m) > 1})
+        if twice:
+            raise ValueError(f"more than one rule for {', '.join(twice)}; give each metric one rule "
+                             "(segment: true judges the segments with the same drop)")
+        return v
 
     @field_validator("retrain_cron")
     @classmethod
@@ -510,7 +550,7 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def _format_errors(exc: ValidationError, source: str) -> list[str]:
     lines = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".") or "(top level)"
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown key"

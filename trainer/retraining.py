@@ -21,11 +21,12 @@ from trainer import registry as reg
 from trainer.baseline_training import reference_sample
 from trainer.data import check_frame, split
 from trainer.deployment import export_and_log
-from trainer.gate import cost_refusals, decide, floors_of
+from trainer.gate import Decision, cost_refusals, decide, floors_of
 from trainer.live import compare_and_log
 from trainer.loop import LoopConfig, LoopState, copy_model, peek_checkpoint
 from trainer.metrics import accuracy, binary_metrics
 from trainer.outcomes import Baseline, Champion, RetrainOutcome
+from trainer.rule_gate import rule_metrics, rule_regressions
 from trainer.runs import (check_reports, check_trigger, epoch_logger, fit_frames, lineage_tags, log_reports,
                           loop_params, mlflow_run, run_name)
 from trainer.shadow import hold
@@ -47,6 +48,13 @@ def _replay(reference: pd.DataFrame, rows: int, seed: int) -> tuple[pd.DataFrame
 def _evaluate(model: Any, rows: pd.DataFrame, target: str, threshold: float) -> dict[str, float]:
     m = binary_metrics(rows[target].to_numpy(), model.predict_proba(rows), threshold)
     return {"accuracy": m["accuracy"], "roc_auc": m["roc_auc"]}
+
+
+def _with_rule_metrics(cfg: DriftloopConfig, model: Any, rows: pd.DataFrame, m: dict[str, float]) -> dict[str, float]:
+    """``m`` plus what alerts.rules compare (precision, recall, f1, positive_rate), when there are rules."""
+    if not cfg.alerts.rules:
+        return m
+    return {**m, **rule_metrics(rows[cfg.model.target].to_numpy(), model.predict_proba(rows), cfg.model.threshold)}
 
 
 def _concept_check(champion: Champion, recent: pd.DataFrame, reference: pd.DataFrame,
@@ -148,6 +156,11 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
             decision = decide(challenger_m, champion_m, ref_ch, ref_cp, min_accuracy_gain=t.promote_min_accuracy_gain,
                               min_auc_gain=t.promote_min_auc_gain, reference_floor=t.reference_floor,
                               floors=floors, concept_holds=concept["holds"])
+            regressions = rule_regressions(_with_rule_metrics(cfg, model, holdout, challenger_m),
+                                           _with_rule_metrics(cfg, champion.model, holdout, champion_m),
+                                           cfg.alerts.rules, cfg.alerts.mode)
+            if regressions:  # alerts.rules (trainer/rule_gate.py): not promoted when worse on a rule's metric
+                decision = Decision(False, ([] if decision.promote else decision.reasons) + regressions)
 
             # The baseline a promoted challenger brings: the recent rows (the new normal), held-out first.
             new_reference = reference_sample(cfg, holdout, rest, model=model, seed=t.seed)

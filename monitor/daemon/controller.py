@@ -26,6 +26,7 @@ from monitor.daemon.launcher import ChildResult, Launcher, RetrainJob
 from monitor.daemon.levels import ReferenceLevels
 from monitor.daemon.policy import PERFORMANCE_REASONS, AlertPolicy, Observation, Verdict, cooldown_remaining
 from monitor.daemon.registry import RegistryProbe, promoted_version
+from monitor.daemon.rules import rule_inputs
 from monitor.daemon.status import iso
 from monitor.daemon.supervisor import RetrainSupervisor
 from monitor.errors import DriftloopError
@@ -62,7 +63,7 @@ def observation(outcome: CheckOutcome, reference: tuple[float | None, float | No
                        estimated_accuracy_upper=upper(getattr(r, "estimated_accuracy_ci", None)),
                        estimated_roc_auc=getattr(r, "estimated_roc_auc", None),
                        estimated_roc_auc_upper=upper(getattr(r, "estimated_roc_auc_ci", None)),
-                       segments=tuple(getattr(r, "segments", None) or ()))
+                       segments=tuple(getattr(r, "segments", None) or ()), **rule_inputs(r))
 
 
 def unsuccessful_in_a_row(tries: list[Attempt]) -> int:

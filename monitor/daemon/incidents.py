@@ -54,7 +54,8 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
 # Events that mark a state change; notes are deduplicated and coalesced between two of them.
 _STATE_EVENTS = ("opened", *STATES)
 MAX_NOTES_PER_INCIDENT = 200
-REASONS = ("accuracy", "roc_auc", "drift", "alertmanager", "schedule", "manual")
+REASONS = ("accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate", "drift", "alertmanager", "schedule",
+           "manual")  # the middle four: alerts.rules
 
 
 class TransitionError(DriftloopError):

@@ -19,7 +19,7 @@ from monitor.daemon.incidents import REASONS
 
 log = logging.getLogger(__name__)
 
-ALERT_REASONS = ("accuracy", "roc_auc", "drift")
+ALERT_REASONS = ("accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate", "drift")  # policy reasons
 
 
 def _gauge(name: str, doc: str, labels: list[str], samples: Iterable[tuple[list[str], float]]) -> GaugeMetricFamily:
@@ -27,6 +27,20 @@ def _gauge(name: str, doc: str, labels: list[str], samples: Iterable[tuple[list[
     for values, v in samples:
         g.add_metric(values, v)
     return g
+
+
+def _rule_families(m: str, readings: Iterable) -> Iterable[Metric]:
+    """Per ``alerts.rules`` entry (one per metric: at most six series each), on checks with enough
+    labels to judge; what the DriftloopModelMetricDrop rule alerts on."""
+    readings = list(readings)
+    yield _gauge("driftloop_model_rule_breached", "1 while the window breaches an alerts.rules entry (its metric "
+                 "dropped by its drop or more vs the bar); absent while performance is not judged",
+                 ["model", "metric"], [([m, r.metric], 1.0 if r.breached else 0.0) for r in readings])
+    yield _gauge("driftloop_model_rule_drop", "Drop of an alerts.rules metric vs its bar (alerts.mode), on the "
+                 "latest judged check", ["model", "metric"],
+                 [([m, r.metric], r.drop) for r in readings if r.drop is not None])
+    yield _gauge("driftloop_model_rule_threshold", "The drop at which an alerts.rules entry breaches",
+                 ["model", "metric"], [([m, r.metric], r.threshold) for r in readings])
 
 
 class DaemonCollector:
@@ -68,6 +82,7 @@ class DaemonCollector:
             yield _gauge("driftloop_model_alert_firing",
                          "1 while the daemon's alert policy sees a sustained breach, per reason",
                          ["model", "reason"], [([m, r], 1.0 if r in firing else 0.0) for r in ALERT_REASONS])
+            yield from _rule_families(m, verdict.rules)
             if verdict.segment_breaches or self._ctl.cfg.model.segments:
                 breached = {b.segment for b in verdict.segment_breaches}
                 shown = [s.label for s in (getattr(self._ctl.last_result, "segments", None) or [])]

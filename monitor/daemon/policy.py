@@ -24,6 +24,9 @@ Rules (``alerts`` section of the config):
   the threshold (even the band's upper end is a drop >= ``accuracy_drop`` / ``auc_drop`` against
   the same bar) for ``sustained_windows`` checks makes the verdict *suspect*: the controller opens
   a ``suspected`` incident, which labels later confirm or clear;
+- *rules* (``alerts.rules``, :mod:`monitor.daemon.rules`): a drop of precision, recall, F1, the
+  served positive rate (or accuracy / ROC AUC at another threshold) is a performance breach too,
+  named after its metric, judged like the pair and only with enough labels;
 - a *drift breach* is Evidently's dataset drift (share of drifted features >= ``drift.drift_share``);
 - an alert *fires* once a breach has been seen in ``sustained_windows`` checks in a row; a
   performance alert retrains, a drift alert retrains only with ``retrain_on_drift``;
@@ -37,12 +40,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
-from monitor.config import AlertsConfig, DriftConfig
+from monitor.config import RULE_METRICS, AlertsConfig, DriftConfig
 
-Reason = Literal["accuracy", "roc_auc", "drift"]
-PERFORMANCE_REASONS: tuple[str, ...] = ("accuracy", "roc_auc")
+Reason = Literal["accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate", "drift"]
+PERFORMANCE_REASONS: tuple[str, ...] = RULE_METRICS  # accuracy and roc_auc first: the default pair
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,9 @@ class Observation:
     estimated_roc_auc: float | None = None
     estimated_roc_auc_upper: float | None = None
     segments: tuple[Any, ...] = ()            # monitor.drift.segments.SegmentPerformance of the window
+    # For alerts.rules: the live precision, recall, f1, positive_rate and their bars (CheckResult.baselines).
+    metrics: Mapping[str, float | None] = field(default_factory=dict)
+    baselines: Mapping[str, float | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,7 @@ class Breach:
         if self.reason == "drift":
             return "dataset drift"
         if self.segment is not None:
-            return (f"segment {self.segment}: accuracy {self.value:.4f} (interval up to {self.upper:.4f}) vs "
+            return (f"segment {self.segment}: {self.reason} {self.value:.4f} (interval up to {self.upper:.4f}) vs "
                     f"{self.against} {self.baseline:.4f} (drop >= {self.threshold:g}, interval clear of it)")
         if self.estimated:
             return (f"estimated {self.reason} {self.value:.4f} (band up to {self.upper:.4f}) vs {self.against} "
@@ -114,6 +120,7 @@ class Verdict:
     suspected: tuple[Breach, ...] = ()  # estimated breaches, judged only while performance is unknown
     suspect: bool = False         # sustained estimated breach: open a ``suspected`` incident
     segment_breaches: tuple[Breach, ...] = ()  # judged segment values whose accuracy dropped (an alert, no incident)
+    rules: tuple[Any, ...] = ()   # monitor.daemon.rules.RuleReading per alerts.rules entry (performance known)
 
     def healthy_for(self, reason: str) -> bool | None:
         """Is this check healthy for an incident opened for ``reason``? ``None``: cannot tell.
@@ -175,7 +182,8 @@ class AlertPolicy:
             # A tiny epsilon so that a drop of exactly the threshold counts despite float rounding.
             if drop >= threshold - 1e-12:
                 out.append(Breach(reason, value, baseline, drop, threshold, against))
-        return out
+        from monitor.daemon.rules import rule_breaches, rule_readings
+        return out + rule_breaches(rule_readings(self._cfg, obs), {b.reason for b in out})
 
     def estimated_breaches(self, obs: Observation) -> tuple[list[Breach], bool] | None:
         """Estimated breaches whose whole band is past the threshold (even the band's upper end is a
@@ -200,23 +208,13 @@ class AlertPolicy:
         return (out, within) if seen else None
 
     def segment_breaches(self, obs: Observation) -> list[Breach]:
-        """Judged segment values (``drift.segment_min_labels``) whose accuracy interval lies wholly
-        ``accuracy_drop`` or more below their bar: the value's accuracy on the reference, or for
-        time buckets (which the reference cannot have) the aggregate bar. The interval, not the
-        point, so twenty-odd slices of a few hundred rows do not page on noise."""
-        out = []
-        aggregate, against = _level(obs.baseline_accuracy, obs.reference_accuracy)
-        for s in obs.segments:
-            if not s.judged or s.accuracy is None or s.accuracy_ci is None:
-                continue
-            bar, where = ((s.reference_accuracy, "its reference accuracy") if _finite(s.reference_accuracy)
-                          else (aggregate, against))
-            if not _finite(bar):
-                continue
-            if drop_of(s.accuracy_ci[1], bar, self._cfg.mode) >= self._cfg.accuracy_drop - 1e-12:
-                out.append(Breach("accuracy", s.accuracy, bar, drop_of(s.accuracy, bar, self._cfg.mode),
-                                  self._cfg.accuracy_drop, where, upper=s.accuracy_ci[1], segment=s.label))
-        return out
+        """Judged segment values (``drift.segment_min_labels``) whose accuracy interval (or recall
+        interval, with a ``segment: true`` recall rule) lies wholly ``accuracy_drop`` (the rule's
+        drop) or more below their bar: the value's figure on the reference, or for time buckets
+        (which the reference cannot have) the aggregate bar. The interval, not the point, so
+        twenty-odd slices of a few hundred rows do not page on noise (:mod:`monitor.daemon.rules`)."""
+        from monitor.daemon.rules import segment_rule_breaches
+        return segment_rule_breaches(self._cfg, obs)
 
     def fast_breach(self, obs: Observation) -> Breach | None:
         """The change-point lane (module docstring); None when it has nothing proven."""
@@ -266,8 +264,7 @@ class AlertPolicy:
         firing = tuple(b.reason for b in perf or () if perf_fire) + (("drift",) if drift_fire else ())
         healthy = {
             "performance": None if perf is None else not perf,
-            "accuracy": None if perf is None else not perf,
-            "roc_auc": None if perf is None else not perf,
+            **{r: None if perf is None else not perf for r in PERFORMANCE_REASONS},
             "drift": None if too_small else not obs.dataset_drift,
             "estimate": None if estimated is None else estimated[1],
         }
@@ -283,6 +280,8 @@ class AlertPolicy:
         if suspected:
             msg += "; suspected: " + "; ".join(b.describe() for b in suspected) + f" ({self._estimate_streak}/{need} windows)"
         segments = tuple(self.segment_breaches(obs))
+        from monitor.daemon.rules import rule_readings
+        readings = tuple(rule_readings(self._cfg, obs)) if perf is not None else ()
         if segments:
             msg += "; " + "; ".join(b.describe() for b in segments)
         if drifted:
@@ -293,7 +292,7 @@ class AlertPolicy:
                        performance_streak=self._perf_streak, drift_streak=self._drift_streak,
                        fire=perf_fire or drift_fire, reason=reason, retrain=retrain, message=msg,
                        healthy=healthy, firing=firing, fast=fast is not None and perf_fire,
-                       suspected=suspected, suspect=suspect, segment_breaches=segments)
+                       suspected=suspected, suspect=suspect, segment_breaches=segments, rules=readings)
 
 
 def cooldown_remaining(now: float, last_finished_at: float | None, cooldown_seconds: float) -> float:

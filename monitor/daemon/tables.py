@@ -40,7 +40,7 @@ incidents = Table(
     "incidents", metadata,
     Column("id", String(40), primary_key=True),
     Column("model", String(200), nullable=False),
-    Column("reason", String(20), nullable=False),        # accuracy / roc_auc / drift / alertmanager / schedule / manual
+    Column("reason", String(20), nullable=False),        # incidents.REASONS (accuracy, recall, drift, ...)
     Column("trigger", String(20), nullable=False),       # alert / schedule / manual (the MLflow run tag)
     Column("state", String(20), nullable=False),
     Column("detail", Text, nullable=True),

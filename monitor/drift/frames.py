@@ -7,7 +7,7 @@ calibration that performance estimation needs; cache it with :class:`monitor.dri
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -163,6 +163,9 @@ class PreparedReference:
     missing: dict[str, float]  # share of reference rows without a value, per feature
     calibrator: Calibrator | None = None   # score -> P(y = 1) on the reference (monitor.drift.estimation)
     segments: Any = None                   # monitor.drift.segments.ReferenceSegments, for model.segments
+    # The champion's precision, recall, f1 (labelled rows) and served positive_rate (all scored rows)
+    # on its reference at model.threshold: the bars of alerts.rules (its MLflow baseline lacks them).
+    metrics: dict[str, float] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:
@@ -187,7 +190,20 @@ def prepare_reference(reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg
     calibrator = fit_calibrator(labelled.y, labelled.score) if labelled is not None else None
     from monitor.drift.segments import reference_segments  # segments import this module
     return PreparedReference(side, full_counts, distinct, missing_ratio(reference, model_cfg.feature_names),
-                             calibrator, reference_segments(reference, model_cfg))
+                             calibrator, reference_segments(reference, model_cfg),
+                             _reference_metrics(labelled, scored_rows(reference, model_cfg, "reference")))
+
+
+def _reference_metrics(labelled: Labelled | None, scored: Scored | None) -> dict[str, float]:
+    from monitor.drift.stats import performance
+    out: dict[str, float] = {}
+    if labelled is not None and len(labelled):
+        perf = performance(labelled.y, labelled.pred, labelled.score)
+        out.update({k: v for k, v in (("precision", perf.precision), ("recall", perf.recall), ("f1", perf.f1))
+                    if v is not None})
+    if scored is not None and len(scored.score):
+        out["positive_rate"] = float(scored.pred.mean())
+    return out
 
 
 def missing_ratio(frame: pd.DataFrame, columns: list[str]) -> dict[str, float]:

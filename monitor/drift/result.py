@@ -103,6 +103,9 @@ class CheckResult:
     # How far to trust the estimate: realised minus estimated accuracy on the same labelled rows.
     estimation_error: float | None = None
     segments: list[Any] = field(default_factory=list)  # monitor.drift.segments.SegmentPerformance, model.segments
+    # The bars of alerts.rules beyond accuracy / ROC AUC: the champion's precision, recall, f1 and
+    # served positive_rate on its reference sample at model.threshold.
+    baselines: dict[str, float] = field(default_factory=dict)
     snapshot: Any = field(default=None, repr=False, compare=False)  # evidently Snapshot, for saving
 
     @property
@@ -159,4 +162,5 @@ class CheckResult:
             "estimated_f1": _num(self.estimated_f1),
             "estimation_error": _num(self.estimation_error),
             "segments": [s.to_dict() for s in self.segments],
+            "baselines": {k: _num(v) for k, v in self.baselines.items()},
         }

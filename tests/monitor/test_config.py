@@ -68,7 +68,7 @@ def test_model_schema_rejects_duplicates_and_reserved(tmp_path):
     f.write_text("model:\n  features:\n    - {name: a}\n    - {name: a}\n    - {name: score}\n    - {name: b, type: text}\n")
     with pytest.raises(ConfigError) as exc:
         load_config(f, environ={})
-    assert "model.features.3.type" in str(exc.value)
+    assert "model.features[3].type" in str(exc.value)
 
 
 def test_tls_needs_both_files(tmp_path):
@@ -123,3 +123,22 @@ def test_id_and_ignore_columns_are_not_features():
         load_config(path=None, environ={}, overrides={"model": {"id": "customer_id", "features": [{"name": "customer_id"}]}})
     cfg = load_config(path=None, environ={}, overrides={"model": {"ignore": ["notes"]}})
     assert not cfg.model.features_configured and cfg.model.ignore == ["notes"]
+
+
+def test_alert_rules_are_validated_naming_the_key(tmp_path):
+    from monitor.config import load_config as load
+    f = tmp_path / "driftloop.yaml"
+    f.write_text("alerts:\n  rules:\n    - {metric: recall, drop: 0.05, segment: true}\n    - {metric: rcall, drop: 0.1}\n")
+    with pytest.raises(ConfigError) as exc:
+        load(f, environ={})
+    assert "alerts.rules[1].metric" in str(exc.value)
+    assert "'accuracy', 'roc_auc', 'precision', 'recall', 'f1' or 'positive_rate'" in str(exc.value)
+    with pytest.raises(ConfigError, match=r"alerts.rules\[0\]: .*segment: true needs .*accuracy, recall.*not f1"):
+        load(None, environ={}, overrides={"alerts": {"rules": [{"metric": "f1", "drop": 0.05, "segment": True}]}})
+    with pytest.raises(ConfigError, match=r"alerts.rules: .*more than one rule for recall"):
+        load(None, environ={}, overrides={"alerts": {"rules": [{"metric": "recall", "drop": 0.05},
+                                                               {"metric": "recall", "drop": 0.1}]}})
+    with pytest.raises(ConfigError, match=r"alerts.rules\[0\].drop: Input should be greater than 0"):
+        load(None, environ={}, overrides={"alerts": {"rules": [{"metric": "f1", "drop": 0}]}})
+    cfg = load(None, environ={"DRIFTLOOP_ALERTS__RULES": "[{metric: recall, drop: 0.05}]"})
+    assert [(r.metric, r.drop, r.segment) for r in cfg.alerts.rules] == [("recall", 0.05, False)]

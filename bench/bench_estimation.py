@@ -11,10 +11,14 @@ reference is 5,000 scored held-out rows, as the trainer saves. Then:
 2. cost: ``evaluate_window`` with the reference cached (as the daemon runs it), with and without
    ``drift.estimate``, at each of ``--sizes`` rows (median over ``--repeats``), the ratio, and the
    estimation's own time (the ratio alone drowns in load noise on a shared machine), and the time
-   of per-segment performance over the demo schema's four segments (model.segments).
+   of per-segment performance over the demo schema's four segments (model.segments);
+3. segment cost: the same check with 20 segments (``region``, ``device``, ``hour_of_day``,
+   ``day_of_week`` and 16 more categorical features of 3 to 33 values) and with none, on one window
+   and one schema, alternating; the added time and its share of the check.
 
     .venv/bin/python bench/bench_estimation.py                    # 50 windows; cost at 100k and 1M rows
     .venv/bin/python bench/bench_estimation.py --quick            # 20 windows; cost at 100k rows
+    .venv/bin/python bench/bench_estimation.py --segments-only    # only (3), at --segment-rows rows
 """
 from __future__ import annotations
 
@@ -123,6 +127,42 @@ def cost(cfg, model, ref, sizes: list[int], repeats: int) -> list[tuple]:
     return out
 
 
+EXTRA_SEGMENTS = 16
+
+
+def segment_cost(cfg, model, rows: int, repeats: int) -> tuple[float, float, float, float]:
+    """(check without segments, with 20 segments, added, its share): medians, the same window and
+    schema (16 more categorical features besides the demo's), runs alternating."""
+    from monitor.config import FeatureSpec
+    from monitor.drift import DriftEvaluator
+    rng = np.random.default_rng(7)
+    w = scored(model, rows, 98, covariate_shift=0.5)
+    extra = [f"c{i}" for i in range(EXTRA_SEGMENTS)]
+    for i, c in enumerate(extra):
+        k = 3 + 2 * i
+        w[c] = np.asarray([f"v{j}" for j in range(k)], dtype=object)[rng.integers(0, k, rows)]
+    w["label"] = w["label"].astype("Int64")
+    w.loc[w.index[rows // 2:], "label"] = None
+    w["ts"] = pd.Timestamp("2026-11-30", tz="UTC") + pd.to_timedelta(np.arange(rows) * (7 * 86400 / rows), unit="s")
+    ref = w.iloc[:5000].drop(columns=["prediction", "ts"]).copy()
+    ref["label"] = scored(model, 5000, 50)["label"].to_numpy()
+    features = cfg.model.features + [FeatureSpec(name=c, type="categorical") for c in extra]
+    plain = cfg.model.model_copy(update={"features": features, "segments": []})
+    segmented = cfg.model.model_copy(update={"features": features, "segments": SEGMENTS + extra})
+    ev = DriftEvaluator()
+    times: dict[str, list[float]] = {"without": [], "with": []}
+    for label, mc in (("without", plain), ("with", segmented)):  # warm-up: the references are prepared
+        ev(ref, w, mc, cfg.drift, {}, reference_key=label)
+    for _ in range(repeats):
+        for label, mc in (("without", plain), ("with", segmented)):
+            t0 = time.perf_counter()
+            result = ev(ref, w, mc, cfg.drift, {}, reference_key=label)
+            times[label].append(time.perf_counter() - t0)
+    assert len({s.segment for s in result.segments}) == len(SEGMENTS) + EXTRA_SEGMENTS
+    without, with_ = statistics.median(times["without"]), statistics.median(times["with"])
+    return without, with_, with_ - without, (with_ - without) / without
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--windows", type=int, default=50, help="windows per scenario")
@@ -130,6 +170,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="100000,1000000", help="window rows for the cost, comma-separated")
     ap.add_argument("--repeats", type=int, default=5, help="checks per size and setting (median)")
     ap.add_argument("--quick", action="store_true", help="20 windows, cost at 100k rows only")
+    ap.add_argument("--segments-only", action="store_true", help="only the cost of 20 segments")
+    ap.add_argument("--segment-rows", type=int, default=1_000_000, help="window rows for the segment cost")
     args = ap.parse_args()
     if args.quick:
         args.windows, args.sizes = 20, "100000"
@@ -141,6 +183,9 @@ def main() -> None:
     model = train(cfg)
     ref = scored(model, 5000, 50).drop(columns=["prediction"])
     calibrator = fit_calibrator(ref["label"].to_numpy(), ref["score"].to_numpy())
+    if args.segments_only:
+        _print_segment_cost(cfg, model, args)
+        return
     print(f"driftloop estimation benchmark: MLP trained in {time.perf_counter() - t0:.1f} s; reference 5,000 "
           f"held-out rows; {args.windows} windows of {args.window:,} rows per scenario\n")
     print("| scenario | realised accuracy | estimated | abs error median | abs error p90 | inside the band |")
@@ -157,6 +202,17 @@ def main() -> None:
               f"{alone / without:.1%} | {seg:.3f} s | {seg / without:.1%} |")
     print(f"\ntimes: median of {args.repeats} checks with the reference cached (DriftEvaluator); "
           f"load average at the end {os.getloadavg()[0]:.1f} (other work on the machine slows both)")
+    _print_segment_cost(cfg, model, args)
+
+
+def _print_segment_cost(cfg, model, args) -> None:
+    without, with_, added, share = segment_cost(cfg, model, args.segment_rows, args.repeats)
+    print(f"\n| window rows | check, no segments | with {len(SEGMENTS) + EXTRA_SEGMENTS} segments | added | share |")
+    print("|---:|---:|---:|---:|---:|")
+    print(f"| {args.segment_rows:,} | {without:.3f} s | {with_:.3f} s | {added:.3f} s | {share:.1%} |")
+    print(f"\n(the same window and schema: {len(cfg.model.features) + EXTRA_SEGMENTS} features, "
+          f"{EXTRA_SEGMENTS + 2} of them categorical; median of {args.repeats}; load average "
+          f"{os.getloadavg()[0]:.1f})")
 
 
 if __name__ == "__main__":

@@ -151,7 +151,9 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
         missing_ratio=missing_ratio(current, model_cfg.feature_names), reference_missing_ratio=dict(ref.missing),
         unseen_categories=unseen_categories(ref, current, model_cfg.categorical_features),
         precision=perf.precision, recall=perf.recall, f1=perf.f1, **estimated,
-        segments=segment_performance(current, model_cfg, drift_cfg, ref.segments), baselines=dict(ref.metrics),
+        segments=segment_performance(current, model_cfg, drift_cfg, ref.segments,
+                                     ref.calibrator if drift_cfg.estimate else None, (cur.positions, cur.sample)),
+        baselines=dict(ref.metrics),
         duration_seconds=time.perf_counter() - started, snapshot=snapshot,
     )
     log.debug("check %s: %d rows (%d sampled), %d labelled, drift share %.2f, %.2f s", check_id, result.window_rows,

@@ -134,6 +134,7 @@ class Side:
     counts: dict[str, int]                  # values present per column in the *sample*
     labelled: Labelled | None               # all labelled rows (arrays)
     has_score: bool
+    positions: np.ndarray | None = None     # the sample's rows in the full frame (None: all of them)
 
 
 def prepare_side(frame: pd.DataFrame, model_cfg: ModelConfig, drift_cfg: DriftConfig,
@@ -144,11 +145,12 @@ def prepare_side(frame: pd.DataFrame, model_cfg: ModelConfig, drift_cfg: DriftCo
         raise DataError(f"the {side} is empty; nothing to compare")
     has_score = model_cfg.score in frame.columns
     columns = features + ([model_cfg.score] if has_score else [])
-    sample = _take(frame, sample_positions(len(frame), drift_cfg.sample_size, rng), columns)
+    positions = sample_positions(len(frame), drift_cfg.sample_size, rng)
+    sample = _take(frame, positions, columns)
     sample = _numeric_columns(sample, model_cfg.numeric_features + ([model_cfg.score] if has_score else []), side)
     sample = _categorical_columns(sample, model_cfg.categorical_features)
     counts = {c: int(len(clean(sample[c]))) for c in columns}
-    return Side(len(frame), sample, counts, labelled_rows(frame, model_cfg, side), has_score)
+    return Side(len(frame), sample, counts, labelled_rows(frame, model_cfg, side), has_score, positions)
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,7 @@ def prepare_reference(reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg
         distinct[c] = distinct_values(values)
     labelled = side.labelled
     calibrator = fit_calibrator(labelled.y, labelled.score) if labelled is not None else None
-    from monitor.drift.segments import reference_segments  # segments import this module
+    from monitor.drift.segment_reference import reference_segments  # it imports this module
     return PreparedReference(side, full_counts, distinct, missing_ratio(reference, model_cfg.feature_names),
                              calibrator, reference_segments(reference, model_cfg),
                              _reference_metrics(labelled, scored_rows(reference, model_cfg, "reference")))

@@ -161,6 +161,10 @@ class ModelMetricsCollector(Collector):
             ("driftloop_model_segment_accuracy", "Accuracy of the served labels per segment value.", "accuracy"),
             ("driftloop_model_segment_recall", "Recall of the served labels per segment value.", "recall"),
             ("driftloop_model_segment_roc_auc", "ROC AUC of the scores per segment value.", "roc_auc"),
+            ("driftloop_model_segment_estimated_accuracy", "Accuracy estimated from the scores alone (CBPE) per "
+             "segment value, on all its rows.", "estimated_accuracy"),
+            ("driftloop_model_segment_drift_share_ratio", "Share of features drifted within a segment value vs the "
+             "reference (binned Jensen-Shannon beyond its noise floor, on the drift sample).", "drift_share"),
         ):
             fam = GaugeMetricFamily(name, help_, labels=["model", "segment"])
             for s in segments:

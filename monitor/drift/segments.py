@@ -7,11 +7,16 @@ values with the most rows in the window and pools the rest as ``other``, so no f
 explode the metric series; time buckets are bounded already (24 and 7 values). Missing values
 are the value ``missing``.
 
-For each value: rows, labelled rows, accuracy with its Wilson interval, recall and ROC AUC of the
-labelled rows (AUC on at most ``AUC_ROWS`` of them), and the value's accuracy on the champion's reference sample (categorical segments;
-the reference has no prediction times, so time buckets have none). A value is *judged* when it
-has ``drift.segment_min_labels`` labelled rows. Grouping is ``pd.factorize`` + ``np.bincount``:
-one hash pass per segment, no per-value loops over the rows.
+For each value: rows; labelled rows; accuracy and recall with their Wilson intervals and ROC AUC
+of the labelled rows; accuracy estimated from the scores alone (CBPE, with its band) on all its
+rows; the share of features that drifted within it (on the check's drift sample); and the value's
+accuracy and recall on the champion's reference (categorical segments; the reference has no
+prediction times). A value is *judged* when it has ``drift.segment_min_labels`` labelled rows;
+its drift share needs as many rows in the drift sample.
+
+Cost: one hash pass (``pd.factorize``) per categorical segment, one integer pass for both time
+buckets, then a handful of ``np.bincount`` passes per segment (:mod:`monitor.drift.grouped`);
+nothing loops over values on the rows, and nothing sorts them.
 """
 from __future__ import annotations
 
@@ -21,29 +26,16 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import rankdata
 
 from monitor.config import TIME_SEGMENTS, DriftConfig, ModelConfig
 from monitor.drift.frames import served_labels
+from monitor.drift.grouped import grouped_auc, grouped_drift_share, grouped_estimate, score_buckets
+from monitor.drift.segment_reference import MISSING, OTHER, ReferenceSegments, reference_segments, value_strings
 from monitor.drift.stats import wilson_interval
 
-OTHER, MISSING = "other", "missing"
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-MIN_REFERENCE_ROWS = 100  # fewer reference rows of a value: no reference accuracy for it
-# A segment value's ROC AUC is a point figure (no interval): on more labelled rows than this it
-# is computed on an even stride of them (standard error ~0.003), since ranking every row of every
-# value of twenty segments would cost more than the rest of the check.
-AUC_ROWS = 20_000
-
-
-def _auc(y: np.ndarray, s: np.ndarray) -> float | None:
-    """Mann-Whitney ROC AUC (ties one half); None without both classes."""
-    pos = int(y.sum())
-    neg = len(y) - pos
-    if pos == 0 or neg == 0:
-        return None
-    ranks = rankdata(s)
-    return float((ranks[y == 1].sum() - pos * (pos + 1) / 2.0) / (pos * neg))
+__all__ = ["OTHER", "MISSING", "DAYS", "SegmentPerformance", "ReferenceSegments", "reference_segments",
+           "segment_codes", "segment_keys", "segment_performance"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +50,12 @@ class SegmentPerformance:
     roc_auc: float | None
     reference_accuracy: float | None  # this value's accuracy on the reference sample
     judged: bool                  # labelled_rows >= drift.segment_min_labels
+    recall_ci: tuple[float, float] | None = None
+    reference_recall: float | None = None
+    estimated_accuracy: float | None = None      # CBPE on all the value's scored rows
+    estimated_accuracy_ci: tuple[float, float] | None = None
+    drift_share: float | None = None             # share of features drifted within the value (drift sample)
+    drift_rows: int = 0                          # the value's rows in the drift sample
 
     @property
     def label(self) -> str:
@@ -67,38 +65,40 @@ class SegmentPerformance:
     def to_dict(self) -> dict[str, Any]:
         def num(x: float | None) -> float | None:
             return None if x is None or not math.isfinite(x) else float(x)
+
+        def pair(ci: tuple[float, float] | None) -> list[float | None] | None:
+            return None if ci is None else [num(ci[0]), num(ci[1])]
         return {"segment": self.segment, "value": self.value, "rows": self.rows, "labelled_rows": self.labelled_rows,
-                "accuracy": num(self.accuracy),
-                "accuracy_ci": None if self.accuracy_ci is None else [num(self.accuracy_ci[0]), num(self.accuracy_ci[1])],
-                "recall": num(self.recall), "roc_auc": num(self.roc_auc),
-                "reference_accuracy": num(self.reference_accuracy), "judged": self.judged}
+                "accuracy": num(self.accuracy), "accuracy_ci": pair(self.accuracy_ci),
+                "recall": num(self.recall), "recall_ci": pair(self.recall_ci), "roc_auc": num(self.roc_auc),
+                "reference_accuracy": num(self.reference_accuracy), "reference_recall": num(self.reference_recall),
+                "estimated_accuracy": num(self.estimated_accuracy),
+                "estimated_accuracy_ci": pair(self.estimated_accuracy_ci),
+                "drift_share": num(self.drift_share), "drift_rows": self.drift_rows, "judged": self.judged}
 
 
-def segment_keys(frame: pd.DataFrame, segment: str) -> np.ndarray | None:
-    """Each row's value of ``segment`` as a string; None when the frame cannot say (no ``ts``)."""
-    if segment in TIME_SEGMENTS:
-        if "ts" not in frame.columns:
-            return None
-        ts = pd.to_datetime(frame["ts"], utc=True)
-        if segment == "hour_of_day":
-            return ts.dt.hour.astype(str).to_numpy(dtype=object)
-        return np.asarray(DAYS, dtype=object)[ts.dt.dayofweek.to_numpy()]
-    if segment not in frame.columns:
+def _time_parts(frame: pd.DataFrame) -> np.ndarray | None:
+    """Whole hours since the epoch of each row's ``ts`` (UTC), one integer pass for both buckets."""
+    if "ts" not in frame.columns:
         return None
-    col = frame[segment]
-    return col.astype(object).where(col.notna(), MISSING).astype(str).to_numpy(dtype=object)
+    ts = frame["ts"]
+    if not isinstance(ts.dtype, pd.DatetimeTZDtype) and not pd.api.types.is_datetime64_dtype(ts.dtype):
+        ts = pd.to_datetime(ts, utc=True)
+    ns = ts.to_numpy(dtype="datetime64[ns]").view(np.int64)
+    return ns // 3_600_000_000_000
 
 
-def segment_codes(frame: pd.DataFrame, segment: str) -> tuple[np.ndarray, list[str]] | None:
+def segment_codes(frame: pd.DataFrame, segment: str, hours: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, list[str]] | None:
     """Each row's value of ``segment`` as an integer code, and the values' names; None when the
-    frame cannot say (no ``ts`` for a time bucket). Cheaper than :func:`segment_keys` on big windows."""
+    frame cannot say (no ``ts`` for a time bucket). ``hours``: :func:`_time_parts`, when known."""
     if segment in TIME_SEGMENTS:
-        if "ts" not in frame.columns:
+        hours = _time_parts(frame) if hours is None else hours
+        if hours is None:
             return None
-        ts = pd.to_datetime(frame["ts"], utc=True)
         if segment == "hour_of_day":
-            return ts.dt.hour.to_numpy(dtype=np.int64), [str(h) for h in range(24)]
-        return ts.dt.dayofweek.to_numpy(dtype=np.int64), list(DAYS)
+            return hours % 24, [str(h) for h in range(24)]
+        return (hours // 24 + 3) % 7, list(DAYS)   # 1970-01-01 was a Thursday
     if segment not in frame.columns:
         return None
     codes, uniques = pd.factorize(frame[segment], use_na_sentinel=True)
@@ -106,7 +106,15 @@ def segment_codes(frame: pd.DataFrame, segment: str) -> tuple[np.ndarray, list[s
     if (codes < 0).any():
         codes = np.where(codes < 0, len(names), codes)
         names.append(MISSING)
-    return codes, names
+    return codes.astype(np.int64, copy=False), names
+
+
+def segment_keys(frame: pd.DataFrame, segment: str) -> np.ndarray | None:
+    """Each row's value of ``segment`` as a string; None when the frame cannot say."""
+    if segment in TIME_SEGMENTS:
+        found = segment_codes(frame, segment)
+        return None if found is None else np.asarray(found[1], dtype=object)[found[0]]
+    return value_strings(frame, segment)
 
 
 def _capped(codes: np.ndarray, names: list[str], top_k: int | None) -> tuple[np.ndarray, list[str]]:
@@ -121,90 +129,111 @@ def _capped(codes: np.ndarray, names: list[str], top_k: int | None) -> tuple[np.
 
 
 @dataclass(frozen=True)
-class ReferenceSegments:
-    """The reference's value and correctness per row, per categorical segment (prepared once per champion)."""
+class _Window:
+    """The per-row arrays every segment reuses, computed once per check."""
 
-    keys: dict[str, np.ndarray]
-    correct: np.ndarray | None
-
-    def accuracy(self, segment: str, values: list[str]) -> dict[str, float]:
-        keys = self.keys.get(segment)
-        if keys is None or self.correct is None:
-            return {}
-        kept = set(values) - {OTHER}
-        out = {}
-        for v in values:
-            rows = ~np.isin(keys, list(kept)) if v == OTHER else keys == v
-            if rows.sum() >= MIN_REFERENCE_ROWS:
-                out[v] = float(self.correct[rows].mean())
-        return out
+    labelled: np.ndarray        # row mask: a label and a finite score
+    y: np.ndarray               # labels of the labelled rows
+    correct: np.ndarray         # served label == label, labelled rows
+    hits: np.ndarray            # label 1 and served 1, labelled rows
+    buckets: np.ndarray         # score bucket of the labelled rows (grouped_auc)
+    scored: np.ndarray | None   # row mask: a finite score (None: every row)
+    q: np.ndarray | None        # P(served label is right) of the scored rows (CBPE), None without a calibrator
+    q_var: np.ndarray | None    # q (1 - q)
+    bins: np.ndarray | None     # their reference-score bin
+    reference_counts: np.ndarray | None  # reference rows per score bin (the calibrator's)
+    hours: np.ndarray | None
 
 
-def reference_segments(reference: pd.DataFrame, model_cfg: ModelConfig) -> ReferenceSegments | None:
-    """What the segments need from the reference: its labelled rows' keys and correctness."""
-    wanted = [s for s in model_cfg.segments if s not in TIME_SEGMENTS]
-    if not wanted or model_cfg.target not in reference.columns or model_cfg.score not in reference.columns:
-        return None
-    y = pd.to_numeric(reference[model_cfg.target], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
-    score = pd.to_numeric(reference[model_cfg.score], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
-    keep = ~np.isnan(y) & np.isfinite(score)
-    correct = served_labels(reference, model_cfg, score, keep) == y[keep].astype(np.int64)
-    keys = {}
-    for s in wanted:
-        k = segment_keys(reference, s)
-        if k is not None:
-            keys[s] = k[keep]
-    return ReferenceSegments(keys, correct)
+def _window(current: pd.DataFrame, model_cfg: ModelConfig, calibrator: Any) -> _Window:
+    score = pd.to_numeric(current[model_cfg.score], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+    y = (pd.to_numeric(current[model_cfg.target], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+         if model_cfg.target in current.columns else np.full(len(current), np.nan))
+    scored = np.isfinite(score)
+    labelled = ~np.isnan(y) & scored
+    pred = served_labels(current, model_cfg, score, np.ones(len(current), dtype=bool))
+    yl = y[labelled]
+    q = bins = counts = None
+    if calibrator is not None:
+        counts = calibrator.counts
+        p = calibrator(score[scored])
+        q = np.where(pred[scored] == 1, p, 1.0 - p)
+        bins = calibrator.bins(score[scored])
+    correct = (yl == pred[labelled]).astype(np.float64)
+    return _Window(labelled, yl, correct, yl * correct, score_buckets(score[labelled]),
+                   None if scored.all() else scored, q, None if q is None else q * (1.0 - q), bins, counts,
+                   _time_parts(current))
 
 
 def segment_performance(current: pd.DataFrame, model_cfg: ModelConfig, drift_cfg: DriftConfig,
-                        reference: ReferenceSegments | None = None) -> list[SegmentPerformance]:
-    """Per segment and value, in ``model.segments`` order, values by row count (``other`` last)."""
+                        reference: ReferenceSegments | None = None, calibrator: Any = None,
+                        sample: tuple[np.ndarray | None, pd.DataFrame] | None = None) -> list[SegmentPerformance]:
+    """Per segment and value, in ``model.segments`` order, values by row count (``other`` last).
+    ``calibrator``: the champion's (monitor.drift.estimation) for the estimated accuracy;
+    ``sample``: the drift sample's positions in ``current`` (None: all rows) and its frame, for the drift share."""
     if not model_cfg.segments or not len(current):
         return []
-    score = pd.to_numeric(current[model_cfg.score], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
-    has_target = model_cfg.target in current.columns
-    y = (pd.to_numeric(current[model_cfg.target], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
-         if has_target else np.full(len(current), np.nan))
-    labelled = ~np.isnan(y) & np.isfinite(score)
-    pred = served_labels(current, model_cfg, score, np.ones(len(current), dtype=bool))
-    yl, pl, sl = y[labelled].astype(np.int64), pred[labelled], score[labelled]
+    w = _window(current, model_cfg, calibrator)
+    binned: dict[str, np.ndarray] = {}
+    if sample is not None and reference is not None:
+        binned = {f: reference.binnings[f].apply(sample[1][f]) for f in reference.binnings if f in sample[1].columns}
     out: list[SegmentPerformance] = []
     for segment in model_cfg.segments:
         if segment not in TIME_SEGMENTS and segment not in model_cfg.categorical_features:
             continue  # not (or no longer) a categorical feature of the champion
-        found = segment_codes(current, segment)
+        found = segment_codes(current, segment, w.hours)
         if found is None:
             continue
         codes, names = _capped(*found, None if segment in TIME_SEGMENTS else model_cfg.segment_top_k)
-
-        def _natural(i: int) -> int:  # hours 0..23, days mon..sun
-            return DAYS.index(names[i]) if names[i] in DAYS else int(names[i])
-        k = len(names)
-        rows = np.bincount(codes, minlength=k)
-        lc = codes[labelled]
-        n_lab = np.bincount(lc, minlength=k)
-        correct = np.bincount(lc, weights=(yl == pl), minlength=k)
-        positives = np.bincount(lc, weights=yl, minlength=k)
-        hits = np.bincount(lc, weights=(yl == 1) & (pl == 1), minlength=k)
-        ref_acc = reference.accuracy(segment, names) if reference is not None else {}
-        present = [i for i in range(k) if rows[i]]  # hours and days with no rows are left out
-        order = sorted(present, key=_natural if segment in TIME_SEGMENTS else
-                       lambda i: (names[i] == OTHER, -rows[i], names[i]))
-        # One stable sort groups the labelled rows by value for the per-value ROC AUC.
-        by_value = np.argsort(lc.astype(np.int16), kind="stable")  # small ints: numpy radix-sorts them
-        bounds = np.r_[0, np.cumsum(n_lab)]
-        for i in order:
-            n = int(n_lab[i])
-            auc = None
-            if n >= 2:
-                idx = by_value[bounds[i]:bounds[i + 1]]
-                idx = idx[:: -(-n // AUC_ROWS)]  # an even stride: at most AUC_ROWS rows per value
-                auc = _auc(yl[idx], sl[idx])
-            out.append(SegmentPerformance(
-                segment=segment, value=names[i], rows=int(rows[i]), labelled_rows=n,
-                accuracy=correct[i] / n if n else None,
-                accuracy_ci=wilson_interval(int(correct[i]), n, drift_cfg.confidence),
-                recall=hits[i] / positives[i] if positives[i] else None, roc_auc=auc,
-                reference_accuracy=ref_acc.get(names[i]), judged=n >= drift_cfg.segment_min_labels))
+        out += _values(segment, codes, names, w, drift_cfg, reference, sample, binned)
     return out
+
+
+def _values(segment: str, codes: np.ndarray, names: list[str], w: _Window, drift_cfg: DriftConfig,
+            reference: ReferenceSegments | None, sample: Any, binned: dict[str, np.ndarray]) -> list[SegmentPerformance]:
+    k = len(names)
+    rows = np.bincount(codes, minlength=k)
+    lc = codes[w.labelled]
+    n_lab = np.bincount(lc, minlength=k)
+    correct = np.bincount(lc, weights=w.correct, minlength=k)
+    positives = np.bincount(lc, weights=w.y, minlength=k)
+    hits = np.bincount(lc, weights=w.hits, minlength=k)
+    auc = grouped_auc(lc, k, w.y, w.buckets)
+    est = half = None
+    if w.q is not None and w.q_var is not None and w.bins is not None and w.reference_counts is not None:
+        est, half = grouped_estimate(codes if w.scored is None else codes[w.scored], k, w.q, w.q_var, w.bins,
+                                     w.reference_counts, drift_cfg.confidence)
+    share = drift_rows = None
+    if binned and reference is not None:
+        positions = sample[0]
+        sc = codes if positions is None else codes[positions]
+        share, drift_rows = grouped_drift_share(sc, k, binned, reference.histograms(segment, names),
+                                                drift_cfg.stattest_threshold)
+    ref = reference.figures(segment, names) if reference is not None else {}
+    present = [i for i in range(k) if rows[i]]  # hours and days with no rows are left out
+    if segment in TIME_SEGMENTS:
+        order = sorted(present, key=lambda i: DAYS.index(names[i]) if names[i] in DAYS else int(names[i]))
+    else:
+        order = sorted(present, key=lambda i: (names[i] == OTHER, -rows[i], names[i]))
+
+    def num(a: np.ndarray | None, i: int) -> float | None:
+        return None if a is None or not np.isfinite(a[i]) else float(a[i])
+    out = []
+    for i in order:
+        n, npos = int(n_lab[i]), int(positives[i])
+        e = num(est, i)
+        enough = drift_rows is not None and drift_rows[i] >= drift_cfg.segment_min_labels
+        out.append(SegmentPerformance(
+            segment=segment, value=names[i], rows=int(rows[i]), labelled_rows=n,
+            accuracy=correct[i] / n if n else None,
+            accuracy_ci=wilson_interval(int(correct[i]), n, drift_cfg.confidence),
+            recall=hits[i] / npos if npos else None, roc_auc=num(auc, i),
+            reference_accuracy=num(ref.get("accuracy"), i), judged=n >= drift_cfg.segment_min_labels,
+            recall_ci=wilson_interval(int(round(hits[i])), npos, drift_cfg.confidence),
+            reference_recall=num(ref.get("recall"), i), estimated_accuracy=e,
+            estimated_accuracy_ci=None if e is None or half is None else
+            (max(0.0, e - float(half[i])), min(1.0, e + float(half[i]))),
+            drift_share=num(share, i) if enough else None,
+            drift_rows=0 if drift_rows is None else int(drift_rows[i])))
+    return out
+

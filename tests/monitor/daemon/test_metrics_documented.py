@@ -22,6 +22,8 @@ def served_names(text: str) -> set[str]:
 def test_live_metrics_are_the_documented_ones(live_daemon):
     daemon, url = live_daemon(token="t0k-0123456789", overrides={
         "model": {"segments": ["region"]},                # per-segment figures
+        "alerts": {"rules": [{"metric": "recall", "drop": 0.5}]},  # the alerts.rules gauges
+        "drift": {"segment_min_labels": 30},              # 300 rows: a segment's drift share needs 30
         "server": {"gpu_metrics": True},
         "exporter": {"simulate": 1, "process_metrics": True, "pcie_throughput": True, "xid_events": True,
                      "sampler_interval_seconds": 0.05}})

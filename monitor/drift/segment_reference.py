@@ -1,0 +1,140 @@
+"""What the segments need from the champion's reference, prepared once per champion.
+
+Per categorical segment, each reference row's value; each row's correctness and label (for the
+values' reference accuracy and recall); and every feature binned (numeric: reference deciles,
+categorical: its most frequent categories plus one bin for the rest) for the per-value drift share.
+The reference has no prediction times, so a time bucket's values are compared with the whole
+reference, and so is a categorical value with fewer than ``MIN_REFERENCE_ROWS`` reference rows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from monitor.config import TIME_SEGMENTS, ModelConfig
+from monitor.drift.frames import served_labels
+from monitor.drift.grouped import DRIFT_BINS, bin_edges
+
+OTHER, MISSING = "other", "missing"
+MIN_REFERENCE_ROWS = 100  # fewer reference rows of a value: no reference figures for it
+
+
+def value_strings(frame: pd.DataFrame, segment: str) -> np.ndarray | None:
+    """Each row's value of a categorical segment as a string (``missing`` for none)."""
+    if segment not in frame.columns:
+        return None
+    col = frame[segment]
+    return col.astype(object).where(col.notna(), MISSING).astype(str).to_numpy(dtype=object)
+
+
+def _index_of(keys: np.ndarray, names: list[str]) -> np.ndarray:
+    """Each key's position in ``names`` (``other``: every key not named)."""
+    kept = [n for n in names if n != OTHER]
+    codes = pd.Categorical(keys, categories=kept).codes.astype(np.int64)
+    return np.where(codes < 0, names.index(OTHER) if OTHER in names else -1, codes)
+
+
+@dataclass(frozen=True)
+class Binning:
+    """How one feature is binned for the drift share: numeric edges, or the kept categories."""
+
+    edges: np.ndarray | None
+    categories: list | None
+
+    @property
+    def bins(self) -> int:
+        return len(self.edges) + 1 if self.edges is not None else len(self.categories or []) + 1
+
+    def apply(self, values: pd.Series) -> np.ndarray:
+        """Each value's bin, -1 for none."""
+        present = values.notna().to_numpy()
+        if self.edges is not None:
+            v = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+            out = np.searchsorted(self.edges, v, side="right").astype(np.int64)
+            return np.where(np.isfinite(v), out, -1)
+        codes = pd.Categorical(values.astype(object).where(values.notna(), None),
+                               categories=self.categories).codes.astype(np.int64)
+        return np.where(present, np.where(codes < 0, len(self.categories or []), codes), -1)
+
+
+def binning_of(values: pd.Series, numeric: bool) -> Binning:
+    if numeric:
+        return Binning(bin_edges(pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)),
+                       None)
+    top = values.dropna().astype(object).value_counts().index[: DRIFT_BINS - 1]
+    return Binning(None, list(top))
+
+
+@dataclass(frozen=True)
+class ReferenceSegments:
+    keys: dict[str, np.ndarray]                 # categorical segment -> each reference row's value
+    correct: np.ndarray | None                  # each reference row: served label == label (labelled rows)
+    label: np.ndarray | None                    # each reference row's label (NaN: none)
+    binnings: dict[str, Binning] = field(default_factory=dict)
+    binned: dict[str, np.ndarray] = field(default_factory=dict)   # each reference row's bin per feature
+
+    def figures(self, segment: str, names: list[str]) -> dict[str, np.ndarray]:
+        """Per value of ``names``: reference ``accuracy`` and ``recall`` (NaN under
+        ``MIN_REFERENCE_ROWS`` rows or no positives)."""
+        keys = self.keys.get(segment)
+        k = len(names)
+        if keys is None or self.correct is None or self.label is None:
+            return {"accuracy": np.full(k, np.nan), "recall": np.full(k, np.nan)}
+        idx = _index_of(keys, names)
+        lab = ~np.isnan(self.label)
+        i, y = idx[lab], self.label[lab]
+        ok = i >= 0
+        i, y, c = i[ok], y[ok], self.correct[lab][ok]
+        n = np.bincount(i, minlength=k).astype(np.float64)
+        pos = np.bincount(i, weights=y, minlength=k)
+        hits = np.bincount(i, weights=y * c, minlength=k)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            acc = np.where(n >= MIN_REFERENCE_ROWS, np.bincount(i, weights=c, minlength=k) / n, np.nan)
+            rec = np.where((n >= MIN_REFERENCE_ROWS) & (pos > 0), hits / pos, np.nan)
+        return {"accuracy": acc, "recall": rec}
+
+    def histograms(self, segment: str, names: list[str]) -> dict[str, np.ndarray]:
+        """Per feature, reference counts per bin for each value, shape (values, bins): the value's own
+        reference rows when it has ``MIN_REFERENCE_ROWS``, else the whole reference."""
+        k = len(names)
+        keys = self.keys.get(segment)
+        idx = _index_of(keys, names) if keys is not None else None
+        out = {}
+        for name, bins in self.binned.items():
+            nb = self.binnings[name].bins
+            whole = np.bincount(bins[bins >= 0], minlength=nb).astype(np.float64)
+            hist = np.tile(whole, (k, 1))
+            if idx is not None:
+                ok = (bins >= 0) & (idx >= 0)
+                own = np.bincount(idx[ok] * nb + bins[ok], minlength=k * nb).reshape(k, nb).astype(np.float64)
+                enough = own.sum(axis=1) >= MIN_REFERENCE_ROWS
+                hist[enough] = own[enough]
+            out[name] = hist
+        return out
+
+
+def reference_segments(reference: pd.DataFrame, model_cfg: ModelConfig) -> ReferenceSegments | None:
+    """Prepared once per champion (monitor.drift.frames.prepare_reference); None without segments."""
+    if not model_cfg.segments:
+        return None
+    correct = label = None
+    if model_cfg.target in reference.columns and model_cfg.score in reference.columns:
+        y = pd.to_numeric(reference[model_cfg.target], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+        score = pd.to_numeric(reference[model_cfg.score], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+        label = np.where(np.isfinite(score), y, np.nan)
+        pred = served_labels(reference, model_cfg, score, np.ones(len(reference), dtype=bool))
+        correct = (pred == np.nan_to_num(label, nan=-1)).astype(np.float64)
+    keys = {}
+    for s in model_cfg.segments:
+        if s not in TIME_SEGMENTS:
+            found = value_strings(reference, s)
+            if found is not None:
+                keys[s] = found
+    binnings, binned = {}, {}
+    for f in model_cfg.features:
+        if f.name in reference.columns:
+            binnings[f.name] = binning_of(reference[f.name], f.type == "numeric")
+            binned[f.name] = binnings[f.name].apply(reference[f.name])
+    return ReferenceSegments(keys, correct, label, binnings, binned)

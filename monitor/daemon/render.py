@@ -5,6 +5,7 @@ from typing import Any
 
 from monitor.daemon.checks import CheckOutcome
 from monitor.daemon.policy import Breach
+from monitor.daemon.segment_view import render_worst
 from monitor.daemon.status import iso
 
 
@@ -42,6 +43,8 @@ def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_label
         else:
             verdict = "ok" if live is not None else "undefined"
         lines.append(f"{name:<10} {_f(live):>8} {_ci(ci):>18} {_f(base):>9} {_f(drop):>8}  {verdict}")
+    lines += [f"{'rule':<10} BREACH {b.describe()} (alerts.rules)" for b in breaches or []
+              if b.reason not in ("accuracy", "roc_auc")]
     lines += ["", f"{'estimated':<10} {'value':>8} {'band':>18}   (from the scores alone, all {r.estimated_rows} rows)"]
     for name, est, band in (("accuracy", r.estimated_accuracy, r.estimated_accuracy_ci),
                             ("roc_auc", r.estimated_roc_auc, r.estimated_roc_auc_ci),
@@ -53,12 +56,7 @@ def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_label
     lines += ["", f"at threshold: precision {_f(r.precision)}, recall {_f(r.recall)}, f1 {_f(r.f1)} (labelled rows); "
               f"served positive rate {_f(r.predicted_positive_rate)}"]
     if r.segments:
-        lines += ["", f"{'segment':<24} {'rows':>7} {'labelled':>8} {'accuracy':>8} {'CI':>18} {'reference':>9} "
-                      f"{'recall':>7}"]
-        for s in r.segments:
-            mark = "" if s.judged else "  (too few labels to judge)"
-            lines.append(f"{s.label:<24} {s.rows:>7} {s.labelled_rows:>8} {_f(s.accuracy):>8} {_ci(s.accuracy_ci):>18} "
-                         f"{_f(s.reference_accuracy):>9} {_f(s.recall):>7}{mark}")
+        lines += [""] + render_worst([x.to_dict() for x in r.segments], r.baseline_accuracy, n=10)
     lines += ["", f"drift share {_f(r.drift_share, '.2f')} (dataset drift at >= {_f(r.drift_share_threshold, '.2f')}): "
               + ("DRIFT" if r.dataset_drift else "no dataset drift"),
               f"{'feature':<16} {'method':<16} {'score':>10} {'threshold':>10}  drifted"]

@@ -9,6 +9,7 @@ from typing import Any, Callable
 from monitor.daemon.attempts import AttemptStore
 from monitor.daemon.checklog import CheckLog
 from monitor.daemon.incidents import IncidentStore
+from monitor.daemon.segment_view import render_worst, worst_segments
 
 _TIME_KEYS = ("ts", "opened_at", "updated_at", "resolved_at", "started_at", "finished_at", "window_start", "window_end",
               "change_ts")
@@ -34,6 +35,10 @@ def _check_summary(row: dict[str, Any] | None) -> dict[str, Any] | None:
                 "estimated_recall", "estimated_f1", "estimation_error"):
         if key in result:
             row[key] = result[key]
+    segments = result.get("segments") or []
+    if segments:
+        row["segments_total"] = len(segments)
+        row["worst_segments"] = worst_segments(segments, row.get("baseline_accuracy"))
     if row.get("status") == "ok" and row.get("verdict") is None:
         row["verdict"] = "judging"  # recorded before its verdict (a store written by an older release)
     return _times(row)
@@ -101,6 +106,9 @@ def render_status(s: dict[str, Any]) -> str:
                 lines.append("  others     " + "; ".join(
                     f"v{v}: {d['rows']} rows, accuracy {_fmt(d.get('accuracy'))}" for v, d in others.items())
                     + " (not judged against the champion)")
+            if c.get("worst_segments"):
+                lines += render_worst(c["worst_segments"], c.get("baseline_accuracy"), indent="  ",
+                                      total=c.get("segments_total"))
             if c.get("verdict"):
                 lines.append(f"  verdict    {c['verdict']}")
     level = s.get("reference_level")

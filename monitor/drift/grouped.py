@@ -5,12 +5,14 @@ A segment's values are integer codes ``0..k-1``; each figure below is one or two
 rows whatever ``k`` is, so twenty segments of a million-row window cost twenty such passes, not
 twenty times the values:
 
-- :func:`grouped_auc`: ROC AUC per value. Scores are cut once per check into ``AUC_BUCKETS``
-  quantile buckets of the labelled scores (:func:`score_buckets`); per value, positives and
-  negatives are counted per bucket (one ``bincount`` each over ``code * B + bucket``) and the
-  Mann-Whitney statistic is read off the cumulative counts, rows sharing a bucket counting one
-  half as ties do. The error against the exact AUC is at most the share of positive-negative
-  pairs that fall in one bucket (about 1/B: < 0.001), and every labelled row counts;
+- :func:`grouped_labelled`: rows, labelled rows, correct ones, positives, hits and ROC AUC per
+  value from *one* integer ``bincount``: each row's class (:func:`row_classes`, once per check)
+  is its score bucket, label and correctness (or "unlabelled"), and ``code * S + class`` counts
+  them all. Scores are cut into ``AUC_BUCKETS`` quantile buckets of the labelled scores; the
+  Mann-Whitney statistic is read off the cumulative counts per bucket, rows sharing a bucket
+  counting one half as ties do. Its error against the exact AUC is at most the share of
+  positive-negative pairs that fall in one bucket (about 1/B: < 0.001), and every labelled row
+  counts;
 - :func:`grouped_estimate`: CBPE's expected accuracy per value and its band (the Bernoulli term
   and the calibration term of :mod:`monitor.drift.estimation`, per value);
 - :func:`grouped_drift_share`: per value, the share of features whose binned Jensen-Shannon
@@ -36,17 +38,29 @@ def score_buckets(scores: np.ndarray) -> np.ndarray:
     return np.searchsorted(edges, scores, side="right").astype(np.int64)
 
 
-def grouped_auc(codes: np.ndarray, k: int, y: np.ndarray, buckets: np.ndarray) -> np.ndarray:
-    """ROC AUC per code (NaN where a value lacks one of the classes); ``y`` 0/1 per labelled row."""
+def row_classes(labelled: np.ndarray, y: np.ndarray, correct: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each row's class for :func:`grouped_labelled`, and the number of classes S: a labelled row's
+    ``(bucket * 2 + label) * 2 + correct``, an unlabelled row's ``S - 1``."""
+    buckets = score_buckets(scores)
     b = int(buckets.max()) + 1 if len(buckets) else 1
-    key = codes * b + buckets
-    total = np.bincount(key, minlength=k * b).reshape(k, b).astype(np.float64)
-    pos = np.bincount(key, weights=y, minlength=k * b).reshape(k, b)
-    neg = total - pos
+    classes = np.full(len(labelled), 4 * b, dtype=np.int64)
+    classes[labelled] = (buckets * 2 + y.astype(np.int64)) * 2 + correct.astype(np.int64)
+    return classes, 4 * b + 1
+
+
+def grouped_labelled(codes: np.ndarray, k: int, classes: np.ndarray, s: int) -> dict[str, np.ndarray]:
+    """Per code: ``rows``, ``labelled``, ``correct``, ``positives``, ``hits`` and ``roc_auc`` (NaN
+    where a value lacks one of the classes), from one ``bincount`` (module docstring)."""
+    counts = np.bincount(codes * s + classes, minlength=k * s).reshape(k, s)
+    rows = counts.sum(axis=1)
+    cells = counts[:, : s - 1].reshape(k, -1, 2, 2).astype(np.float64)  # (value, bucket, label, correct)
+    pos, neg = cells[:, :, 1, :].sum(axis=2), cells[:, :, 0, :].sum(axis=2)
     below = np.cumsum(neg, axis=1) - neg                  # negatives in lower buckets
     p, n = pos.sum(axis=1), neg.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where((p > 0) & (n > 0), (pos * (below + 0.5 * neg)).sum(axis=1) / (p * n), np.nan)
+        auc = np.where((p > 0) & (n > 0), (pos * (below + 0.5 * neg)).sum(axis=1) / (p * n), np.nan)
+    return {"rows": rows, "labelled": p + n, "correct": cells[:, :, :, 1].sum(axis=(1, 2)), "positives": p,
+            "hits": cells[:, :, 1, 1].sum(axis=1), "roc_auc": auc}
 
 
 def grouped_estimate(codes: np.ndarray, k: int, q: np.ndarray, q_var: np.ndarray, bins: np.ndarray,

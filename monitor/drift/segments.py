@@ -29,7 +29,7 @@ import pandas as pd
 
 from monitor.config import TIME_SEGMENTS, DriftConfig, ModelConfig
 from monitor.drift.frames import served_labels
-from monitor.drift.grouped import grouped_auc, grouped_drift_share, grouped_estimate, score_buckets
+from monitor.drift.grouped import grouped_drift_share, grouped_estimate, grouped_labelled, row_classes
 from monitor.drift.segment_reference import MISSING, OTHER, ReferenceSegments, reference_segments, value_strings
 from monitor.drift.stats import wilson_interval
 
@@ -132,11 +132,8 @@ def _capped(codes: np.ndarray, names: list[str], top_k: int | None) -> tuple[np.
 class _Window:
     """The per-row arrays every segment reuses, computed once per check."""
 
-    labelled: np.ndarray        # row mask: a label and a finite score
-    y: np.ndarray               # labels of the labelled rows
-    correct: np.ndarray         # served label == label, labelled rows
-    hits: np.ndarray            # label 1 and served 1, labelled rows
-    buckets: np.ndarray         # score bucket of the labelled rows (grouped_auc)
+    classes: np.ndarray         # each row's class for grouped_labelled (score bucket, label, correct)
+    n_classes: int
     scored: np.ndarray | None   # row mask: a finite score (None: every row)
     q: np.ndarray | None        # P(served label is right) of the scored rows (CBPE), None without a calibrator
     q_var: np.ndarray | None    # q (1 - q)
@@ -159,9 +156,8 @@ def _window(current: pd.DataFrame, model_cfg: ModelConfig, calibrator: Any) -> _
         p = calibrator(score[scored])
         q = np.where(pred[scored] == 1, p, 1.0 - p)
         bins = calibrator.bins(score[scored])
-    correct = (yl == pred[labelled]).astype(np.float64)
-    return _Window(labelled, yl, correct, yl * correct, score_buckets(score[labelled]),
-                   None if scored.all() else scored, q, None if q is None else q * (1.0 - q), bins, counts,
+    classes, n_classes = row_classes(labelled, yl, yl == pred[labelled], score[labelled])
+    return _Window(classes, n_classes, None if scored.all() else scored, q, None if q is None else q * (1.0 - q), bins, counts,
                    _time_parts(current))
 
 
@@ -192,13 +188,9 @@ def segment_performance(current: pd.DataFrame, model_cfg: ModelConfig, drift_cfg
 def _values(segment: str, codes: np.ndarray, names: list[str], w: _Window, drift_cfg: DriftConfig,
             reference: ReferenceSegments | None, sample: Any, binned: dict[str, np.ndarray]) -> list[SegmentPerformance]:
     k = len(names)
-    rows = np.bincount(codes, minlength=k)
-    lc = codes[w.labelled]
-    n_lab = np.bincount(lc, minlength=k)
-    correct = np.bincount(lc, weights=w.correct, minlength=k)
-    positives = np.bincount(lc, weights=w.y, minlength=k)
-    hits = np.bincount(lc, weights=w.hits, minlength=k)
-    auc = grouped_auc(lc, k, w.y, w.buckets)
+    g = grouped_labelled(codes, k, w.classes, w.n_classes)
+    rows, n_lab, correct, positives, hits, auc = (g[x] for x in ("rows", "labelled", "correct", "positives", "hits",
+                                                                  "roc_auc"))
     est = half = None
     if w.q is not None and w.q_var is not None and w.bins is not None and w.reference_counts is not None:
         est, half = grouped_estimate(codes if w.scored is None else codes[w.scored], k, w.q, w.q_var, w.bins,

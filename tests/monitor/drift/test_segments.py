@@ -97,3 +97,73 @@ def test_segments_are_checked_against_the_features_once_they_are_known():
     assert with_features(cfg.model, [FeatureSpec(name="plan", type="categorical")]).segments == ["plan", "hour_of_day"]
     with pytest.raises(ValueError, match="neither categorical features"):
         with_features(cfg.model, [FeatureSpec(name="plan", type="numeric")])
+
+
+def test_recall_estimates_and_drift_per_value_with_their_guards(scfg):
+    frame = timed(window(19_200, seed=11))
+    apac = (frame["region"] == "apac").to_numpy()
+    frame.loc[apac, "x2"] = frame.loc[apac, "x2"] + 3.0          # one region's feature moved
+    result, _ = check(scfg, frame, {"accuracy": 0.8})
+    seg = {s.label: s for s in result.segments}
+    a = seg["region=apac"]
+    assert a.drift_share is not None and a.drift_share > 0       # x2 drifted within apac ...
+    assert all(s.drift_share == 0 for s in result.segments if s.segment == "region" and s.value != "apac")
+    assert result.drift_share < 0.5                              # ... which the aggregate does not call drift
+    # Recall with its Wilson interval, against the value's recall on the reference.
+    lab = frame[apac & frame["label"].notna().to_numpy()]
+    pos = lab[lab["label"] == 1]
+    assert a.recall == pytest.approx(float((pos["prediction"] == 1).mean()))
+    assert a.recall_ci[0] < a.recall < a.recall_ci[1] and a.reference_recall is not None
+    # Estimated accuracy (CBPE) per value, with its band; the realised accuracy inside it for most values.
+    judged = [s for s in result.segments if s.estimated_accuracy is not None and s.accuracy is not None]
+    inside = sum(s.estimated_accuracy_ci[0] <= s.accuracy <= s.estimated_accuracy_ci[1] for s in judged)
+    assert len(judged) >= 30 and inside / len(judged) >= 0.85
+    # Too few rows in the drift sample: no drift share (shown, not judged).
+    small = check(scfg, timed(window(2000, seed=12)), {"accuracy": 0.8})[0]
+    assert all(s.drift_share is None for s in small.segments if s.segment == "hour_of_day")
+
+
+def test_a_segment_recall_rule_flags_the_night_where_positives_are_missed(scfg):
+    frame = timed(window(19_200, seed=13))
+    baseline = {"accuracy": float((frame["prediction"] == frame["label"]).mean()), "roc_auc": 0.9}
+    night = (pd.to_datetime(frame["ts"]).dt.hour == 2).to_numpy()
+    missed = night & (frame["label"] == 1).to_numpy()
+    frame.loc[missed, "prediction"] = 0                          # every positive at 02:00 served 0
+    result = DriftEvaluator()(reference(), frame, scfg.model, scfg.drift, baseline, reference_key="v1")
+    outcome = CheckOutcome(0.0, "ok", "checked", champion_version="1", result=result,
+                           window_rows=result.window_rows, labelled_rows=result.labelled_rows)
+    rules = AlertsConfig(rules=[{"metric": "recall", "drop": 0.2, "segment": True}])
+    verdict = AlertPolicy(rules, min_labels=1000).observe(observation(outcome))
+    assert not verdict.fire                                       # the aggregate does not breach
+    flagged = {(b.reason, b.segment) for b in verdict.segment_breaches}
+    assert ("recall", "hour_of_day=2") in flagged, verdict.message
+    assert not any(r == "recall" and s != "hour_of_day=2" for r, s in flagged)
+    assert "segment hour_of_day=2: recall 0.0000" in verdict.message
+    # Without the rule, recall is shown and not judged.
+    plain = AlertPolicy(AlertsConfig(), min_labels=1000).observe(observation(outcome))
+    assert not any(b.reason == "recall" for b in plain.segment_breaches)
+
+
+def test_check_and_status_text_show_the_worst_segments(scfg):
+    from monitor.daemon.render import render_check
+    from monitor.daemon.status import _check_summary, render_status
+    frame = timed(window(19_200, seed=7))
+    baseline = {"accuracy": float((frame["prediction"] == frame["label"]).mean()), "roc_auc": 0.9}
+    night = pd.to_datetime(frame["ts"]).dt.hour == 2
+    frame.loc[night, "label"] = 1 - frame.loc[night, "label"]
+    result, _ = check(scfg, frame, baseline)
+    outcome = CheckOutcome(0.0, "ok", "checked", champion_version="1", result=result,
+                           window_rows=result.window_rows, labelled_rows=result.labelled_rows)
+    text = render_check(outcome, [], 1000)
+    assert f"segments: the 10 worst of {len(result.segments)} values" in text
+    first = text.split("segments: the 10 worst")[1].splitlines()[1]
+    assert first.strip().startswith("hour_of_day=2") and "labelled; accuracy 0." in first and "recall" in first
+    row = {"status": "ok", "ts": 0.0, "message": "checked", "window_rows": result.window_rows,
+           "labelled_rows": result.labelled_rows, "baseline_accuracy": baseline["accuracy"],
+           "result": result.to_dict(), "verdict": "x"}
+    summary = _check_summary(row)
+    assert summary["segments_total"] == len(result.segments) and len(summary["worst_segments"]) == 5
+    status = render_status({"model": "demo", "champion": {"version": "1"}, "last_check": summary,
+                            "open_incidents": [], "recent_incidents": [], "recent_retrains": []})
+    assert f"segments: the 5 worst of {len(result.segments)} values" in status
+    assert "hour_of_day=2" in status.split("segments: the 5 worst")[1].splitlines()[1]

@@ -181,7 +181,8 @@ class ModelConfig(_Section):
     factory: str | None = Field(None, description="module:function building your own PyTorch model; default: the MLP")
     segments: list[str] = Field(default_factory=list, description="monitored separately: categorical feature names "
                                 "and the time buckets hour_of_day (0-23, UTC) and day_of_week (mon-sun) of the "
-                                "prediction's ts; per-segment accuracy, recall, ROC AUC and rows (docs: Segments)")
+                                "prediction's ts; per value: rows, accuracy, recall, ROC AUC, estimated accuracy and drift share "
+                                "(docs: Segments)")
     segment_top_k: int = Field(10, ge=1, le=50, description="values of a categorical segment kept by row count; "
                                "the rest are pooled as 'other', so a segment never explodes the metric series")
 
@@ -272,7 +273,8 @@ class DriftConfig(_Section):
                             "error stream proves a drop of at least alerts.accuracy_drop (before drift.min_labels rows)")
     fast_min_rows: int = Field(200, ge=30, description="labelled rows after a change point the fast lane needs")
     segment_min_labels: int = Field(300, ge=30, description="labelled rows a segment value needs before its "
-                                    "accuracy can breach (the segment alert); fewer: shown, not judged")
+                                    "accuracy (or recall) can breach (the segment alert), and rows in the drift "
+                                    "sample before it gets a drift share; fewer: shown, not judged")
     fast_confidence: float = Field(0.99, gt=0.5, lt=1, description="one-sided confidence that the drop after a "
                                    "change point is at least alerts.accuracy_drop, for the fast lane to fire")
 

@@ -15,7 +15,8 @@ from monitor.errors import DriftloopError, RegistryError
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--no-report", is_flag=True, help="Do not save the Evidently report (HTML + JSON) under home/reports.")
 @click.option("--fail-on-breach", is_flag=True,
-              help="Exit with code 3 when accuracy or ROC AUC breaches its threshold (for scripts and CI).")
+              help="Exit with code 3 when accuracy, ROC AUC or an alerts.rules metric breaches its threshold "
+                   "(for scripts and CI).")
 @click.pass_context
 def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: bool) -> int:
     """Evaluate the current window against the champion's baseline and print the result.

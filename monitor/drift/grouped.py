@@ -110,27 +110,26 @@ def noise_floor(bins: int, n1: np.ndarray | float, n2: np.ndarray | float) -> np
         return np.sqrt((bins - 1) / 8.0 * (1.0 / np.asarray(n1, dtype=np.float64) + 1.0 / np.asarray(n2, dtype=np.float64)))
 
 
-def grouped_drift_share(codes: np.ndarray, k: int, binned: dict[str, np.ndarray], reference: dict[str, np.ndarray],
-                        threshold: float | None) -> tuple[np.ndarray, np.ndarray]:
+def grouped_drift_share(codes: np.ndarray, k: int, binned: np.ndarray, offsets: np.ndarray, widths: np.ndarray,
+                        reference: np.ndarray, threshold: float | None) -> tuple[np.ndarray, np.ndarray]:
     """Per code: the share of features whose distribution within the value drifted from the
-    reference, and the rows it rests on. ``binned[f]``: each sampled row's bin of feature ``f``
-    (-1 for no value); ``reference[f]``: reference counts per bin, shape ``(bins,)`` (one
-    distribution for all values) or ``(k, bins)`` (the value's own reference rows)."""
+    reference, and the rows it rests on. ``binned``: (rows, features) bins of the drift sample,
+    each feature's bins shifted by its ``offsets`` entry so all share one axis of ``sum(widths)``
+    cells (-1: no value); ``reference``: (k, cells) reference counts per value (its own reference
+    rows, or the whole reference). One ``bincount`` for all features."""
     limit = threshold or DEFAULT_DRIFT_THRESHOLD
+    cells = int(widths.sum())
+    rows = np.bincount(codes, minlength=k).astype(np.float64)
+    ok = binned >= 0
+    key = (codes[:, None] * cells + binned)[ok]
+    counts = np.bincount(key, minlength=k * cells).reshape(k, cells).astype(np.float64)
     drifted = np.zeros(k)
     tested = np.zeros(k)
-    rows = np.bincount(codes, minlength=k).astype(np.float64)
-    for name, bins in binned.items():
-        ref = reference[name]
-        nbins = ref.shape[-1]
-        ok = bins >= 0
-        counts = np.bincount(codes[ok] * nbins + bins[ok], minlength=k * nbins).reshape(k, nbins).astype(np.float64)
-        n_cur, n_ref = counts.sum(axis=1), ref.sum(axis=-1)
+    for start, width in zip(offsets, widths):
+        cur, ref = counts[:, start:start + width], reference[:, start:start + width]
+        n_cur, n_ref = cur.sum(axis=1), ref.sum(axis=1)
         usable = (n_cur > 0) & (n_ref > 0)
-        distance = js_distance(counts, ref)
-        floor = noise_floor(nbins, n_cur, n_ref)
-        drifted += usable & (distance - floor >= limit)
+        drifted += usable & (js_distance(cur, ref) - noise_floor(int(width), n_cur, n_ref) >= limit)
         tested += usable
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(tested > 0, drifted / tested, np.nan), rows
-

@@ -73,7 +73,23 @@ class ReferenceSegments:
     correct: np.ndarray | None                  # each reference row: served label == label (labelled rows)
     label: np.ndarray | None                    # each reference row's label (NaN: none)
     binnings: dict[str, Binning] = field(default_factory=dict)
-    binned: dict[str, np.ndarray] = field(default_factory=dict)   # each reference row's bin per feature
+    binned: np.ndarray | None = None            # (rows, features): each reference row's bin, shifted (Binning order)
+    _histograms: dict = field(default_factory=dict, compare=False, repr=False)  # (segment, values) -> counts
+
+    @property
+    def widths(self) -> np.ndarray:
+        return _widths(self.binnings)
+
+    @property
+    def offsets(self) -> np.ndarray:
+        return _offsets(self.binnings)
+
+    def bin_sample(self, sample: pd.DataFrame) -> np.ndarray | None:
+        """(rows, features): the drift sample's bins on the shared axis (-1: no value); None when the
+        sample lacks a feature the reference was binned on."""
+        if not self.binnings or any(f not in sample.columns for f in self.binnings):
+            return None
+        return _shifted([b.apply(sample[f]) for f, b in self.binnings.items()], self.offsets)
 
     def figures(self, segment: str, names: list[str]) -> dict[str, np.ndarray]:
         """Per value of ``names``: reference ``accuracy`` and ``recall`` (NaN under
@@ -95,24 +111,44 @@ class ReferenceSegments:
             rec = np.where((n >= MIN_REFERENCE_ROWS) & (pos > 0), hits / pos, np.nan)
         return {"accuracy": acc, "recall": rec}
 
-    def histograms(self, segment: str, names: list[str]) -> dict[str, np.ndarray]:
-        """Per feature, reference counts per bin for each value, shape (values, bins): the value's own
-        reference rows when it has ``MIN_REFERENCE_ROWS``, else the whole reference."""
-        k = len(names)
+    def histograms(self, segment: str, names: list[str]) -> np.ndarray:
+        """(values, cells): reference counts per shifted bin for each value: the value's own reference
+        rows when it has ``MIN_REFERENCE_ROWS``, else the whole reference. Cached: a segment's
+        values rarely change between checks."""
+        key = (segment, tuple(names))
+        found = self._histograms.get(key)
+        if found is not None:
+            return found
+        assert self.binned is not None
+        cells, k = int(self.widths.sum()), len(names)
+        valid = self.binned >= 0
+        whole = np.bincount(self.binned[valid], minlength=cells).astype(np.float64)
+        hist = np.tile(whole, (k, 1))
         keys = self.keys.get(segment)
-        idx = _index_of(keys, names) if keys is not None else None
-        out = {}
-        for name, bins in self.binned.items():
-            nb = self.binnings[name].bins
-            whole = np.bincount(bins[bins >= 0], minlength=nb).astype(np.float64)
-            hist = np.tile(whole, (k, 1))
-            if idx is not None:
-                ok = (bins >= 0) & (idx >= 0)
-                own = np.bincount(idx[ok] * nb + bins[ok], minlength=k * nb).reshape(k, nb).astype(np.float64)
-                enough = own.sum(axis=1) >= MIN_REFERENCE_ROWS
-                hist[enough] = own[enough]
-            out[name] = hist
-        return out
+        if keys is not None:
+            idx = _index_of(keys, names)
+            ok = valid & (idx >= 0)[:, None]
+            own = np.bincount((idx[:, None] * cells + self.binned)[ok], minlength=k * cells).reshape(k, cells)
+            enough = np.bincount(idx[idx >= 0], minlength=k) >= MIN_REFERENCE_ROWS
+            hist[enough] = own[enough]
+        if len(self._histograms) > 64:
+            self._histograms.clear()
+        self._histograms[key] = hist
+        return hist
+
+
+def _widths(binnings: dict[str, Binning]) -> np.ndarray:
+    return np.asarray([b.bins for b in binnings.values()], dtype=np.int64)
+
+
+def _offsets(binnings: dict[str, Binning]) -> np.ndarray:
+    """Where each feature's bins start on the shared axis."""
+    return np.r_[0, np.cumsum(_widths(binnings))[:-1]].astype(np.int64)
+
+
+def _shifted(columns: list[np.ndarray], offsets: np.ndarray) -> np.ndarray:
+    binned = np.stack(columns, axis=1) if columns else np.zeros((0, 0), dtype=np.int64)
+    return np.where(binned >= 0, binned + offsets[None, :], -1)
 
 
 def reference_segments(reference: pd.DataFrame, model_cfg: ModelConfig) -> ReferenceSegments | None:
@@ -132,9 +168,7 @@ def reference_segments(reference: pd.DataFrame, model_cfg: ModelConfig) -> Refer
             found = value_strings(reference, s)
             if found is not None:
                 keys[s] = found
-    binnings, binned = {}, {}
-    for f in model_cfg.features:
-        if f.name in reference.columns:
-            binnings[f.name] = binning_of(reference[f.name], f.type == "numeric")
-            binned[f.name] = binnings[f.name].apply(reference[f.name])
+    binnings = {f.name: binning_of(reference[f.name], f.type == "numeric")
+                for f in model_cfg.features if f.name in reference.columns}
+    binned = _shifted([b.apply(reference[f]) for f, b in binnings.items()], _offsets(binnings)) if binnings else None
     return ReferenceSegments(keys, correct, label, binnings, binned)

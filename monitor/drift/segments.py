@@ -170,9 +170,9 @@ def segment_performance(current: pd.DataFrame, model_cfg: ModelConfig, drift_cfg
     if not model_cfg.segments or not len(current):
         return []
     w = _window(current, model_cfg, calibrator)
-    binned: dict[str, np.ndarray] = {}
-    if sample is not None and reference is not None:
-        binned = {f: reference.binnings[f].apply(sample[1][f]) for f in reference.binnings if f in sample[1].columns}
+    binned = None
+    if sample is not None and reference is not None and reference.binned is not None:
+        binned = reference.bin_sample(sample[1])
     out: list[SegmentPerformance] = []
     for segment in model_cfg.segments:
         if segment not in TIME_SEGMENTS and segment not in model_cfg.categorical_features:
@@ -186,7 +186,7 @@ def segment_performance(current: pd.DataFrame, model_cfg: ModelConfig, drift_cfg
 
 
 def _values(segment: str, codes: np.ndarray, names: list[str], w: _Window, drift_cfg: DriftConfig,
-            reference: ReferenceSegments | None, sample: Any, binned: dict[str, np.ndarray]) -> list[SegmentPerformance]:
+            reference: ReferenceSegments | None, sample: Any, binned: np.ndarray | None) -> list[SegmentPerformance]:
     k = len(names)
     g = grouped_labelled(codes, k, w.classes, w.n_classes)
     rows, n_lab, correct, positives, hits, auc = (g[x] for x in ("rows", "labelled", "correct", "positives", "hits",
@@ -196,11 +196,11 @@ def _values(segment: str, codes: np.ndarray, names: list[str], w: _Window, drift
         est, half = grouped_estimate(codes if w.scored is None else codes[w.scored], k, w.q, w.q_var, w.bins,
                                      w.reference_counts, drift_cfg.confidence)
     share = drift_rows = None
-    if binned and reference is not None:
+    if binned is not None and reference is not None:
         positions = sample[0]
         sc = codes if positions is None else codes[positions]
-        share, drift_rows = grouped_drift_share(sc, k, binned, reference.histograms(segment, names),
-                                                drift_cfg.stattest_threshold)
+        share, drift_rows = grouped_drift_share(sc, k, binned, reference.offsets, reference.widths,
+                                                reference.histograms(segment, names), drift_cfg.stattest_threshold)
     ref = reference.figures(segment, names) if reference is not None else {}
     present = [i for i in range(k) if rows[i]]  # hours and days with no rows are left out
     if segment in TIME_SEGMENTS:

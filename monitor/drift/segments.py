@@ -30,12 +30,12 @@ import pandas as pd
 from monitor.config import TIME_SEGMENTS, DriftConfig, ModelConfig
 from monitor.drift.frames import served_labels
 from monitor.drift.grouped import grouped_drift_share, grouped_estimate, grouped_labelled, row_classes
-from monitor.drift.segment_reference import MISSING, OTHER, ReferenceSegments, reference_segments, value_strings
+from monitor.drift.segment_reference import MISSING, OTHER, ReferenceSegments
 from monitor.drift.stats import wilson_interval
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-__all__ = ["OTHER", "MISSING", "DAYS", "SegmentPerformance", "ReferenceSegments", "reference_segments",
-           "segment_codes", "segment_keys", "segment_performance"]
+__all__ = ["OTHER", "MISSING", "DAYS", "SegmentPerformance", "ReferenceSegments", "segment_codes",
+           "segment_performance"]
 
 
 @dataclass(frozen=True)
@@ -107,14 +107,6 @@ def segment_codes(frame: pd.DataFrame, segment: str, hours: np.ndarray | None = 
         codes = np.where(codes < 0, len(names), codes)
         names.append(MISSING)
     return codes.astype(np.int64, copy=False), names
-
-
-def segment_keys(frame: pd.DataFrame, segment: str) -> np.ndarray | None:
-    """Each row's value of ``segment`` as a string; None when the frame cannot say."""
-    if segment in TIME_SEGMENTS:
-        found = segment_codes(frame, segment)
-        return None if found is None else np.asarray(found[1], dtype=object)[found[0]]
-    return value_strings(frame, segment)
 
 
 def _capped(codes: np.ndarray, names: list[str], top_k: int | None) -> tuple[np.ndarray, list[str]]:

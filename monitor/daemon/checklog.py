@@ -14,6 +14,7 @@ from sqlalchemy.engine import Engine
 
 from monitor.daemon.checks import CheckOutcome
 from monitor.daemon.policy import Observation
+from monitor.daemon.rules import rule_inputs_from
 from monitor.daemon.tables import check_results, daemon_counters
 from monitor.store.engine import write_transaction
 
@@ -91,7 +92,8 @@ class CheckLog:
             rows = list(conn.execute(q))
         return [Observation(labelled_rows=r.labelled_rows, accuracy=r.accuracy, roc_auc=r.roc_auc,
                             baseline_accuracy=r.baseline_accuracy, baseline_roc_auc=r.baseline_roc_auc,
-                            dataset_drift=bool(r.dataset_drift), champion_version=r.champion_version)
+                            dataset_drift=bool(r.dataset_drift), champion_version=r.champion_version,
+                            **rule_inputs_from(json.loads(r.result) if r.result else {}))
                 for r in reversed(rows)]
 
     def error_total(self) -> int:

@@ -83,6 +83,13 @@ def rule_inputs(result: Any) -> dict[str, Any]:
             "baselines": dict(getattr(result, "baselines", None) or {})}
 
 
+def rule_inputs_from(result: dict[str, Any]) -> dict[str, Any]:
+    """:func:`rule_inputs` from a check result's JSON form (the check log, replayed on start-up)."""
+    return {"metrics": {"precision": result.get("precision"), "recall": result.get("recall"), "f1": result.get("f1"),
+                        "positive_rate": result.get("predicted_positive_rate")},
+            "baselines": dict(result.get("baselines") or {})}
+
+
 def segment_drops(alerts: AlertsConfig) -> dict[str, float]:
     """The drop each segment metric is judged with: accuracy at ``accuracy_drop`` unless a segment
     rule says otherwise, and each ``segment: true`` rule's metric at its drop."""
@@ -112,4 +119,4 @@ def segment_rule_breaches(alerts: AlertsConfig, obs: Any) -> list[Any]:
     return out
 
 
-__all__ = ["MetricRule", "RuleReading", "rule_inputs", "rule_readings", "rule_breaches", "segment_drops", "segment_rule_breaches"]
+__all__ = ["MetricRule", "RuleReading", "rule_inputs", "rule_inputs_from", "rule_readings", "rule_breaches", "segment_drops", "segment_rule_breaches"]

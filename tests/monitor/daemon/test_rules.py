@@ -83,3 +83,16 @@ def test_a_positive_rate_rule_with_no_bar_is_read_but_never_breaches():
     alerts = AlertsConfig(rules=[MetricRule(metric="positive_rate", drop=0.05)])
     verdict = AlertPolicy(alerts, min_labels=1000).observe(_obs(baselines={}))
     assert not verdict.fire and verdict.rules[0].bar is None and not verdict.rules[0].breached
+
+
+def test_a_rule_streak_survives_a_restart(make_daemon):
+    from tests.monitor.daemon.test_lifecycle import _restart
+    overrides = {"alerts": {**DEAF, "sustained_windows": 2, "rules": [{"metric": "recall", "drop": 0.06}]}}
+    daemon, traffic = make_daemon(overrides)
+    daemon.start(scheduler=False)
+    traffic.send(1500, 21, concept=1.0)
+    first = daemon.run_check_now()
+    assert not first.verdict.fire and first.verdict.performance_streak == 1, first.verdict.message
+    daemon, traffic = _restart(make_daemon, daemon, traffic, overrides=overrides)   # streaks replayed from the log
+    second = daemon.run_check_now()
+    assert second.verdict.fire and second.incident is not None and second.incident.reason == "recall"

@@ -130,6 +130,9 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
         snapshot = runner.merge(snapshot, perf_snapshot, metadata=metadata)
 
     estimated = _estimates(ref, current, labelled, model_cfg, drift_cfg, perf.accuracy)
+    codes: dict[str, Any] = {}  # one factorisation per categorical column, for segments and unseen categories
+    segments = segment_performance(current, model_cfg, drift_cfg, ref.segments,
+                                   ref.calibrator if drift_cfg.estimate else None, (cur.positions, cur.sample), codes)
     features = [_feature_drift(name, plans[name], verdicts) for name in kinds]
     evaluated = [f for f in features if f.skipped is None]
     if len(evaluated) < len(features):
@@ -149,11 +152,9 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
         performance_actionable=perf.rows >= drift_cfg.min_labels, positive_rate=perf.positive_rate,
         reference_rows=ref.rows, reference_sample_rows=len(ref.side.sample), current_sample_rows=len(cur.sample),
         missing_ratio=missing_ratio(current, model_cfg.feature_names), reference_missing_ratio=dict(ref.missing),
-        unseen_categories=unseen_categories(ref, current, model_cfg.categorical_features),
+        unseen_categories=unseen_categories(ref, current, model_cfg.categorical_features, cache=codes),
         precision=perf.precision, recall=perf.recall, f1=perf.f1, **estimated,
-        segments=segment_performance(current, model_cfg, drift_cfg, ref.segments,
-                                     ref.calibrator if drift_cfg.estimate else None, (cur.positions, cur.sample)),
-        baselines=dict(ref.metrics),
+        segments=segments, baselines=dict(ref.metrics),
         duration_seconds=time.perf_counter() - started, snapshot=snapshot,
     )
     log.debug("check %s: %d rows (%d sampled), %d labelled, drift share %.2f, %.2f s", check_id, result.window_rows,

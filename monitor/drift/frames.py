@@ -214,8 +214,20 @@ def missing_ratio(frame: pd.DataFrame, columns: list[str]) -> dict[str, float]:
     return {c: float(frame[c].isna().sum()) / n if n else 0.0 for c in columns}
 
 
+def factorized(frame: pd.DataFrame, column: str, cache: dict[str, Any] | None = None) -> tuple[np.ndarray, Any]:
+    """``pd.factorize`` of a column (codes, -1 for no value; the distinct values), once per check:
+    a hash pass over a million strings costs ~30 ms, and the unseen-category scan and the segments
+    both need it (``cache``: one dict per check)."""
+    if cache is not None and column in cache:
+        return cache[column]
+    found = pd.factorize(frame[column], use_na_sentinel=True)
+    if cache is not None:
+        cache[column] = found
+    return found
+
+
 def unseen_categories(ref: PreparedReference, current: pd.DataFrame, columns: list[str],
-                      limit: int = 10) -> dict[str, list[str]]:
+                      limit: int = 10, cache: dict[str, Any] | None = None) -> dict[str, list[str]]:
     """Per categorical column, values of ``current`` that the reference never had (at most
     ``limit``, sorted): the model scores them through its unknown bucket. Columns with too many
     distinct reference values to list are left out."""
@@ -224,7 +236,7 @@ def unseen_categories(ref: PreparedReference, current: pd.DataFrame, columns: li
         known = ref.distinct.get(c)
         if known is None:
             continue
-        new = sorted(set(current[c].dropna().astype(str).unique().tolist()) - {str(v) for v in known})
+        new = sorted({str(v) for v in factorized(current, c, cache)[1]} - {str(v) for v in known})
         if new:
             out[c] = new[:limit]
     return out

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from monitor.config import TIME_SEGMENTS, DriftConfig, ModelConfig
-from monitor.drift.frames import served_labels
+from monitor.drift.frames import factorized, served_labels
 from monitor.drift.grouped import grouped_drift_share, grouped_estimate, grouped_labelled, row_classes
 from monitor.drift.segment_reference import MISSING, OTHER, ReferenceSegments
 from monitor.drift.stats import wilson_interval
@@ -88,10 +88,11 @@ def _time_parts(frame: pd.DataFrame) -> np.ndarray | None:
     return ns // 3_600_000_000_000
 
 
-def segment_codes(frame: pd.DataFrame, segment: str, hours: np.ndarray | None = None
-                  ) -> tuple[np.ndarray, list[str]] | None:
+def segment_codes(frame: pd.DataFrame, segment: str, hours: np.ndarray | None = None,
+                  cache: dict[str, Any] | None = None) -> tuple[np.ndarray, list[str]] | None:
     """Each row's value of ``segment`` as an integer code, and the values' names; None when the
-    frame cannot say (no ``ts`` for a time bucket). ``hours``: :func:`_time_parts`, when known."""
+    frame cannot say (no ``ts`` for a time bucket). ``hours``: :func:`_time_parts`, when known;
+    ``cache``: the check's factorisations (:func:`monitor.drift.frames.factorized`)."""
     if segment in TIME_SEGMENTS:
         hours = _time_parts(frame) if hours is None else hours
         if hours is None:
@@ -101,7 +102,7 @@ def segment_codes(frame: pd.DataFrame, segment: str, hours: np.ndarray | None = 
         return (hours // 24 + 3) % 7, list(DAYS)   # 1970-01-01 was a Thursday
     if segment not in frame.columns:
         return None
-    codes, uniques = pd.factorize(frame[segment], use_na_sentinel=True)
+    codes, uniques = factorized(frame, segment, cache)
     names = [str(u) for u in uniques]
     if (codes < 0).any():
         codes = np.where(codes < 0, len(names), codes)
@@ -155,10 +156,12 @@ def _window(current: pd.DataFrame, model_cfg: ModelConfig, calibrator: Any) -> _
 
 def segment_performance(current: pd.DataFrame, model_cfg: ModelConfig, drift_cfg: DriftConfig,
                         reference: ReferenceSegments | None = None, calibrator: Any = None,
-                        sample: tuple[np.ndarray | None, pd.DataFrame] | None = None) -> list[SegmentPerformance]:
+                        sample: tuple[np.ndarray | None, pd.DataFrame] | None = None,
+                        cache: dict[str, Any] | None = None) -> list[SegmentPerformance]:
     """Per segment and value, in ``model.segments`` order, values by row count (``other`` last).
     ``calibrator``: the champion's (monitor.drift.estimation) for the estimated accuracy;
-    ``sample``: the drift sample's positions in ``current`` (None: all rows) and its frame, for the drift share."""
+    ``sample``: the drift sample's positions in ``current`` (None: all rows) and its frame, for the drift share;
+    ``cache``: the check's factorisations, shared with the unseen-category scan."""
     if not model_cfg.segments or not len(current):
         return []
     w = _window(current, model_cfg, calibrator)
@@ -169,7 +172,7 @@ def segment_performance(current: pd.DataFrame, model_cfg: ModelConfig, drift_cfg
     for segment in model_cfg.segments:
         if segment not in TIME_SEGMENTS and segment not in model_cfg.categorical_features:
             continue  # not (or no longer) a categorical feature of the champion
-        found = segment_codes(current, segment, w.hours)
+        found = segment_codes(current, segment, w.hours, cache)
         if found is None:
             continue
         codes, names = _capped(*found, None if segment in TIME_SEGMENTS else model_cfg.segment_top_k)

@@ -134,7 +134,8 @@ def segment_cost(cfg, model, rows: int, repeats: int) -> tuple[float, float, flo
     """(check without segments, with 20 segments, segments alone, the latter's share of the check
     without): medians, the same window and schema (16 more categorical features besides the
     demo's), runs alternating. "Alone" is ``segment_performance`` timed by itself on the check's
-    inputs: the difference of two noisy check times drowns in load on a shared machine."""
+    inputs. Times are the process's CPU time (``time.process_time``): on a shared machine, wall
+    time measures the neighbours' load more than this code."""
     import inspect
 
     from monitor.drift.frames import prepare_side
@@ -166,12 +167,12 @@ def segment_cost(cfg, model, rows: int, repeats: int) -> tuple[float, float, flo
     extra_args = {k: v for k, v in extra_args.items() if k in accepted}
     for _ in range(repeats):
         for label, mc in (("without", plain), ("with", segmented)):
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             result = ev(ref, w, mc, cfg.drift, {}, reference_key=label)
-            times[label].append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
+            times[label].append(time.process_time() - t0)
+        t0 = time.process_time()
         segment_performance(w, segmented, cfg.drift, prepared.segments, **extra_args)
-        times["alone"].append(time.perf_counter() - t0)
+        times["alone"].append(time.process_time() - t0)
     assert len({s.segment for s in result.segments}) == len(SEGMENTS) + EXTRA_SEGMENTS
     without, with_, alone = (statistics.median(times[k]) for k in ("without", "with", "alone"))
     return without, with_, alone, alone / without
@@ -227,7 +228,7 @@ def _print_segment_cost(cfg, model, args) -> None:
     print(f"| {args.segment_rows:,} | {without:.3f} s | {with_:.3f} s | {with_ - without:+.3f} s | {alone:.3f} s "
           f"| {share:.1%} |")
     print(f"\n(the same window and schema: {len(cfg.model.features) + EXTRA_SEGMENTS} features, "
-          f"{EXTRA_SEGMENTS + 2} of them categorical; median of {args.repeats}; load average "
+          f"{EXTRA_SEGMENTS + 2} of them categorical; CPU seconds, median of {args.repeats}; load average "
           f"{os.getloadavg()[0]:.1f})")
 
 

@@ -60,7 +60,7 @@ def rule_readings(alerts: AlertsConfig, obs: Any) -> list[RuleReading]:
             value, (bar, against) = obs.roc_auc, _level(obs.baseline_roc_auc, obs.reference_roc_auc)
         else:
             value, bar, against = obs.metrics.get(rule.metric), obs.baselines.get(rule.metric), "reference sample"
-        if not (_finite(value) and _finite(bar)):
+        if value is None or bar is None or not (_finite(value) and _finite(bar)):
             out.append(RuleReading(rule.metric, value, bar, against, None, rule.drop, False))
             continue
         drop = drop_of(value, bar, alerts.mode)
@@ -111,7 +111,7 @@ def segment_rule_breaches(alerts: AlertsConfig, obs: Any) -> list[Any]:
                 continue
             own = getattr(s, f"reference_{metric}", None)
             bar, where = (own, f"its reference {metric}") if _finite(own) else aggregate[metric]
-            if not _finite(bar):
+            if bar is None or not _finite(bar):
                 continue
             if drop_of(ci[1], bar, alerts.mode) >= threshold - _EPS:
                 out.append(Breach(metric, value, bar, drop_of(value, bar, alerts.mode),  # type: ignore[arg-type]

@@ -5,8 +5,8 @@ retraining in a child process, and its HTTP endpoints and metrics.
     daemon = Daemon(cfg)           # see monitor/daemon/daemon.py for the in-process API
     daemon.start(); ...; daemon.stop()
 
-Names are imported lazily: the store's migrations import :mod:`monitor.daemon.schema`, and that
-must not pull in FastAPI, MLflow or the trainer.
+Names are imported lazily: ``import monitor.daemon.tables`` (which registers the daemon's
+migrations with the store) must not pull in FastAPI, MLflow or the trainer.
 
     policy.py      AlertPolicy (pure; injected clock)      incidents.py  IncidentStore (state machine)
     checks.py      CheckJob (one check)                     attempts.py   AttemptStore (single-flight)

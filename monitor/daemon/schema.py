@@ -1,12 +1,17 @@
-"""The daemon's migrations, as frozen DDL (applied through ``monitor.store.migrations``).
+"""The daemon's migrations, as frozen DDL, registered with the store's migration runner
+(:func:`monitor.store.migrations.register`) when this module is imported; :mod:`monitor.daemon.tables`
+imports it, so any part of the daemon that touches its tables has registered them first.
 
 Never edit a function here once it has shipped: stores in the field have run it. A schema
-change is a new function and a new ``Migration`` appended to ``MIGRATIONS``; then update the
-Core definitions in :mod:`monitor.daemon.tables` to match.
+change is a new function and a new ``Migration`` in ``MIGRATIONS`` below with the next free
+version; then update the Core definitions in :mod:`monitor.daemon.tables` to match
+(tests/monitor/daemon/test_schema_match.py compares the two).
 """
 from __future__ import annotations
 
 from sqlalchemy.engine import Connection
+
+from monitor.store.migrations import Migration, register
 
 
 def create_tables_v1(conn: Connection) -> None:
@@ -130,3 +135,14 @@ def create_alert_deliveries(conn: Connection) -> None:
     ]
     for statement in statements:
         conn.exec_driver_sql(statement)
+
+
+MIGRATIONS = [
+    Migration(2, "daemon: check results, incidents, incident events, retrain attempts", create_tables_v1,
+              owner="daemon"),
+    Migration(3, "daemon: incidents remember the change point, the reference level and escalation", incidents_v2,
+              owner="daemon"),
+    Migration(4, "daemon: Alertmanager deliveries seen (dedup by fingerprint and startsAt)", create_alert_deliveries,
+              owner="daemon"),
+]
+register(*MIGRATIONS)

@@ -109,14 +109,14 @@ def _ensure_wal(dbapi_conn: sqlite3.Connection, timeout: float) -> None:
     already set does nothing. Switching needs an exclusive lock that SQLite takes without calling
     the busy handler, so connections opening a fresh file together got SQLITE_BUSY at once: the
     switch is done under a process-wide lock (threads) and retried until ``timeout`` (processes)."""
-    if _journal_mode(dbapi_conn) == "wal":
-        return
     deadline = time.monotonic() + timeout
     delay = 0.001
     with _WAL_LOCK:
         while True:
             try:
-                if _journal_mode(dbapi_conn, "WAL") == "wal":
+                # Even reading the mode can meet SQLITE_BUSY while another process switches the
+                # file or cleans up its WAL (no busy handler there either): read and set both retry.
+                if _journal_mode(dbapi_conn) == "wal" or _journal_mode(dbapi_conn, "WAL") == "wal":
                     return
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) and "busy" not in str(exc):

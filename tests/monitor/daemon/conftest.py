@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import monitor.daemon.tables  # noqa: F401  (registers the daemon's migrations with the store)
 from monitor.config import DriftloopConfig, load_config
 from monitor.store.engine import make_engine
 from monitor.store.migrations import migrate

@@ -40,7 +40,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from trainer.loop import LoopConfig, evaluate, fit  # noqa: E402
-from trainer.metrics import accuracy  # noqa: E402
+from monitor.stats import accuracy  # noqa: E402
 from trainer.model import MLP, TabularModel  # noqa: E402
 from trainer.synthetic import NUMERIC, make_dataset  # noqa: E402
 

@@ -4,16 +4,15 @@ Names are imported lazily so that ``import monitor.gpu`` (the exporter) does not
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from importlib.metadata import PackageNotFoundError, version
+
+from monitor.lazy import lazy_attributes
 
 __all__ = ["DriftloopConfig", "DriftloopError", "load_config"]
-__version__ = "0.1.0"
+try:
+    __version__ = version("driftloop")  # one source: pyproject.toml
+except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+    __version__ = "0+unknown"
 
-_WHERE = {"DriftloopConfig": "monitor.config", "load_config": "monitor.config", "DriftloopError": "monitor.errors"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(_WHERE[name]), name)
-    raise AttributeError(f"module 'monitor' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_attributes(__name__, {
+    "DriftloopConfig": "monitor.config", "load_config": "monitor.config", "DriftloopError": "monitor.errors"})

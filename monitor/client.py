@@ -122,7 +122,7 @@ class DriftloopClient:
         registry version that scored them (e.g. ``Champion.version``), for records that do not say;
         the daemon judges each champion on the rows it scored."""
         if _is_frame(data):
-            from monitor.ingest.frames import prediction_records
+            from monitor.records.frames import prediction_records
             schema = self.schema()
             if features is None and schema.get("features"):
                 features = [f["name"] for f in schema["features"]]
@@ -133,7 +133,7 @@ class DriftloopClient:
                                       categorical=[f["name"] for f in schema.get("features", [])
                                                    if f.get("type") == "categorical"])
         if model_version is not None:
-            from monitor.ingest.frames import with_model_version
+            from monitor.records.frames import with_model_version
             data = with_model_version(list(data), model_version)
         return self._send("/v1/predictions", data)
 
@@ -141,7 +141,7 @@ class DriftloopClient:
         """Send true labels: a DataFrame with the id column, the target (``model.target``, e.g.
         ``churned``, or ``label``) and an optional ts column, or a list of records."""
         if _is_frame(data):
-            from monitor.ingest.frames import label_records
+            from monitor.records.frames import label_records
             schema = self.schema()
             if label is None:
                 target = schema.get("target", "label")

@@ -13,8 +13,7 @@ MLflow (the GPU benchmark runs with torch, numpy and pandas only).
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from monitor.lazy import lazy_attributes
 
 __all__ = [
     "Baseline",
@@ -40,12 +39,4 @@ _WHERE = {
     "load_champion": "trainer.registry",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(_WHERE[name]), name)
-    raise AttributeError(f"module 'trainer' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

@@ -16,7 +16,7 @@ from trainer.build import build_model
 from trainer.data import check_frame, split
 from trainer.deployment import export_and_log
 from trainer.loop import LoopConfig, LoopState, peek_checkpoint
-from trainer.metrics import binary_metrics
+from monitor.stats import binary_metrics
 from trainer.outcomes import Baseline, TrainOutcome
 from trainer.runs import (check_reports, check_trigger, epoch_logger, fit_frames, lineage_tags, log_reports,
                           loop_params, mlflow_run, run_name)

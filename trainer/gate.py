@@ -52,7 +52,7 @@ def floors_of(y_true, scores, threshold: float, confidence: float) -> Floors:
     i.e. one-sided bounds at ``confidence``)."""
     import numpy as np
 
-    from monitor.drift.stats import delong_auc, wilson_interval
+    from monitor.stats import delong_auc, wilson_interval
     y = np.asarray(y_true, dtype=np.int64)
     s = np.asarray(scores, dtype=np.float64)
     level = 2 * confidence - 1

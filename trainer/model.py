@@ -63,7 +63,7 @@ def numeric_values(df: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
 def category_text(column: pd.Series) -> list[str | None]:
     """A categorical column as text, None where missing: integer codes (ints, and floats that hold
     whole numbers because pandas read a gap) as ``"3"``, not ``"3.0"``, so the file a model was
-    trained on and the ints a service sends name the same category. monitor.ingest.frames keeps
+    trained on and the ints a service sends name the same category. monitor.records.frames keeps
     the client's copy of this rule: the client may not import torch, nor serving driftloop."""
     values = column.astype(object).tolist()
     return [None if v is None or v is pd.NA or (isinstance(v, float) and v != v)

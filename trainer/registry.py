@@ -66,7 +66,7 @@ def check_reachable(cfg: DriftloopConfig, known_champion: str | None = None) -> 
     empty registry in its place."""
     uri = cfg.tracking_uri
     if uri.startswith("sqlite:///"):
-        from monitor.store.engine import sqlite_write_problem
+        from monitor.writable import sqlite_write_problem
 
         db = Path(uri[len("sqlite:///"):])
         if db.exists():

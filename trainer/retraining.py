@@ -24,7 +24,7 @@ from trainer.deployment import export_and_log
 from trainer.gate import Decision, cost_refusals, decide, floors_of
 from trainer.live import compare_and_log
 from trainer.loop import LoopConfig, LoopState, copy_model, peek_checkpoint
-from trainer.metrics import accuracy, binary_metrics
+from monitor.stats import accuracy, binary_metrics
 from trainer.outcomes import Baseline, Champion, RetrainOutcome
 from trainer.rule_gate import rule_metrics, rule_regressions
 from trainer.runs import (check_reports, check_trigger, epoch_logger, fit_frames, lineage_tags, log_reports,

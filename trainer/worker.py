@@ -16,7 +16,7 @@ import sys
 import tempfile
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from monitor.errors import DriftloopError, UserInputError
 
@@ -24,9 +24,15 @@ EXIT_OK, EXIT_BUG, EXIT_FAILED = 0, 1, 2
 REQUEST_KEYS = {"config_path", "config", "trigger", "incident_id", "report_paths", "data_window", "window", "resume"}
 
 
-def load_window(cfg: Any, spec: dict[str, Any] | None):
-    """The labelled rows to retrain on: ``{"source": "store", "last_n", "since", "until"}`` (default)
-    or ``{"source": "file", "path": ...}``."""
+# Reads the labelled window from the monitor's store: ``store_window(cfg, last_n=, since=, until=)``.
+# Injected by the monitor (monitor.daemon.worker, ``driftloop retrain``): the trainer knows nothing
+# of the store (docs/development.md, "Layers").
+StoreWindow = Callable[..., Any]
+
+
+def load_window(cfg: Any, spec: dict[str, Any] | None, store_window: StoreWindow | None = None):
+    """The labelled rows to retrain on: ``{"source": "store", "last_n", "since", "until"}`` (default;
+    needs ``store_window``) or ``{"source": "file", "path": ...}``."""
     spec = dict(spec or {"source": "store"})
     source = spec.pop("source", "store")
     if source == "file":
@@ -39,13 +45,14 @@ def load_window(cfg: Any, spec: dict[str, Any] | None):
     unknown = set(spec) - {"last_n", "since", "until"}
     if unknown:
         raise UserInputError(f"window: unknown key(s) {', '.join(sorted(unknown))}")
-    from monitor.store import PredictionStore
-    with PredictionStore.from_config(cfg) as store:
-        return store.window(last_n=spec.get("last_n"), since=spec.get("since"), until=spec.get("until"),
-                            labelled_only=True)
+    if store_window is None:
+        raise UserInputError("window.source 'store' is read by the monitor's retrain child "
+                             "(python -m monitor.daemon.worker) or `driftloop retrain`; "
+                             "python -m trainer.worker alone reads window.source 'file'")
+    return store_window(cfg, last_n=spec.get("last_n"), since=spec.get("since"), until=spec.get("until"))
 
 
-def run_request(request: dict[str, Any]) -> dict[str, Any]:
+def run_request(request: dict[str, Any], store_window: StoreWindow | None = None) -> dict[str, Any]:
     """Run one retrain request in this process; returns the outcome as a dict. Raises our errors."""
     from monitor.config import load_config
     from trainer.retraining import retrain
@@ -53,7 +60,7 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise UserInputError(f"retrain request: unknown key(s) {', '.join(sorted(unknown))}")
     cfg = load_config(request.get("config_path"), overrides=request.get("config") or None)
-    window = load_window(cfg, request.get("window"))
+    window = load_window(cfg, request.get("window"), store_window)
     outcome = retrain(cfg, window, trigger=request.get("trigger", "manual"), incident_id=request.get("incident_id"),
                       report_paths=request.get("report_paths") or (), data_window=request.get("data_window"),
                       resume=bool(request.get("resume", False)))
@@ -72,7 +79,7 @@ def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, store_window: StoreWindow | None = None) -> int:
     from trainer.loop import EXIT_INTERRUPTED, TrainingInterrupted
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
@@ -90,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UserInputError(f"cannot read retrain request {request_path}: {exc}") from exc
         if not isinstance(request, dict):
             raise UserInputError(f"retrain request {request_path}: expected a JSON object")
-        outcome = run_request(request)
+        outcome = run_request(request, store_window)
     except TrainingInterrupted as exc:
         write_json_atomic(result_path, {"status": "interrupted", "error": "TrainingInterrupted", "message": str(exc),
                                         "checkpoint": str(exc.checkpoint) if exc.checkpoint else None})

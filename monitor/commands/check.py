@@ -28,10 +28,7 @@ def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: 
     cfg = config_from(ctx)
     cfg = with_champion_schema(cfg)
 
-    from monitor.daemon.checks import CheckJob
-    from monitor.daemon.daemon import _default_champion
-    from monitor.daemon.policy import AlertPolicy
-    from monitor.daemon.render import render_check
+    from monitor.daemon.facade import AlertPolicy, CheckJob, default_champion, render_check
     from monitor.drift import evaluate_window, save_report
     from monitor.store import PredictionStore
 
@@ -42,7 +39,7 @@ def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: 
 
     store = PredictionStore.from_config(cfg)
     try:
-        outcome = CheckJob(cfg, store, _default_champion(cfg), evaluate_window, save, time.time).run()
+        outcome = CheckJob(cfg, store, default_champion(cfg), evaluate_window, save, time.time).run()
     finally:
         store.close()
     breaches = None
@@ -76,5 +73,5 @@ def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: 
 
 
 def _observation(outcome):
-    from monitor.daemon.controller import observation
+    from monitor.daemon.facade import observation
     return observation(outcome)

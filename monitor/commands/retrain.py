@@ -37,6 +37,7 @@ def command(ctx: click.Context, data_path: str | None, last_n: int | None, trigg
 
     from monitor.errors import UserInputError
     from trainer.retraining import retrain
+    from monitor.store import labelled_window
     from trainer.worker import load_window
 
     if data_path and last_n:
@@ -48,7 +49,7 @@ def command(ctx: click.Context, data_path: str | None, last_n: int | None, trigg
     else:
         rows = last_n or cfg.alerts.retrain_rows or cfg.drift.window_size
         spec = {"source": "store", "last_n": rows}
-    window = load_window(cfg, spec)
+    window = load_window(cfg, spec, store_window=labelled_window)
     outcome = run_training(ctx, lambda: _recorded(cfg, retrain(cfg, window, trigger=trigger, incident_id=incident_id,
                                                               report_paths=reports, data_window=spec, resume=resume),
                                                   trigger, incident_id, len(window), spec), as_json)
@@ -73,7 +74,7 @@ def _recorded(cfg: Any, outcome: Any, trigger: str, incident_id: str | None, row
 
     from sqlalchemy.exc import SQLAlchemyError
 
-    from monitor.daemon.attempts import AttemptStore
+    from monitor.daemon.facade import AttemptStore
     from monitor.errors import DriftloopError
     from monitor.store import PredictionStore
 

@@ -22,7 +22,7 @@ from monitor.errors import UserInputError
 def command(ctx: click.Context, url: str | None, as_json: bool, limit: int, incident_id: str | None) -> None:
     """Show the champion version, the last check, open and recently closed incidents and recent retrains."""
     cfg = config_from(ctx)
-    from monitor.daemon.status import render_incident, render_status
+    from monitor.daemon.facade import render_incident, render_status
 
     if incident_id is not None:
         if url:
@@ -52,42 +52,13 @@ def _fetch(url: str, token: str | None, limit: int) -> dict:
 
 
 def _read(cfg, limit: int) -> dict:
-    import time
-
-    from monitor.daemon.attempts import AttemptStore
-    from monitor.daemon.champion import mlflow_alias_lookup
-    from monitor.daemon.checklog import CheckLog
-    from monitor.daemon.incidents import IncidentStore
-    from monitor.daemon.levels import ReferenceLevels
-    from monitor.daemon.status import collect_status
-    from monitor.store import PredictionStore
-
-    store = PredictionStore.from_config(cfg)
-    try:
-        engine, model = store.engine, cfg.model.name
-        return collect_status(model, mlflow_alias_lookup(cfg),
-                              CheckLog(engine, model, time.time), IncidentStore(engine, model, time.time),
-                              AttemptStore(engine, model, time.time), limit=limit,
-                              levels=ReferenceLevels(engine, model))
-    finally:
-        store.close()
+    from monitor.daemon.facade import read_status
+    return read_status(cfg, limit)
 
 
 def _read_incident(cfg, incident_id: str) -> dict:
-    import time
-
-    from monitor.daemon.attempts import AttemptStore
-    from monitor.daemon.incidents import IncidentStore, TransitionError
-    from monitor.daemon.status import collect_incident
-    from monitor.store import PredictionStore
-
-    store = PredictionStore.from_config(cfg)
-    try:
-        engine, model = store.engine, cfg.model.name
-        try:
-            return collect_incident(IncidentStore(engine, model, time.time), AttemptStore(engine, model, time.time),
-                                    incident_id)
-        except TransitionError:
-            raise UserInputError(f"no incident {incident_id!r} for model {model!r} in {store.url}") from None
-    finally:
-        store.close()
+    from monitor.daemon.facade import read_incident
+    detail = read_incident(cfg, incident_id)
+    if detail is None:
+        raise UserInputError(f"no incident {incident_id!r} for model {cfg.model.name!r} in the store")
+    return detail

@@ -20,8 +20,7 @@ migrations with the store) must not pull in FastAPI, MLflow or the trainer.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from monitor.lazy import lazy_attributes
 
 __all__ = ["AlertPolicy", "CheckOutcome", "CheckReport", "Daemon", "Incident", "Observation", "Verdict"]
 
@@ -31,8 +30,4 @@ _WHERE = {
     "Daemon": "monitor.daemon.daemon", "Incident": "monitor.daemon.incidents",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(_WHERE[name]), name)
-    raise AttributeError(f"module 'monitor.daemon' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

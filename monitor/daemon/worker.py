@@ -44,8 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     spec = json.loads((job_dir / "job.json").read_text())
     if spec.get("parent_pid"):
         _watch_parent(int(spec["parent_pid"]))
+    from monitor.store import labelled_window
     from trainer.worker import main as trainer_worker
-    return trainer_worker([str(job_dir / "request.json"), str(job_dir / "result.json")])
+    return trainer_worker([str(job_dir / "request.json"), str(job_dir / "result.json")], store_window=labelled_window)
 
 
 if __name__ == "__main__":

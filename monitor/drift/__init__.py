@@ -9,8 +9,9 @@ Importing this package is cheap: Evidently (seconds to import) loads with ``eval
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from monitor.lazy import lazy_attributes
 
 __all__ = [
     "CheckResult", "FeatureDrift", "evaluate_window", "DriftEvaluator", "PreparedReference", "prepare_reference",
@@ -32,10 +33,4 @@ if TYPE_CHECKING:  # pragma: no cover
     from monitor.drift.reports import ReportPaths, prune_reports, save_report
     from monitor.drift.result import CheckResult, FeatureDrift
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module 'monitor.drift' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_WHERE[name]), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from monitor.drift.stats import wilson_interval
+from monitor.stats import wilson_interval
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from monitor.drift.frames import (Labelled, PreparedReference, Side, missing_rat
 from monitor.drift.methods import CATEGORICAL, NUMERIC, default_method, union_distinct
 from monitor.drift.result import CheckResult, FeatureDrift
 from monitor.drift.segments import segment_performance
-from monitor.drift.stats import performance
+from monitor.stats import performance
 from monitor.errors import DataError
 
 log = logging.getLogger(__name__)

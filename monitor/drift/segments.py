@@ -31,7 +31,7 @@ from monitor.config import TIME_SEGMENTS, DriftConfig, ModelConfig
 from monitor.drift.frames import factorized, served_labels
 from monitor.drift.grouped import grouped_drift_share, grouped_estimate, grouped_labelled, row_classes
 from monitor.drift.segment_reference import MISSING, OTHER, ReferenceSegments
-from monitor.drift.stats import wilson_interval
+from monitor.stats import wilson_interval
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 __all__ = ["OTHER", "MISSING", "DAYS", "SegmentPerformance", "ReferenceSegments", "segment_codes",

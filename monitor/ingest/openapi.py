@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from monitor.config import ModelConfig
-from monitor.ingest.fields import MAX_EPOCH_SECONDS
+from monitor.records.fields import MAX_EPOCH_SECONDS
 
 _TS = {"anyOf": [{"type": "string", "format": "date-time", "description": "RFC 3339 with a UTC offset, 1970-2286"},
                  {"type": "number", "minimum": 0, "exclusiveMaximum": MAX_EPOCH_SECONDS, "description": "epoch seconds"},

@@ -9,7 +9,7 @@ import zlib
 import orjson
 
 from monitor.errors import ValidationError
-from monitor.ingest.fields import describe
+from monitor.records.fields import describe
 
 JSON_TYPES = frozenset({"application/json"})
 NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl",

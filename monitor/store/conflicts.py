@@ -14,8 +14,8 @@ from sqlalchemy.engine import Connection
 
 from monitor.config import ModelConfig
 from monitor.errors import ConflictError
-from monitor.ingest.batches import LabelBatch, PredictionBatch
-from monitor.ingest.fields import describe
+from monitor.records.batches import LabelBatch, PredictionBatch
+from monitor.records.fields import describe
 from monitor.store.engine import driver_sql
 from monitor.store.schema import FEATURE_PREFIX, ModelTables
 

@@ -11,7 +11,6 @@ PostgreSQL: psycopg 3; ``postgresql://`` and ``postgres://`` URLs are read as ``
 """
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 import time
@@ -134,44 +133,6 @@ def _journal_mode(dbapi_conn: sqlite3.Connection, set_to: str | None = None) -> 
     finally:
         cur.close()
     return str(row[0]).lower() if row else ""
-
-
-def probe_sqlite_writes(path: Path, timeout: float) -> None:
-    """Raise :class:`sqlite3.Error` unless the SQLite file at ``path`` can take a write now:
-    ``BEGIN IMMEDIATE`` takes the write lock (waiting up to ``timeout``) and fails on a read-only
-    file or filesystem; nothing is written. Opens its own connection, so it also works on files
-    that are not ours (MLflow's)."""
-    conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=timeout, isolation_level=None)
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("ROLLBACK")
-    finally:
-        conn.close()
-
-
-def sqlite_write_problem(path: Path, timeout: float, min_free_bytes: int = 0) -> str | None:
-    """Why the SQLite file at ``path`` cannot take a write now, or None when it can: a read-only
-    filesystem, less than ``min_free_bytes`` free on it, or :func:`probe_sqlite_writes` failing
-    (read-only file, locked beyond ``timeout``, missing)."""
-    folder = path.parent
-    try:
-        fs = os.statvfs(folder)
-    except OSError as exc:
-        return f"cannot inspect {folder}: {exc.strerror or exc}"
-    if fs.f_flag & os.ST_RDONLY:
-        return f"{folder} is on a read-only filesystem"
-    free = fs.f_bavail * fs.f_frsize
-    if free < min_free_bytes:
-        return (f"the filesystem of {folder} is full: {free} bytes free, less than store.min_free_bytes="
-                f"{min_free_bytes}")
-    try:
-        probe_sqlite_writes(path, timeout)
-    except sqlite3.Error as exc:
-        text = str(exc)
-        if "locked" in text or "busy" in text:
-            return f"{path} is locked by another writer beyond the busy timeout ({timeout:g} s)"
-        return f"{path}: {text}"
-    return None
 
 
 @contextmanager

@@ -24,15 +24,15 @@ from sqlalchemy.engine import Connection
 
 from monitor.config import DriftloopConfig, ModelConfig
 from monitor.errors import StoreError, ValidationError
-from monitor.ingest import frames
-from monitor.ingest.validation import LabelBatch, PredictionBatch, RecordValidator
+from monitor.records import frames
+from monitor.records.validation import LabelBatch, PredictionBatch, RecordValidator
 from monitor.store import conflicts
 from monitor.store import sqlite_reader as SR
 from monitor.store import window as W
-from monitor.store.engine import (driver_sql, lock_schema, make_engine, safe_url, sqlite_path,
-                                  sqlite_write_problem, write_transaction)
+from monitor.store.engine import driver_sql, lock_schema, make_engine, safe_url, sqlite_path, write_transaction
 from monitor.store.migrations import Migration, migrate
 from monitor.store.schema import FEATURE_PREFIX, sync_model_tables
+from monitor.writable import sqlite_write_problem
 
 log = logging.getLogger(__name__)
 
@@ -303,3 +303,11 @@ def _micros(value: Any, name: str) -> int | None:
 def _reason(exc: sa.exc.SQLAlchemyError) -> str:
     orig = getattr(exc, "orig", None)
     return str(orig if orig is not None else exc).strip().splitlines()[0]
+
+
+def labelled_window(cfg: DriftloopConfig, *, last_n: int | None = None, since: Any = None, until: Any = None
+                    ) -> pd.DataFrame:
+    """The labelled rows a retrain learns from, read from the configured store (the retrain
+    child's ``window.source: store``; injected into ``trainer.worker`` by the monitor)."""
+    with PredictionStore.from_config(cfg) as store:
+        return store.window(last_n=last_n, since=since, until=until, labelled_only=True)

@@ -46,7 +46,7 @@ def test_good_mlp_learns_it_and_concept_shift_costs_it_accuracy(config):
     from trainer.build import build_model
     from trainer.data import check_frame, split, tensors
     from trainer.loop import LoopConfig, fit
-    from trainer.metrics import accuracy
+    from monitor.stats import accuracy
 
     rows = check_frame(make_dataset(3000, seed=1), config.model)
     fit_rows, val_rows = split(rows, 0.2, "label", seed=0)

@@ -4,7 +4,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from monitor.store import PredictionStore
+import pytest
+
+from monitor.errors import UserInputError
+from monitor.store import PredictionStore, labelled_window
 from tests.support.waiting import wait_until
 from tests.trainer.conftest import FAST_TRAINING
 from trainer.loop import EXIT_INTERRUPTED
@@ -79,5 +82,7 @@ def test_worker_reads_the_labelled_window_from_the_store(tcfg, champion):
     with PredictionStore.from_config(tcfg) as store:
         store.add_predictions(preds + [{"id": "unlabelled", "features": preds[0]["features"], "score": 0.4}])
         store.add_labels([{"id": f"r{i}", "label": int(y)} for i, y in enumerate(rows["label"])])
-    outcome = run_request(request_for(tcfg, window={"source": "store", "last_n": 1000}))
+    with pytest.raises(UserInputError, match="python -m trainer.worker alone reads window.source 'file'"):
+        run_request(request_for(tcfg, window={"source": "store", "last_n": 1000}))  # the trainer alone
+    outcome = run_request(request_for(tcfg, window={"source": "store", "last_n": 1000}), labelled_window)
     assert outcome["metrics"]["holdout_rows"] == 150  # 30% of the 500 labelled rows; the unlabelled one is left out

@@ -221,7 +221,7 @@ def test_sampling_a_high_cardinality_category_is_flagged(caplog):
 def test_derived_prediction_uses_the_same_threshold_rule_as_ingestion_and_training(cfg, ref_frame):
     # A frame without a prediction column (as a baseline reference is saved) derives it from the
     # score; a score exactly at model.threshold is class 0 everywhere (ingestion and trainer: score > t).
-    from trainer.metrics import accuracy
+    from monitor.stats import accuracy
     cur = window(200, seed=21).drop(columns=["prediction"])
     cur["score"] = cfg.model.threshold
     cur["label"] = pd.array([0] * 150 + [1] * 50, dtype="Int64")

@@ -11,7 +11,7 @@ import pytest
 
 import monitor.client as client_module
 from monitor.client import DriftloopClient, RequestRejected, ServerUnavailable
-from monitor.ingest.frames import label_records, prediction_records
+from monitor.records.frames import label_records, prediction_records
 from tests.monitor.ingest.conftest import TOKEN, free_port
 from tests.monitor.store.factories import T0
 
@@ -260,5 +260,5 @@ def test_integer_category_codes_name_the_same_category_everywhere(base_url, stor
 
 
 def _column_text(frame):
-    from monitor.ingest.frames import _category_text
+    from monitor.records.frames import _category_text
     return _category_text(frame, "region")

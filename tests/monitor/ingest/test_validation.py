@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor.errors import ValidationError
-from monitor.ingest.fields import FieldError, check_ts
-from monitor.ingest.validation import RecordValidator
+from monitor.records.fields import FieldError, check_ts
+from monitor.records.validation import RecordValidator
 from tests.monitor.store.factories import prediction, predictions, small_model
 
 NOW = 1_790_000_123.5

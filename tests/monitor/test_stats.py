@@ -5,7 +5,7 @@ import pytest
 from scipy.stats import binom, norm
 from sklearn.metrics import roc_auc_score
 
-from monitor.drift.stats import delong_auc, labels_needed, performance, wilson_interval
+from monitor.stats import accuracy, binary_metrics, delong_auc, labels_needed, log_loss, performance, roc_auc, wilson_interval
 
 
 @pytest.mark.parametrize("k,n,conf", [(0, 10, 0.95), (3, 10, 0.9), (81, 263, 0.95), (950, 1000, 0.99), (10, 10, 0.95)])
@@ -107,3 +107,22 @@ def test_labels_needed_gives_the_power_it_promises():
     assert labels_needed(0.85, 0.03, one_sided=False) > n
     with pytest.raises(ValueError):
         labels_needed(0.85, 0.9)
+
+
+def test_trainer_metrics_match_scikit_learn_and_are_the_monitors():
+    """One metrics module: the trainer's ROC AUC is the monitor's (DeLong's mid-ranks), and both
+    agree with scikit-learn, ties included."""
+    from sklearn.metrics import accuracy_score
+    from sklearn.metrics import log_loss as sk_log_loss
+
+    import trainer.metrics
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 500)
+    proba = np.round(rng.random(500), 2)  # rounded: many ties
+    assert roc_auc(y, proba) == pytest.approx(roc_auc_score(y, proba), abs=1e-12)
+    assert roc_auc(y, proba) == delong_auc(y, proba).auc
+    assert accuracy(y, proba) == pytest.approx(accuracy_score(y, proba > 0.5))
+    assert log_loss(y, proba) == pytest.approx(sk_log_loss(y, np.clip(proba, 1e-7, 1 - 1e-7)), rel=1e-9)
+    assert math.isnan(roc_auc(np.ones(5), proba[:5]))
+    assert binary_metrics(y, proba)["roc_auc"] == roc_auc(y, proba)
+    assert trainer.metrics.binary_metrics is binary_metrics

@@ -1,7 +1,7 @@
 """Checks for single values of an ingested record. Each returns the normalised value or raises
 :class:`FieldError` with a message that says what was expected and what came instead.
 
-These are the slow, precise path: :mod:`monitor.ingest.validation` checks whole columns at once and
+These are the slow, precise path: :mod:`monitor.records.validation` checks whole columns at once and
 only comes here, record by record, to explain what is wrong.
 """
 from __future__ import annotations

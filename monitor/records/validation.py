@@ -3,7 +3,7 @@
 A batch is accepted whole or rejected whole. The hot path checks the batch column by column with
 C-level ``map``/``set``/``sum`` (about two microseconds per record of 20 features); it answers only
 "all good" or "something is off". When something is off, a second pass walks the records one by one
-with :mod:`monitor.ingest.fields` and reports every problem as ``{"index", "field", "message"}``.
+with :mod:`monitor.records.fields` and reports every problem as ``{"index", "field", "message"}``.
 Both passes build the same normalised :class:`PredictionBatch`; the tests hold them to that.
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ from operator import itemgetter, mul
 from typing import Any, Callable, Sequence, cast
 
 from monitor.config import ModelConfig
-from monitor.ingest import fields as F
-from monitor.ingest.batches import ErrorList, LabelBatch, PredictionBatch, as_record_list
+from monitor.records import fields as F
+from monitor.records.batches import ErrorList, LabelBatch, PredictionBatch, as_record_list
 
 MAX_LISTED_ERRORS = 50
 _NUMBER = frozenset({int, float})

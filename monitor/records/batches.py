@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.errors import ValidationError
-from monitor.ingest.fields import describe
+from monitor.records.fields import describe
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,8 @@
-"""Performance statistics with confidence intervals, in numpy (cheap on millions of rows).
+"""Classification metrics, one module for every part (bottom layer): the trainer's accuracy, ROC AUC
+and log loss, and the monitor's performance statistics with confidence intervals, built on numpy
+and scipy (cheap on millions of rows).
 
+- :func:`binary_metrics` (accuracy, ROC AUC, log loss) for training, evaluation and the promotion gate;
 - accuracy with the Wilson score interval, from scipy (good coverage also near 0/1 and for
   small n, unlike the Wald interval);
 - ROC AUC with DeLong's variance (DeLong, DeLong & Clarke-Pearson 1988), computed in
@@ -140,3 +143,27 @@ def labels_needed(accuracy: float, drop: float, alpha: float = 0.05, power: floa
     z_b = norm.ppf(power)
     n = (z_a * math.sqrt(p0 * (1 - p0)) + z_b * math.sqrt(p1 * (1 - p1))) ** 2 / drop ** 2
     return int(math.ceil(n))
+
+
+def accuracy(y_true: np.ndarray, proba: np.ndarray, threshold: float = 0.5) -> float:
+    """Share of rows whose ``proba > threshold`` matches the label; NaN on no rows."""
+    y_true = np.asarray(y_true)
+    return float(np.mean((np.asarray(proba) > threshold) == (y_true == 1))) if len(y_true) else float("nan")
+
+
+def roc_auc(y_true: np.ndarray, proba: np.ndarray) -> float:
+    """Area under the ROC curve, ties counting one half (:func:`delong_auc`'s mid-rank identity).
+    NaN when only one class is present (the AUC is undefined, not 0.5)."""
+    est = delong_auc(np.asarray(y_true) == 1, proba)
+    return float("nan") if est is None else est.auc
+
+
+def log_loss(y_true: np.ndarray, proba: np.ndarray, eps: float = 1e-7) -> float:
+    p = np.clip(np.asarray(proba, dtype=np.float64), eps, 1 - eps)
+    y = np.asarray(y_true, dtype=np.float64)
+    return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p))) if len(y) else float("nan")
+
+
+def binary_metrics(y_true: np.ndarray, proba: np.ndarray, threshold: float = 0.5) -> dict[str, float]:
+    return {"accuracy": accuracy(y_true, proba, threshold), "roc_auc": roc_auc(y_true, proba),
+            "log_loss": log_loss(y_true, proba)}

@@ -1,0 +1,69 @@
+"""The daemon's one door for the CLI commands (``driftloop check``, ``status``, ``retrain``, ``serve``):
+commands import from here and never from the daemon's modules, so the daemon can rearrange its
+insides without touching them (tests/test_layers.py holds commands to it).
+
+Names are imported on first use (:mod:`monitor.lazy`): ``driftloop status --help`` must not pay for
+FastAPI, MLflow or Evidently.
+"""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from monitor.lazy import lazy_attributes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from monitor.config import DriftloopConfig
+
+__getattr__, __dir__ = lazy_attributes(__name__, {
+    "AttemptStore": "monitor.daemon.attempts",
+    "AlertPolicy": "monitor.daemon.policy",
+    "CheckJob": "monitor.daemon.checks",
+    "default_champion": "monitor.daemon.daemon:_default_champion",
+    "install_signal_handlers": "monitor.daemon.serve",
+    "observation": "monitor.daemon.controller",
+    "render_check": "monitor.daemon.render",
+    "render_incident": "monitor.daemon.status",
+    "render_status": "monitor.daemon.status",
+    "serve": "monitor.daemon.serve",
+})
+
+
+def read_status(cfg: DriftloopConfig, limit: int) -> dict:
+    """``GET /v1/status``'s body, read from the store and MLflow directly (no daemon running)."""
+    from monitor.daemon.attempts import AttemptStore
+    from monitor.daemon.champion import mlflow_alias_lookup
+    from monitor.daemon.checklog import CheckLog
+    from monitor.daemon.incidents import IncidentStore
+    from monitor.daemon.levels import ReferenceLevels
+    from monitor.daemon.status import collect_status
+    from monitor.store import PredictionStore
+
+    store = PredictionStore.from_config(cfg)
+    try:
+        engine, model = store.engine, cfg.model.name
+        return collect_status(model, mlflow_alias_lookup(cfg),
+                              CheckLog(engine, model, time.time), IncidentStore(engine, model, time.time),
+                              AttemptStore(engine, model, time.time), limit=limit,
+                              levels=ReferenceLevels(engine, model))
+    finally:
+        store.close()
+
+
+def read_incident(cfg: DriftloopConfig, incident_id: str) -> dict[str, Any] | None:
+    """One incident (open or closed) with its events and retrains; None when there is no such incident."""
+    from monitor.daemon.attempts import AttemptStore
+    from monitor.daemon.incidents import IncidentStore, TransitionError
+    from monitor.daemon.status import collect_incident
+    from monitor.store import PredictionStore
+
+    store = PredictionStore.from_config(cfg)
+    try:
+        engine, model = store.engine, cfg.model.name
+        try:
+            return collect_incident(IncidentStore(engine, model, time.time), AttemptStore(engine, model, time.time),
+                                    incident_id)
+        except TransitionError:
+            return None
+    finally:
+        store.close()

@@ -1,0 +1,113 @@
+"""Layers point one way (docs/development.md, "Layers"): every import in monitor/ and trainer/,
+function-local ones included, parsed with ``ast`` and checked against who may import whom."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# The bottom layer: everyone may import it; it imports only itself.
+BOTTOM = ("monitor", "monitor.config", "monitor.errors", "monitor.logs", "monitor.lazy", "monitor.records",
+          "monitor.stats", "monitor.writable", "monitor.files")
+
+
+def _under(module: str, *prefixes: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def _bottom(module: str) -> bool:
+    return module == "monitor" or _under(module, *BOTTOM[1:])
+
+
+# (importer prefix, test of an imported module that is forbidden, why)
+RULES = [
+    ("monitor.config", lambda m: not _bottom(m), "the bottom layer imports only the bottom layer"),
+    ("monitor.errors", lambda m: not _bottom(m), "the bottom layer imports only the bottom layer"),
+    ("monitor.logs", lambda m: not _bottom(m), "the bottom layer imports only the bottom layer"),
+    ("monitor.lazy", lambda m: not _bottom(m), "the bottom layer imports only the bottom layer"),
+    ("monitor.records", lambda m: not _bottom(m), "the bottom layer imports only the bottom layer"),
+    ("monitor.stats", lambda m: not _bottom(m), "the bottom layer imports only the bottom layer"),
+    ("monitor.writable", lambda m: not _bottom(m), "the bottom layer imports only the bottom layer"),
+    ("monitor.files", lambda m: not _bottom(m), "the bottom layer imports only the bottom layer"),
+    ("trainer", lambda m: not (_bottom(m) or _under(m, "trainer")), "the trainer knows only the bottom layer"),
+    ("monitor.store", lambda m: not (_bottom(m) or _under(m, "monitor.store")),
+     "the store knows nothing of ingestion, drift, the daemon or the commands"),
+    ("monitor.drift", lambda m: not (_bottom(m) or _under(m, "monitor.drift")),
+     "drift evaluation works on frames it is given"),
+    ("monitor.gpu", lambda m: not (_bottom(m) or _under(m, "monitor.gpu")), "the exporter stands alone"),
+    ("monitor.ingest", lambda m: _under(m, "monitor.daemon", "monitor.commands", "monitor.drift", "trainer"),
+     "ingestion does not know the daemon"),
+    ("monitor.daemon", lambda m: _under(m, "monitor.commands", "monitor.cli"), "the daemon does not know the CLI"),
+    ("monitor.commands", lambda m: _under(m, "monitor.daemon") and m not in ("monitor.daemon", "monitor.daemon.facade"),
+     "commands reach the daemon through monitor.daemon.facade"),
+]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """Every (line, module) that ``source`` imports, at any depth. ``from a import b`` counts as
+    ``a.b`` when that is a module of ours, else ``a``."""
+    package = module if is_package else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                is_module = (ROOT / sub.replace(".", "/")).with_suffix(".py").exists() or \
+                    (ROOT / sub.replace(".", "/") / "__init__.py").exists()
+                found.append((node.lineno, sub if is_module else target))
+    return [(line, m) for line, m in found if _under(m, "monitor", "trainer")]
+
+
+def violations(module: str, imports: list[tuple[int, str]]) -> list[str]:
+    out = []
+    for prefix, forbidden, why in RULES:
+        if not _under(module, prefix):
+            continue
+        out += [f"{module}:{line} imports {m} ({why})" for line, m in imports if forbidden(m)]
+    return out
+
+
+def _our_modules():
+    for top in ("monitor", "trainer"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            yield path
+
+
+def test_layers_point_one_way():
+    found = []
+    for path in _our_modules():
+        module = _module_name(path)
+        found += violations(module, imported_modules(path.read_text(), module, path.name == "__init__.py"))
+    assert found == []
+
+
+@pytest.mark.parametrize("module,source,expected", [
+    ("monitor.store.store", "def f():\n    from monitor.daemon.schema import x\n", "monitor.daemon.schema"),
+    ("monitor.store.store", "from ..ingest import validation\n", "monitor.ingest"),
+    ("trainer.worker", "def load():\n    import monitor.store\n", "monitor.store"),
+    ("monitor.commands.status", "from monitor.daemon.incidents import IncidentStore\n", "monitor.daemon.incidents"),
+    ("monitor.records.validation", "from monitor.ingest import app\n", "monitor.ingest.app"),
+])
+def test_the_checker_sees_function_local_and_relative_imports(module, source, expected):
+    """The test above can fail: a forbidden import, local or relative, is reported."""
+    found = violations(module, imported_modules(source, module, False))
+    assert len(found) == 1 and expected in found[0]
+
+
+def test_commands_may_use_the_daemon_facade():
+    assert violations("monitor.commands.check", [(1, "monitor.daemon.facade")]) == []

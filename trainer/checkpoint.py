@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import os
 import random
-import tempfile
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 import torch
+
+from monitor.files import PRIVATE, atomic_writer
 
 FORMAT_VERSION = 1
 
@@ -48,23 +49,8 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
     """Write ``payload`` to ``path`` atomically (temp file + fsync + os.replace + fsync of the folder)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save({"format": FORMAT_VERSION, **payload}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # make the rename itself durable
-    finally:
-        os.close(dir_fd)
+    with atomic_writer(path, mode=PRIVATE, binary=True) as f:
+        torch.save({"format": FORMAT_VERSION, **payload}, f)
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:

@@ -13,12 +13,15 @@ import json
 import logging
 import os
 import sys
-import tempfile
 import traceback
 from pathlib import Path
 from typing import Any, Callable
 
 from monitor.errors import DriftloopError, UserInputError
+from monitor.files import PRIVATE, atomic_write_json
+from monitor.logs import setup_logging
+
+log = logging.getLogger(__name__)
 
 EXIT_OK, EXIT_BUG, EXIT_FAILED = 0, 1, 2
 REQUEST_KEYS = {"config_path", "config", "trigger", "incident_id", "report_paths", "data_window", "window", "resume"}
@@ -60,6 +63,8 @@ def run_request(request: dict[str, Any], store_window: StoreWindow | None = None
     if unknown:
         raise UserInputError(f"retrain request: unknown key(s) {', '.join(sorted(unknown))}")
     cfg = load_config(request.get("config_path"), overrides=request.get("config") or None)
+    log.info("retrain request: trigger %s, incident %s, window %s", request.get("trigger", "manual"),
+             request.get("incident_id"), request.get("window") or {"source": "store"})
     window = load_window(cfg, request.get("window"), store_window)
     outcome = retrain(cfg, window, trigger=request.get("trigger", "manual"), incident_id=request.get("incident_id"),
                       report_paths=request.get("report_paths") or (), data_window=request.get("data_window"),
@@ -70,13 +75,7 @@ def run_request(request: dict[str, Any], store_window: StoreWindow | None = None
 
 
 def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump(payload, f, indent=2, default=str)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write_json(path, payload, mode=PRIVATE, indent=2, default=str)
 
 
 def main(argv: list[str] | None = None, store_window: StoreWindow | None = None) -> int:
@@ -86,10 +85,9 @@ def main(argv: list[str] | None = None, store_window: StoreWindow | None = None)
         print("usage: python -m trainer.worker REQUEST.json RESULT.json", file=sys.stderr)
         return EXIT_FAILED
     request_path, result_path = Path(argv[0]), Path(argv[1])
-    logging.basicConfig(level=os.environ.get("DRIFTLOOP_LOGGING__LEVEL", "INFO"),
-                        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s", stream=sys.stderr)
-    for noisy in ("mlflow", "alembic", "urllib3", "httpx"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    # The CLI's set-up (monitor.logs), first from the environment, then from the request's config:
+    # a daemon with logging.format json gets JSON lines from its retrain child too.
+    setup_logging(os.environ.get("DRIFTLOOP_LOGGING__LEVEL", "INFO"), os.environ.get("DRIFTLOOP_LOGGING__FORMAT", "text"))
     try:
         try:
             request = json.loads(request_path.read_text())
@@ -97,6 +95,9 @@ def main(argv: list[str] | None = None, store_window: StoreWindow | None = None)
             raise UserInputError(f"cannot read retrain request {request_path}: {exc}") from exc
         if not isinstance(request, dict):
             raise UserInputError(f"retrain request {request_path}: expected a JSON object")
+        from monitor.config import load_config
+        cfg = load_config(request.get("config_path"), overrides=request.get("config") or None)
+        setup_logging(cfg.logging.level, cfg.logging.format)
         outcome = run_request(request, store_window)
     except TrainingInterrupted as exc:
         write_json_atomic(result_path, {"status": "interrupted", "error": "TrainingInterrupted", "message": str(exc),

@@ -27,6 +27,8 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from monitor.files import PRIVATE, atomic_write_json
+
 WORKER_MODULE = "monitor.daemon.worker"
 KEEP_JOB_DIRS = 20
 
@@ -111,11 +113,7 @@ class ProcessHandle:
 
 def _write_json(path: Path, body: dict[str, Any]) -> None:
     # 0600: the request holds the configuration, and a store or MLflow URL may carry a password.
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(body, default=str))
-    os.replace(tmp, path)
+    atomic_write_json(path, body, mode=PRIVATE, default=str)
 
 
 def read_result(job_dir: Path, exit_code: int | None) -> ChildResult:

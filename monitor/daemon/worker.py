@@ -15,6 +15,8 @@ import threading
 import time
 from pathlib import Path
 
+from monitor.files import PRIVATE, atomic_write_json
+
 ORPHAN_EXIT = 3
 
 
@@ -30,9 +32,7 @@ def _watch_parent(parent_pid: int, interval: float = 0.5) -> None:
 
 
 def _write_result(job_dir: Path, body: dict) -> None:
-    tmp = job_dir / "result.json.tmp"
-    tmp.write_text(json.dumps(body, default=str))
-    os.replace(tmp, job_dir / "result.json")
+    atomic_write_json(job_dir / "result.json", body, mode=PRIVATE, default=str)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,12 +13,12 @@ import logging
 import math
 import os
 import re
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import NamedTuple
 
 from monitor.drift.result import CheckResult
+from monitor.files import READABLE, atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -40,15 +40,7 @@ def _pattern(model: str) -> re.Pattern[str]:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; reports are for people and dashboards to read
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, text, mode=READABLE)  # reports are for people and dashboards to read
 
 
 def save_report(result: CheckResult, reports_dir: str | os.PathLike[str], *, keep: int = 50,

@@ -4,14 +4,28 @@ where they occur, with ``raise OurError(...) from exc``.
     DriftloopError
     ├── ConfigError          invalid configuration (file, environment, flags)
     ├── UserInputError       a CLI argument or file the user gave is wrong
+    │   └── MissingColumn    (monitor.records.frames) a DataFrame lacks a column the model needs
     ├── ValidationError      an ingested record/batch does not match the model schema (HTTP 4xx)
     │   └── ConflictError    a re-sent id carries different content than what is stored (HTTP 409)
+    ├── FieldError           one field of one record is wrong (also a ValueError; the validator's slow path)
+    ├── RequestError         an HTTP request that cannot be served as sent; ``status`` is its 4xx
+    │   ├── BodyError        (monitor.ingest.parsing) an ingestion body: media type, size, JSON
+    │   └── BadRequest       (monitor.daemon.api) a daemon endpoint's body
     ├── StoreError           the store cannot be reached or a query failed
     ├── DataError            training/evaluation data is unusable (empty, one class, NaNs, columns)
     ├── RegistryError        MLflow is unreachable or the registry is not in the expected state
+    │   └── NoChampionError  (monitor.daemon.champion) no version holds the champion alias
     ├── ExportError          a model could not be exported to ONNX / quantized (recorded, never fatal)
     ├── UnavailableError     a part this request needs is not available here now (HTTP 503)
+    │   └── NotLeaderError   (monitor.daemon.leader) this replica does not hold the lease
+    ├── BusyError            (monitor.daemon.attempts) a retrain is already running (single flight)
+    ├── TransitionError      (monitor.daemon.incidents) an incident cannot move that way, or is unknown
+    ├── ClientError          (monitor.client) the ingestion API refused or could not be reached
     └── GpuBackendError      NVML failed; ``gpu`` says which GPU when one is known
+        └── NvmlUnavailableError, GpuLostError   (monitor.gpu.backend)
+
+Classes named with a module live there, next to their only raiser, and derive from this tree;
+tests/monitor/test_errors.py checks that every exception class in monitor/ and trainer/ does.
 """
 from __future__ import annotations
 
@@ -38,6 +52,19 @@ class ValidationError(DriftloopError):
 
 class ConflictError(ValidationError):
     pass
+
+
+class FieldError(DriftloopError, ValueError):
+    pass
+
+
+class RequestError(DriftloopError):
+    """``status``: the HTTP status to answer (4xx); ``errors``: ``{"field", "message"}`` dicts, if any."""
+
+    def __init__(self, status: int, message: str, errors: list[dict] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.errors = errors
 
 
 class StoreError(DriftloopError):

@@ -18,6 +18,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from monitor.daemon.alertmanager import WebhookPayload
 from monitor.daemon.attempts import BusyError
+from monitor.errors import RequestError
 from monitor.ingest import openapi
 
 if TYPE_CHECKING:
@@ -32,10 +33,8 @@ class RetrainRequest(BaseModel):
                         description="why; recorded on the incident")
 
 
-class BadRequest(Exception):
-    def __init__(self, status: int, message: str, errors: list[dict] | None = None):
-        super().__init__(message)
-        self.status, self.errors = status, errors
+class BadRequest(RequestError):
+    pass
 
 
 def parse_body(raw: bytes, model: type[M], what: str, *, empty_ok: bool = False) -> M:

@@ -8,7 +8,7 @@ import zlib
 
 import orjson
 
-from monitor.errors import ValidationError
+from monitor.errors import RequestError, ValidationError
 from monitor.records.fields import describe
 
 JSON_TYPES = frozenset({"application/json"})
@@ -16,10 +16,9 @@ NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "applica
                           "application/x-jsonlines", "application/jsonlines"})
 
 
-class BodyError(Exception):
+class BodyError(RequestError):
     def __init__(self, status: int, reason: str, message: str):
-        super().__init__(message)
-        self.status = status
+        super().__init__(status, message)
         self.reason = reason
 
 

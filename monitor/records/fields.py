@@ -10,16 +10,14 @@ import math
 from datetime import datetime, timedelta, timezone
 from typing import cast
 
+from monitor.errors import FieldError  # noqa: F401  (the precise path's error, importable from here too)
+
 MAX_ID_LENGTH = 200
 # Epoch seconds beyond this (year 2286) are almost certainly milliseconds or nanoseconds.
 MAX_EPOCH_SECONDS = 10_000_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _ONE_US = timedelta(microseconds=1)
 _MAX_US = MAX_EPOCH_SECONDS * 1_000_000
-
-
-class FieldError(ValueError):
-    pass
 
 
 def describe(value: object) -> str:

@@ -39,9 +39,6 @@ class ModelTables:
     predictions: sa.Table
     labels: sa.Table
 
-    def feature_column(self, feature: str) -> str:
-        return FEATURE_PREFIX + feature
-
 
 def table_suffix(model_name: str) -> str:
     return re.sub(r"[^a-z0-9_]", "_", model_name.lower())

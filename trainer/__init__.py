@@ -37,6 +37,12 @@ _WHERE = {
     "retrain": "trainer.retraining",
     "rollback": "trainer.retraining",
     "load_champion": "trainer.registry",
+    # For the CLI commands, which use only this package API (tests/test_layers.py):
+    "champion_schema": "trainer.schema_check",
+    "EXIT_INTERRUPTED": "trainer.loop",
+    "TrainingInterrupted": "trainer.loop",
+    "load_window": "trainer.worker",
+    "read_table": "trainer.data",
 }
 
 __getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

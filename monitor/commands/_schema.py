@@ -16,14 +16,10 @@ def with_champion_schema(cfg: DriftloopConfig, *, required: bool = False) -> Dri
     ConfigError (one line) when configured features differ from the champion's. Without a champion,
     or with MLflow unreachable, the configuration is used as it is (``required``: re-raise instead)."""
     from monitor.dataschema import schema_mismatch, schema_of, with_features
-    from trainer import registry as reg
+    from trainer import champion_schema
 
     try:
-        reg.check_reachable(cfg)
-        with reg.translating(cfg, "reading the champion's schema"):
-            registry = reg.Registry(cfg)
-            version = registry.alias_version(reg.CHAMPION)
-            recorded = reg.recorded_schema(registry, version) if version else None
+        version, registered_name, recorded = champion_schema(cfg)
     except RegistryError as exc:
         if required:
             raise
@@ -41,6 +37,6 @@ def with_champion_schema(cfg: DriftloopConfig, *, required: bool = False) -> Dri
         return cfg.model_copy(update={"model": model})
     problem = schema_mismatch(schema_of(cfg.model), features)
     if problem:
-        raise ConfigError(f"model.features do not match champion v{version} of {registry.name!r}: {problem}; "
+        raise ConfigError(f"model.features do not match champion v{version} of {registered_name!r}: {problem}; "
                           "make model.features match the model (or train a new one with `driftloop train`)")
     return cfg

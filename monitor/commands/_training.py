@@ -10,7 +10,7 @@ import click
 def run_training(ctx: click.Context, call: Callable[[], Any], as_json: bool) -> Any | None:
     """The outcome to print as text, or None when nothing is left to print: a torchrun rank other
     than 0 (rank 0 reports), or ``--json`` (printed here). SIGTERM/SIGINT exits 75 after a checkpoint."""
-    from trainer.loop import EXIT_INTERRUPTED, TrainingInterrupted
+    from trainer import EXIT_INTERRUPTED, TrainingInterrupted
 
     try:
         outcome = call()

@@ -72,7 +72,7 @@ def command(data_path: str, target: str, id_column: str | None, ignore: tuple[st
     """
     from monitor.config import ModelConfig
     from monitor.dataschema import SAMPLE_ROWS, infer_features, with_features
-    from trainer.data import read_table
+    from trainer import read_table
 
     out = Path(output)
     if out.exists() and not force:

@@ -36,9 +36,8 @@ def command(ctx: click.Context, data_path: str | None, last_n: int | None, trigg
     cfg = with_champion_schema(cfg)
 
     from monitor.errors import UserInputError
-    from trainer.retraining import retrain
     from monitor.store import labelled_window
-    from trainer.worker import load_window
+    from trainer import load_window, retrain
 
     if data_path and last_n:
         raise UserInputError("give --data or --last-n, not both")

@@ -14,6 +14,6 @@ def command(ctx: click.Context) -> None:
     The daemon picks the change up at its next check and switches to that version's baseline.
     """
     cfg = config_from(ctx)
-    from trainer.retraining import rollback
+    from trainer import rollback
     moved_from, moved_to = rollback(cfg)
     click.echo(f"Champion of {cfg.registered_model_name}: v{moved_from} -> v{moved_to}")

@@ -41,8 +41,7 @@ def command(ctx: click.Context, data_path: str, target: str | None, id_column: s
         overrides["training"] = training
     cfg = config_from(ctx, overrides)
 
-    from trainer.baseline_training import train_baseline
-    from trainer.data import read_table
+    from trainer import read_table, train_baseline
 
     data = read_table(data_path)
     if not cfg.model.features_configured:

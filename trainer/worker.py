@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None, store_window: StoreWindow | None = None)
     request_path, result_path = Path(argv[0]), Path(argv[1])
     # The CLI's set-up (monitor.logs), first from the environment, then from the request's config:
     # a daemon with logging.format json gets JSON lines from its retrain child too.
-    setup_logging(os.environ.get("DRIFTLOOP_LOGGING__LEVEL", "INFO"), os.environ.get("DRIFTLOOP_LOGGING__FORMAT", "text"))
+    setup_logging(os.environ.get("DRIFTLOOP_LOGGING__LEVEL", "INFO"),
+                  os.environ.get("DRIFTLOOP_LOGGING__FORMAT", "text"))
     try:
         try:
             request = json.loads(request_path.read_text())

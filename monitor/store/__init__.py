@@ -9,5 +9,5 @@ from monitor.store.engine import make_engine, write_transaction
 from monitor.store.migrations import MIGRATIONS, Migration, migrate, sql
 from monitor.store.store import IngestResult, PredictionStore, labelled_window
 
-__all__ = ["IngestResult", "MIGRATIONS", "Migration", "PredictionStore", "labelled_window", "make_engine", "migrate", "sql",
-           "write_transaction"]
+__all__ = ["IngestResult", "MIGRATIONS", "Migration", "PredictionStore", "labelled_window", "make_engine", "migrate",
+           "sql", "write_transaction"]

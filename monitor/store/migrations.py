@@ -137,7 +137,8 @@ def migrate(engine: Engine, migrations: Sequence[Migration] | None = None,
             except Exception as exc:
                 raise StoreError(f"migration {m.version} ({m.name}) failed: {exc}") from exc
             conn.exec_driver_sql(
-                driver_sql(conn, "INSERT INTO schema_migrations (version, name, applied_at, owner) VALUES (?, ?, ?, ?)"),
+                driver_sql(conn, "INSERT INTO schema_migrations (version, name, applied_at, owner)"
+                                 " VALUES (?, ?, ?, ?)"),
                 (m.version, m.name, int(clock()), m.owner))
             applied.append(m.version)
     return applied

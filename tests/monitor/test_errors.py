@@ -25,8 +25,8 @@ def test_every_exception_class_is_in_the_tree():
     from monitor.errors import DriftloopError
     found = list(_exception_classes())
     assert len(found) >= 15  # the scan sees them
-    outside = [f"{m}.{name}" for m, name in found
-               if f"{m}.{name}" not in PENDING and not issubclass(getattr(importlib.import_module(m), name), DriftloopError)]
+    outside = [f"{m}.{name}" for m, name in found if f"{m}.{name}" not in PENDING
+               and not issubclass(getattr(importlib.import_module(m), name), DriftloopError)]
     assert outside == []
 
 

@@ -5,7 +5,8 @@ import pytest
 from scipy.stats import binom, norm
 from sklearn.metrics import roc_auc_score
 
-from monitor.stats import accuracy, binary_metrics, delong_auc, labels_needed, log_loss, performance, roc_auc, wilson_interval
+from monitor.stats import (accuracy, binary_metrics, delong_auc, labels_needed, log_loss, performance, roc_auc,
+                           wilson_interval)
 
 
 @pytest.mark.parametrize("k,n,conf", [(0, 10, 0.95), (3, 10, 0.9), (81, 263, 0.95), (950, 1000, 0.99), (10, 10, 0.95)])

@@ -17,7 +17,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import binomtest, norm, rankdata
+
+# scipy.stats is imported where it is used: it costs about a second to import, and the training
+# loop (``import trainer.loop``, the retrain child, the GPU benchmark) should not pay that up front.
 
 
 def _check_confidence(confidence: float) -> None:
@@ -28,6 +30,7 @@ def _check_confidence(confidence: float) -> None:
 @functools.lru_cache(maxsize=16)  # scipy's ppf costs ~0.2 ms; the segments ask hundreds of times a check
 def _z(confidence: float) -> float:
     _check_confidence(confidence)
+    from scipy.stats import norm
     return float(norm.ppf(0.5 + confidence / 2.0))
 
 
@@ -46,6 +49,7 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     if n <= 0:
         return None
     _check_confidence(confidence)
+    from scipy.stats import binomtest
     ci = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
     return float(ci.low), float(ci.high)
 
@@ -70,6 +74,7 @@ def delong_components(y_true: np.ndarray, scores: np.ndarray) -> tuple[float, np
     s = np.asarray(scores, dtype=np.float64)
     pos, neg = s[y], s[~y]
     m, n = len(pos), len(neg)
+    from scipy.stats import rankdata
     ranks_all = rankdata(np.concatenate([pos, neg]))          # mid-ranks over both classes
     ranks_pos_all, ranks_neg_all = ranks_all[:m], ranks_all[m:]
     auc = (ranks_pos_all.sum() - m * (m + 1) / 2.0) / (m * n)
@@ -139,6 +144,7 @@ def labels_needed(accuracy: float, drop: float, alpha: float = 0.05, power: floa
     if not 0.0 < drop < accuracy < 1.0:
         raise ValueError("need 0 < drop < accuracy < 1")
     p0, p1 = accuracy, accuracy - drop
+    from scipy.stats import norm
     z_a = norm.ppf(1 - alpha) if one_sided else norm.ppf(1 - alpha / 2)
     z_b = norm.ppf(power)
     n = (z_a * math.sqrt(p0 * (1 - p0)) + z_b * math.sqrt(p1 * (1 - p1))) ** 2 / drop ** 2

@@ -8,7 +8,7 @@ into the unknown bucket). Its one output ``score`` is P(label = 1). The manifest
 
 So the only preprocessing left to the caller is turning columns into those arrays, which
 :func:`feeds` does by the same rules as the PyTorch model's ``encode``: numbers as float, integer
-category codes as ``"3"`` (monitor.ingest.frames' copy of the rule, since this side may not
+category codes as ``"3"`` (monitor.records.frames' copy of the rule, since this side may not
 import torch), a missing category as the model's ``MISSING`` marker, an infinity refused with the
 feature named. Imports onnxruntime and pandas, never torch, so a model service runs without it.
 """
@@ -46,7 +46,7 @@ def _categories(frame: pd.DataFrame, name: str) -> np.ndarray:
     values = frame[name].to_numpy(dtype=object)
     if all(type(v) is str for v in values):  # the usual case, already text
         return values
-    from monitor.ingest.frames import _category_text
+    from monitor.records.frames import _category_text
     return np.array([MISSING if v is None else v for v in _category_text(frame, name)], dtype=object)
 
 

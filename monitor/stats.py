@@ -69,7 +69,7 @@ class AucEstimate:
 def delong_components(y_true: np.ndarray, scores: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
     """``(auc, v10, v01)``: ROC AUC (ties count one half) and its structural components: for each
     positive, the share of negatives it outranks (``v10``), and for each negative, the share of
-    positives that outrank it (``v01``). Both classes must occur. monitor.drift.paired pairs them."""
+    positives that outrank it (``v01``). Both classes must occur. monitor.paired pairs them."""
     y = np.asarray(y_true).astype(bool, copy=False)
     s = np.asarray(scores, dtype=np.float64)
     pos, neg = s[y], s[~y]

@@ -39,6 +39,7 @@ _WHERE = {
     "load_champion": "trainer.registry",
     # For the CLI commands, which use only this package API (tests/test_layers.py):
     "champion_schema": "trainer.schema_check",
+    "copy_published": "trainer.published",
     "EXIT_INTERRUPTED": "trainer.loop",
     "TrainingInterrupted": "trainer.loop",
     "load_window": "trainer.worker",

@@ -9,7 +9,7 @@ predicted label and the version that scored it. On the rows the current champion
 - agreement: the share of rows where both predict the same label at ``model.threshold``;
 - on the held-out labelled rows (the challenger never trained on them; the same seeded split
   picks the same rows as :func:`trainer.data.split` did for the gate), paired accuracy with an
-  exact McNemar test and paired ROC AUC with DeLong's test (monitor/drift/paired.py).
+  exact McNemar test and paired ROC AUC with DeLong's test (monitor/paired.py).
 
 The challenger *wins on live traffic* when it is better on accuracy or ROC AUC at significance
 ``1 - training.gate_confidence`` and significantly worse on neither. ``training.promote_requires_live_win``
@@ -110,7 +110,7 @@ def compare_live(model: Any, features: pd.DataFrame, window: pd.DataFrame, cfg: 
     same rows in the same order, ready for the model (the retrain's checked frame, or ``window``).
     ``paired``: positions of the rows for the paired tests (default: every labelled served row)."""
     from monitor.drift import runner
-    from monitor.drift.paired import mcnemar, paired_delong
+    from monitor.paired import mcnemar, paired_delong
 
     out = LiveComparison(champion_version=str(champion_version))
     mask = served_rows(window, cfg, champion_version)

@@ -1,4 +1,4 @@
-"""Paired tests (monitor/drift/paired.py) on constructed pairs with known answers."""
+"""Paired tests (monitor/paired.py) on constructed pairs with known answers."""
 from __future__ import annotations
 
 import math
@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from monitor.drift.paired import mcnemar, paired_delong
+from monitor.paired import mcnemar, paired_delong
 
 
 def exact_two_sided(k: int, n: int) -> float:

@@ -7,7 +7,7 @@
 - :func:`paired_delong`: ROC AUC. DeLong, DeLong & Clarke-Pearson (1988): the two AUCs' structural
   components on the same positives and negatives are correlated, and the variance of the
   difference uses their covariance; a normal test on it. Built on the mid-rank components of
-  :func:`monitor.drift.stats.delong_auc`.
+  :func:`monitor.stats.delong_auc`.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import binomtest, norm
 
-from monitor.drift.stats import delong_components
+from monitor.stats import delong_components
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ only (numpy's RNG state is stored as a tensor), so loading one cannot execute co
 """
 from __future__ import annotations
 
-import os
 import random
 from pathlib import Path
 from typing import Any, cast

@@ -19,7 +19,7 @@ _EPS = 1e-9
 
 def rule_metrics(y_true: Any, proba: Any, threshold: float) -> dict[str, float]:
     """Precision, recall, F1 and served positive rate at ``threshold`` (NaN when undefined)."""
-    from monitor.drift.stats import performance
+    from monitor.stats import performance
     y = np.asarray(y_true, dtype=np.int64)
     s = np.asarray(proba, dtype=np.float64)
     pred = (s > threshold).astype(np.int64)

@@ -197,7 +197,7 @@ def prepare_reference(reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg
 
 
 def _reference_metrics(labelled: Labelled | None, scored: Scored | None) -> dict[str, float]:
-    from monitor.drift.stats import performance
+    from monitor.stats import performance
     out: dict[str, float] = {}
     if labelled is not None and len(labelled):
         perf = performance(labelled.y, labelled.pred, labelled.score)

@@ -74,7 +74,8 @@ def check_model_version(value: object) -> str:
 def check_number(value: object) -> float:
     # bool is an int subclass in Python; `true` is never a meaningful feature value.
     if type(value) not in (int, float):
-        raise FieldError(f"expected a finite number, got {describe(value)}")
+        hint = " (send a boolean feature as 0 or 1)" if type(value) is bool else ""
+        raise FieldError(f"expected a finite number, got {describe(value)}{hint}")
     try:
         out = float(cast(float, value))  # an int or a float, checked above
     except OverflowError:

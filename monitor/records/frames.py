@@ -33,7 +33,10 @@ def _column(frame: pd.DataFrame, name: str) -> list:
     if pd.api.types.is_datetime64_any_dtype(series.dtype):
         return _epoch_seconds(series)
     if series.dtype == object or isinstance(series.dtype, pd.StringDtype) or pd.api.types.is_extension_array_dtype(series.dtype):
-        return [None if _missing(v) else v for v in series.astype(object).tolist()]
+        # read_csv leaves a boolean column with missing values as object (True/False/NaN): 0/1 on the
+        # wire, like a bool column without them (the daemon takes booleans as 0/1 numeric features).
+        return [None if _missing(v) else int(v) if isinstance(v, (bool, np.bool_)) else v
+                for v in series.astype(object).tolist()]
     values = series.tolist()
     if series.hasnans:  # NaN -> None: "missing", which the server names (or derives, for prediction)
         values = [None if v != v else v for v in values]

@@ -262,3 +262,19 @@ def test_integer_category_codes_name_the_same_category_everywhere(base_url, stor
 def _column_text(frame):
     from monitor.records.frames import _category_text
     return _category_text(frame, "region")
+
+
+def test_a_boolean_column_with_missing_values_from_a_csv_is_sent_as_0_1(base_url, store, tmp_path):
+    """read_csv leaves a bool column with blanks as object (True/False/NaN); the wire takes 0/1, and
+    a JSON boolean for a numeric feature is refused with a hint."""
+    import io
+    csv = "id,ts,x0,x1,region,score\n" + "\n".join(
+        f"b{i},2026-11-30T00:00:0{i}Z,1.5,{['True', 'False', ''][i % 3]},eu,0.5" for i in range(6))
+    frame = pd.read_csv(io.StringIO(csv))
+    assert frame["x1"].dtype == object
+    with DriftloopClient(base_url, token=TOKEN) as dl:
+        assert dl.log_predictions(frame).stored == 6
+        with pytest.raises(RequestRejected, match="x1: expected a finite number, got true .send a boolean"):
+            dl.log_predictions([{"id": "b9", "features": {"x0": 1.0, "x1": True, "region": "eu"}, "score": 0.5}])
+    x1 = store.window()["x1"].tolist()
+    assert x1[:2] == [1.0, 0.0] and x1[3:5] == [1.0, 0.0] and np.isnan(x1[2]) and np.isnan(x1[5])

@@ -42,9 +42,13 @@ class ChampionCache:
                 self._cached = self._load()
             return self._cached
 
-    def invalidate(self) -> None:
+    def invalidate(self, version: str | None = None) -> None:
+        """Load again at the next ``get``; ``version``: the champion now (just promoted), known
+        before the next lookup (what rows without a model_version are stored as)."""
         with self._lock:
             self._cached = None
+            if version is not None:
+                self.last_version = str(version)
 
 
 def mlflow_alias_lookup(cfg: DriftloopConfig, known_champion: Callable[[], str | None] = lambda: None) -> Callable[[], str | None]:

@@ -486,7 +486,7 @@ class Controller:
                 log.warning("retrain %s was already settled; ignoring a late result", attempt.id)
                 return
             if status == "promoted":
-                self.champion.invalidate()
+                self.champion.invalidate(fields.get("challenger_version"))
                 self.policy.reset()
                 self._healthy_streak = 0
             try:

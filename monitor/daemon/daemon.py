@@ -134,6 +134,9 @@ class Daemon:
         app = create_app(self.cfg, self.store, self.registry)
         app.include_router(build_router(self, require_token))
         app.state.readiness.add("mlflow", self.check_registry)
+        # A service that does not send model_version scored its rows with the champion of the moment:
+        # stored as that version, a promoted challenger is judged on its own rows, not its predecessor's.
+        app.state.ingest_handler.assumed_version = lambda: self.champion.last_version
         return app
 
     def known_champion(self) -> str | None:

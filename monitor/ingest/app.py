@@ -14,7 +14,7 @@ from __future__ import annotations
 import gzip
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 import anyio
 import sqlalchemy as sa
@@ -79,6 +79,9 @@ class IngestHandler:
         self.max_body = cfg.server.max_body_bytes
         self.max_records = cfg.server.max_batch_records
         self._limiter: anyio.CapacityLimiter | None = None
+        # The version a record without model_version is stored with: the daemon's champion when it
+        # arrived (set by the daemon; None keeps such rows "unknown").
+        self.assumed_version: Callable[[], str | None] = lambda: None
 
     async def handle(self, request: Request, kind: str) -> Response:
         # The token was checked by security.RequestGate before the body was read.
@@ -117,7 +120,7 @@ class IngestHandler:
             raise parsing.BodyError(413, "too_large", f"the batch has {len(records)} records; the limit is "
                                     f"{self.max_records} (server.max_batch_records): split it")
         if kind == "prediction":
-            return self.store.add_predictions(records)
+            return self.store.add_predictions(records, assumed_version=self.assumed_version())
         return self.store.add_labels(records)
 
 
@@ -147,6 +150,7 @@ def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | N
 
     security.install(app, cfg.server, on_reject)
     handler = IngestHandler(cfg, store, metrics)
+    app.state.ingest_handler = handler
     _install_error_handlers(app)
 
     @app.post("/v1/predictions", tags=["ingestion"], summary="Store a batch of predictions",

@@ -99,17 +99,22 @@ class PredictionStore:
         return cls(cfg.store_url, cfg.model, **{**options, **kwargs})
 
     # ---- writes ------------------------------------------------------------------------------
-    def add_predictions(self, records: Any, *, model_version: str | int | None = None) -> IngestResult:
+    def add_predictions(self, records: Any, *, model_version: str | int | None = None,
+                        assumed_version: str | None = None) -> IngestResult:
         """Store a batch atomically. ``records``: a validated :class:`PredictionBatch`, a list of
         API records (validated here), or a DataFrame with the model's columns (and optionally a
-        ``model_version`` column). ``model_version`` sets the scoring version of records that do not say."""
+        ``model_version`` column). ``model_version`` sets the scoring version of records that do not say.
+        ``assumed_version`` (the daemon's champion at arrival) is stored for records that still do not
+        say, but, as the server's guess, never compared with a re-sent row (no conflict after a promotion)."""
         batch = self._prediction_batch(records, model_version)
         n = len(batch)
         if n == 0:
             return IngestResult(0, batch.duplicates)
         now = self._now_us()
+        versions = batch.model_versions if assumed_version is None else \
+            [assumed_version if v is None else v for v in batch.model_versions]
         rows = list(zip(batch.ids, batch.ts, *batch.features, batch.scores, batch.predictions, repeat(now, n),
-                        batch.model_versions))
+                        versions))
         with self._writing("predictions") as conn:
             inserted = conn.exec_driver_sql(self._insert_predictions, rows).rowcount
             if inserted < n:

@@ -131,13 +131,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def write_config(home: Path, port: int, interval: float) -> Path:
+def write_config(home: Path, port: int, interval: float, features: list[dict] | None = None) -> Path:
     import yaml
     cfg = {
         "home": str(home),
         "logging": {"level": "WARNING"},
         "server": {"port": port, "gpu_metrics": False},
-        "model": {"name": "bench"},
+        "model": {"name": "bench", **({"features": features} if features else {})},
         "drift": {"interval_seconds": interval, "reports_keep": 20},
         "training": {"checkpoint_every_minutes": 60, "progress": False},
     }
@@ -188,6 +188,10 @@ class Result:
     detection_rows: int | None = None
     served_correct: list[np.ndarray] = field(default_factory=list)
     baseline_correct: list[np.ndarray] = field(default_factory=list)
+    served_scores: list[np.ndarray] = field(default_factory=list)
+    baseline_scores: list[np.ndarray] = field(default_factory=list)
+    labels: list[np.ndarray] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # 5xx answers, tracebacks in serve.log, a daemon that died
     drifted_flags: list[bool] = field(default_factory=list)
     idle_breach_streak: int = 0
     checks: int = 0
@@ -202,6 +206,19 @@ class Result:
             k = max(1, int(round(0.2 * len(batches))))
             chosen = batches[-k:]
         return float(np.concatenate(chosen).mean()) if chosen else float("nan")
+
+    def auc(self, part: str, which: str = "served") -> float:
+        from sklearn.metrics import roc_auc_score
+        scores = self.served_scores if which == "served" else self.baseline_scores
+        if part == "pre":
+            idx = [i for i, d in enumerate(self.drifted_flags) if not d]
+        else:
+            idx = list(range(len(scores)))[-max(1, int(round(0.2 * len(scores)))):]
+        if not idx:
+            return float("nan")
+        y = np.concatenate([self.labels[i] for i in idx])
+        s = np.concatenate([scores[i] for i in idx])
+        return float(roc_auc_score(y, s)) if 0 < y.sum() < len(y) else float("nan")
 
 
 def _status(http, url: str) -> dict:
@@ -251,7 +268,7 @@ def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: i
     home = workdir / scenario.name
     home.mkdir(parents=True)
     port = free_port()
-    config_path = write_config(home, port, interval)
+    config_path = write_config(home, port, interval, getattr(scenario, "features", None))
     cfg = load_config(path=config_path, environ={})
     rng = np.random.default_rng(seed)
     base_frame = scenario.batch(rng, baseline_rows, None)
@@ -262,7 +279,10 @@ def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: i
     http = httpx.Client(timeout=30.0)
     result = Result(scenario.name, rows_before=before * batch_rows)
     client = DriftloopClient(daemon.url)
-    pending: pd.DataFrame | None = None
+    pending: list[pd.DataFrame] = []          # label batches not yet sent, oldest first
+    label_lag = getattr(scenario, "label_lag", 1)        # batches until a batch's labels arrive
+    label_share = getattr(scenario, "label_share", 1.0)  # share of rows that ever get a label
+    send_version = getattr(scenario, "send_version", True)
     last_check = None
     idle = 0
     labelled_after_onset = 0
@@ -271,7 +291,8 @@ def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: i
         for t in range(batches):
             drifted = t >= before
             progress = (t - before) / max(1, batches - before - 1) if drifted else None
-            data = scenario.batch(rng, batch_rows, progress)
+            rows = int(batch_rows * getattr(scenario, "rows_factor", lambda t: 1.0)(t))
+            data = scenario.batch(rng, rows, progress)
             champion = trainer.load_champion(cfg)  # cached per version: cheap when unchanged
             features = data[cfg.model.feature_names]
             scores = np.asarray(champion.predict_proba(features), dtype=float)
@@ -280,17 +301,28 @@ def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: i
             result.served_correct.append(((scores > cfg.model.threshold).astype(int) == y))
             result.baseline_correct.append(((base_scores > cfg.model.threshold).astype(int) == y))
             result.drifted_flags.append(drifted)
-            ids = [f"{scenario.name}-{t}-{i}" for i in range(batch_rows)]
+            result.served_scores.append(scores)
+            result.baseline_scores.append(base_scores)
+            result.labels.append(y)
+            ids = [f"{scenario.name}-{t}-{i}" for i in range(rows)]
             frame = features.copy()
             frame.insert(0, "id", ids)
             frame["score"] = scores
-            client.log_predictions(frame, model_version=champion.version)
-            if pending is not None:
-                client.log_labels(pending)
-                if pending.attrs.get("drifted"):
-                    labelled_after_onset += len(pending)
-            pending = pd.DataFrame({"id": ids, "label": y})
-            pending.attrs["drifted"] = drifted
+            client.log_predictions(frame, model_version=champion.version if send_version else None)
+            labelled = pd.DataFrame({"id": ids, "label": y})
+            if label_share < 1.0:
+                labelled = labelled[rng.uniform(size=rows) < label_share].reset_index(drop=True)
+            labelled.attrs["drifted"] = drifted
+            pending.append(labelled)
+            while len(pending) > label_lag:
+                due = pending.pop(0)
+                if len(due):
+                    client.log_labels(due)
+                if due.attrs.get("drifted"):
+                    labelled_after_onset += len(due)
+            if daemon.proc.poll() is not None:
+                result.errors.append(f"daemon exited with {daemon.proc.returncode} at batch {t}")
+                break
             status = _wait_next_check(http, daemon.url, last_check, timeout=max(120.0, 40 * interval),
                                       sent_at=time.time())
             check = status.get("last_check") or {}
@@ -321,6 +353,10 @@ def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: i
         client.close()
         http.close()
         daemon.stop()
+        log_text = (home / "serve.log").read_text(errors="replace")
+        if "Traceback" in log_text:
+            result.errors.append(f"traceback in {home / 'serve.log'}")
+        result.errors += [line.strip()[:200] for line in log_text.splitlines() if '" 5' in line and "HTTP" in line][:3]
     result.seconds = time.monotonic() - started
     return result
 
@@ -340,6 +376,8 @@ def report(results: list[Result]) -> None:
         print(f"{r.name:<12} {detect:>7} {len(r.incidents):>5} {perf:>4} {drift:>5} {len(r.attempts):>5} {promos:>5} "
               f"{pre:>6.3f} {last:>7.3f} {never:>6.3f} {last - pre:>+7.3f} {last - never:>+8.3f} "
               f"{r.idle_breach_streak:>4} {r.final_state[:22]:<22} {r.seconds:>5.0f}")
+        print(f"{'':<12} ROC AUC pre {r.auc('pre'):.3f} last20% {r.auc('last'):.3f} never {r.auc('last', 'baseline'):.3f}"
+              + (f"  ERRORS: {'; '.join(r.errors)}" if r.errors else ""))
     print("\ndetect: labelled rows after the onset when the first incident opened; incid: incidents opened "
           "(perf/drift by reason); tries/promo: retrain attempts and promotions; pre: served accuracy before "
           "the onset; last20%: served accuracy over the last 20% of the stream; never: the never-retrained "
@@ -381,7 +419,8 @@ def main() -> int:
             "scenario": r.name, "detection_rows": r.detection_rows, "incidents": len(r.incidents),
             "attempts": len(r.attempts), "promotions": sum(1 for a in r.attempts if a["status"] == "promoted"),
             "pre": r.accuracy("pre"), "last20": r.accuracy("last"), "never": r.accuracy("last", "baseline"),
-            "idle_breach_streak": r.idle_breach_streak} for r in results], indent=2))
+            "idle_breach_streak": r.idle_breach_streak, "auc_pre": r.auc("pre"), "auc_last20": r.auc("last"),
+            "auc_never": r.auc("last", "baseline"), "errors": r.errors} for r in results], indent=2))
     return 0
 
 

@@ -1,0 +1,219 @@
+"""Benchmark: the closed loop on streams unlike ``bench_loop``'s, through the same real ``driftloop serve``.
+
+    .venv/bin/python bench/bench_outside.py --quick                 # every scenario, short streams
+    .venv/bin/python bench/bench_outside.py no_version imbalance_auc
+
+The harness is ``bench_loop``'s (``run_scenario``: a baseline trained on the pre-drift concept, a
+real daemon fed through the public client, the model service played by a loop scoring with the
+current ``@champion``); what differs is the streams and how the service behaves. Scenarios:
+
+- ``dim3``            3 numeric features; the boundary turns 90 degrees
+- ``dim30_subspace``  30 numeric features; the concept moves to features x20..x24 only (the rest unchanged)
+- ``categorical``     6 categorical features (3-12 levels) and 1 numeric; category effects are reshuffled
+- ``imbalance_auc``   10 % positives; the ranking signal moves to other features (accuracy barely moves, ROC AUC does)
+- ``imbalance_ctrl``  10 % positives, nothing changes (control: must open nothing)
+- ``prior_shift``     P(y) goes from 30 % to 65 %, P(x | y) unchanged
+- ``early``           abrupt concept change after 2 batches
+- ``late``            abrupt concept change with 20 % of the stream left
+- ``recurring``       concept A, then B, then A again
+- ``gradual_stop``    the boundary turns 90 degrees over 30 % of the drifted part, then stays
+- ``delayed_labels``  abrupt change; labels arrive 5 batches late
+- ``sampled_labels``  abrupt change; only 20 % of rows ever get a label
+- ``bursts``          abrupt change; traffic alternates 4x bursts and 1/4 lulls
+- ``no_version``      abrupt change; the service never sends ``model_version``
+
+Figures are printed by ``bench_loop.report`` (plus ROC AUC and any 5xx / traceback / daemon exit).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+for p in (ROOT, ROOT / "bench"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+import bench_loop  # noqa: E402
+
+
+def _numeric(n_features: int) -> list[dict]:
+    return [{"name": f"f{i}", "type": "numeric"} for i in range(n_features)]
+
+
+def _sigmoid_labels(rng: np.random.Generator, logit: np.ndarray) -> np.ndarray:
+    return (rng.uniform(size=len(logit)) < 1 / (1 + np.exp(-logit))).astype(np.int64)
+
+
+@dataclass
+class Stream:
+    """One scenario: ``make(rng, n, progress)`` returns feature columns and a ``label`` column."""
+    name: str
+    make: Callable[[np.random.Generator, int, float | None], pd.DataFrame]
+    features: list[dict]
+    learnable: bool = True
+    control: bool = False
+    expect_incident: bool = True
+    label_lag: int = 1
+    label_share: float = 1.0
+    send_version: bool = True
+    before: int | None = None             # onset batch; None: the command line's --before
+    rows_factor: Callable[[int], float] = field(default=lambda t: 1.0)
+
+    def batch(self, rng: np.random.Generator, n: int, progress: float | None) -> pd.DataFrame:
+        return self.make(rng, n, progress)
+
+
+def _rotating(n_features: int, angle: Callable[[float | None], float], scale: float = 3.0):
+    def make(rng, n, progress):
+        x = rng.standard_normal((n, n_features))
+        a = np.deg2rad(angle(progress))
+        logit = scale * (np.cos(a) * x[:, 0] + np.sin(a) * x[:, 1]) + 0.5 * x[:, 2]
+        frame = pd.DataFrame(x, columns=[f"f{i}" for i in range(n_features)])
+        frame["label"] = _sigmoid_labels(rng, logit)
+        return frame
+    return make
+
+
+def _abrupt(p: float | None) -> float:
+    return 0.0 if p is None else 90.0
+
+
+def _recurring(p: float | None) -> float:
+    return 90.0 if p is not None and p < 0.5 else 0.0
+
+
+def _gradual_stop(p: float | None) -> float:
+    return 0.0 if p is None else 90.0 * min(1.0, p / 0.3)
+
+
+def _subspace(rng, n, progress):
+    x = rng.standard_normal((n, 30))
+    if progress is None:
+        logit = 2.5 * x[:, 0] - 2.0 * x[:, 1] + 1.5 * x[:, 2]
+    else:
+        logit = 2.5 * x[:, 20] - 2.0 * x[:, 21] + 1.5 * x[:, 22] + x[:, 23] * x[:, 24]
+    frame = pd.DataFrame(x, columns=[f"f{i}" for i in range(30)])
+    frame["label"] = _sigmoid_labels(rng, logit)
+    return frame
+
+
+_LEVELS = {"c0": 3, "c1": 4, "c2": 5, "c3": 6, "c4": 8, "c5": 12}
+_EFFECTS_A = {c: np.random.default_rng(100 + i).normal(0, 1.2, k) for i, (c, k) in enumerate(_LEVELS.items())}
+_EFFECTS_B = {c: np.random.default_rng(200 + i).normal(0, 1.2, k) for i, (c, k) in enumerate(_LEVELS.items())}
+
+
+def _categorical(rng, n, progress):
+    effects = _EFFECTS_A if progress is None else _EFFECTS_B
+    frame = pd.DataFrame({c: rng.integers(0, k, n) for c, k in _LEVELS.items()})
+    logit = sum(effects[c][frame[c].to_numpy()] for c in _LEVELS)
+    frame["amount"] = rng.standard_normal(n)
+    logit = logit + 0.5 * frame["amount"].to_numpy()
+    for c in _LEVELS:
+        frame[c] = np.array([f"{c}_{v}" for v in range(_LEVELS[c])], dtype=object)[frame[c].to_numpy()]
+    frame["label"] = _sigmoid_labels(rng, logit)
+    return frame
+
+
+def _imbalanced(drift: bool):
+    def make(rng, n, progress):
+        x = rng.standard_normal((n, 6))
+        if progress is None or not drift:
+            signal = 2.0 * x[:, 0] + 1.5 * x[:, 1]
+        else:
+            signal = 2.0 * x[:, 3] + 1.5 * x[:, 4]
+        logit = signal - 3.6   # about 10 % positives either way
+        frame = pd.DataFrame(x, columns=[f"f{i}" for i in range(6)])
+        frame["label"] = _sigmoid_labels(rng, logit)
+        return frame
+    return make
+
+
+def _prior_shift(rng, n, progress):
+    positive_rate = 0.3 if progress is None else 0.65
+    y = (rng.uniform(size=n) < positive_rate).astype(np.int64)
+    x = rng.standard_normal((n, 5))
+    x[:, 0] += 1.2 * y
+    x[:, 1] -= 0.8 * y
+    frame = pd.DataFrame(x, columns=[f"f{i}" for i in range(5)])
+    frame["label"] = y
+    return frame
+
+
+def _bursts(t: int) -> float:
+    return (4.0, 0.25, 1.0)[t % 3]
+
+
+STREAMS = {s.name: s for s in [
+    Stream("dim3", _rotating(3, _abrupt), _numeric(3)),
+    Stream("dim30_subspace", _subspace, _numeric(30)),
+    Stream("categorical", _categorical,
+           [{"name": c, "type": "categorical"} for c in _LEVELS] + [{"name": "amount", "type": "numeric"}]),
+    Stream("imbalance_auc", _imbalanced(True), _numeric(6)),
+    Stream("imbalance_ctrl", _imbalanced(False), _numeric(6), control=True, expect_incident=False),
+    Stream("prior_shift", _prior_shift, _numeric(5)),
+    Stream("early", _rotating(8, _abrupt), _numeric(8), before=2),
+    Stream("late", _rotating(8, _abrupt), _numeric(8), before=-5),   # negative: that many batches before the end
+    Stream("recurring", _rotating(8, _recurring), _numeric(8)),
+    Stream("gradual_stop", _rotating(8, _gradual_stop), _numeric(8)),
+    Stream("delayed_labels", _rotating(8, _abrupt), _numeric(8), label_lag=5),
+    Stream("sampled_labels", _rotating(8, _abrupt), _numeric(8), label_share=0.2),
+    Stream("bursts", _rotating(8, _abrupt), _numeric(8), rows_factor=_bursts),
+    Stream("no_version", _rotating(8, _abrupt), _numeric(8), send_version=False),
+]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="*", help=f"scenarios: {', '.join(STREAMS)} [all]")
+    ap.add_argument("--batches", type=int, default=44)
+    ap.add_argument("--before", type=int, default=8)
+    ap.add_argument("--batch-rows", type=int, default=500)
+    ap.add_argument("--baseline-rows", type=int, default=6000)
+    ap.add_argument("--interval", type=float, default=0.5)
+    ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--quick", action="store_true", help="24 batches, 6 before the onset")
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--keep", type=Path)
+    ap.add_argument("--verbose", "-v", action="store_true")
+    args = ap.parse_args()
+    if args.quick:
+        args.batches, args.before = 24, 6
+    unknown = [n for n in args.names if n not in STREAMS]
+    if unknown:
+        ap.error(f"unknown scenario(s): {', '.join(unknown)}")
+    results = []
+    with tempfile.TemporaryDirectory(prefix="bench-outside-") as tmp:
+        workdir = Path(tmp) if args.keep is None else args.keep
+        workdir.mkdir(parents=True, exist_ok=True)
+        for name in args.names or STREAMS:
+            stream = STREAMS[name]
+            before = args.before if stream.before is None else (
+                stream.before if stream.before >= 0 else args.batches + stream.before)
+            r = bench_loop.run_scenario(stream, batches=args.batches, before=before, batch_rows=args.batch_rows,
+                                        baseline_rows=args.baseline_rows, interval=args.interval, seed=args.seed,
+                                        workdir=workdir, verbose=args.verbose)
+            print(f"{name}: {r.seconds:.0f} s, {len(r.incidents)} incident(s), {len(r.attempts)} attempt(s)"
+                  f"{', ERRORS' if r.errors else ''}", flush=True)
+            results.append(r)
+    bench_loop.report(results)
+    if args.json:
+        args.json.write_text(json.dumps([{
+            "scenario": r.name, "detection_rows": r.detection_rows, "incidents": len(r.incidents),
+            "attempts": len(r.attempts), "promotions": sum(1 for a in r.attempts if a["status"] == "promoted"),
+            "pre": r.accuracy("pre"), "last20": r.accuracy("last"), "never": r.accuracy("last", "baseline"),
+            "auc_pre": r.auc("pre"), "auc_last20": r.auc("last"), "auc_never": r.auc("last", "baseline"),
+            "idle_breach_streak": r.idle_breach_streak, "errors": r.errors} for r in results], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

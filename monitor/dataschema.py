@@ -16,6 +16,8 @@ The target, the id column and ignored columns are never features.
 """
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 
 import pandas as pd
@@ -45,6 +47,17 @@ def _values_note(series: pd.Series, limit: int = 5) -> str:
     return f"{len(values)} value(s): {shown}"
 
 
+_DATE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}([ T]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?"
+                   r"|\d{1,2}[/.]\d{1,2}[/.]\d{2,4}( \d{1,2}:\d{2}(:\d{2})?)?")
+
+
+def _all_dates(present: pd.Series) -> bool:
+    """Text that is a date or timestamp on every row (ISO 8601, or day/month/year with / or .)."""
+    if present.dtype != object and not isinstance(present.dtype, pd.StringDtype):
+        return False
+    return bool(present.map(lambda v: isinstance(v, str) and _DATE.fullmatch(v.strip()) is not None).all())
+
+
 def infer_column(name: str, series: pd.Series) -> InferredFeature | str:
     """The inferred feature, or a one-line problem naming the column."""
     present = series.dropna()
@@ -63,6 +76,10 @@ def infer_column(name: str, series: pd.Series) -> InferredFeature | str:
         else:
             note = f"{'integer' if integer else 'number'}, {distinct} distinct value(s){missing}"
         return InferredFeature(name, "numeric", note)
+    if pd.api.types.is_datetime64_any_dtype(dtype) or _all_dates(present):
+        return (f"column {name!r} holds dates or times: not a feature as it is (later rows bring values "
+                f"never seen in training, so it would drift for ever); pass --ignore {name}, or derive "
+                "features from it in your data (day of week, age in days)")
     text = present.astype(str)
     distinct = int(text.nunique())
     if len(text) >= MIN_ROWS_FOR_ID_RULE and distinct > ID_LIKE_SHARE * len(text):

@@ -155,15 +155,19 @@ def test_data_that_does_not_fit_the_schema_is_one_clear_line(project: Path, chan
 
 
 def test_init_explains_what_it_cannot_use(project: Path):
-    data = pd.read_csv(project / "churn.csv").assign(empty=np.nan, comment=[f"text {i}" for i in range(1500)])
+    # A date with few distinct days would pass as a category and drift for ever on new days.
+    days = pd.date_range("2026-01-01", periods=30).strftime("%Y-%m-%d")
+    data = pd.read_csv(project / "churn.csv").assign(empty=np.nan, comment=[f"text {i}" for i in range(1500)],
+                                                     signup=[days[i % 30] for i in range(1500)])
     data.to_csv(project / "wide.csv", index=False)
     line = error_line(driftloop(project, "init", "--data", "wide.csv", "--target", "churned", "--id", "customer_id",
                                 ok=False))
     assert "column 'empty' has no values (all missing); drop it or pass --ignore empty" in line
     assert "column 'comment' is text with a different value on every sampled row" in line
+    assert "column 'signup' holds dates or times: not a feature as it is" in line and "--ignore signup" in line
     driftloop(project, "init", "--data", "wide.csv", "--target", "churned", "--id", "customer_id",
-              "--ignore", "empty", "--ignore", "comment", "--name", "wide", "-o", "wide.yaml")
-    assert "ignore: [empty, comment]" in (project / "wide.yaml").read_text()
+              "--ignore", "empty", "--ignore", "comment", "--ignore", "signup", "--name", "wide", "-o", "wide.yaml")
+    assert "ignore: [empty, comment, signup]" in (project / "wide.yaml").read_text()
     assert "exists; pass --force" in error_line(driftloop(project, "init", "--data", "wide.csv", "--target",
                                                           "churned", "-o", "wide.yaml", ok=False))
 

@@ -76,3 +76,16 @@ def test_forgetting_is_limited_only_while_the_old_concept_holds():
     assert not held.promote and any("forgets the reference data" in r for r in held.reasons)
     changed = decide(m(0.91, 0.98), m(0.5, 0.5), 0.05, 0.95, **MARGINS, floors=good, concept_holds=False)
     assert changed.promote and "not limited: the champion's concept no longer holds" in changed.reasons[0]
+
+
+def test_a_good_ranker_on_imbalanced_rows_is_not_refused_for_accuracy_near_the_majority_rate():
+    """10 % positives: a challenger that ranks well (ROC AUC ~0.9) has accuracy near the 90 % majority
+    rate, which 600 held-out rows cannot prove it beats; it is good, and promoted when better."""
+    rng = np.random.default_rng(2)
+    y = (rng.uniform(size=600) < 0.1).astype(int)
+    scores = 1 / (1 + np.exp(-(2.2 * (2 * y - 1) * rng.uniform(0.2, 1.0, 600) + rng.normal(-2.2, 0.8, 600))))
+    floors = floors_of(y, scores, 0.5, 0.95)
+    acc = float(((scores > 0.5) == y).mean())
+    assert floors.auc_lower > 0.8 and floors.accuracy_lower < floors.majority_rate <= floors.accuracy_upper
+    decision = decide(m(acc, 0.9), m(acc - 0.05, 0.6), 0.8, 0.8, **MARGINS, floors=floors, concept_holds=False)
+    assert decision.promote, decision.reasons

@@ -90,7 +90,7 @@ class ControllerStore(WindowSource, Protocol):
 class Invalidatable(Protocol):
     """The champion cache (:class:`monitor.daemon.champion.ChampionCache`): dropped after a promotion."""
 
-    def invalidate(self) -> None: ...
+    def invalidate(self, version: str | None = None) -> None: ...
 
 
 class Controller:

@@ -23,6 +23,11 @@ Scenarios (onset after ``--before`` batches):
 - ``gradual``       the decision boundary rotates slowly for the rest of the stream
 - ``reversal``      the same boundary, labels flipped
 
+``bench/bench_outside.py`` runs this harness on 14 more streams unlike these (3 and 30 features,
+categorical-heavy, 10 % positives, prior shift, early and late onsets, a recurring concept, labels
+5 batches late or for 20 % of rows, bursts, a service that never sends ``model_version``); a stream
+there may set ``features``, ``label_lag``, ``label_share``, ``send_version`` and ``rows_factor``.
+
 Printed per scenario: detection delay (labelled rows after onset until the first incident),
 incidents (performance / drift), retrain attempts and promotions, served accuracy over the last
 20 % of the stream vs the pre-drift level and vs the never-retrained baseline on the same rows,

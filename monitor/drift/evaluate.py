@@ -43,6 +43,8 @@ def _plan(name: str, kind: str, ref: PreparedReference, cur: Side, current: pd.D
     method: str | None = drift_cfg.num_method if kind == NUMERIC else drift_cfg.cat_method
     if method is None:
         method = default_method(kind, ref.full_counts[name], union_distinct(ref.distinct[name], current[name]))
+        if method == "chisquare":  # Evidently's treats the reference's frequencies as exact
+            method = runner.CHISQUARE_TWO_SAMPLE.name
     return runner.ColumnPlan(name, kind, method)
 
 

@@ -28,7 +28,8 @@ FEW_VALUES_NUMERIC = 5     # numeric columns with at most this many distinct val
 FEW_VALUES_BINARY = 2
 
 # Default thresholds of the methods Evidently picks by default (StatTest.default_threshold).
-DEFAULT_THRESHOLDS = {"wasserstein": 0.1, "jensenshannon": 0.1, "ks": 0.05, "chisquare": 0.05, "z": 0.05}
+DEFAULT_THRESHOLDS = {"wasserstein": 0.1, "jensenshannon": 0.1, "ks": 0.05, "chisquare": 0.05, "z": 0.05,
+                      "chisquare_two_sample": 0.05}
 
 
 def default_method(kind: str, reference_count: int, distinct: int) -> str | None:

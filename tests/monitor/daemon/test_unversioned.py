@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from monitor.daemon.daemon import Daemon
-from monitor.ingest.frames import prediction_records
+from monitor.records.frames import prediction_records
 
 
 @pytest.fixture

@@ -24,7 +24,8 @@ from monitor.drift import runner
 from monitor.drift.estimation import estimate, expected_accuracy
 from monitor.drift.frames import (Labelled, PreparedReference, Side, missing_ratio, prepare_reference, prepare_side,
                                   sample_positions, scored_rows, unseen_categories)
-from monitor.drift.methods import CATEGORICAL, NUMERIC, default_method, union_distinct
+from monitor.drift.methods import (CATEGORICAL, FEW_VALUES_BINARY, NUMERIC, SMALL_REFERENCE, default_method,
+                                   union_distinct)
 from monitor.drift.result import CheckResult, FeatureDrift
 from monitor.drift.segments import segment_performance
 from monitor.stats import performance
@@ -42,8 +43,14 @@ def _plan(name: str, kind: str, ref: PreparedReference, cur: Side, current: pd.D
         return "no values in the current window"
     method: str | None = drift_cfg.num_method if kind == NUMERIC else drift_cfg.cat_method
     if method is None:
-        method = default_method(kind, ref.full_counts[name], union_distinct(ref.distinct[name], current[name]))
-        if method == "chisquare":  # Evidently's treats the reference's frequencies as exact
+        distinct = union_distinct(ref.distinct[name], current[name])
+        method = default_method(kind, ref.full_counts[name], distinct)
+        # Evidently's chisquare treats the reference's frequencies as exact. It is its choice for
+        # categories against a small reference, and (left unpinned) for a numeric column with 3 to 5
+        # distinct values against one, which Evidently tests as categorical: both get the two-sample test.
+        few_valued = (kind == NUMERIC and method is None and ref.full_counts[name] <= SMALL_REFERENCE
+                      and distinct > FEW_VALUES_BINARY)
+        if method == "chisquare" or few_valued:
             method = runner.CHISQUARE_TWO_SAMPLE.name
     return runner.ColumnPlan(name, kind, method)
 

@@ -15,7 +15,9 @@ values. To keep the verdicts of the full run we decide here, on the full data, a
 method per column (``tests/monitor/drift/test_methods.py`` checks this mirror against Evidently's
 own choice). The one case that cannot be pinned by name is chi-square/z on a numeric column
 with few values and a small reference (Evidently registers those tests for categorical columns
-only); it is left to Evidently, which sees the unsampled reference in that case anyway.
+only); :func:`default_method` returns None there, and ``monitor.drift.evaluate`` pins the
+registered ``chisquare_two_sample`` for 3 to 5 values (as for categories, whose ``chisquare`` takes
+the small reference's frequencies as exact) and leaves the z-test of 2 values to Evidently.
 """
 from __future__ import annotations
 

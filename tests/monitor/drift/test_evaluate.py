@@ -258,3 +258,42 @@ def test_categories_against_a_small_reference_are_tested_as_two_samples(cfg):
     false_alarms = sum(drifted(frame(5000, seed)) for seed in range(1, 21))
     assert false_alarms <= 4, f"{false_alarms}/20 windows of the reference's own distribution drifted"
     assert drifted(frame(5000, 99, np.array([0.1, 0.1, 0.2, 0.2, 0.2, 0.2])))
+
+
+@pytest.mark.parametrize("values", [3, 5])
+def test_few_valued_numerics_against_a_small_reference_are_tested_as_two_samples(cfg, values):
+    """A numeric column with 3 to 5 distinct values (a count, a rating) is tested by Evidently as
+    categorical; against a small reference it got the same goodness-of-fit chisquare as categories
+    did, and an unchanged distribution drifted on most checks. It gets the two-sample test too."""
+    from monitor.config import ModelConfig
+    model = ModelConfig(name="counts", features=[{"name": "n", "type": "numeric"}, {"name": "x", "type": "numeric"}])
+    p = np.full(values, 1.0 / values)
+
+    def frame(n, seed, probs=p):
+        rng = np.random.default_rng(seed)
+        out = pd.DataFrame({"n": rng.choice(values, n, p=probs).astype(float), "x": rng.standard_normal(n)})
+        out["score"] = rng.uniform(size=n)
+        out["label"] = (rng.uniform(size=n) < out["score"]).astype(int)
+        return out
+
+    def drifted(cur):
+        cur = cur.assign(prediction=pd.array((cur["score"] >= 0.5).astype(int), dtype="Int64"),
+                         label=pd.array(cur["label"], dtype="Int64"))
+        result = evaluate_window(ref, cur, model, cfg.drift, BASELINE)
+        assert result.feature("n").method == "chisquare_two_sample"
+        assert result.feature("x").method == "ks"  # many values: Evidently's choice stands
+        return result.feature("n").drifted
+
+    from evidently.legacy.calculations.stattests.chisquare_stattest import _chi_stat_test
+    from evidently.legacy.core import ColumnType
+
+    ref = frame(1000, 0)
+    windows = [frame(5000, seed) for seed in range(1, 21)]
+    false_alarms = sum(drifted(w) for w in windows)
+    # A 5 % test: about 1 in 20 by chance; 4 or more would be unlikely (< 2 %) for a calibrated test.
+    assert false_alarms <= 3, f"{false_alarms}/20 windows of the reference's own distribution drifted"
+    # What Evidently's own choice, its goodness-of-fit chisquare, says on the same windows: most drift.
+    evidently_says = sum(_chi_stat_test(ref["n"], w["n"], ColumnType.Categorical, 0.05)[1] for w in windows)
+    assert evidently_says >= 10, evidently_says
+    shifted = np.linspace(1.0, 2.0, values)
+    assert drifted(frame(5000, 99, shifted / shifted.sum()))

@@ -10,7 +10,9 @@ comments) and by ``driftloop train`` when no features are configured, so both ag
 * text (and pandas categories) is **categorical**, unless almost every row has its own value:
   a string column unique on more than ``ID_LIKE_SHARE`` of the sampled rows is an id or free
   text, not a category, and is refused with a hint to pass ``--id`` or ``--ignore``;
-* a column without a single value is refused (nothing to learn, nothing to monitor).
+* a column without a single value, or with the same value on every row, is *left out* and said
+  so (a :class:`LeftOut`, written to ``driftloop.yaml`` under ``ignore`` with the reason): it
+  carries no signal to learn, and drift on it would mean nothing (any new value "drifts" it).
 
 The target, the id column and ignored columns are never features.
 """
@@ -41,6 +43,19 @@ class InferredFeature:
         return FeatureSpec(name=self.name, type=self.type)  # type: ignore[arg-type]
 
 
+@dataclass(frozen=True)
+class LeftOut:
+    """A column that is not a feature because it carries no signal; ``why`` for the user."""
+    name: str
+    why: str
+
+
+@dataclass(frozen=True)
+class InferredSchema:
+    features: list[InferredFeature]
+    left_out: list[LeftOut]
+
+
 def _values_note(series: pd.Series, limit: int = 5) -> str:
     values = sorted(map(str, series.dropna().unique()))
     shown = ", ".join(values[:limit]) + (", ..." if len(values) > limit else "")
@@ -58,11 +73,15 @@ def _all_dates(present: pd.Series) -> bool:
     return bool(present.map(lambda v: isinstance(v, str) and _DATE.fullmatch(v.strip()) is not None).all())
 
 
-def infer_column(name: str, series: pd.Series) -> InferredFeature | str:
-    """The inferred feature, or a one-line problem naming the column."""
+def infer_column(name: str, series: pd.Series) -> InferredFeature | LeftOut | str:
+    """The inferred feature, a column left out (no signal), or a one-line problem naming the column."""
     present = series.dropna()
     if len(present) == 0:
-        return f"column {name!r} has no values (all missing); drop it or pass --ignore {name}"
+        return LeftOut(name, "no values (all missing)")
+    if len(present) == len(series) and present.nunique() == 1:
+        value = present.iloc[0]
+        shown = repr(value) if isinstance(value, str) else str(value)
+        return LeftOut(name, f"constant: {shown} on every row")
     missing = f", {1 - len(present) / len(series):.0%} missing" if len(present) < len(series) else ""
     dtype = series.dtype
     if pd.api.types.is_bool_dtype(dtype) or (pd.api.types.is_object_dtype(dtype) and present.map(type).isin([bool]).all()):
@@ -92,8 +111,15 @@ def infer_column(name: str, series: pd.Series) -> InferredFeature | str:
 
 def infer_features(data: pd.DataFrame, target: str, *, id: str | None = "id",
                    ignore: list[str] | tuple[str, ...] = ()) -> list[InferredFeature]:
-    """The features of ``data`` (every column but target, id and ignored ones), by the rules above.
-    DataError listing every problem at once when a column cannot be used."""
+    """The features of ``data`` (every column but target, id, ignored and left-out ones), by the
+    rules above. DataError listing every problem at once when a column cannot be used."""
+    return infer_schema(data, target, id=id, ignore=ignore).features
+
+
+def infer_schema(data: pd.DataFrame, target: str, *, id: str | None = "id",
+                 ignore: list[str] | tuple[str, ...] = ()) -> InferredSchema:
+    """The features of ``data`` and the columns left out for carrying no signal (constant, all
+    missing); DataError listing every problem at once when a column cannot be used."""
     columns = [str(c) for c in data.columns]
     absent = [c for c in [target, *ignore] if c not in columns]
     if id not in (None, "id") and id not in columns:
@@ -102,13 +128,19 @@ def infer_features(data: pd.DataFrame, target: str, *, id: str | None = "id",
         raise DataError(f"the data has no column(s) {', '.join(absent)} (has: {', '.join(columns[:20])})")
     sample = data if len(data) <= SAMPLE_ROWS else data.sample(SAMPLE_ROWS, random_state=0)
     skip = {target, id, *ignore}
-    found, problems = [], []
+    found, left_out, problems = [], [], []
     for name in columns:
         if name in skip:
             continue
+        # Constant on the sample is not constant on the file: judge that on every row.
         result = infer_column(name, sample[name])
+        if isinstance(result, LeftOut) and len(sample) < len(data):
+            result = infer_column(name, data[name])
         if isinstance(result, str):
             problems.append(result)
+            continue
+        if isinstance(result, LeftOut):
+            left_out.append(result)
             continue
         try:
             result.spec()
@@ -118,10 +150,11 @@ def infer_features(data: pd.DataFrame, target: str, *, id: str | None = "id",
             continue
         found.append(result)
     if not found and not problems:
-        problems.append(f"no feature columns left besides the target {target!r}")
+        dropped = f" ({', '.join(f'{c.name}: {c.why}' for c in left_out)})" if left_out else ""
+        problems.append(f"no feature columns left besides the target {target!r}{dropped}")
     if problems:
         raise DataError("; ".join(problems))
-    return found
+    return InferredSchema(found, left_out)
 
 
 def with_features(model: ModelConfig, features: list[FeatureSpec]) -> ModelConfig:

@@ -162,7 +162,7 @@ def test_init_explains_what_it_cannot_use(project: Path):
     data.to_csv(project / "wide.csv", index=False)
     line = error_line(driftloop(project, "init", "--data", "wide.csv", "--target", "churned", "--id", "customer_id",
                                 ok=False))
-    assert "column 'empty' has no values (all missing); drop it or pass --ignore empty" in line
+    assert "empty" not in line  # left out, not refused (below)
     assert "column 'comment' is text with a different value on every sampled row" in line
     assert "column 'signup' holds dates or times: not a feature as it is" in line and "--ignore signup" in line
     driftloop(project, "init", "--data", "wide.csv", "--target", "churned", "--id", "customer_id",
@@ -170,6 +170,36 @@ def test_init_explains_what_it_cannot_use(project: Path):
     assert "ignore: [empty, comment, signup]" in (project / "wide.yaml").read_text()
     assert "exists; pass --force" in error_line(driftloop(project, "init", "--data", "wide.csv", "--target",
                                                           "churned", "-o", "wide.yaml", ok=False))
+
+
+def test_init_leaves_out_constant_and_empty_columns_and_says_so(project: Path):
+    """A constant or all-missing column carries no signal, and drift on it would mean nothing: init
+    leaves it out of the features, says so, and lists it under ignore with the reason; train on the
+    same file then accepts it. A column with one value besides missing ones is kept (missingness varies)."""
+    import yaml
+    data = pd.read_csv(project / "churn.csv").assign(
+        country="FR", version=3, empty=np.nan, sparse=[1.0 if i % 3 else np.nan for i in range(1500)])
+    data.to_csv(project / "flat.csv", index=False)
+    proc = driftloop(project, "init", "--data", "flat.csv", "--target", "churned", "--id", "customer_id",
+                     "-o", "flat.yaml")
+    assert "Left out column 'country': constant: 'FR' on every row" in proc.stderr
+    assert "Left out column 'version': constant: 3 on every row" in proc.stderr
+    assert "Left out column 'empty': no values (all missing)" in proc.stderr
+    text = (project / "flat.yaml").read_text()
+    assert "#   country: left out by init, constant: 'FR' on every row" in text
+    assert "#   empty: left out by init, no values (all missing)" in text
+    model = yaml.safe_load(text)["model"]
+    assert model["ignore"] == ["country", "version", "empty"]
+    names = [f["name"] for f in model["features"]]
+    assert "sparse" in names and not {"country", "version", "empty"} & set(names)
+    driftloop(project, "--config", "flat.yaml", "train", "--data", "flat.csv", "--epochs", "1", "-q")
+    # Without a config, train infers the same and says what it left out.
+    other = project / "noconf"
+    other.mkdir()
+    data.to_csv(other / "flat.csv", index=False)
+    proc = driftloop(other, "train", "--data", "flat.csv", "--target", "churned", "--id", "customer_id",
+                     "--epochs", "1", "-q")
+    assert "left out country: constant: 'FR' on every row" in proc.stderr
 
 
 @pytest.mark.slow

@@ -19,7 +19,7 @@ def _yaml_name(value: str) -> str:
 
 
 def render(*, data_path: str, rows: int, name: str, target: str, id: str | None, ignore: list[str],
-           features: list) -> str:
+           features: list, left_out: list | None = None) -> str:
     """The file's text: every choice on its own line with the reason as a comment."""
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
@@ -28,7 +28,8 @@ def render(*, data_path: str, rows: int, name: str, target: str, id: str | None,
         f"#   driftloop train --data {data_path}   # trains, registers and makes the model champion",
         "#   driftloop serve                       # ingestion API, /metrics, drift checks, retraining",
         "# Rules: booleans and numbers are numeric; text is categorical; text unique on most rows",
-        "# is refused as an id (--id) or free text (--ignore); all-missing columns are refused.",
+        "# is refused as an id (--id) or free text (--ignore); constant and all-missing columns are",
+        "# left out (listed under ignore: no signal to learn, and drift on them would mean nothing).",
         "# Any key can be overridden by an environment variable DRIFTLOOP_SECTION__KEY.",
         "model:",
         f"  name: {_yaml_name(name)}",
@@ -36,8 +37,12 @@ def render(*, data_path: str, rows: int, name: str, target: str, id: str | None,
     ]
     if id:
         lines.append(f"  id: {_yaml_name(id)}    # record id column of files and frames; not a feature")
-    if ignore:
-        lines.append(f"  ignore: [{', '.join(_yaml_name(c) for c in ignore)}]    # in the file, not features")
+    left_out = left_out or []
+    if ignore or left_out:
+        names = [*ignore, *(c.name for c in left_out)]
+        lines.append(f"  ignore: [{', '.join(_yaml_name(c) for c in names)}]    # in the file, not features")
+        for c in left_out:
+            lines.append(f"  #   {c.name}: left out by init, {c.why}")
     lines.append("  features:")
     width = max(len(f"    - {{name: {f.name}, type: {f.type}}}") for f in features)
     for f in features:
@@ -71,7 +76,7 @@ def command(data_path: str, target: str, id_column: str | None, ignore: tuple[st
     text (--ignore). Edit the file afterwards to make integer codes categorical.
     """
     from monitor.config import ModelConfig
-    from monitor.dataschema import SAMPLE_ROWS, infer_features, with_features
+    from monitor.dataschema import SAMPLE_ROWS, infer_schema, with_features
     from trainer import read_table
 
     out = Path(output)
@@ -79,16 +84,21 @@ def command(data_path: str, target: str, id_column: str | None, ignore: tuple[st
         raise UserInputError(f"{out} exists; pass --force to overwrite it")
     data = read_table(data_path)
     id_name = id_column or ("id" if "id" in data.columns else None)
-    features = infer_features(data, target, id=id_name, ignore=list(ignore))
+    schema = infer_schema(data, target, id=id_name, ignore=list(ignore))
+    features, left_out = schema.features, schema.left_out
     model_name = name or default_name(data_path)
-    settings = {"name": model_name, "target": target, "ignore": list(ignore), **({"id": id_name} if id_name else {})}
+    settings = {"name": model_name, "target": target, "ignore": [*ignore, *(c.name for c in left_out)],
+                **({"id": id_name} if id_name else {})}
     try:  # the file must load: the same validation `train` and `serve` will run
         with_features(ModelConfig.model_validate(settings), [f.spec() for f in features])
     except ValueError as exc:
         raise UserInputError(f"cannot write a valid config: {str(exc).splitlines()[-1].strip()}") from None
     text = render(data_path=data_path, rows=min(len(data), SAMPLE_ROWS), name=model_name, target=target,
-                  id=id_column, ignore=list(ignore), features=features)
+                  id=id_column, ignore=list(ignore), features=features, left_out=left_out)
     out.write_text(text, encoding="utf-8")
     kinds = {t: sum(f.type == t for f in features) for t in ("numeric", "categorical")}
     click.echo(f"Wrote {out}: model {model_name!r}, target {target!r}, {kinds['numeric']} numeric and "
                f"{kinds['categorical']} categorical feature(s). Next: driftloop train --data {data_path}")
+    for c in left_out:
+        click.echo(f"Left out column {c.name!r}: {c.why}; no signal to learn, and drift on it would mean "
+                   "nothing (listed under ignore in the file)", err=True)

@@ -46,11 +46,14 @@ def command(ctx: click.Context, data_path: str, target: str | None, id_column: s
     data = read_table(data_path)
     if not cfg.model.features_configured:
         # No features configured: the rules of `driftloop init`, recorded with the model version.
-        from monitor.dataschema import infer_features, with_features
-        inferred = infer_features(data, cfg.model.target, id=cfg.model.id, ignore=cfg.model.ignore)
-        cfg = cfg.model_copy(update={"model": with_features(cfg.model, [f.spec() for f in inferred])})
+        from monitor.dataschema import infer_schema, with_features
+        schema = infer_schema(data, cfg.model.target, id=cfg.model.id, ignore=cfg.model.ignore)
+        inferred = schema.features
+        model = cfg.model.model_copy(update={"ignore": [*cfg.model.ignore, *(c.name for c in schema.left_out)]})
+        cfg = cfg.model_copy(update={"model": with_features(model, [f.spec() for f in inferred])})
         click.echo("Features inferred from the data (write them down with `driftloop init`): "
-                   + ", ".join(f"{f.name} ({f.type})" for f in inferred), err=True)
+                   + ", ".join(f"{f.name} ({f.type})" for f in inferred)
+                   + "".join(f"; left out {c.name}: {c.why}" for c in schema.left_out), err=True)
     outcome = run_training(ctx, lambda: train_baseline(cfg, data, resume=resume), as_json)
     if outcome is None:
         return

@@ -336,7 +336,10 @@ def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: i
             incidents = status.get("recent_incidents") or []
             if incidents and result.detection_rows is None and drifted:
                 result.detection_rows = labelled_after_onset
-            breaching = "drop" in (check.get("verdict") or "") and ">=" in (check.get("verdict") or "")
+            # A judged breach: with too few labels (performance not judged) a "drop ... >=" in the
+            # verdict is the label-free estimate's suspicion, which by design waits for labels.
+            verdict = check.get("verdict") or ""
+            breaching = "drop" in verdict and ">=" in verdict and "performance not judged" not in verdict
             open_inc = (status.get("open_incidents") or [None])[0]
             acting = open_inc is not None and (open_inc["state"] in ("retraining", "waiting")
                                                or open_inc.get("escalated"))

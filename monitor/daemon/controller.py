@@ -21,7 +21,7 @@ from monitor.config import DriftloopConfig
 from monitor.daemon.attempts import Attempt, AttemptStore, BusyError
 from monitor.daemon.checklog import CheckLog
 from monitor.daemon.checks import CheckJob, CheckOutcome, WindowSource
-from monitor.daemon.incidents import Incident, IncidentStore, TransitionError
+from monitor.daemon.incidents import OUTCOME_STATES, Incident, IncidentStore, TransitionError
 from monitor.daemon.launcher import ChildResult, Launcher, RetrainJob
 from monitor.daemon.levels import ReferenceLevels
 from monitor.daemon.policy import PERFORMANCE_REASONS, AlertPolicy, Observation, Verdict, cooldown_remaining
@@ -203,7 +203,23 @@ class Controller:
             # firing/waiting: the breach that opened it stands until a healthy check says otherwise.
             # promoted/rejected/failed: only a breach measured on the current champion moves it on.
             return f"incident {current.id} ({current.state}) still breaching; {self.maybe_retrain(current, 'alert')}"
+        if current.state == "promoted" and healthy is None and not verdict.performance_known:
+            return self._await_judgement(current, outcome, verdict)
         return f"incident {current.id} ({current.state}) open; {'unknown health' if healthy is None else 'unhealthy'}"
+
+    def _await_judgement(self, incident: Incident, outcome: CheckOutcome, verdict: Verdict) -> str:
+        """A promoted champion is judged once it has ``drift.min_labels`` labelled rows of its own;
+        with labels arriving late that takes several checks. Say what the incident waits for (its
+        detail and one coalesced event), with the label-free estimate when it suspects a drop."""
+        need = self.cfg.drift.min_labels
+        have = outcome.labelled_rows
+        wait = (f"waiting for {max(0, need - have)} more labelled rows of champion v{outcome.champion_version} "
+                f"to judge it ({have}/{need}; drift.min_labels)")
+        if verdict.suspected:
+            wait += "; estimated from its scores: " + "; ".join(b.describe() for b in verdict.suspected)
+        self.incidents.note(incident.id, "awaiting_judgement", wait, coalesce=True)
+        self.incidents.set_fields(incident.id, detail=wait)
+        return f"incident {incident.id} (promoted): {wait}"
 
     # -- the early warning: suspected incidents ---------------------------------------------
     def _open_suspected(self, outcome: CheckOutcome, verdict: Verdict) -> str:
@@ -338,6 +354,19 @@ class Controller:
         with self.lock:
             forced = not respect_cooldown
             why_not = self._blocked(incident, forced)
+            if why_not and not forced and incident.state in OUTCOME_STATES and not self._retrain_running(incident):
+                # A breach after a promotion, rejection or failure that must wait for new evidence
+                # (alerts.retry_rows, with labels arriving late that can take many checks) or the
+                # cooldown: the incident says it waits, and for what, instead of sitting in its outcome.
+                try:
+                    self.incidents.transition(incident.id, "waiting", why_not, detail=why_not)
+                except TransitionError as exc:
+                    log.info("%s", exc)
+                return Started(None, why_not)
+            if why_not and not forced and incident.state == "waiting":
+                self.incidents.note(incident.id, "waiting_progress", why_not, coalesce=True)
+                self.incidents.set_fields(incident.id, detail=why_not)
+                return Started(None, why_not)
             if why_not:
                 # One row per wait since the last state change, updated with the newest count.
                 self.incidents.note(incident.id, "retrain_deferred", why_not, coalesce=True)
@@ -374,6 +403,9 @@ class Controller:
             if attempt.status != "running":  # the child could not even start; already settled as failed
                 return Started(None, f"retrain {attempt.id} failed to start: {attempt.error}")
             return Started(attempt, f"retrain {attempt.id} started")
+
+    def _retrain_running(self, incident: Incident) -> bool:
+        return self.supervisor.busy or self.attempts.running() is not None or incident.state == "retraining"
 
     def _blocked(self, incident: Incident, forced: bool = False) -> str | None:
         if self.supervisor.busy or self.attempts.running() is not None:

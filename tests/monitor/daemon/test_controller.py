@@ -67,11 +67,16 @@ def test_retry_needs_new_evidence_then_single_flight(make_daemon, clock):
     report = daemon.run_check_now()
     assert "waiting for 300 more labelled rows after a rejected" not in report.action
     assert "waiting for 300 more labelled rows for the new champion" in report.action, report.action
+    inc = daemon.controller.incidents.get(incident.id)
+    assert inc.state == "waiting" and "for the new champion" in inc.detail  # says what it waits for
     clock.advance(3600)
-    assert daemon.run_check_now().action == report.action
+    for _ in range(2):
+        again = daemon.run_check_now().action
+        assert "(waiting) still breaching; waiting for 300 more labelled rows for the new champion" in again, again
     assert daemon.controller.incidents.get(incident.id).attempts == 1
-    waits = [e for e in daemon.controller.incidents.events(incident.id) if e["kind"] == "retrain_deferred"]
-    assert len(waits) == 1  # the same wait is recorded once, not at every check
+    waits = [e["kind"] for e in daemon.controller.incidents.events(incident.id)
+             if e["kind"] in ("waiting", "waiting_progress", "retrain_deferred")]
+    assert waits == ["waiting", "waiting_progress"]  # the same wait is recorded once, not at every check
     (daemon.cfg.home / "retrains" / "behaviour").write_text("hang")
     traffic.send(300, 41, concept=1.0)  # new evidence: alerts.retry_rows (default drift.min_labels = 300)
     report = daemon.run_check_now()

@@ -177,3 +177,37 @@ def test_a_drift_incident_becomes_a_performance_incident_when_labels_show_the_dr
     assert "retrain att-" in report.action
     kinds = [e["kind"] for e in daemon.controller.incidents.events(incident.id)]
     assert "reason_changed" in kinds
+
+
+def test_a_breach_waiting_on_late_labels_says_so_then_retrains_when_they_arrive(make_daemon):
+    """Labels arrive late: after a rejected retrain, breaching checks must wait for
+    ``alerts.retry_rows`` labelled rows newer than the try's data, which exist only once the labels
+    come. The incident is ``waiting``, with the reason (it used to sit in ``rejected``, counted as
+    idle breaching checks), across several checks; the late labels then start the retry."""
+    daemon, traffic = make_daemon({"alerts": {"retry_rows": 200}}, behaviour="reject")
+    daemon.start(scheduler=False)
+    traffic.send(1500, 80, concept=1.0)
+    incident = daemon.run_check_now().incident
+    assert daemon.wait_for_retrain(60)
+    ctl = daemon.controller
+    assert ctl.incidents.get(incident.id).state == "rejected"
+    late = [traffic.send(300, seed, concept=1.0, labelled=0.0) for seed in (81, 82, 83)]  # predictions only
+    for _ in late:
+        report = daemon.run_check_now()
+        assert report.verdict.fire, report.verdict.message  # still breaching on the labelled rows
+        inc = ctl.incidents.get(incident.id)
+        assert inc.state == "waiting", (inc.state, report.action)
+        assert "waiting for 200 more labelled rows after a rejected retrain" in inc.detail
+        assert "waiting for 200 more labelled rows" in report.action
+        assert daemon.status()["open_incidents"][0]["state"] == "waiting"
+    ctl.store.add_labels(late[0][["id", "label", "ts"]].head(120))  # some labels come: the count moves
+    daemon.run_check_now()
+    assert "waiting for 80 more labelled rows" in ctl.incidents.get(incident.id).detail
+    for frame in late:  # the rest arrive
+        ctl.store.add_labels(frame[["id", "label", "ts"]])
+    report = daemon.run_check_now()
+    assert "retrain att-" in report.action, report.action
+    assert ctl.incidents.get(incident.id).state == "retraining"
+    assert daemon.wait_for_retrain(60)
+    kinds = [e["kind"] for e in ctl.incidents.events(incident.id)]
+    assert kinds.count("waiting") == 1 and "waiting_progress" in kinds, kinds

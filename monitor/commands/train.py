@@ -49,8 +49,8 @@ def command(ctx: click.Context, data_path: str, target: str | None, id_column: s
         from monitor.dataschema import infer_schema, with_features
         schema = infer_schema(data, cfg.model.target, id=cfg.model.id, ignore=cfg.model.ignore)
         inferred = schema.features
-        model = cfg.model.model_copy(update={"ignore": [*cfg.model.ignore, *(c.name for c in schema.left_out)]})
-        cfg = cfg.model_copy(update={"model": with_features(model, [f.spec() for f in inferred])})
+        model_cfg = cfg.model.model_copy(update={"ignore": [*cfg.model.ignore, *(c.name for c in schema.left_out)]})
+        cfg = cfg.model_copy(update={"model": with_features(model_cfg, [f.spec() for f in inferred])})
         click.echo("Features inferred from the data (write them down with `driftloop init`): "
                    + ", ".join(f"{f.name} ({f.type})" for f in inferred)
                    + "".join(f"; left out {c.name}: {c.why}" for c in schema.left_out), err=True)

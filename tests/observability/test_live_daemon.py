@@ -55,6 +55,26 @@ traffic.insert(0, "id", [f"req-{i:05d}" for i in range(len(traffic))])
 traffic.to_parquet(out / "traffic.parquet")
 """
 
+# The model service after a promotion: it follows @champion and says which version scored each row
+# (rows sent without a version are stored as the champion of their arrival, so a new champion is
+# judged only on traffic it served).
+RESCORE = """
+import sys
+from pathlib import Path
+
+from monitor.config import load_config
+import trainer
+from trainer.synthetic import make_dataset
+
+out = Path(sys.argv[1])
+champion = trainer.load_champion(load_config())
+traffic = make_dataset(int(sys.argv[2]), seed=3, covariate_shift=1.0, concept_shift=1.0)
+traffic["score"] = champion.predict_proba(traffic)
+traffic["model_version"] = champion.version
+traffic.insert(0, "id", [f"req-after-{i:05d}" for i in range(len(traffic))])
+traffic.to_parquet(out / "traffic-after.parquet")
+"""
+
 
 def _env(home: Path, port: int, token_file: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DRIFTLOOP_")}
@@ -69,6 +89,8 @@ def _env(home: Path, port: int, token_file: Path) -> dict[str, str]:
         "DRIFTLOOP_EXPORTER__PCIE_INTERVAL_SECONDS": "0.5",
         "DRIFTLOOP_DRIFT__INTERVAL_SECONDS": "3",
         "DRIFTLOOP_MODEL__SEGMENTS": '["region", "hour_of_day"]',
+        # one alerts.rules entry, so the per-rule series (DriftloopModelMetricDrop) exist; a 0.5 drop never fires
+        "DRIFTLOOP_ALERTS__RULES": '[{metric: positive_rate, drop: 0.5}]',
         "DRIFTLOOP_TRAINING__EPOCHS": "3",
         "DRIFTLOOP_TRAINING__RETRAIN_EPOCHS": "2",
         "DRIFTLOOP_TRAINING__REFERENCE_SAMPLE": "1000",
@@ -114,7 +136,7 @@ def loop(tmp_path_factory):
                                alertmanager=am.url[len("http://"):])
         procs.append(prom)
         yield {"url": url, "target": target, "prom": prom, "am": am, "work": work, "log": log,
-               "started": time.time(), "traffic": pd.read_parquet(work / "traffic.parquet")}
+               "started": time.time(), "traffic": pd.read_parquet(work / "traffic.parquet"), "env": env}
     finally:
         for p in reversed(procs):
             p.stop()
@@ -170,6 +192,14 @@ def test_closed_loop_feeds_every_dashboard_and_rule(loop):
 
     # 3. The daemon's check sees the accuracy drop, opens an incident and retrains; a check after that.
     _wait("a finished retrain", lambda: (value("sum(driftloop_retrains_total)") or 0) >= 1, 240, 2, on_timeout=tail)
+    rescore = subprocess.run([sys.executable, "-c", RESCORE, str(loop["work"]), str(TRAFFIC_ROWS)],
+                             cwd=loop["work"], env=loop["env"], capture_output=True, text=True, timeout=300)
+    assert rescore.returncode == 0, rescore.stderr[-3000:]
+    after = pd.read_parquet(loop["work"] / "traffic-after.parquet")
+    with DriftloopClient(url, token=TOKEN) as client:
+        assert client.log_predictions(after.drop(columns=["label", "model_version"]),
+                                      model_version=str(after["model_version"].iloc[0])).stored == len(after)
+        assert client.log_labels(after[["id", "label"]]).stored == len(after)
     _wait("a check after the retrain", lambda: prom.query(
         "driftloop_model_last_check_timestamp_seconds - on (model) "
         "max by (model) (driftloop_retrain_last_outcome_timestamp_seconds) > 0"), 60, on_timeout=tail)

@@ -391,6 +391,10 @@ class TrainingConfig(_Section):
     min_post_change_rows: int | None = Field(None, ge=10, description="labelled rows after the detected change point "
                                              "before retraining starts (fewer means wait, not train on the old concept); "
                                              "default max(training.min_rows, 300 / training.holdout_fraction)")
+    try_previous_versions: int = Field(3, ge=0, description="before training, score this many earlier champions "
+                                       "(newest first) on the held-out recent rows and reinstate the first that "
+                                       "passes the same gate against the champion (a recurring concept: no "
+                                       "training, recorded as a promotion); 0 = off")
     gate_confidence: float = Field(0.95, gt=0.5, lt=1, description="confidence of the gate's absolute floors: the "
                                    "challenger's ROC AUC and accuracy lower bounds must clear 0.5 and the "
                                    "majority-class rate")

@@ -26,6 +26,7 @@ from trainer.live import compare_and_log
 from trainer.loop import LoopConfig, LoopState, copy_model, peek_checkpoint
 from monitor.stats import accuracy, binary_metrics
 from trainer.outcomes import Baseline, Champion, RetrainOutcome
+from trainer.previous import best_previous, recall_allowed, reinstate
 from trainer.rule_gate import rule_metrics, rule_regressions
 from trainer.runs import (check_reports, check_trigger, epoch_logger, fit_frames, lineage_tags, log_reports,
                           loop_params, mlflow_run, run_name)
@@ -124,6 +125,14 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
     saved = peek_checkpoint(checkpoint) if resume else None
     with reg.session(cfg), reg.translating(cfg, "logging the retraining run"):
         registry = reg.Registry(cfg)
+        recalled = None
+        if saved is None and recall_allowed(cfg):  # an earlier champion fit for this concept: no training
+            recalled = best_previous(cfg, champion, holdout, reference, concept["holds"], registry.history(),
+                                     lambda v: reg.load_version(cfg, registry, v))
+        if recalled is not None:
+            return reinstate(cfg, registry, recalled, champion, trigger, incident_id,
+                             data_window if data_window is not None else {"rows": len(recent)},
+                             len(holdout), started)
         tags = lineage_tags(cfg, "retrain", trigger, incident_id, champion.version,
                             data_window if data_window is not None else {"rows": len(recent)})
         name = run_name("retrain", trigger, champion.version, incident_id)

@@ -1,0 +1,144 @@
+"""Earlier champions first: a recurring concept (A -> B -> A) is served best by the model that was
+fit for A, and that model is already registered.
+
+Before a retrain trains anything, :func:`best_previous` scores up to ``training.try_previous_versions``
+earlier champions (newest first, from the registry's champion history) on the held-out recent rows,
+the rows the gate judges a challenger on, and puts each through the same gate against the current
+champion (better, and good: the same floors; the forgetting rule as for a challenger). The first
+that passes is returned; the retrain then reinstates it (moves ``champion`` to it) instead of
+training: no training time, and a model already proven on that concept. It is recorded like a
+promotion: outcome ``promoted`` on the run, the attempt and the incident, with the reason
+``earlier version N fits the current concept``; being a promotion by the loop, the reference level
+is kept (``monitor.daemon.levels``).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
+
+import pandas as pd
+
+from monitor.stats import accuracy
+from trainer.gate import Decision, decide, floors_of
+from trainer.outcomes import Champion
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Recalled:
+    version: str
+    metrics: dict[str, float]           # the earlier version's accuracy / roc_auc on the held-out rows
+    champion_metrics: dict[str, float]  # the current champion's on the same rows
+    decision: Decision
+    tried: list[str]                    # versions scored, newest first, with why each was not taken
+
+
+def candidates(history: list[str], current: str, limit: int) -> list[str]:
+    """Up to ``limit`` earlier champions, newest first, without the current one and repeats."""
+    out: list[str] = []
+    for v in reversed(history):
+        if v != current and v not in out:
+            out.append(v)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def best_previous(cfg: Any, champion: Champion, holdout: pd.DataFrame, reference: pd.DataFrame,
+                  concept_holds: bool, history: list[str],
+                  load: Callable[[str], Champion]) -> Recalled | None:
+    """The newest earlier champion that passes the gate against ``champion`` on ``holdout``, or None.
+    ``load(version)`` gives a registered version (``trainer.registry.load_version``); a version
+    that cannot be loaded is skipped."""
+    t, target, threshold = cfg.training, cfg.model.target, cfg.model.threshold
+    limit = t.try_previous_versions
+    if limit <= 0:
+        return None
+    from monitor.stats import binary_metrics
+    y = holdout[target].to_numpy()
+    champ = binary_metrics(y, champion.model.predict_proba(holdout), threshold)
+    champion_m = {"accuracy": champ["accuracy"], "roc_auc": champ["roc_auc"]}
+    ref_y = reference[target].to_numpy()
+    ref_cp = accuracy(ref_y, champion.model.predict_proba(reference), threshold)
+    tried: list[str] = []
+    for version in candidates(history, str(champion.version), limit):
+        try:
+            earlier = load(version)
+        except Exception as exc:  # removed artifacts, an old format: not a reason to fail the retrain
+            tried.append(f"v{version}: not loadable ({type(exc).__name__}: {exc})")
+            continue
+        scores = earlier.model.predict_proba(holdout)
+        m = binary_metrics(y, scores, threshold)
+        metrics = {"accuracy": m["accuracy"], "roc_auc": m["roc_auc"]}
+        ref_ch = accuracy(ref_y, earlier.model.predict_proba(reference), threshold)
+        floors = floors_of(y, scores, threshold, t.gate_confidence)
+        decision = decide(metrics, champion_m, ref_ch, ref_cp, min_accuracy_gain=t.promote_min_accuracy_gain,
+                          min_auc_gain=t.promote_min_auc_gain, reference_floor=t.reference_floor,
+                          floors=floors, concept_holds=concept_holds)
+        if decision.promote:
+            log.info("earlier version v%s fits the current concept (accuracy %.4f vs champion v%s %.4f)",
+                     version, metrics["accuracy"], champion.version, champion_m["accuracy"])
+            return Recalled(version, metrics, champion_m, decision, tried)
+        tried.append(f"v{version}: {decision.reasons[0]}")
+    if tried:
+        log.info("no earlier version fits the current concept: %s", "; ".join(tried))
+    return None
+
+
+def recall_allowed(cfg: Any) -> bool:
+    """Earlier versions are tried unless off, or unless promotion needs live evidence that a
+    reinstated version has not gathered (``promote_requires_live_win``, ``shadow_windows``), or
+    under torchrun (the other ranks train; rank 0 must too)."""
+    from trainer import distributed
+    t = cfg.training
+    return (t.try_previous_versions > 0 and not t.promote_requires_live_win and t.shadow_windows == 0
+            and not distributed.from_env().enabled)
+
+
+def reinstate(cfg: Any, registry: Any, recalled: Recalled, champion: Champion, trigger: str, incident_id: Any,
+              data_window: Any, holdout_rows: int, started: float) -> Any:
+    """Move ``champion`` back to the recalled version, recorded like a promotion: a retrain run
+    (tag ``driftloop.start = previous``, metrics as a challenger's) and version tags. Returns the
+    :class:`~trainer.outcomes.RetrainOutcome`; when the alias moved under us, ``rejected``."""
+    import time
+
+    import mlflow
+
+    from trainer import registry as reg
+    from trainer.outcomes import RetrainOutcome
+    from trainer.runs import lineage_tags, mlflow_run, run_name
+
+    version = recalled.version
+    reasons = [f"earlier version {version} fits the current concept: {recalled.decision.reasons[0]}"]
+    tags = lineage_tags(cfg, "retrain", trigger, incident_id, champion.version, data_window)
+    with mlflow_run(registry.experiment_id(), run_name("retrain", trigger, champion.version, incident_id), tags) as run:
+        current = registry.alias_version(reg.CHAMPION)
+        promote = current == champion.version
+        if not promote:
+            reasons = [f"champion changed during retraining (v{champion.version} -> v{current}); "
+                       f"earlier version {version} not reinstated"]
+        previous = registry.make_champion(version) if promote else None
+        outcome: Literal["promoted", "rejected"] = "promoted" if promote else "rejected"
+        m, c = recalled.metrics, recalled.champion_metrics
+        metrics = {"challenger_accuracy": m["accuracy"], "challenger_roc_auc": m["roc_auc"],
+                   "champion_accuracy": c["accuracy"], "champion_roc_auc": c["roc_auc"],
+                   "accuracy_gain": m["accuracy"] - c["accuracy"], "roc_auc_gain": m["roc_auc"] - c["roc_auc"],
+                   "holdout_rows": float(holdout_rows), "previous_versions_tried": float(len(recalled.tried) + 1),
+                   "promoted": 1.0 if promote else 0.0}
+        mlflow.log_metrics(metrics)
+        mlflow.set_tags({"driftloop.start": "previous", "driftloop.outcome": outcome,
+                         "driftloop.reasons": "\n".join(reasons + recalled.tried)[:4900],
+                         "driftloop.version": version, "driftloop.champion_before": champion.version,
+                         "driftloop.champion_after": version if promote else (current or "")})
+        if promote:
+            registry.client.set_model_version_tag(registry.name, version, "driftloop.reinstated_from", champion.version)
+            registry.client.set_model_version_tag(registry.name, version, "driftloop.reinstated_by_run", run.info.run_id)
+    log.info("retrain v%s: %s earlier version v%s (%s)", champion.version,
+             "reinstated" if promote else "did not reinstate", version, "; ".join(reasons))
+    return RetrainOutcome(outcome=outcome, challenger_version=version,
+                          champion_version=version if promote else (current or champion.version),
+                          run_id=run.info.run_id, metrics=metrics, reasons=reasons,
+                          duration_seconds=time.perf_counter() - started, samples_per_second=0.0,
+                          previous_champion_version=previous)

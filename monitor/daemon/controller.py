@@ -18,6 +18,7 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from monitor.config import DriftloopConfig
+from monitor.daemon import rescan
 from monitor.daemon.attempts import Attempt, AttemptStore, BusyError
 from monitor.daemon.checklog import CheckLog
 from monitor.daemon.checks import CheckJob, CheckOutcome, WindowSource
@@ -91,6 +92,8 @@ class Invalidatable(Protocol):
     """The champion cache (:class:`monitor.daemon.champion.ChampionCache`): dropped after a promotion."""
 
     def invalidate(self, version: str | None = None) -> None: ...
+
+    def get(self) -> Any: ...  # the champion (trainer Champion), to re-score rows (monitor.daemon.rescan)
 
 
 class Controller:
@@ -371,6 +374,8 @@ class Controller:
                 # One row per wait since the last state change, updated with the newest count.
                 self.incidents.note(incident.id, "retrain_deferred", why_not, coalesce=True)
                 return Started(None, why_not)
+            if not forced:  # the concept may have changed again since the incident's change point
+                incident = rescan.follow(self.cfg, self.store, self.champion, self.incidents, self.attempts, incident)
             window, data_window, wait = self.training_window(incident, forced=forced)
             if wait and forced:  # a person or the schedule asked: say why not, do not park the incident
                 self.incidents.note(incident.id, "retrain_deferred", wait, coalesce=True)

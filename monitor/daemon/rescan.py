@@ -1,0 +1,88 @@
+"""A later change point for an open incident, found by re-scoring: the concept can change again
+while an incident is open (A -> B, a model for B promoted, then A returns), and the retrain after
+that must train on rows of the concept that holds now, not on everything since the first change.
+
+The check's own change point (``monitor.daemon.checks.locate_change``) sees only the rows the
+current champion *served* inside the check window; after promotions in quick succession each
+champion has served few rows, and a step that straddles a promotion is seen by no one. So before
+a retrain the controller asks :func:`later_change`: the current champion scores the labelled rows
+since the incident's change point (only those after the end of the champion's own training data,
+so its in-sample accuracy cannot pass for a step), and the same z-scan
+(``monitor.drift.changepoint.find_change``) looks for a step down of at least
+``alerts.accuracy_drop``. A step after the incident's ``change_ts`` moves it there; rows before it
+are a concept the champion fits and the world no longer follows.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Protocol
+
+import pandas as pd
+
+from monitor.config import DriftloopConfig
+from monitor.errors import DriftloopError
+
+log = logging.getLogger(__name__)
+
+
+class Scorer(Protocol):
+    def get(self) -> Any: ...  # a trainer Champion: version, predict_proba
+
+
+def later_change(cfg: DriftloopConfig, store: Any, champion: Scorer, change_ts: float | None,
+                 trained_until: Callable[[str], float | None]) -> tuple[Any, float, str] | None:
+    """``(change, ts, version)`` of a step down in the current champion's accuracy after
+    ``change_ts`` on re-scored labelled rows newer than ``trained_until(version)`` (the end of
+    the champion's training data, when the loop trained it), or None."""
+    from monitor.drift.changepoint import find_change
+    if change_ts is None:
+        return None
+    try:
+        model = champion.get()
+        start = max(change_ts, trained_until(str(model.version)) or change_ts)
+        rows = store.window(last_n=2 * cfg.drift.window_size, since=pd.Timestamp(start, unit="s", tz="UTC"),
+                            labelled_only=True)
+    except DriftloopError as exc:  # the registry or the store is down: the check's own change point stands
+        log.info("no re-scored change point: %s", exc)
+        return None
+    target = cfg.model.target
+    rows = rows[rows[target].notna()].sort_values("ts", kind="stable")
+    if len(rows) < 100:
+        return None
+    scores = model.predict_proba(rows)
+    correct = ((scores > cfg.model.threshold).astype("int64") == rows[target].astype("int64").to_numpy())
+    change = find_change(correct)
+    if change is None or change.accuracy_before - change.accuracy_after < cfg.alerts.accuracy_drop:
+        return None
+    ts = pd.Timestamp(rows["ts"].iloc[change.index]).timestamp()
+    return (change, ts, str(model.version)) if ts > change_ts else None
+
+
+def trained_until(tries: list[Any], version: str | None) -> float | None:
+    """The end of the training data of ``version`` when one of ``tries`` (an incident's attempts)
+    promoted it, else None."""
+    for a in reversed(tries):
+        if a.status == "promoted" and version is not None and str(a.challenger_version) == str(version):
+            end = (a.data_window or {}).get("end")
+            return pd.Timestamp(end).timestamp() if end else None
+    return None
+
+
+def follow(cfg: DriftloopConfig, store: Any, champion: Scorer, incidents: Any, attempts: Any, incident: Any) -> Any:
+    """``incident`` with its ``change_ts`` moved to a later change found by re-scoring (an event
+    ``change_point`` says so), or unchanged."""
+    from monitor.daemon.policy import PERFORMANCE_REASONS
+    if incident.change_ts is None or incident.reason not in PERFORMANCE_REASONS:
+        return incident
+    tries = attempts.for_incident(incident.id)
+    found = later_change(cfg, store, champion, incident.change_ts, lambda v: trained_until(tries, v))
+    if found is None:
+        return incident
+    change, ts, version = found
+    from monitor.daemon.status import iso
+    log.info("incident %s: later change point at %s on champion v%s's re-scored rows", incident.id, iso(ts), version)
+    return incidents.update(
+        incident.id, "change_point",
+        f"performance changed again at {iso(ts)} (accuracy {change.accuracy_before:.4f} -> "
+        f"{change.accuracy_after:.4f} on the labelled rows since {iso(incident.change_ts)}, re-scored by "
+        f"champion v{version}); retraining data starts there", change_ts=ts)

@@ -4,8 +4,8 @@ fit for A, and that model is already registered.
 Before a retrain trains anything, :func:`best_previous` scores up to ``training.try_previous_versions``
 earlier champions (newest first, from the registry's champion history) on the held-out recent rows,
 the rows the gate judges a challenger on, and puts each through the same gate against the current
-champion (better, and good: the same floors; the forgetting rule as for a challenger). The first
-that passes is returned; the retrain then reinstates it (moves ``champion`` to it) instead of
+champion (better, and good: the same floors; the forgetting rule as for a challenger). Of those
+that pass, the best on the held-out rows (accuracy, then ROC AUC) is returned; the retrain then reinstates it (moves ``champion`` to it) instead of
 training: no training time, and a model already proven on that concept. It is recorded like a
 promotion: outcome ``promoted`` on the run, the attempt and the incident, with the reason
 ``earlier version N fits the current concept``; being a promotion by the loop, the reference level
@@ -49,7 +49,8 @@ def candidates(history: list[str], current: str, limit: int) -> list[str]:
 def best_previous(cfg: Any, champion: Champion, holdout: pd.DataFrame, reference: pd.DataFrame,
                   concept_holds: bool, history: list[str],
                   load: Callable[[str], Champion]) -> Recalled | None:
-    """The newest earlier champion that passes the gate against ``champion`` on ``holdout``, or None.
+    """The earlier champion that passes the gate against ``champion`` on ``holdout`` with the best
+    held-out accuracy (then ROC AUC), or None.
     ``load(version)`` gives a registered version (``trainer.registry.load_version``); a version
     that cannot be loaded is skipped."""
     t, target, threshold = cfg.training, cfg.model.target, cfg.model.threshold
@@ -63,6 +64,7 @@ def best_previous(cfg: Any, champion: Champion, holdout: pd.DataFrame, reference
     ref_y = reference[target].to_numpy()
     ref_cp = accuracy(ref_y, champion.model.predict_proba(reference), threshold)
     tried: list[str] = []
+    passed: list[Recalled] = []
     for version in candidates(history, str(champion.version), limit):
         try:
             earlier = load(version)
@@ -78,13 +80,21 @@ def best_previous(cfg: Any, champion: Champion, holdout: pd.DataFrame, reference
                           min_auc_gain=t.promote_min_auc_gain, reference_floor=t.reference_floor,
                           floors=floors, concept_holds=concept_holds)
         if decision.promote:
-            log.info("earlier version v%s fits the current concept (accuracy %.4f vs champion v%s %.4f)",
-                     version, metrics["accuracy"], champion.version, champion_m["accuracy"])
-            return Recalled(version, metrics, champion_m, decision, tried)
-        tried.append(f"v{version}: {decision.reasons[0]}")
-    if tried:
-        log.info("no earlier version fits the current concept: %s", "; ".join(tried))
-    return None
+            passed.append(Recalled(version, metrics, champion_m, decision, tried))
+            tried.append(f"v{version}: passes ({metrics['accuracy']:.4f} / {metrics['roc_auc']:.4f})")
+        else:
+            tried.append(f"v{version}: {decision.reasons[0]}")
+    if not passed:
+        if tried:
+            log.info("no earlier version fits the current concept: %s", "; ".join(tried))
+        return None
+    # The best of those that pass, not merely the newest: after A -> B -> A a model for B passes
+    # against a worse model for B, and the model for A is older.
+    best = max(passed, key=lambda r: (r.metrics["accuracy"], r.metrics["roc_auc"]))
+    best.tried = [t for t in tried if not t.startswith(f"v{best.version}:")]
+    log.info("earlier version v%s fits the current concept (accuracy %.4f vs champion v%s %.4f)",
+             best.version, best.metrics["accuracy"], champion.version, champion_m["accuracy"])
+    return best
 
 
 def recall_allowed(cfg: Any) -> bool:

@@ -5,41 +5,20 @@ reinstated (``training.try_previous_versions``), or, with that off, a retrain on
 return only."""
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import pytest
 
-from monitor.daemon.daemon import Daemon
 from tests.monitor.daemon.conftest import Traffic
+from tests.monitor.daemon.test_loop import champion_history, daemon_for  # noqa: F401  (a fixture)
 
 FAST = {"training": {"epochs": 30, "retrain_epochs": 30, "patience": 5, "min_post_change_rows": 600},
         "drift": {"window_size": 3000}}
-
-
-def _history(cfg) -> list[str]:
-    from mlflow import MlflowClient
-    tags = MlflowClient(tracking_uri=cfg.tracking_uri).get_registered_model(cfg.registered_model_name).tags
-    return json.loads(tags.get("driftloop.champion_history", "[]"))
 
 
 def _accuracy(cfg, rows: pd.DataFrame) -> float:
     import trainer
     champion = trainer.load_champion(cfg)
     return float(((champion.predict_proba(rows) > cfg.model.threshold).astype(int) == rows["label"]).mean())
-
-
-@pytest.fixture
-def daemon_for(make_config):
-    made = []
-
-    def make(cfg):
-        daemon = Daemon(cfg)
-        made.append(daemon)
-        return daemon
-    yield make
-    for d in made:
-        d.stop(grace=5)
 
 
 def _a_to_b(daemon, traffic):
@@ -93,7 +72,7 @@ def test_a_recurring_concept_ends_on_a_model_fit_for_it(make_config, daemon_for,
     if try_previous:
         assert last.challenger_version == "1"   # the champion fit for A, reinstated without training
         assert any("earlier version 1 fits the current concept" in r for r in last.reasons), last.reasons
-        assert daemon.champion.get().version == "1" and _history(cfg)[-1] == "1"
+        assert daemon.champion.get().version == "1" and champion_history(cfg)[-1] == "1"
     else:
         assert last.challenger_version == "3"
     from trainer.synthetic import make_dataset

@@ -392,9 +392,21 @@ def report(results: list[Result]) -> None:
           "baseline on the same rows; idle: longest run of checks that breached with no action.")
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("names", nargs="*", help=f"scenarios: {', '.join(SCENARIOS)} [all]")
+def figures(r: "Result") -> dict:
+    """One scenario's figures as written by ``--json``."""
+    return {"scenario": r.name, "detection_rows": r.detection_rows, "incidents": len(r.incidents),
+            "attempts": len(r.attempts), "promotions": sum(1 for a in r.attempts if a["status"] == "promoted"),
+            "pre": r.accuracy("pre"), "last20": r.accuracy("last"), "never": r.accuracy("last", "baseline"),
+            "idle_breach_streak": r.idle_breach_streak, "auc_pre": r.auc("pre"), "auc_last20": r.auc("last"),
+            "auc_never": r.auc("last", "baseline"), "errors": r.errors}
+
+
+def cli(doc: str | None, scenarios: dict, prefix: str, onset=None) -> int:
+    """The command line shared by the loop benches: run the named scenarios (all by default) through
+    ``run_scenario`` and print ``report``. ``onset(scenario, args)`` gives a scenario's own onset batch
+    (default ``--before``)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="*", help=f"scenarios: {', '.join(scenarios)} [all]")
     ap.add_argument("--batches", type=int, default=44, help="batches per stream")
     ap.add_argument("--before", type=int, default=8, help="stationary batches before the onset")
     ap.add_argument("--batch-rows", type=int, default=500)
@@ -408,28 +420,30 @@ def main() -> int:
     args = ap.parse_args()
     if args.quick:
         args.batches, args.before = 24, 6
-    unknown = [n for n in args.names if n not in SCENARIOS]
+    unknown = [n for n in args.names if n not in scenarios]
     if unknown:
         ap.error(f"unknown scenario(s): {', '.join(unknown)}")
     results = []
-    with tempfile.TemporaryDirectory(prefix="bench-loop-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         workdir = Path(tmp) if args.keep is None else args.keep
         workdir.mkdir(parents=True, exist_ok=True)
-        for name in args.names or SCENARIOS:
-            r = run_scenario(SCENARIOS[name], batches=args.batches, before=args.before, batch_rows=args.batch_rows,
+        for name in args.names or scenarios:
+            scenario = scenarios[name]
+            before = args.before if onset is None else onset(scenario, args)
+            r = run_scenario(scenario, batches=args.batches, before=before, batch_rows=args.batch_rows,
                              baseline_rows=args.baseline_rows, interval=args.interval, seed=args.seed,
                              workdir=workdir, verbose=args.verbose)
-            print(f"{name}: {r.seconds:.0f} s, {len(r.incidents)} incident(s), {len(r.attempts)} attempt(s)", flush=True)
+            print(f"{name}: {r.seconds:.0f} s, {len(r.incidents)} incident(s), {len(r.attempts)} attempt(s)"
+                  f"{', ERRORS' if r.errors else ''}", flush=True)
             results.append(r)
     report(results)
     if args.json:
-        args.json.write_text(json.dumps([{
-            "scenario": r.name, "detection_rows": r.detection_rows, "incidents": len(r.incidents),
-            "attempts": len(r.attempts), "promotions": sum(1 for a in r.attempts if a["status"] == "promoted"),
-            "pre": r.accuracy("pre"), "last20": r.accuracy("last"), "never": r.accuracy("last", "baseline"),
-            "idle_breach_streak": r.idle_breach_streak, "auc_pre": r.auc("pre"), "auc_last20": r.auc("last"),
-            "auc_never": r.auc("last", "baseline"), "errors": r.errors} for r in results], indent=2))
+        args.json.write_text(json.dumps([figures(r) for r in results], indent=2))
     return 0
+
+
+def main() -> int:
+    return cli(__doc__, SCENARIOS, "bench-loop-")
 
 
 if __name__ == "__main__":

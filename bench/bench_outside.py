@@ -26,10 +26,7 @@ Figures are printed by ``bench_loop.report`` (plus ROC AUC and any 5xx / traceba
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -171,48 +168,15 @@ STREAMS = {s.name: s for s in [
 ]}
 
 
+def _onset(stream: Stream, args) -> int:
+    """A stream's own onset batch: ``--before`` unless it sets one (negative counts from the end)."""
+    if stream.before is None:
+        return args.before
+    return stream.before if stream.before >= 0 else args.batches + stream.before
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("names", nargs="*", help=f"scenarios: {', '.join(STREAMS)} [all]")
-    ap.add_argument("--batches", type=int, default=44)
-    ap.add_argument("--before", type=int, default=8)
-    ap.add_argument("--batch-rows", type=int, default=500)
-    ap.add_argument("--baseline-rows", type=int, default=6000)
-    ap.add_argument("--interval", type=float, default=0.5)
-    ap.add_argument("--seed", type=int, default=11)
-    ap.add_argument("--quick", action="store_true", help="24 batches, 6 before the onset")
-    ap.add_argument("--json", type=Path)
-    ap.add_argument("--keep", type=Path)
-    ap.add_argument("--verbose", "-v", action="store_true")
-    args = ap.parse_args()
-    if args.quick:
-        args.batches, args.before = 24, 6
-    unknown = [n for n in args.names if n not in STREAMS]
-    if unknown:
-        ap.error(f"unknown scenario(s): {', '.join(unknown)}")
-    results = []
-    with tempfile.TemporaryDirectory(prefix="bench-outside-") as tmp:
-        workdir = Path(tmp) if args.keep is None else args.keep
-        workdir.mkdir(parents=True, exist_ok=True)
-        for name in args.names or STREAMS:
-            stream = STREAMS[name]
-            before = args.before if stream.before is None else (
-                stream.before if stream.before >= 0 else args.batches + stream.before)
-            r = bench_loop.run_scenario(stream, batches=args.batches, before=before, batch_rows=args.batch_rows,
-                                        baseline_rows=args.baseline_rows, interval=args.interval, seed=args.seed,
-                                        workdir=workdir, verbose=args.verbose)
-            print(f"{name}: {r.seconds:.0f} s, {len(r.incidents)} incident(s), {len(r.attempts)} attempt(s)"
-                  f"{', ERRORS' if r.errors else ''}", flush=True)
-            results.append(r)
-    bench_loop.report(results)
-    if args.json:
-        args.json.write_text(json.dumps([{
-            "scenario": r.name, "detection_rows": r.detection_rows, "incidents": len(r.incidents),
-            "attempts": len(r.attempts), "promotions": sum(1 for a in r.attempts if a["status"] == "promoted"),
-            "pre": r.accuracy("pre"), "last20": r.accuracy("last"), "never": r.accuracy("last", "baseline"),
-            "auc_pre": r.auc("pre"), "auc_last20": r.auc("last"), "auc_never": r.auc("last", "baseline"),
-            "idle_breach_streak": r.idle_breach_streak, "errors": r.errors} for r in results], indent=2))
-    return 0
+    return bench_loop.cli(__doc__, STREAMS, "bench-outside-", onset=_onset)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from monitor.errors import ConfigError
+from monitor.tasks import TASKS
 
 ENV_PREFIX = "DRIFTLOOP_"
 DEFAULT_CONFIG_FILE = "driftloop.yaml"
@@ -161,6 +162,15 @@ TIME_SEGMENTS = ("hour_of_day", "day_of_week")  # segments derived from a predic
 
 
 class ModelConfig(_Section):
+    task: Literal["binary", "multiclass", "regression"] = Field(
+        "binary", description="binary (one score, P(target = 1)), multiclass (a class and one probability per "
+        "class) or regression (a predicted number). When left out, `driftloop train` infers it from the target "
+        "(two values: binary; 3-100 classes: multiclass; a continuous number: regression) and serve, check "
+        "and retrain read it from the champion (docs: Tasks)")
+    classes: list[str] | None = Field(
+        None, description="the class names in order (multiclass: 2-100 classes; binary: optional [negative, "
+        "positive] when the target is not 0/1). Inferred by `driftloop train` and recorded on the model version; "
+        "labels and predictions name a class by its name (or a number equal to it)")
     name: str = Field("demo", description="the model's name: the model label, table and MLflow names (driftloop-<name>); 1-48 letters, digits, _, . or -")
     features: list[FeatureSpec] = Field(
         default_factory=_default_features,
@@ -177,7 +187,7 @@ class ModelConfig(_Section):
     ignore: list[str] = Field(default_factory=list,
                               description="columns of data files that are neither features, id nor target; "
                                           "dropped when training")
-    threshold: float = Field(0.5, gt=0, lt=1, description="score above which the predicted label is 1 (score > threshold), as in ingestion and training")
+    threshold: float = Field(0.5, gt=0, lt=1, description="binary: score above which the predicted label is 1 (score > threshold), as in ingestion and training")
     factory: str | None = Field(None, description="module:function building your own PyTorch model; default: the MLP")
     segments: list[str] = Field(default_factory=list, description="monitored separately: categorical feature names "
                                 "and the time buckets hour_of_day (0-23, UTC) and day_of_week (mon-sun) of the "
@@ -217,11 +227,39 @@ class ModelConfig(_Section):
                              f"{', '.join(TIME_SEGMENTS)}")
         if len(set(self.segments)) < len(self.segments):
             raise ValueError("segments must not repeat")
+        self._check_classes()
         reserved = {self.score, self.prediction, self.target, self.id, "id", "ts", "label_ts", *self.ignore}
         clash = sorted(reserved & set(names))
         if clash:
             raise ValueError(f"feature names clash with reserved columns: {', '.join(clash)}")
         return self
+
+    def _check_classes(self) -> None:
+        classes = self.classes
+        if classes is None:
+            return
+        if self.task == "regression":
+            raise ValueError("classes are for classification; a regression model has none (unset model.classes)")
+        if len(set(classes)) < len(classes):
+            raise ValueError("classes must not repeat")
+        if any(not c or c != c.strip() for c in classes):
+            raise ValueError("class names must be non-empty and without surrounding whitespace")
+        if self.task == "binary" and len(classes) != 2:
+            raise ValueError(f"a binary model has two classes [negative, positive], got {len(classes)}")
+        if not 2 <= len(classes) <= 100:
+            raise ValueError(f"a multiclass model has 2 to 100 classes, got {len(classes)}")
+
+    @property
+    def task_configured(self) -> bool:
+        """Whether ``task`` was given rather than left at the default (then the data or the champion says)."""
+        return "task" in self.model_fields_set
+
+    @property
+    def n_classes(self) -> int:
+        """Classes of a classifier (2 for binary); 0 for regression."""
+        if self.task == "regression":
+            return 0
+        return len(self.classes) if self.classes else 2
 
     @property
     def features_configured(self) -> bool:
@@ -279,24 +317,46 @@ class DriftConfig(_Section):
                                    "change point is at least alerts.accuracy_drop, for the fast lane to fire")
 
 
-RULE_METRICS = ("accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate")
+RULE_METRICS = ("accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate",
+                "macro_f1", "weighted_f1", "mae", "rmse", "mape", "r2")
+# Which task each rule metric needs (absent: every classifier); mae, rmse and mape worsen by rising.
+RULE_METRIC_TASKS = {"precision": ("binary", "multiclass"), "recall": ("binary", "multiclass"),
+                     "f1": ("binary",), "positive_rate": ("binary",), "macro_f1": ("multiclass",),
+                     "weighted_f1": ("multiclass",), "mae": ("regression",), "rmse": ("regression",),
+                     "mape": ("regression",), "r2": ("regression",), "accuracy": ("binary", "multiclass"),
+                     "roc_auc": ("binary", "multiclass")}
 SEGMENT_RULE_METRICS = ("accuracy", "recall")  # those a segment value has with an interval
 
 
 class MetricRule(_Section):
     """One entry of ``alerts.rules``: a drop of ``metric`` against the champion's bar that breaches."""
 
-    metric: Literal["accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate"] = Field(
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+
+    metric: Literal["accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate", "macro_f1", "weighted_f1",
+                    "mae", "rmse", "mape", "r2"] = Field(
         description="the realised metric on the window's labelled rows: accuracy, roc_auc, precision, recall, f1, "
-                    "or positive_rate (share of the window's rows served label 1); judged, like the default pair, "
+                    "or positive_rate (share of the window's rows served label 1) for binary; accuracy, roc_auc "
+                    "(one-vs-rest macro), macro_f1, weighted_f1, and precision / recall of one class (with "
+                    "class) for multiclass; mae, rmse, mape, r2 for regression. Judged, like the default pair, "
                     "once the window has drift.min_labels labels")
-    drop: float = Field(gt=0, description="drop vs the bar (alerts.mode: absolute or relative) that breaches")
+    drop: float = Field(gt=0, description="worsening vs the bar (alerts.mode: absolute or relative) that breaches: "
+                        "a drop, or for mae, rmse and mape a rise")
+    class_name: str | None = Field(None, alias="class", description="multiclass: the class whose precision or "
+                                   "recall the rule judges (e.g. {metric: recall, class: night, drop: 0.05})")
     segment: bool = Field(False, description="also judge each segment value (model.segments) on this metric: "
                           "accuracy or recall, whose interval must lie wholly past the drop (a segment alert, no "
                           "incident)")
 
+    @property
+    def key(self) -> str:
+        """The rule's name in readings and breaches: the metric, or ``recall[<class>]`` for a class."""
+        return self.metric if self.class_name is None else f"{self.metric}[{self.class_name}]"
+
     @model_validator(mode="after")
     def _segment_metric(self) -> "MetricRule":
+        if self.class_name is not None and self.metric not in ("precision", "recall"):
+            raise ValueError(f"class is for precision and recall of one class, not {self.metric}")
         if self.segment and self.metric not in SEGMENT_RULE_METRICS:
             raise ValueError(f"segment: true needs a metric a segment value has with an interval "
                              f"({', '.join(SEGMENT_RULE_METRICS)}), not {self.metric}")
@@ -305,7 +365,9 @@ class MetricRule(_Section):
 
 class AlertsConfig(_Section):
     accuracy_drop: float = Field(0.03, gt=0, description="accuracy drop (vs the champion's baseline) that breaches")
-    auc_drop: float = Field(0.05, gt=0, description="ROC AUC drop that breaches")
+    auc_drop: float = Field(0.05, gt=0, description="ROC AUC drop that breaches (multiclass: one-vs-rest macro ROC AUC)")
+    mae_rise: float = Field(0.10, gt=0, description="regression: relative rise of the MAE against the champion's "
+                            "baseline that breaches ((live - baseline) / baseline; 0.10 = 10 % worse)")
     mode: Literal["absolute", "relative"] = Field("absolute", description="absolute (baseline - live) or relative ((baseline - live) / baseline)")
     sustained_windows: int = Field(1, ge=1, description="breaching checks in a row before an alert fires")
     cooldown_seconds: float = Field(300.0, ge=0, description="seconds before retrying after a retrain that *failed* "
@@ -334,7 +396,7 @@ class AlertsConfig(_Section):
     @field_validator("rules")
     @classmethod
     def _one_rule_per_metric(cls, v: list[MetricRule]) -> list[MetricRule]:
-        seen = [r.metric for r in v]
+        seen = [r.key for r in v]
         twice = sorted({m for m in seen if seen.count(m) > 1})
         if twice:
             raise ValueError(f"more than one rule for {', '.join(twice)}; give each metric one rule "
@@ -456,6 +518,16 @@ class DriftloopConfig(_Section):
     drift: DriftConfig = Field(default_factory=DriftConfig)
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)
     training: TrainingConfig = Field(default_factory=TrainingConfig)
+
+    @model_validator(mode="after")
+    def _rules_fit_task(self) -> "DriftloopConfig":
+        if not self.model.task_configured:
+            return self  # the champion says which task; monitor.daemon checks the rules then
+        wrong = [r.key for r in self.alerts.rules if self.model.task not in RULE_METRIC_TASKS.get(r.metric, TASKS)]
+        if wrong:
+            raise ValueError(f"alerts.rules {', '.join(wrong)} do not apply to a {self.model.task} model "
+                             "(docs: Tasks, which metrics each task has)")
+        return self
 
     # Derived locations: one place decides where embedded defaults live.
     @property

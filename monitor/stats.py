@@ -107,6 +107,21 @@ class Performance:
     precision: float | None = None   # at the served labels (model.threshold); None when undefined (0/0)
     recall: float | None = None
     f1: float | None = None
+    # multiclass (monitor.taskstats): F1 averaged over classes, and each class's precision / recall
+    # by class index (absent where undefined: the class was never served / never the label).
+    macro_f1: float | None = None
+    weighted_f1: float | None = None
+    class_precision: dict[int, float] | None = None
+    class_recall: dict[int, float] | None = None
+    class_rows: dict[int, int] | None = None   # labelled rows per true class
+    # regression (monitor.taskstats): errors of the predicted value, with intervals.
+    mae: float | None = None
+    mae_ci: tuple[float, float] | None = None
+    rmse: float | None = None
+    rmse_ci: tuple[float, float] | None = None
+    mape: float | None = None                  # None when a target is 0
+    r2: float | None = None
+    r2_ci: tuple[float, float] | None = None
 
 
 def performance(y_true: np.ndarray, y_pred: np.ndarray, scores: np.ndarray,

@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # onnx_scoring (scoring an exported model without torch) and paired (paired tests, on stats) import
 # only this layer and are shared by the trainer and the monitor, so they belong to it.
 BOTTOM = ("monitor", "monitor.config", "monitor.errors", "monitor.logs", "monitor.lazy", "monitor.records",
-          "monitor.stats", "monitor.paired", "monitor.writable", "monitor.files", "monitor.onnx_scoring")
+          "monitor.stats", "monitor.paired", "monitor.writable", "monitor.files", "monitor.onnx_scoring",
+          "monitor.tasks", "monitor.taskstats")
 
 # Known exceptions, each with its reason; keep this list short and shrinking.
 EXCEPTIONS = {

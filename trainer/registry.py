@@ -241,7 +241,8 @@ def log_model(model: Any, example: pd.DataFrame, registry: Registry) -> str:
     version = registry.register(info.model_uri, run.info.run_id, info.model_id)
     registry.client.set_model_version_tag(registry.name, version, SCHEMA_TAG, json.dumps(schema))
     m = registry.cfg.model
-    columns = {"target": m.target, "id": m.id, "score": m.score, "prediction": m.prediction}
+    columns: dict[str, Any] = {"target": m.target, "id": m.id, "score": m.score, "prediction": m.prediction,
+                               "task": m.task, "classes": m.classes}
     registry.client.set_model_version_tag(registry.name, version, COLUMNS_TAG, json.dumps(columns))
     return version
 
@@ -262,8 +263,9 @@ def input_signature(numeric: list[str], categorical: list[str]) -> Any:
 
 
 def recorded_schema(registry: "Registry", version: str) -> tuple[dict[str, str], dict[str, str]] | None:
-    """``({feature: type}, {"target", "id", "score", "prediction": column})`` a model version was
-    trained with (None for versions older than these tags)."""
+    """``({feature: type}, {"target", "id", "score", "prediction": column, "task": task, "classes": [...]})``
+    a model version was trained with (None for versions older than these tags; versions from before
+    tasks lack ``task`` and are binary)."""
     tags = registry.client.get_model_version(registry.name, version).tags
     if SCHEMA_TAG not in tags:
         return None

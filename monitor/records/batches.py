@@ -25,6 +25,8 @@ class PredictionBatch:
     model_versions: list[str | None]
     duplicates: int = 0  # identical repeats inside the batch, dropped
     positions: list[int] | None = None
+    # multiclass: one list per class (in model.classes order) of each row's probability; else None.
+    probas: list[list[float]] | None = None
 
     def position(self, row: int) -> int:
         return row if self.positions is None else self.positions[row]
@@ -36,7 +38,7 @@ class PredictionBatch:
 @dataclass(frozen=True)
 class LabelBatch:
     ids: list[str]
-    labels: list[int]
+    labels: list[int] | list[float]  # 0/1, a class index (multiclass) or a number (regression)
     ts: list[int]
     ts_given: list[bool]
     duplicates: int = 0

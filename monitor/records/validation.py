@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence, cast
 from monitor.config import ModelConfig
 from monitor.records import fields as F
 from monitor.records.batches import ErrorList, LabelBatch, PredictionBatch, as_record_list
+from monitor.tasks import PROBA_SUM_TOLERANCE, class_name
 
 MAX_LISTED_ERRORS = 50
 _NUMBER = frozenset({int, float})
@@ -32,6 +33,15 @@ _PRED_FIELDS = frozenset({"id", "ts", "features", "score", "prediction", "model_
 _PRED_REQUIRED = frozenset({"id", "features", "score"})
 _LABEL_FIELDS = frozenset({"id", "ts", "label"})
 _LABEL_REQUIRED = frozenset({"id", "label"})
+# The prediction fields per task (monitor.tasks): binary as above; a multiclass record carries the
+# class probabilities (and optionally the served class); a regression record the predicted value.
+_TASK_PRED_FIELDS = {
+    "binary": (_PRED_FIELDS, _PRED_REQUIRED),
+    "multiclass": (frozenset({"id", "ts", "features", "probabilities", "prediction", "model_version"}),
+                   frozenset({"id", "features", "probabilities"})),
+    "regression": (frozenset({"id", "ts", "features", "prediction", "model_version"}),
+                   frozenset({"id", "features", "prediction"})),
+}
 _BAD = object()
 
 
@@ -114,6 +124,13 @@ class RecordValidator:
         self._prediction_aliases = {n: k for n, k in ((model.score, "score"), (model.prediction, "prediction"))
                                     if n != k}
         self._label_aliases = {model.target: "label"} if model.target != "label" else {}
+        self._task = model.task
+        self._pred_fields, self._pred_required = _TASK_PRED_FIELDS[model.task]
+        if model.task == "regression":  # its one output is the predicted value, sent as prediction
+            self._prediction_aliases = {n: k for n, k in ((model.prediction, "prediction"),) if n != k}
+        # Classes by name; a binary model without classes takes 0 and 1 only (as before).
+        self._classes = list(model.classes) if model.classes else None
+        self._class_index = {c: i for i, c in enumerate(self._classes)} if self._classes else None
         # Accepted batches by kind and path, e.g. paths["label", "fast"]: a client whose batches all
         # take the slow path pays several times the validation cost. Increments from concurrent
         # request threads may race; this is a statistic, not an account.
@@ -126,7 +143,9 @@ class RecordValidator:
     def predictions(self, records: Any) -> PredictionBatch:
         records = _renamed(as_record_list(records), self._prediction_aliases)
         now = self._now_us()
-        batch, path = self._fast_predictions(records, now), "fast"
+        # Multiclass and regression records are checked one by one: their outputs (a mapping or list
+        # of probabilities, a class name) have no cheap column-wise check.
+        batch, path = (self._fast_predictions(records, now) if self._task == "binary" else None), "fast"
         if batch is None:
             batch, path = self.slow_predictions(records, now), "slow"
         self.paths["prediction", path] += 1
@@ -199,16 +218,34 @@ class RecordValidator:
     def slow_predictions(self, records: list, now: int) -> PredictionBatch:
         """Record-by-record validation: every problem reported, or the same batch as the fast path."""
         errors = ErrorList(self._max_errors)
-        out: dict[str, Any] = {f.name: [] for f in fields(PredictionBatch) if f.name not in ("duplicates", "positions")}
+        out: dict[str, Any] = {f.name: [] for f in fields(PredictionBatch) if f.name not in ("duplicates", "positions", "probas")}
+        probas: list[list[float]] = []
         for i, rec in enumerate(records):
-            if not self._structure(errors, i, rec, _PRED_FIELDS, _PRED_REQUIRED):
+            if not self._structure(errors, i, rec, self._pred_fields, self._pred_required):
                 continue
             rid = _check(errors, i, "id", F.check_id, rec["id"]) if "id" in rec else _BAD
             feats = self._features(errors, i, rec["features"]) if "features" in rec else _BAD
-            score: Any = _check(errors, i, "score", F.check_score, rec["score"]) if "score" in rec else _BAD
-            pred = rec.get("prediction")
-            if pred is not None:
-                pred = _check(errors, i, "prediction", F.check_binary, pred)
+            row_probas: Any = None
+            score: Any = _BAD
+            if self._task == "binary":
+                score = _check(errors, i, "score", F.check_score, rec["score"]) if "score" in rec else _BAD
+                pred = rec.get("prediction")
+                if pred is not None:
+                    pred = _check(errors, i, "prediction", self._binary_class, pred)
+            elif self._task == "regression":
+                score = _check(errors, i, "prediction", F.check_number, rec["prediction"]) \
+                    if "prediction" in rec else _BAD
+                pred = 0
+            else:
+                row_probas = _check(errors, i, "probabilities", self._probabilities, rec["probabilities"]) \
+                    if "probabilities" in rec else _BAD
+                pred = rec.get("prediction")
+                if pred is not None:
+                    pred = _check(errors, i, "prediction", self._class_of, pred)
+                if not errors.count and row_probas is not _BAD and row_probas is not None:
+                    if pred is None:
+                        pred = max(range(len(row_probas)), key=row_probas.__getitem__)
+                    score = row_probas[pred]
             ts = rec.get("ts")
             if ts is not None:
                 ts = _check(errors, i, "ts", F.check_ts, ts)
@@ -223,12 +260,81 @@ class RecordValidator:
             out["features"].append(feats)
             out["scores"].append(score)
             out["predictions"].append(int(score > self.model.threshold) if pred is None else pred)
-            out["prediction_given"].append(pred is not None)
+            out["prediction_given"].append(self._task == "regression" or rec.get("prediction") is not None)
             out["model_versions"].append(version)
+            if row_probas is not None:
+                probas.append(row_probas)
         errors.check("prediction", len(records))
         rows = out.pop("features")
         columns = [list(c) for c in zip(*rows)] if rows else [[] for _ in self._names]
-        return PredictionBatch(features=columns, **out)
+        proba_columns = None
+        if self._task == "multiclass":
+            proba_columns = [list(c) for c in zip(*probas)] if probas else [[] for _ in range(self.model.n_classes)]
+        return PredictionBatch(features=columns, **out, probas=proba_columns)
+
+    # ---- per-task outputs ---------------------------------------------------------------------
+    def _known_classes(self) -> str:
+        assert self._classes is not None
+        shown = ", ".join(map(repr, self._classes[:12])) + (", ..." if len(self._classes) > 12 else "")
+        return f"model {self.model.name!r} has classes {shown}"
+
+    def _class_of(self, value: Any) -> int:
+        """A class name (or a number equal to one) -> its index; FieldError naming the classes."""
+        if self._class_index is None:
+            raise F.FieldError("the model's classes are not known yet (train the model, or set model.classes)")
+        if type(value) not in (str, int, float) or type(value) is bool:
+            raise F.FieldError(f"expected a class name, got {F.describe(value)} ({self._known_classes()})")
+        index = self._class_index.get(class_name(value))
+        if index is None:
+            raise F.FieldError(f"unknown class {value!r} ({self._known_classes()})")
+        return index
+
+    def _binary_class(self, value: Any) -> int:
+        """A binary label or prediction: 0 or 1, or one of model.classes [negative, positive]."""
+        if self._class_index is not None and not (type(value) is int and value in (0, 1)):
+            return self._class_of(value)
+        return F.check_binary(value)
+
+    def _probabilities(self, value: Any) -> list[float]:
+        """One probability per class: a mapping class -> p, or a list in model.classes order."""
+        if self._classes is None:
+            raise F.FieldError("the model's classes are not known yet (train the model, or set model.classes)")
+        k = len(self._classes)
+        if type(value) is dict:
+            unknown = [c for c in value if class_name(c) not in self._class_index]  # type: ignore[operator]
+            if unknown:
+                raise F.FieldError(f"unknown class(es) {', '.join(map(repr, unknown[:5]))} ({self._known_classes()})")
+            given = {class_name(c): p for c, p in value.items()}
+            lacking = [c for c in self._classes if c not in given]
+            if lacking:
+                raise F.FieldError(f"missing class(es) {', '.join(map(repr, lacking[:5]))}: give one probability "
+                                   f"per class ({k})")
+            values = [given[c] for c in self._classes]
+        elif type(value) is list:
+            if len(value) != k:
+                raise F.FieldError(f"expected {k} probabilities (one per class, in the order of "
+                                   f"model.classes), got {len(value)}")
+            values = value
+        else:
+            raise F.FieldError(f"expected an object class -> probability or a list of {k} probabilities, "
+                               f"got {F.describe(value)}")
+        out = []
+        for c, p in zip(self._classes, values):
+            try:
+                out.append(F.check_score(p))
+            except F.FieldError as exc:
+                raise F.FieldError(f"class {c!r}: {exc}") from None
+        total = math.fsum(out)
+        if abs(total - 1.0) > PROBA_SUM_TOLERANCE:
+            raise F.FieldError(f"probabilities sum to {total:.4f}, expected 1 (within {PROBA_SUM_TOLERANCE})")
+        return out
+
+    def _label_value(self, value: Any) -> Any:
+        if self._task == "regression":
+            return F.check_number(value)
+        if self._task == "multiclass":
+            return self._class_of(value)
+        return self._binary_class(value)
 
     def _features(self, errors: ErrorList, i: int, feats: Any) -> tuple | object:
         if type(feats) is not dict:
@@ -255,7 +361,8 @@ class RecordValidator:
     def labels(self, records: Any) -> LabelBatch:
         records = _renamed(as_record_list(records), self._label_aliases)
         now = self._now_us()
-        batch, path = self._fast_labels(records, now), "fast"
+        plain = self._task == "binary" and self._classes is None
+        batch, path = (self._fast_labels(records, now) if plain else None), "fast"
         if batch is None:
             batch, path = self.slow_labels(records, now), "slow"
         self.paths["label", path] += 1
@@ -288,7 +395,7 @@ class RecordValidator:
             if not self._structure(errors, i, rec, _LABEL_FIELDS, _LABEL_REQUIRED):
                 continue
             rid = _check(errors, i, "id", F.check_id, rec["id"]) if "id" in rec else _BAD
-            label = _check(errors, i, self.model.target, F.check_binary, rec["label"]) if "label" in rec else _BAD
+            label = _check(errors, i, self.model.target, self._label_value, rec["label"]) if "label" in rec else _BAD
             ts = rec.get("ts")
             if ts is not None:
                 ts = _check(errors, i, "ts", F.check_ts, ts)
@@ -330,9 +437,11 @@ class RecordValidator:
                 errors.add(i, "id", f"id {rid!r} appears again in this batch (first at index {j}) with different content")
         errors.check(kind, len(records))
         columns = {f.name: [getattr(batch, f.name)[i] for i in keep]
-                   for f in fields(batch) if f.name not in ("duplicates", "positions", "features")}
+                   for f in fields(batch) if f.name not in ("duplicates", "positions", "features", "probas")}
         if isinstance(batch, PredictionBatch):
             columns["features"] = [[col[i] for i in keep] for col in batch.features]
+            if batch.probas is not None:
+                columns["probas"] = [[col[i] for i in keep] for col in batch.probas]
         return replace(batch, **columns, duplicates=len(ids) - len(keep), positions=keep)
 
 

@@ -32,6 +32,17 @@ from monitor.store.engine import driver_sql
 log = logging.getLogger(__name__)
 
 FEATURE_PREFIX = "f_"
+PROBA_PREFIX = "p_"  # multiclass: p_<class index>, the probability of each class
+
+
+def proba_columns(model: ModelConfig) -> list[str]:
+    """The stored per-class probability columns of a multiclass model (none for other tasks)."""
+    return [f"{PROBA_PREFIX}{i}" for i in range(model.n_classes)] if model.task == "multiclass" else []
+
+
+def label_kind(model: ModelConfig) -> str:
+    """How a label is stored: ``numeric`` (regression: a number) or ``class`` (0/1 or a class index)."""
+    return "numeric" if model.task == "regression" else "class"
 
 
 @dataclass(frozen=True)
@@ -59,8 +70,11 @@ def build_tables(model: ModelConfig) -> ModelTables:
         sa.Column("id", sa.Text(), nullable=False, unique=True),
         sa.Column("ts", sa.BigInteger(), nullable=False),  # microseconds since the epoch, UTC
         *[sa.Column(FEATURE_PREFIX + f.name, _feature_type(f.type), nullable=True) for f in model.features],
+        # binary: P(1); multiclass: the served class's probability; regression: the predicted value.
         sa.Column("score", sa.Double(), nullable=False),
+        # binary: 0/1; multiclass: the served class's index into model.classes; regression: 0 (unused).
         sa.Column("prediction", sa.SmallInteger(), nullable=False),
+        *[sa.Column(c, sa.Double(), nullable=True) for c in proba_columns(model)],
         sa.Column("received_at", sa.BigInteger(), nullable=False),
         # The registry version that scored the row; NULL when the sender did not say ("unknown").
         sa.Column("model_version", sa.Text(), nullable=True),
@@ -69,7 +83,7 @@ def build_tables(model: ModelConfig) -> ModelTables:
     labels = sa.Table(
         lname, meta,
         sa.Column("id", sa.Text(), primary_key=True),
-        sa.Column("label", sa.SmallInteger(), nullable=False),
+        sa.Column("label", sa.Double() if label_kind(model) == "numeric" else sa.SmallInteger(), nullable=False),
         sa.Column("ts", sa.BigInteger(), nullable=False),
         sa.Column("received_at", sa.BigInteger(), nullable=False),
         sa.Index(f"{lname}_ts", "ts"),
@@ -108,6 +122,11 @@ def sync_model_tables(conn: Connection, model: ModelConfig, clock: Callable[[], 
                          model.name, spec.name, spec.type, pred.name)
             elif existing[column] != spec.type:
                 problems.append(f"{spec.name!r} is stored as {existing[column]} but configured as {spec.type}")
+        for column in proba_columns(model):  # a class added to model.classes: earlier rows read as missing
+            if column not in existing:
+                prep = conn.dialect.identifier_preparer
+                conn.exec_driver_sql(f"ALTER TABLE {prep.quote(pred.name)} ADD COLUMN {prep.quote(column)} "
+                                     f"{sa.Double().compile(dialect=conn.dialect)}")
         if problems:
             raise StoreError(f"model {model.name!r}: feature types changed: {'; '.join(problems)}. Stored values "
                              "cannot be reinterpreted: rename the feature or use a new model.name")
@@ -123,6 +142,13 @@ def sync_model_tables(conn: Connection, model: ModelConfig, clock: Callable[[], 
                      model.name, ", ".join(dropped))
     if not inspector.has_table(tables.labels.name):
         tables.labels.create(conn)
+    else:
+        stored = {c["name"]: c["type"] for c in inspector.get_columns(tables.labels.name)}.get("label")
+        numeric = stored is not None and isinstance(stored, sa.Float)
+        if stored is not None and numeric != (label_kind(model) == "numeric"):
+            raise StoreError(f"model {model.name!r}: its stored labels are {'numbers' if numeric else 'classes'} "
+                             f"but the model is a {model.task} model; use a new model.name for a model of "
+                             "another task (new tables)")
     _register(conn, model, tables, int(clock()))
     return tables
 

@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 from sqlalchemy.engine import Connection
 
 from monitor.config import ModelConfig
-from monitor.store.schema import FEATURE_PREFIX, ModelTables
+from monitor.store.schema import FEATURE_PREFIX, ModelTables, label_kind, proba_columns
+from monitor.tasks import internal_proba_columns
 
 ADBC_AVAILABLE = importlib.util.find_spec("adbc_driver_sqlite") is not None  # found, deliberately not imported
 # Below this many rows the children's start-up (~0.2 s) costs more than fetching rows in-process.
@@ -53,15 +54,18 @@ def select_list(model: ModelConfig, quote) -> str:
     cols += [f"p.{quote(FEATURE_PREFIX + f.name)} AS c{i}" for i, f in enumerate(model.features)]
     cols += ["p.score AS score", "p.prediction AS prediction", "l.label AS label", "l.ts AS label_ts",
              "p.model_version AS model_version", "p.seq AS seq"]
+    cols += [f"p.{quote(c)} AS q{i}" for i, c in enumerate(proba_columns(model))]
     return ", ".join(cols)
 
 
 def arrow_schema(model: ModelConfig) -> pa.Schema:
     fields = [pa.field("id", pa.string()), pa.field("ts", pa.int64())]
     fields += [pa.field(f"c{i}", pa.float64() if f.type == "numeric" else pa.string()) for i, f in enumerate(model.features)]
-    fields += [pa.field(name, pa.float64() if name == "score" else pa.int64())
+    numeric_label = label_kind(model) == "numeric"
+    fields += [pa.field(name, pa.float64() if name == "score" or (name == "label" and numeric_label) else pa.int64())
                for name in ("score", "prediction", "label", "label_ts")]
     fields += [pa.field("model_version", pa.string()), pa.field("seq", pa.int64())]
+    fields += [pa.field(f"q{i}", pa.float64()) for i in range(len(proba_columns(model)))]
     return pa.schema(fields)
 
 
@@ -119,7 +123,11 @@ def to_frame(table: pa.Table, model: ModelConfig) -> pd.DataFrame:
     for name in ("ts", "label_ts"):  # int64 microseconds -> timestamps: a reinterpretation
         table = table.set_column(table.schema.get_field_index(name), name, pc.cast(table.column(name), micros_utc))
     names = ["id", "ts", *model.feature_names, model.score, model.prediction, model.target, "label_ts", "model_version"]
+    names += internal_proba_columns(len(proba_columns(model)))
     table = table.rename_columns(names)
+    if model.task == "regression":  # the predicted value is the score; the stored prediction is unused
+        table = table.set_column(table.schema.get_field_index(model.prediction), model.prediction,
+                                 table.column(model.score))
     with gc_paused():
         # The remaining int64 columns are prediction and target: nullable Int64. NULL text -> None,
         # NULL numbers -> NaN, NULL times -> NaT.

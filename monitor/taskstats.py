@@ -1,0 +1,121 @@
+"""Performance of multiclass and regression models, with intervals (bottom layer, beside
+:mod:`monitor.stats`, which holds the binary figures and the interval maths both use).
+
+Multiclass:
+
+- accuracy with the Wilson interval (as binary: one Bernoulli per row);
+- one-vs-rest macro ROC AUC: the mean of each class's ROC AUC of its probability against the rest
+  (classes without both a positive and a negative row are left out, as scikit-learn's
+  ``roc_auc_score(multi_class="ovr", average="macro")`` requires them all), with the interval of
+  the mean taken from each class's DeLong variance as if the classes were independent (they
+  share rows, so it is approximate; it is an alerting band, not a publication figure);
+- macro and weighted F1, each class's precision and recall (the served class against the label).
+
+Regression: MAE with a t interval on the absolute errors; RMSE with the delta-method interval of
+the square root of the mean squared error; MAPE when no target is 0; R² with the delta-method
+interval of 1 - MSE / Var(y) (the two means' covariance from the rows).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from monitor.stats import Performance, _z, delong_auc, wilson_interval
+
+
+def macro_auc(y: np.ndarray, proba: np.ndarray, confidence: float = 0.95) -> tuple[float | None, tuple[float, float] | None]:
+    """One-vs-rest macro ROC AUC over the classes that have both positives and negatives, and its band."""
+    aucs, variances = [], []
+    for k in range(proba.shape[1]):
+        est = delong_auc(y == k, proba[:, k])
+        if est is None:
+            continue
+        aucs.append(est.auc)
+        variances.append(est.variance)
+    if len(aucs) < 2:   # one class present: undefined, as for binary
+        return None, None
+    auc = float(np.mean(aucs))
+    if any(v is None for v in variances):
+        return auc, None
+    half = _z(confidence) * math.sqrt(max(sum(variances), 0.0)) / len(aucs)  # type: ignore[arg-type]
+    return auc, (max(0.0, auc - half), min(1.0, auc + half))
+
+
+def multiclass_performance(y_true: np.ndarray, y_pred: np.ndarray, proba: np.ndarray | None,
+                           n_classes: int, confidence: float = 0.95) -> Performance:
+    y = np.asarray(y_true, dtype=np.int64)
+    n = len(y)
+    if n == 0:
+        return Performance(0, None, None, None, None, None)
+    pred = np.asarray(y_pred, dtype=np.int64)
+    correct = int((y == pred).sum())
+    auc, auc_ci = (None, None) if proba is None else macro_auc(y, np.asarray(proba, dtype=np.float64), confidence)
+    tp = np.bincount(y[y == pred], minlength=n_classes)[:n_classes]
+    actual = np.bincount(y, minlength=n_classes)[:n_classes]
+    served = np.bincount(pred[(pred >= 0) & (pred < n_classes)], minlength=n_classes)[:n_classes]
+    precision = {k: float(tp[k] / served[k]) for k in range(n_classes) if served[k]}
+    recall = {k: float(tp[k] / actual[k]) for k in range(n_classes) if actual[k]}
+    denominators = served + actual
+    f1 = np.where(denominators > 0, 2 * tp / np.maximum(denominators, 1), 0.0)
+    present = denominators > 0           # scikit-learn's macro F1 over the labels that occur
+    macro_f1 = float(f1[present].mean()) if present.any() else None
+    weighted_f1 = float((f1 * actual).sum() / n)
+    return Performance(
+        rows=n, accuracy=correct / n, accuracy_ci=wilson_interval(correct, n, confidence),
+        roc_auc=auc, roc_auc_ci=auc_ci, positive_rate=None,
+        macro_f1=macro_f1, weighted_f1=weighted_f1, class_precision=precision, class_recall=recall,
+        class_rows={k: int(actual[k]) for k in range(n_classes)},
+    )
+
+
+def regression_performance(y_true: np.ndarray, y_pred: np.ndarray, confidence: float = 0.95) -> Performance:
+    y = np.asarray(y_true, dtype=np.float64)
+    n = len(y)
+    if n == 0:
+        return Performance(0, None, None, None, None, None)
+    err = np.asarray(y_pred, dtype=np.float64) - y
+    abs_err, sq_err = np.abs(err), err * err
+    mae, mse = float(abs_err.mean()), float(sq_err.mean())
+    rmse = math.sqrt(mse)
+    mae_ci = rmse_ci = r2_ci = None
+    r2 = None
+    z = _z(confidence)
+    if n >= 2:
+        from scipy.stats import t
+        half = float(t.ppf(0.5 + confidence / 2, n - 1)) * float(abs_err.std(ddof=1)) / math.sqrt(n)
+        mae_ci = (max(0.0, mae - half), mae + half)
+        se_mse = float(sq_err.std(ddof=1)) / math.sqrt(n)
+        se_rmse = se_mse / (2 * rmse) if rmse > 0 else 0.0     # delta method for sqrt
+        rmse_ci = (max(0.0, rmse - z * se_rmse), rmse + z * se_rmse)
+        dev = (y - y.mean()) ** 2
+        var_y = float(dev.mean())
+        if var_y > 0:
+            r2 = 1.0 - mse / var_y
+            # Delta method for 1 - a/b with a = mean(sq_err), b = mean(dev) (rows give their covariance).
+            cov = np.cov(np.vstack([sq_err, dev]), ddof=1) / n
+            grad = np.array([-1.0 / var_y, mse / var_y ** 2])
+            se_r2 = math.sqrt(max(float(grad @ cov @ grad), 0.0))
+            r2_ci = (r2 - z * se_r2, min(1.0, r2 + z * se_r2))
+    mape = float((abs_err / np.abs(y)).mean()) if bool(np.all(y != 0)) else None
+    return Performance(rows=n, accuracy=None, accuracy_ci=None, roc_auc=None, roc_auc_ci=None, positive_rate=None,
+                       mae=mae, mae_ci=mae_ci, rmse=rmse, rmse_ci=rmse_ci, mape=mape, r2=r2, r2_ci=r2_ci)
+
+
+def task_performance(task: str, y_true: np.ndarray, y_pred: np.ndarray, scores: np.ndarray,
+                     proba: np.ndarray | None = None, n_classes: int = 2, confidence: float = 0.95) -> Performance:
+    """The performance of a model of ``task`` on labelled rows (the one entry point checks use)."""
+    if task == "multiclass":
+        return multiclass_performance(y_true, y_pred, proba, n_classes, confidence)
+    if task == "regression":
+        return regression_performance(y_true, y_pred, confidence)
+    from monitor.stats import performance
+    return performance(y_true, y_pred, scores, confidence)
+
+
+def per_row_loss(task: str, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
+    """The per-row error a change-point scan and a paired test use: 0/1 misclassification for a
+    classifier, the absolute error for regression."""
+    if task == "regression":
+        return np.abs(np.asarray(y_pred, dtype=np.float64) - np.asarray(y_true, dtype=np.float64))
+    return (np.asarray(y_pred) != np.asarray(y_true)).astype(np.float64)

@@ -102,6 +102,38 @@ class CheckResult:
     estimated_f1: float | None = None
     # How far to trust the estimate: realised minus estimated accuracy on the same labelled rows.
     estimation_error: float | None = None
+    # ---- tasks (monitor.tasks). For multiclass, ``accuracy``/``roc_auc`` above are the multiclass
+    # accuracy and the one-vs-rest macro ROC AUC, and ``estimated_accuracy``/``estimated_roc_auc``
+    # their CBPE estimates; precision / recall / f1 / positive_rate stay binary-only.
+    task: str = "binary"
+    classes: list[str] | None = None
+    macro_f1: float | None = None
+    weighted_f1: float | None = None
+    # per class *name*: realised precision / recall on the labelled rows (multiclass), capped like segments
+    class_precision: dict[str, float] = field(default_factory=dict)
+    class_recall: dict[str, float] = field(default_factory=dict)
+    # regression: realised errors of the predicted value, with intervals (drift.confidence)
+    mae: float | None = None
+    mae_ci: tuple[float, float] | None = None
+    rmse: float | None = None
+    rmse_ci: tuple[float, float] | None = None
+    mape: float | None = None
+    r2: float | None = None
+    r2_ci: tuple[float, float] | None = None
+    baseline_mae: float | None = None      # the champion's MAE on its reference (the bar of alerts.mae_rise)
+    # label-free estimates for the new tasks (monitor.drift.estimation): multiclass CBPE's macro F1;
+    # regression's direct loss estimation (a model of the champion's loss fitted on its reference)
+    estimated_macro_f1: float | None = None
+    estimated_mae: float | None = None
+    estimated_mae_ci: tuple[float, float] | None = None
+    estimated_rmse: float | None = None
+    estimated_rmse_ci: tuple[float, float] | None = None
+    # drift of outputs and labels beside the features: multiclass predicted-class distribution
+    # (``prediction_drift`` above stays the score column: the served class's probability for
+    # multiclass, the predicted value for regression), per-class probabilities, and the label
+    # distribution once labels arrive (prior shift)
+    output_drift: list[FeatureDrift] = field(default_factory=list)
+    label_drift: FeatureDrift | None = None
     segments: list[Any] = field(default_factory=list)  # monitor.drift.segments.SegmentPerformance, model.segments
     # The bars of alerts.rules beyond accuracy / ROC AUC: the champion's precision, recall, f1 and
     # served positive_rate on its reference sample at model.threshold.
@@ -161,6 +193,27 @@ class CheckResult:
             "estimated_recall": _num(self.estimated_recall),
             "estimated_f1": _num(self.estimated_f1),
             "estimation_error": _num(self.estimation_error),
+            "task": self.task,
+            "classes": list(self.classes) if self.classes is not None else None,
+            "macro_f1": _num(self.macro_f1),
+            "weighted_f1": _num(self.weighted_f1),
+            "class_precision": {k: _num(v) for k, v in self.class_precision.items()},
+            "class_recall": {k: _num(v) for k, v in self.class_recall.items()},
+            "mae": _num(self.mae),
+            "mae_ci": _pair(self.mae_ci),
+            "rmse": _num(self.rmse),
+            "rmse_ci": _pair(self.rmse_ci),
+            "mape": _num(self.mape),
+            "r2": _num(self.r2),
+            "r2_ci": _pair(self.r2_ci),
+            "baseline_mae": _num(self.baseline_mae),
+            "estimated_macro_f1": _num(self.estimated_macro_f1),
+            "estimated_mae": _num(self.estimated_mae),
+            "estimated_mae_ci": _pair(self.estimated_mae_ci),
+            "estimated_rmse": _num(self.estimated_rmse),
+            "estimated_rmse_ci": _pair(self.estimated_rmse_ci),
+            "output_drift": [f.to_dict() for f in self.output_drift],
+            "label_drift": self.label_drift.to_dict() if self.label_drift is not None else None,
             "segments": [s.to_dict() for s in self.segments],
             "baselines": {k: _num(v) for k, v in self.baselines.items()},
         }

@@ -136,13 +136,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def write_config(home: Path, port: int, interval: float, features: list[dict] | None = None) -> Path:
+def write_config(home: Path, port: int, interval: float, features: list[dict] | None = None,
+                 task: str = "binary", classes: list[str] | None = None) -> Path:
     import yaml
+    tasked = {} if task == "binary" else {"task": task, **({"classes": classes} if classes else {})}
     cfg = {
         "home": str(home),
         "logging": {"level": "WARNING"},
         "server": {"port": port, "gpu_metrics": False},
-        "model": {"name": "bench", **({"features": features} if features else {})},
+        "model": {"name": "bench", **({"features": features} if features else {}), **tasked},
         "drift": {"interval_seconds": interval, "reports_keep": 20},
         "training": {"checkpoint_every_minutes": 60, "progress": False},
     }
@@ -188,6 +190,7 @@ class Daemon:
 class Result:
     name: str
     rows_before: int
+    task: str = "binary"
     incidents: list[dict] = field(default_factory=list)
     attempts: list[dict] = field(default_factory=list)
     detection_rows: int | None = None
@@ -204,6 +207,7 @@ class Result:
     final_state: str = ""
 
     def accuracy(self, part: str, which: str = "served") -> float:
+        """Served accuracy (classifiers) or MAE (regression: ``served_correct`` holds |errors|)."""
         batches = self.served_correct if which == "served" else self.baseline_correct
         if part == "pre":
             chosen = [b for b, d in zip(batches, self.drifted_flags) if not d]
@@ -213,6 +217,8 @@ class Result:
         return float(np.concatenate(chosen).mean()) if chosen else float("nan")
 
     def auc(self, part: str, which: str = "served") -> float:
+        if self.task != "binary":
+            return float("nan")  # multiclass: see accuracy; regression: MAE
         from sklearn.metrics import roc_auc_score
         scores = self.served_scores if which == "served" else self.baseline_scores
         if part == "pre":
@@ -224,6 +230,36 @@ class Result:
         y = np.concatenate([self.labels[i] for i in idx])
         s = np.concatenate([scores[i] for i in idx])
         return float(roc_auc_score(y, s)) if 0 < y.sum() < len(y) else float("nan")
+
+
+def _goodness(task: str, scores: np.ndarray, y: np.ndarray, threshold: float,
+              classes: list[str] | None) -> np.ndarray:
+    """Per row: served correctly (classifiers) or the absolute error (regression)."""
+    if task == "regression":
+        return np.abs(scores - y.astype(float))
+    if task == "multiclass":
+        assert classes is not None
+        return np.asarray(classes, dtype=object)[np.argmax(scores, axis=1)] == y
+    return (scores > threshold).astype(int) == y
+
+
+def _task_records(task: str, ids: list[str], features: pd.DataFrame, scores: np.ndarray,
+                  version: str | None) -> list[dict]:
+    """API records of a multiclass (probabilities in class order) or regression (value) batch."""
+    rows = features.to_dict(orient="records")
+    out = []
+    for i, (rid, feats) in enumerate(zip(ids, rows)):
+        feats = {k: (None if isinstance(v, float) and v != v else v) for k, v in feats.items()}
+        rec: dict = {"id": rid, "features": feats}
+        if task == "regression":
+            rec["prediction"] = float(scores[i])
+        else:
+            p = np.clip(scores[i], 0.0, 1.0)
+            rec["probabilities"] = (p / p.sum()).tolist()
+        if version is not None:
+            rec["model_version"] = version
+        out.append(rec)
+    return out
 
 
 def _status(http, url: str) -> dict:
@@ -273,7 +309,8 @@ def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: i
     home = workdir / scenario.name
     home.mkdir(parents=True)
     port = free_port()
-    config_path = write_config(home, port, interval, getattr(scenario, "features", None))
+    task, classes = getattr(scenario, "task", "binary"), getattr(scenario, "classes", None)
+    config_path = write_config(home, port, interval, getattr(scenario, "features", None), task, classes)
     cfg = load_config(path=config_path, environ={})
     rng = np.random.default_rng(seed)
     base_frame = scenario.batch(rng, baseline_rows, None)
@@ -282,7 +319,7 @@ def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: i
 
     daemon = Daemon(config_path, port, home / "serve.log")
     http = httpx.Client(timeout=30.0)
-    result = Result(scenario.name, rows_before=before * batch_rows)
+    result = Result(scenario.name, rows_before=before * batch_rows, task=task)
     client = DriftloopClient(daemon.url)
     pending: list[pd.DataFrame] = []          # label batches not yet sent, oldest first
     label_lag = getattr(scenario, "label_lag", 1)        # batches until a batch's labels arrive
@@ -303,17 +340,21 @@ def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: i
             scores = np.asarray(champion.predict_proba(features), dtype=float)
             base_scores = np.asarray(baseline_model.predict_proba(features), dtype=float)
             y = data["label"].to_numpy()
-            result.served_correct.append(((scores > cfg.model.threshold).astype(int) == y))
-            result.baseline_correct.append(((base_scores > cfg.model.threshold).astype(int) == y))
+            result.served_correct.append(_goodness(task, scores, y, cfg.model.threshold, classes))
+            result.baseline_correct.append(_goodness(task, base_scores, y, cfg.model.threshold, classes))
             result.drifted_flags.append(drifted)
             result.served_scores.append(scores)
             result.baseline_scores.append(base_scores)
             result.labels.append(y)
             ids = [f"{scenario.name}-{t}-{i}" for i in range(rows)]
-            frame = features.copy()
-            frame.insert(0, "id", ids)
-            frame["score"] = scores
-            client.log_predictions(frame, model_version=champion.version if send_version else None)
+            version = champion.version if send_version else None
+            if task == "binary":
+                frame = features.copy()
+                frame.insert(0, "id", ids)
+                frame["score"] = scores
+                client.log_predictions(frame, model_version=version)
+            else:
+                client.log_predictions(_task_records(task, ids, features, scores, version))
             labelled = pd.DataFrame({"id": ids, "label": y})
             if label_share < 1.0:
                 labelled = labelled[rng.uniform(size=rows) < label_share].reset_index(drop=True)
@@ -339,7 +380,8 @@ def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: i
             # A judged breach: with too few labels (performance not judged) a "drop ... >=" in the
             # verdict is the label-free estimate's suspicion, which by design waits for labels.
             verdict = check.get("verdict") or ""
-            breaching = "drop" in verdict and ">=" in verdict and "performance not judged" not in verdict
+            breaching = ("drop" in verdict or "rise" in verdict) and ">=" in verdict \
+                and "performance not judged" not in verdict
             open_inc = (status.get("open_incidents") or [None])[0]
             acting = open_inc is not None and (open_inc["state"] in ("retraining", "waiting")
                                                or open_inc.get("escalated"))
@@ -376,7 +418,7 @@ def report(results: list[Result]) -> None:
     print(head)
     print("-" * len(head))
     for r in results:
-        perf = sum(1 for i in r.incidents if i["reason"] in ("accuracy", "roc_auc"))
+        perf = sum(1 for i in r.incidents if i["reason"] != "drift")
         drift = sum(1 for i in r.incidents if i["reason"] == "drift")
         promos = sum(1 for a in r.attempts if a["status"] == "promoted")
         pre, last, never = r.accuracy("pre"), r.accuracy("last"), r.accuracy("last", "baseline")
@@ -384,8 +426,13 @@ def report(results: list[Result]) -> None:
         print(f"{r.name:<12} {detect:>7} {len(r.incidents):>5} {perf:>4} {drift:>5} {len(r.attempts):>5} {promos:>5} "
               f"{pre:>6.3f} {last:>7.3f} {never:>6.3f} {last - pre:>+7.3f} {last - never:>+8.3f} "
               f"{r.idle_breach_streak:>4} {r.final_state[:22]:<22} {r.seconds:>5.0f}")
-        print(f"{'':<12} ROC AUC pre {r.auc('pre'):.3f} last20% {r.auc('last'):.3f} never {r.auc('last', 'baseline'):.3f}"
-              + (f"  ERRORS: {'; '.join(r.errors)}" if r.errors else ""))
+        if r.task == "regression":
+            line = f"{'':<12} MAE (pre/last20%/never columns are MAE): last20% / pre {last / pre:.3f}, never / pre {never / pre:.3f}"
+        elif r.task == "multiclass":
+            line = f"{'':<12} multiclass accuracy"
+        else:
+            line = f"{'':<12} ROC AUC pre {r.auc('pre'):.3f} last20% {r.auc('last'):.3f} never {r.auc('last', 'baseline'):.3f}"
+        print(line + (f"  ERRORS: {'; '.join(r.errors)}" if r.errors else ""))
     print("\ndetect: labelled rows after the onset when the first incident opened; incid: incidents opened "
           "(perf/drift by reason); tries/promo: retrain attempts and promotions; pre: served accuracy before "
           "the onset; last20%: served accuracy over the last 20% of the stream; never: the never-retrained "
@@ -394,7 +441,7 @@ def report(results: list[Result]) -> None:
 
 def figures(r: "Result") -> dict:
     """One scenario's figures as written by ``--json``."""
-    return {"scenario": r.name, "detection_rows": r.detection_rows, "incidents": len(r.incidents),
+    return {"scenario": r.name, "task": r.task, "detection_rows": r.detection_rows, "incidents": len(r.incidents),
             "attempts": len(r.attempts), "promotions": sum(1 for a in r.attempts if a["status"] == "promoted"),
             "pre": r.accuracy("pre"), "last20": r.accuracy("last"), "never": r.accuracy("last", "baseline"),
             "idle_breach_streak": r.idle_breach_streak, "auc_pre": r.auc("pre"), "auc_last20": r.auc("last"),

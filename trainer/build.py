@@ -1,5 +1,6 @@
-"""Building a model for the configured schema: preprocessing fitted on the training rows around the
-default MLP or a user's network from ``model.factory`` ("package.module:function")."""
+"""Building a model for the configured schema and task: preprocessing fitted on the training rows
+around the default MLP or a user's network from ``model.factory`` ("package.module:function"),
+with K outputs for a multiclass model (the factory gets ``n_outputs=K``) and one otherwise."""
 from __future__ import annotations
 
 import importlib
@@ -29,9 +30,11 @@ def load_factory(spec: str) -> Callable[..., nn.Module]:
 
 
 def build_model(cfg: DriftloopConfig, data: pd.DataFrame, seed: int | None = None) -> TabularModel:
-    """A fresh, untrained model whose scaling and vocabularies are fitted on ``data``.
+    """A fresh, untrained model whose scaling and vocabularies (and, for regression, the target's
+    scaling) are fitted on ``data`` (rows checked by :func:`trainer.data.check_frame`).
     Weights are initialised from ``seed`` (default ``training.seed``), so builds are reproducible."""
     m = cfg.model
+    outputs = m.n_classes if m.task == "multiclass" else 1
     vocab, mean, std = TabularModel.preprocessing_from(data, m.numeric_features, m.categorical_features)
     cardinalities = [len(vocab[c]) + 1 for c in m.categorical_features]
     # A missing indicator for each numeric feature with gaps in the training rows (trainer/model.py).
@@ -39,9 +42,13 @@ def build_model(cfg: DriftloopConfig, data: pd.DataFrame, seed: int | None = Non
     inputs = len(m.numeric_features) + len(indicated)
     torch.manual_seed(cfg.training.seed if seed is None else seed)
     if m.factory:
-        net: Any = load_factory(m.factory)(inputs, cardinalities, cfg.training)
+        factory = load_factory(m.factory)
+        net: Any = (factory(inputs, cardinalities, cfg.training, n_outputs=outputs) if m.task == "multiclass"
+                    else factory(inputs, cardinalities, cfg.training))
         if not isinstance(net, nn.Module):
             raise ConfigError(f"model.factory {m.factory!r} returned {type(net).__name__}, expected a torch.nn.Module")
     else:
-        net = MLP(inputs, cardinalities, cfg.training.hidden, cfg.training.dropout)
-    return TabularModel(net, m.numeric_features, m.categorical_features, vocab, mean, std, indicated)
+        net = MLP(inputs, cardinalities, cfg.training.hidden, cfg.training.dropout, n_outputs=outputs)
+    scaling = TabularModel.target_scaling_from(data[m.target].to_numpy()) if m.task == "regression" else (0.0, 1.0)
+    return TabularModel(net, m.numeric_features, m.categorical_features, vocab, mean, std, indicated,
+                        task=m.task, classes=m.classes, target_scaling=scaling)

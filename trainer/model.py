@@ -14,15 +14,32 @@ weight the first time it is. So the raw row a service scored, nulls and all, is 
 model is retrained on, and data without gaps gets exactly the network it had before.
 
 A network (the default :class:`MLP`, or a user's own from ``model.factory = "pkg.mod:build"``)
-is called as ``net(x_num, x_cat) -> logits`` where ``x_num`` is ``float32 [B, n_numeric]``,
+is called as ``net(x_num, x_cat) -> raw output`` where ``x_num`` is ``float32 [B, n_numeric]``,
 already standardised and imputed, followed by the 0/1 missing indicators (a factory's
 ``n_numeric`` counts both: ``len(numeric) + len(indicated)``), and ``x_cat`` is ``int64 [B, n_categorical]`` with
 0 meaning unknown. A factory is called as ``build(n_numeric, cardinalities, training_cfg)``;
 ``cardinalities[i]`` counts the unknown bucket. A network that sets ``supports_checkpointing = True`` and has
 ``set_gradient_checkpointing(flag)`` gets gradient checkpointing when the config asks for it.
+
+The model's ``task`` decides what the network's raw output is and what is served (:meth:`TabularModel.output`):
+
+============  =============================  =========================================
+task          raw output (``forward``)       served (``output``, ``predict_proba``)
+============  =============================  =========================================
+binary        one logit ``[B]``              P(class 1) ``[B]`` (sigmoid)
+multiclass    one logit per class ``[B, K]``  class probabilities ``[B, K]`` (softmax),
+                                             columns in the order of ``classes``
+regression    the standardised value ``[B]``  the value in the target's units ``[B]``
+============  =============================  =========================================
+
+A regression model trains on the standardised target (``(y - target_mean) / target_std``, both
+buffers fitted on the training rows) so one learning rate suits a price in dollars and a rate in
+percent. A multiclass factory is called with ``n_outputs=K`` as a keyword. A model pickled before
+tasks existed has no ``task`` attribute: it is binary (``getattr(model, "task", "binary")``).
 """
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
@@ -77,7 +94,7 @@ class MLP(nn.Module):
     supports_checkpointing = True
 
     def __init__(self, n_numeric: int, cardinalities: Sequence[int], hidden: Sequence[int] = (64, 32),
-                 dropout: float = 0.1):
+                 dropout: float = 0.1, n_outputs: int = 1):
         super().__init__()
         embeddings = [nn.Embedding(c, embedding_dim(c)) for c in cardinalities]
         self.embeddings = nn.ModuleList(embeddings)
@@ -90,7 +107,8 @@ class MLP(nn.Module):
             blocks.append(nn.Sequential(nn.Linear(width, h), nn.ReLU(), nn.Dropout(dropout)))
             width = h
         self.blocks = nn.ModuleList(blocks)
-        self.head = nn.Linear(width, 1)
+        self.head = nn.Linear(width, n_outputs)
+        self.n_outputs = n_outputs
         self.gradient_checkpointing = False
 
     def set_gradient_checkpointing(self, enabled: bool) -> None:
@@ -105,7 +123,8 @@ class MLP(nn.Module):
                 x = checkpoint(block, x, use_reentrant=False)
             else:
                 x = block(x)
-        return self.head(x).squeeze(-1)
+        out = self.head(x)
+        return out.squeeze(-1) if self.n_outputs == 1 else out
 
 
 class TabularModel(nn.Module):
@@ -113,11 +132,21 @@ class TabularModel(nn.Module):
 
     mean: torch.Tensor  # buffers (register_buffer): moved with the module, saved in its state dict
     std: torch.Tensor
+    target_mean: torch.Tensor  # regression only: the target's scaling
+    target_std: torch.Tensor
 
     def __init__(self, net: nn.Module, numeric: Sequence[str], categorical: Sequence[str],
-                 vocab: dict[str, list[str]], mean: np.ndarray, std: np.ndarray, indicated: Sequence[str] = ()):
+                 vocab: dict[str, list[str]], mean: np.ndarray, std: np.ndarray, indicated: Sequence[str] = (), *,
+                 task: str = "binary", classes: Sequence[str] | None = None,
+                 target_scaling: tuple[float, float] = (0.0, 1.0)):
         super().__init__()
+        if task not in ("binary", "multiclass", "regression"):
+            raise ValueError(f"task must be binary, multiclass or regression, got {task!r}")
+        if task == "multiclass" and (classes is None or len(classes) < 2):
+            raise ValueError("a multiclass model needs its classes (two or more)")
         self.net = net
+        self.task = task
+        self._class_names = None if classes is None else [str(c) for c in classes]
         # Numeric features with a missing-indicator input (see module doc), as positions in `numeric`.
         self.indicated = [list(numeric).index(c) for c in indicated]
         self.numeric = list(numeric)
@@ -126,6 +155,44 @@ class TabularModel(nn.Module):
         self._index = {k: {v: i + 1 for i, v in enumerate(vals)} for k, vals in self.vocab.items()}
         self.register_buffer("mean", torch.as_tensor(mean, dtype=torch.float32))
         self.register_buffer("std", torch.as_tensor(std, dtype=torch.float32))
+        if task == "regression":  # only here: a classifier's state dict stays what it always was
+            self.register_buffer("target_mean", torch.tensor(float(target_scaling[0]), dtype=torch.float32))
+            self.register_buffer("target_std", torch.tensor(float(target_scaling[1]), dtype=torch.float32))
+
+    @staticmethod
+    def target_scaling_from(y: np.ndarray) -> tuple[float, float]:
+        """``(mean, std)`` of a regression target's training values (std 1 for a constant target)."""
+        values = np.asarray(y, dtype=np.float64)
+        mean = float(values.mean()) if len(values) else 0.0
+        std = float(values.std()) if len(values) else 1.0
+        return mean, (std if math.isfinite(std) and std > 1e-12 else 1.0)
+
+    @property
+    def classes(self) -> list[str] | None:
+        """The class names in output order (multiclass), [negative, positive] (binary with named
+        classes) or None. Stored under another name: cloudpickle, pickling this module by value,
+        takes a function that uses ``torch`` and an attribute ``classes`` to need ``torch.classes``,
+        which cannot be pickled."""
+        return self._class_names
+
+    @property
+    def n_outputs(self) -> int:
+        """Width of the raw output: K logits for multiclass, one number otherwise."""
+        return len(self.classes or ()) if self.task == "multiclass" else 1
+
+    def scaled_target(self, y: np.ndarray) -> np.ndarray:
+        """A regression target on the scale the network learns (identity for classifiers)."""
+        if self.task != "regression":
+            return np.asarray(y)
+        return (np.asarray(y, dtype=np.float64) - float(self.target_mean)) / float(self.target_std)
+
+    def output(self, raw: torch.Tensor) -> torch.Tensor:
+        """The served output of a raw output (see the module doc's table)."""
+        if self.task == "multiclass":
+            return torch.softmax(raw, dim=-1)
+        if self.task == "regression":
+            return raw * self.target_std + self.target_mean
+        return torch.sigmoid(raw)
 
     @property
     def feature_names(self) -> list[str]:
@@ -182,20 +249,25 @@ class TabularModel(nn.Module):
         z = torch.where(gone, torch.zeros_like(z), z)  # the training mean
         if self.indicated:
             z = torch.cat([z, gone[:, self.indicated].to(z.dtype)], dim=1)
-        logits = self.net(z, x_cat)
-        return logits.reshape(-1)
+        raw = self.net(z, x_cat)
+        if self.task == "multiclass":
+            return raw.reshape(x_num.shape[0], self.n_outputs)
+        return raw.reshape(-1)
 
     @torch.no_grad()
     def predict_proba(self, df: pd.DataFrame, batch_size: int = 65536) -> np.ndarray:
-        """P(label = 1) for each row of ``df`` as float64."""
+        """The served output for each row of ``df`` as float64: P(label = 1) ``(n,)`` (binary), the
+        class probabilities ``(n, K)`` (multiclass) or the predicted value ``(n,)`` (regression)."""
         was_training = self.training
         self.eval()
         try:
             x_num, x_cat = self.encode(df)
             device = self.mean.device
-            out = [torch.sigmoid(self(x_num[i:i + batch_size].to(device), x_cat[i:i + batch_size].to(device)).float())
+            out = [self.output(self(x_num[i:i + batch_size].to(device), x_cat[i:i + batch_size].to(device)).float())
                    for i in range(0, len(df), batch_size)]
-            return torch.cat(out).cpu().numpy().astype(np.float64) if out else np.zeros(0)
+            if not out:
+                return np.zeros((0, self.n_outputs) if self.task == "multiclass" else 0)
+            return torch.cat(out).cpu().numpy().astype(np.float64)
         finally:
             self.train(was_training)
 
@@ -205,5 +277,7 @@ class TabularModel(nn.Module):
         return state
 
     def __setstate__(self, state):
+        state.setdefault("task", "binary")  # pickled before tasks (with this class's code): binary
+        state.setdefault("_class_names", None)
         super().__setstate__(state)
         self._index = {k: {v: i + 1 for i, v in enumerate(vals)} for k, vals in self.vocab.items()}

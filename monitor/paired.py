@@ -8,6 +8,18 @@
   components on the same positives and negatives are correlated, and the variance of the
   difference uses their covariance; a normal test on it. Built on the mid-rank components of
   :func:`monitor.stats.delong_auc`.
+- :func:`paired_macro_delong`: one-vs-rest macro ROC AUC of a multiclass model. The mean over the
+  classes of DeLong's paired difference per class; its variance is the sum of the per-class
+  variances over K², as if the classes were independent (they share rows, so it is approximate,
+  the same approximation :func:`monitor.taskstats.macro_auc` makes for its band). Exact
+  covariances across classes would cost K² component products for little: it is one of two
+  criteria, and accuracy (McNemar, exact) is the other.
+- :func:`paired_errors`: mean absolute error (regression), a paired t test on the per-row
+  difference of absolute errors. Chosen over Wilcoxon's signed-rank test because it tests exactly
+  the MAE difference that is reported and judged (Wilcoxon tests the differences' pseudo-median,
+  which can favour one model while the MAE favours the other when errors are skewed), and the
+  paired rows are hundreds (``drift.min_rows`` and more), where the mean difference is close to
+  normal even for skewed errors.
 """
 from __future__ import annotations
 
@@ -15,7 +27,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import binomtest, norm
+from scipy.stats import binomtest, norm, ttest_rel
 
 from monitor.stats import delong_components
 
@@ -71,3 +83,55 @@ def paired_delong(y_true: np.ndarray, scores_a: np.ndarray, scores_b: np.ndarray
     else:
         p = float(2 * norm.sf(abs(diff) / math.sqrt(variance)))
     return PairedAuc(float(auc_a), float(auc_b), max(variance, 0.0), p)
+
+
+def paired_macro_delong(y_true: np.ndarray, proba_a: np.ndarray, proba_b: np.ndarray) -> PairedAuc | None:
+    """One-vs-rest macro ROC AUC(B) - AUC(A) of two multiclass models (``proba_*``: rows x classes)
+    on the same rows, classes being indices; over the classes with at least two rows in and out
+    (as :func:`monitor.taskstats.macro_auc`); None when fewer than two such classes."""
+    y = np.asarray(y_true)
+    a, b = np.asarray(proba_a, dtype=np.float64), np.asarray(proba_b, dtype=np.float64)
+    per_class = [found for k in range(a.shape[1])
+                 if (found := paired_delong(y == k, a[:, k], b[:, k])) is not None]
+    if len(per_class) < 2:
+        return None
+    k = len(per_class)
+    auc_a = float(np.mean([c.auc_a for c in per_class]))
+    auc_b = float(np.mean([c.auc_b for c in per_class]))
+    variance = sum(c.variance for c in per_class) / k ** 2
+    diff = auc_b - auc_a
+    if variance <= 1e-15:
+        p = 1.0 if abs(diff) < 1e-12 else 0.0
+    else:
+        p = float(2 * norm.sf(abs(diff) / math.sqrt(variance)))
+    return PairedAuc(auc_a, auc_b, variance, p)
+
+
+@dataclass(frozen=True)
+class PairedErrors:
+    mae_a: float
+    mae_b: float
+    p_value: float       # two-sided paired t test of the per-row absolute errors
+
+    @property
+    def difference(self) -> float:
+        return self.mae_b - self.mae_a
+
+
+def paired_errors(y_true: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray) -> PairedErrors:
+    """Paired t test of MAE(B) - MAE(A) on the same rows (see the module doc for why t)."""
+    y = np.asarray(y_true, dtype=np.float64)
+    a, b = np.asarray(pred_a, dtype=np.float64), np.asarray(pred_b, dtype=np.float64)
+    if not y.shape == a.shape == b.shape:
+        raise ValueError(f"paired arrays differ in length: {y.shape}, {a.shape} and {b.shape}")
+    err_a, err_b = np.abs(a - y), np.abs(b - y)
+    if len(y) == 0:
+        return PairedErrors(float("nan"), float("nan"), 1.0)
+    mae_a, mae_b = float(err_a.mean()), float(err_b.mean())
+    diff = err_b - err_a
+    if len(y) < 2 or float(np.ptp(diff)) <= 1e-12 * max(1.0, float(np.abs(diff).max())):
+        # No spread in the differences: nothing to test unless they are all the same non-zero shift.
+        p = 1.0 if abs(mae_b - mae_a) < 1e-12 or len(y) < 2 else 0.0
+    else:
+        p = float(ttest_rel(err_b, err_a).pvalue)
+    return PairedErrors(mae_a, mae_b, min(1.0, p))

@@ -1,4 +1,5 @@
-"""Paired tests (monitor/paired.py) on constructed pairs with known answers."""
+"""Paired tests (monitor/paired.py) on constructed pairs with known answers: McNemar, DeLong (binary
+and multiclass macro), the paired t test on absolute errors (regression)."""
 from __future__ import annotations
 
 import math
@@ -6,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from monitor.paired import mcnemar, paired_delong
+from monitor.paired import mcnemar, paired_delong, paired_errors, paired_macro_delong
 
 
 def exact_two_sided(k: int, n: int) -> float:
@@ -71,3 +72,48 @@ def test_paired_delong_of_a_model_with_itself_finds_no_difference():
     # A monotone transform ranks the same: same AUC, nothing to test.
     assert paired_delong(y, s, s ** 3).p_value == 1.0
     assert paired_delong([1, 0, 0, 0], [0.9, 0.1, 0.2, 0.3], [0.2, 0.1, 0.5, 0.3]) is None  # one positive
+
+
+def test_paired_errors_is_the_textbook_paired_t_test_on_absolute_errors():
+    rng = np.random.default_rng(5)
+    y = rng.normal(100, 15, 400)
+    a = y + rng.normal(0, 6, 400)       # champion: MAE about 4.8
+    b = y + rng.normal(0, 3, 400)       # a clearly better challenger: about 2.4
+    got = paired_errors(y, a, b)
+    d = np.abs(b - y) - np.abs(a - y)
+    t = d.mean() / (d.std(ddof=1) / math.sqrt(len(d)))
+    from scipy.stats import t as student
+    assert got.mae_a == pytest.approx(np.abs(a - y).mean()) and got.mae_b == pytest.approx(np.abs(b - y).mean())
+    assert got.p_value == pytest.approx(2 * student.sf(abs(t), len(d) - 1))
+    assert got.difference < 0 and got.p_value < 1e-6
+    swapped = paired_errors(y, b, a)
+    assert swapped.difference == pytest.approx(-got.difference) and swapped.p_value == pytest.approx(got.p_value)
+
+
+def test_paired_errors_of_a_model_with_itself_or_an_equal_one_finds_no_difference():
+    rng = np.random.default_rng(6)
+    y = rng.normal(0, 1, 300)
+    a = y + rng.normal(0, 1, 300)
+    same = paired_errors(y, a, a)
+    assert same.difference == 0 and same.p_value == 1.0
+    other = y + rng.normal(0, 1, 300)   # as good, different errors: no significant difference
+    assert paired_errors(y, a, other).p_value > 0.05
+    assert paired_errors([], [], []).p_value == 1.0
+    with pytest.raises(ValueError, match="differ in length"):
+        paired_errors([1.0, 2.0], [1.0, 2.0], [1.0])
+
+
+def test_paired_macro_delong_averages_the_per_class_paired_tests():
+    rng = np.random.default_rng(7)
+    y = rng.integers(0, 5, 600)
+    a = rng.dirichlet(np.ones(5), 600) + 0.1 * np.eye(5)[y]      # weakly informative
+    b = rng.dirichlet(np.ones(5), 600) + 2.0 * np.eye(5)[y]      # strongly informative
+    got = paired_macro_delong(y, a, b)
+    per_class = [paired_delong(y == k, a[:, k], b[:, k]) for k in range(5)]
+    assert got.auc_a == pytest.approx(np.mean([c.auc_a for c in per_class]))
+    assert got.auc_b == pytest.approx(np.mean([c.auc_b for c in per_class]))
+    assert got.variance == pytest.approx(sum(c.variance for c in per_class) / 25)
+    assert got.auc_b > got.auc_a + 0.05 and got.p_value < 1e-6
+    same = paired_macro_delong(y, a, a)
+    assert same.difference == 0 and same.p_value == 1.0
+    assert paired_macro_delong(np.zeros(10, dtype=int), a[:10], b[:10]) is None   # one class present

@@ -12,20 +12,30 @@ comments) and by ``driftloop train`` when no features are configured, so both ag
   text, not a category, and is refused with a hint to pass ``--id`` or ``--ignore``;
 * a column without a single value, or with the same value on every row, is *left out* and said
   so (a :class:`LeftOut`, written to ``driftloop.yaml`` under ``ignore`` with the reason): it
-  carries no signal to learn, and drift on it would mean nothing (any new value "drifts" it).
+  carries no signal to learn, and drift on it would mean nothing (any new value "drifts" it);
+* a column that looks like a model's *output* is left out too, with a warning, unless it is kept
+  (``keep``, ``driftloop init --keep``): one named like a prediction, score, probability, logit or
+  confidence (:func:`output_name`), or one of a group of numbers in [0, 1] that sum to 1 on every
+  row, i.e. the probabilities of the classes (:func:`probability_groups`). A model's outputs beside
+  its inputs in the user's file (``y_pred``, ``proba_<class>``) are not inputs: learning from them
+  is leakage, and a live service does not send them as features.
 
-The target, the id column and ignored columns are never features.
+The target, the id column and ignored columns are never features. :func:`resolve_task` says which
+task (``monitor.tasks``) the target asks for, or checks the one asked for against it.
 """
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass
+from enum import Enum
+from typing import Sequence
 
+import numpy as np
 import pandas as pd
 
 from monitor.config import FeatureSpec, ModelConfig
 from monitor.errors import DataError
+from monitor.tasks import MAX_CLASSES, PROBA_SUM_TOLERANCE, InferredTask, _sorted_classes, infer_task
 
 SAMPLE_ROWS = 100_000      # rows looked at; enough to see every common category
 FEW_VALUES = 10            # integer columns with at most this many values get a "codes?" comment
@@ -43,11 +53,19 @@ class InferredFeature:
         return FeatureSpec(name=self.name, type=self.type)  # type: ignore[arg-type]
 
 
+class Omission(str, Enum):
+    """Why a column of the data is left out of the features."""
+    EMPTY = "empty"                # no values
+    CONSTANT = "constant"          # one value on every row
+    MODEL_OUTPUT = "model_output"  # a model's prediction, score or probability (keep it with --keep)
+
+
 @dataclass(frozen=True)
 class LeftOut:
-    """A column that is not a feature because it carries no signal; ``why`` for the user."""
+    """A column that is not a feature (no signal, or a model's output); ``why`` for the user."""
     name: str
     why: str
+    kind: Omission = Omission.CONSTANT
 
 
 @dataclass(frozen=True)
@@ -77,11 +95,11 @@ def infer_column(name: str, series: pd.Series) -> InferredFeature | LeftOut | st
     """The inferred feature, a column left out (no signal), or a one-line problem naming the column."""
     present = series.dropna()
     if len(present) == 0:
-        return LeftOut(name, "no values (all missing)")
+        return LeftOut(name, "no values (all missing)", Omission.EMPTY)
     if len(present) == len(series) and present.nunique() == 1:
         value = present.iloc[0]
         shown = repr(value) if isinstance(value, str) else str(value)
-        return LeftOut(name, f"constant: {shown} on every row")
+        return LeftOut(name, f"constant: {shown} on every row", Omission.CONSTANT)
     missing = f", {1 - len(present) / len(series):.0%} missing" if len(present) < len(series) else ""
     dtype = series.dtype
     if pd.api.types.is_bool_dtype(dtype) or (pd.api.types.is_object_dtype(dtype) and present.map(type).isin([bool]).all()):
@@ -109,6 +127,137 @@ def infer_column(name: str, series: pd.Series) -> InferredFeature | LeftOut | st
     return InferredFeature(name, "categorical", f"text, {_values_note(text)}{missing}")
 
 
+# Names a model's outputs go by (matched in lower case), with what each is, for the warning.
+_OUTPUT_NAMES: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), what) for p, what in (
+    (r"(proba|probas|probability|probabilities)(_.*)?|probs?_.*|.*_(proba|probas|probs?|probability|probabilities)"
+     r"|.*_proba_.*", "a probability"),
+    (r"y_?(pred|hat).*", "a prediction"),
+    (r"(pred|preds|prediction|predictions)(_.*)?|predicted.*|.*_(pred|prediction|predicted)", "a prediction"),
+    (r"(.*_)?scores?", "a score"),
+    (r"(.*_)?logits?(_.*)?", "a logit"),
+    (r"(.*_)?confidence(_.*)?", "a confidence"),
+))
+_MIN_PROBA_ROWS = 5           # complete rows a group of columns needs before it can read as probabilities
+_PROBA_ROW_SHARE = 0.99       # of those rows, the share whose values must sum to 1
+_FRACTIONAL_ROW_SHARE = 0.5   # ... and the share with a value strictly between 0 and 1 (one-hot columns are 0/1)
+
+
+def output_name(name: str, classes: Sequence[str] | None = None) -> str | None:
+    """What a column named ``name`` looks like when its name is a model output's (``y_pred``,
+    ``score``, ``proba_<class>``, ``p_<class>`` for a class of ``classes``, ``logits``...), else None."""
+    lowered = name.strip().lower()
+    if classes and lowered in {f"p_{c}".lower() for c in classes}:
+        return "a class probability"
+    return next((what for pattern, what in _OUTPUT_NAMES if pattern.fullmatch(lowered)), None)
+
+
+def _probability_columns(data: pd.DataFrame, names: list[str]) -> list[str]:
+    """Columns of ``names`` holding numbers, all within [0, 1], not constant."""
+    out = []
+    for name in names:
+        series = data[name]
+        if not pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype):
+            continue
+        present = series.dropna()
+        if len(present) and present.min() >= 0.0 and present.max() <= 1.0 and present.nunique() > 1:
+            out.append(name)
+    return out
+
+
+def _sums_to_one(data: pd.DataFrame, group: list[str]) -> bool:
+    values = data[group].dropna().to_numpy(dtype="float64")
+    if len(values) < _MIN_PROBA_ROWS:
+        return False
+    sums_to_one = np.abs(values.sum(axis=1) - 1.0) <= PROBA_SUM_TOLERANCE
+    fractional = ((values > 0.0) & (values < 1.0)).any(axis=1)
+    return bool(sums_to_one.mean() >= _PROBA_ROW_SHARE and fractional.mean() >= _FRACTIONAL_ROW_SHARE)
+
+
+def _summing_subset(data: pd.DataFrame, candidates: list[str]) -> list[str]:
+    """The columns of ``candidates`` whose sum is 1 on every row, found by least squares: the
+    weights that best make 1 from the columns are 1 on such a subset and 0 elsewhere."""
+    values = data[candidates].dropna().to_numpy(dtype="float64")[:10_000]
+    if len(values) < max(_MIN_PROBA_ROWS, len(candidates) + 1):
+        return []
+    weights = np.linalg.lstsq(values, np.ones(len(values)), rcond=None)[0]
+    chosen = np.abs(weights - 1.0) < 0.1
+    if not np.all(chosen | (np.abs(weights) < 0.1)):
+        return []
+    return [c for c, take in zip(candidates, chosen) if take]
+
+
+def probability_groups(data: pd.DataFrame, names: list[str]) -> list[list[str]]:
+    """Groups of two or more columns of ``names`` that read as the probabilities of classes: numbers
+    in [0, 1] summing to 1 on (almost) every row, not just 0/1 (one-hot columns sum to 1 too). The
+    groups tried: columns sharing a prefix (``p_a, p_b``) or a suffix (``a_prob, b_prob``) before or
+    after an underscore, then the subset of all such columns that sums to 1 (``a, b, c``)."""
+    candidates = _probability_columns(data, names)
+    tried: list[list[str]] = []
+    for key in (lambda n: n.rsplit("_", 1)[0] if "_" in n else None,
+                lambda n: n.split("_", 1)[1] if "_" in n else None):
+        by_key: dict[str, list[str]] = {}
+        for name in candidates:
+            k = key(name)
+            if k is not None:
+                by_key.setdefault(k, []).append(name)
+        tried += [g for g in by_key.values() if len(g) >= 2]
+    fractional = [c for c in candidates if ((data[c] > 0.0) & (data[c] < 1.0)).any()]  # not one-hot 0/1
+    if len(fractional) >= 2:
+        tried.append(_summing_subset(data, fractional))
+    found: list[list[str]] = []
+    for group in tried:
+        if 2 <= len(group) <= MAX_CLASSES and not any(set(group) <= set(g) for g in found) \
+                and _sums_to_one(data, group):
+            found.append(group)
+    return found
+
+
+def model_outputs(data: pd.DataFrame, names: list[str], classes: Sequence[str] | None = None) -> list[LeftOut]:
+    """The columns of ``names`` that look like a model's outputs, each with why, in ``names`` order."""
+    why: dict[str, str] = {}
+    for name in names:
+        what = output_name(name, classes)
+        if what:
+            why[name] = f"a model output (named like {what}), not an input"
+    for group in probability_groups(data, [n for n in names if n not in why]):
+        shown = ", ".join(group[:6]) + (", ..." if len(group) > 6 else "")
+        for name in group:
+            why[name] = f"a model output (numbers in [0, 1] that sum to 1 on every row with {shown}: class probabilities)"
+    return [LeftOut(n, why[n], Omission.MODEL_OUTPUT) for n in names if n in why]
+
+
+def resolve_task(target: pd.Series, task: str | None = None) -> InferredTask:
+    """The task ``target`` asks for (:func:`monitor.tasks.infer_task`), or ``task`` as asked, checked
+    against the values (binary: two; multiclass: 2-100 classes; regression: numbers). DataError
+    naming the target when they do not fit."""
+    inferred = infer_task(target)
+    if task is None:
+        if isinstance(inferred, str):
+            raise DataError(inferred)
+        return inferred
+    if isinstance(inferred, InferredTask) and inferred.task == task:
+        return InferredTask(task, inferred.classes, f"{inferred.reason}; chosen with --task")
+    present = target.dropna()
+    name, k = target.name, present.nunique()
+    if task == "regression":
+        if not pd.api.types.is_numeric_dtype(present.dtype) or pd.api.types.is_bool_dtype(present.dtype):
+            shown = ", ".join(map(repr, sorted(map(str, present.unique()))[:3]))
+            raise DataError(f"target {name!r} holds values that are not numbers ({shown}, ...): a regression "
+                            "target is a number; choose --task multiclass or binary")
+        return InferredTask("regression", None, f"chosen with --task ({k} distinct values)")
+    if task == "binary" and k != 2:
+        raise DataError(f"target {name!r} has {k} distinct values; a binary target has two: choose --task "
+                        "multiclass" + (" or regression" if pd.api.types.is_numeric_dtype(present.dtype) else ""))
+    if task == "multiclass" and not 2 <= k <= MAX_CLASSES:
+        raise DataError(f"target {name!r} has {k} distinct values; a multiclass target has 2 to {MAX_CLASSES}"
+                        + (": choose --task regression" if k > MAX_CLASSES else ""))
+    classes = _sorted_classes(present.unique())
+    if task == "binary":
+        return InferredTask("binary", None if set(classes) == {"0", "1"} else classes,
+                            f"chosen with --task; {classes[1]!r} is the positive class (label 1)")
+    return InferredTask("multiclass", classes, f"chosen with --task ({k} classes)")
+
+
 def infer_features(data: pd.DataFrame, target: str, *, id: str | None = "id",
                    ignore: list[str] | tuple[str, ...] = ()) -> list[InferredFeature]:
     """The features of ``data`` (every column but target, id, ignored and left-out ones), by the
@@ -117,18 +266,24 @@ def infer_features(data: pd.DataFrame, target: str, *, id: str | None = "id",
 
 
 def infer_schema(data: pd.DataFrame, target: str, *, id: str | None = "id",
-                 ignore: list[str] | tuple[str, ...] = ()) -> InferredSchema:
-    """The features of ``data`` and the columns left out for carrying no signal (constant, all
-    missing); DataError listing every problem at once when a column cannot be used."""
+                 ignore: list[str] | tuple[str, ...] = (), keep: list[str] | tuple[str, ...] = (),
+                 classes: Sequence[str] | None = None) -> InferredSchema:
+    """The features of ``data`` and the columns left out: for carrying no signal (constant, all
+    missing) or for looking like a model's outputs (:func:`model_outputs`; ``classes`` name its
+    ``p_<class>`` columns) unless in ``keep``. DataError listing every problem at once when a
+    column cannot be used."""
     columns = [str(c) for c in data.columns]
-    absent = [c for c in [target, *ignore] if c not in columns]
+    absent = [c for c in [target, *ignore, *keep] if c not in columns]
     if id not in (None, "id") and id not in columns:
         absent.append(id)
     if absent:
         raise DataError(f"the data has no column(s) {', '.join(absent)} (has: {', '.join(columns[:20])})")
     sample = data if len(data) <= SAMPLE_ROWS else data.sample(SAMPLE_ROWS, random_state=0)
     skip = {target, id, *ignore}
-    found, left_out, problems = [], [], []
+    outputs = model_outputs(sample, [c for c in columns if c not in skip and c not in keep], classes)
+    skip |= {c.name for c in outputs}
+    found, problems = [], []
+    left_out: list[LeftOut] = list(outputs)
     for name in columns:
         if name in skip:
             continue
@@ -154,6 +309,7 @@ def infer_schema(data: pd.DataFrame, target: str, *, id: str | None = "id",
         problems.append(f"no feature columns left besides the target {target!r}{dropped}")
     if problems:
         raise DataError("; ".join(problems))
+    left_out.sort(key=lambda c: columns.index(c.name))  # file order, as the features
     return InferredSchema(found, left_out)
 
 

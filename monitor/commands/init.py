@@ -8,7 +8,9 @@ from pathlib import Path
 
 import click
 
+from monitor.dataschema import Omission
 from monitor.errors import UserInputError
+from monitor.tasks import TASKS, InferredTask
 
 
 def _yaml_name(value: str) -> str:
@@ -18,8 +20,30 @@ def _yaml_name(value: str) -> str:
     return value if plain else json.dumps(value)
 
 
+def _target_comment(target: str, task: InferredTask) -> str:
+    said = f"label records may send it as \"{target}\""
+    if task.task == "regression":
+        return f"the true value, a number; {said}"
+    if task.task == "multiclass":
+        return f"the true class, one of classes; {said}"
+    if task.classes:
+        return f"the outcome, {task.classes[0]} or {task.classes[1]}; {said}"
+    return f"the 0/1 outcome; {said}"
+
+
+def _task_lines(task: InferredTask, chosen: bool) -> list[str]:
+    lines = [f"  task: {task.task}    # {task.reason}{'' if chosen else '; init --task chooses another'}"]
+    if task.classes:
+        names = ", ".join(_yaml_name(c) for c in task.classes)
+        why = ("[negative, positive]" if task.task == "binary" else
+               "in this order: a list of probabilities on the wire follows it")
+        lines.append(f"  classes: [{names}]    # {why}")
+    return lines
+
+
 def render(*, data_path: str, rows: int, name: str, target: str, id: str | None, ignore: list[str],
-           features: list, left_out: list | None = None) -> str:
+           features: list, left_out: list | None = None, task: InferredTask | None = None,
+           task_chosen: bool = False) -> str:
     """The file's text: every choice on its own line with the reason as a comment."""
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
@@ -29,11 +53,13 @@ def render(*, data_path: str, rows: int, name: str, target: str, id: str | None,
         "#   driftloop serve                       # ingestion API, /metrics, drift checks, retraining",
         "# Rules: booleans and numbers are numeric; text is categorical; text unique on most rows",
         "# is refused as an id (--id) or free text (--ignore); constant and all-missing columns are",
-        "# left out (listed under ignore: no signal to learn, and drift on them would mean nothing).",
+        "# left out (listed under ignore: no signal to learn, and drift on them would mean nothing), and so",
+        "# are a model's outputs (y_pred, score, proba_<class>...): --keep COLUMN keeps one as a feature.",
         "# Any key can be overridden by an environment variable DRIFTLOOP_SECTION__KEY.",
         "model:",
         f"  name: {_yaml_name(name)}",
-        f"  target: {_yaml_name(target)}    # the 0/1 outcome; label records may send it as \"{target}\"",
+        *(_task_lines(task, task_chosen) if task else []),
+        f"  target: {_yaml_name(target)}    # {_target_comment(target, task or InferredTask('binary', None, ''))}",
     ]
     if id:
         lines.append(f"  id: {_yaml_name(id)}    # record id column of files and frames; not a feature")
@@ -42,7 +68,8 @@ def render(*, data_path: str, rows: int, name: str, target: str, id: str | None,
         names = [*ignore, *(c.name for c in left_out)]
         lines.append(f"  ignore: [{', '.join(_yaml_name(c) for c in names)}]    # in the file, not features")
         for c in left_out:
-            lines.append(f"  #   {c.name}: left out by init, {c.why}")
+            keep = f"; --keep {c.name} to use it as a feature" if c.kind == Omission.MODEL_OUTPUT else ""
+            lines.append(f"  #   {c.name}: left out by init, {c.why}{keep}")
     lines.append("  features:")
     width = max(len(f"    - {{name: {f.name}, type: {f.type}}}") for f in features)
     for f in features:
@@ -60,23 +87,32 @@ def default_name(path: str) -> str:
 @click.command("init")
 @click.option("--data", "data_path", required=True, type=click.Path(dir_okay=False),
               help="CSV (.csv, .csv.gz) or Parquet file with the feature columns and the target.")
-@click.option("--target", required=True, help="The 0/1 outcome column.")
+@click.option("--target", required=True,
+              help="The outcome column: 0/1 or two values (binary), 3-100 classes (multiclass) or a number (regression).")
+@click.option("--task", type=click.Choice(TASKS), default=None,
+              help="binary, multiclass or regression [default: inferred from the target].")
 @click.option("--id", "id_column", default=None, help="Record id column (e.g. customer_id): kept out of the features.")
 @click.option("--ignore", multiple=True, help="A column that is not a feature (repeat for several).")
+@click.option("--keep", multiple=True,
+              help="A column named or shaped like a model output (score, y_pred, proba_*) to use as a feature anyway.")
 @click.option("--name", default=None, help="Model name [default: the data file's name].")
 @click.option("--output", "-o", default="driftloop.yaml", show_default=True, type=click.Path(dir_okay=False),
               help="Where to write the config.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
-def command(data_path: str, target: str, id_column: str | None, ignore: tuple[str, ...], name: str | None,
-            output: str, force: bool) -> None:
-    """Write a commented driftloop.yaml for DATA: feature types inferred, ready for train and serve.
+def command(data_path: str, target: str, task: str | None, id_column: str | None, ignore: tuple[str, ...],
+            keep: tuple[str, ...], name: str | None, output: str, force: bool) -> None:
+    """Write a commented driftloop.yaml for DATA: task and feature types inferred, ready for train and serve.
 
-    Integers and booleans become numeric features, text becomes categorical. A text column with
-    a different value on (almost) every row is refused with a hint: it is an id (--id) or free
-    text (--ignore). Edit the file afterwards to make integer codes categorical.
+    The task follows from the target: two values are binary, 3-100 classes multiclass (the class
+    list is written down), a continuous number regression; --task chooses. Integers and booleans
+    become numeric features, text becomes categorical. A text column with a different value on
+    (almost) every row is refused with a hint: it is an id (--id) or free text (--ignore).
+    Columns that look like a model's outputs (y_pred, score, proba_<class>, probabilities that
+    sum to 1) are left out with a warning; --keep keeps one. Edit the file afterwards to make
+    integer codes categorical.
     """
     from monitor.config import ModelConfig
-    from monitor.dataschema import SAMPLE_ROWS, infer_schema, with_features
+    from monitor.dataschema import SAMPLE_ROWS, infer_schema, resolve_task, with_features
     from trainer import read_table
 
     out = Path(output)
@@ -84,21 +120,33 @@ def command(data_path: str, target: str, id_column: str | None, ignore: tuple[st
         raise UserInputError(f"{out} exists; pass --force to overwrite it")
     data = read_table(data_path)
     id_name = id_column or ("id" if "id" in data.columns else None)
-    schema = infer_schema(data, target, id=id_name, ignore=list(ignore))
+    inferred = resolve_task(data[target], task) if target in data.columns else None
+    schema = infer_schema(data, target, id=id_name, ignore=list(ignore), keep=list(keep),
+                          classes=inferred.classes if inferred else None)
+    assert inferred is not None  # infer_schema refused a data file without the target
     features, left_out = schema.features, schema.left_out
     model_name = name or default_name(data_path)
     settings = {"name": model_name, "target": target, "ignore": [*ignore, *(c.name for c in left_out)],
+                "task": inferred.task, **({"classes": inferred.classes} if inferred.classes else {}),
                 **({"id": id_name} if id_name else {})}
     try:  # the file must load: the same validation `train` and `serve` will run
         with_features(ModelConfig.model_validate(settings), [f.spec() for f in features])
     except ValueError as exc:
         raise UserInputError(f"cannot write a valid config: {str(exc).splitlines()[-1].strip()}") from None
     text = render(data_path=data_path, rows=min(len(data), SAMPLE_ROWS), name=model_name, target=target,
-                  id=id_column, ignore=list(ignore), features=features, left_out=left_out)
+                  id=id_column, ignore=list(ignore), features=features, left_out=left_out, task=inferred,
+                  task_chosen=task is not None)
     out.write_text(text, encoding="utf-8")
     kinds = {t: sum(f.type == t for f in features) for t in ("numeric", "categorical")}
-    click.echo(f"Wrote {out}: model {model_name!r}, target {target!r}, {kinds['numeric']} numeric and "
+    what = f"{inferred.task}" + (f" ({len(inferred.classes)} classes)" if inferred.task == "multiclass"
+                                 and inferred.classes else "")
+    click.echo(f"Wrote {out}: model {model_name!r}, {what}, target {target!r}, {kinds['numeric']} numeric and "
                f"{kinds['categorical']} categorical feature(s). Next: driftloop train --data {data_path}")
     for c in left_out:
-        click.echo(f"Left out column {c.name!r}: {c.why}; no signal to learn, and drift on it would mean "
-                   "nothing (listed under ignore in the file)", err=True)
+        if c.kind == Omission.MODEL_OUTPUT:
+            click.echo(f"Warning: column {c.name!r} looks like {c.why}: left out of the features (listed under "
+                       f"ignore in the file). To use it as a feature, pass --keep {c.name} or move it from "
+                       "ignore to features in the file", err=True)
+        else:
+            click.echo(f"Left out column {c.name!r}: {c.why}; no signal to learn, and drift on it would mean "
+                       "nothing (listed under ignore in the file)", err=True)

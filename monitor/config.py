@@ -447,8 +447,12 @@ class TrainingConfig(_Section):
     # on the held-out recent rows, and be strictly better on at least one.
     promote_min_accuracy_gain: float = Field(0.01, ge=0, description="gate: accuracy gain the challenger needs on the held-out recent rows")
     promote_min_auc_gain: float = Field(0.0, ge=0, description="gate: ROC AUC gain the challenger needs (0 = not worse)")
+    promote_min_mae_gain: float = Field(0.02, ge=0, lt=1, description="gate, regression: relative MAE fall the "
+                                        "challenger needs on the held-out recent rows (0.02 = 2 % lower MAE); its "
+                                        "RMSE may not rise")
     reference_floor: float = Field(0.15, ge=0, le=1, description="max accuracy the challenger may lose vs the "
-                                   "champion on the champion's reference sample (bounds forgetting)")
+                                   "champion on the champion's reference sample (bounds forgetting; regression: max relative rise of its MAE "
+                                   "there)")
     reference_sample: int = Field(5000, ge=100, description="rows in a baseline's reference sample, held-out rows first")
     min_post_change_rows: int | None = Field(None, ge=10, description="labelled rows after the detected change point "
                                              "before retraining starts (fewer means wait, not train on the old concept); "

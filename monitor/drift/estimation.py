@@ -22,6 +22,18 @@ regression, giving ``p_i = P(y = 1 | score_i)``. For a window's rows and their s
 It is right when ``P(y | score)`` is what it was on the reference: under a covariate shift of a
 well-calibrated model. It is *blind* to a concept shift (``P(y | x)`` changes, the scores do
 not), see docs/parts/estimation.md. All numpy: a 1M-row window costs tens of milliseconds.
+
+Multiclass (NannyML's multiclass CBPE): one isotonic calibrator per class, one-vs-rest, on the
+reference's probabilities (a class the reference cannot calibrate, e.g. one it never saw, keeps its
+raw probability), then each row renormalised to sum to 1, giving ``P_ik``. With ``q_i = P_i,served``:
+accuracy is ``mean(q_i)`` with the binary band (the calibration term's bins are those of the
+reference's served-class probability); per class k, ``TP_k = sum P_ik [served k]``,
+``FP_k = #served k - TP_k``, ``FN_k = sum P_ik - TP_k``, and macro F1 is the mean F1 over classes
+with ``2 TP + FP + FN >= 0.5`` (served or expected at least half a row); macro ROC AUC is the mean of
+the weighted AUCs of each class's raw probability against its ``P_ik``, with Hanley & McNeil
+variances combined as :func:`monitor.taskstats.macro_auc` combines DeLong's.
+
+Regression: direct loss estimation, :mod:`monitor.drift.loss_estimation`.
 """
 from __future__ import annotations
 
@@ -63,13 +75,17 @@ def fit_calibrator(y: np.ndarray, scores: np.ndarray) -> Calibrator | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(s, y)
-    edges = np.unique(np.quantile(s, np.linspace(0.0, 1.0, CALIBRATION_BINS + 1)[1:-1]))
-    counts = np.bincount(np.searchsorted(edges, s, side="right"), minlength=len(edges) + 1)
     return Calibrator(np.asarray(iso.X_thresholds_, dtype=np.float64),
-                      np.asarray(iso.y_thresholds_, dtype=np.float64), len(y), edges, counts)
+                      np.asarray(iso.y_thresholds_, dtype=np.float64), len(y), *quantile_bins(s))
 
 
-def _calibration_variance(calibrator: Calibrator, scores: np.ndarray, q: np.ndarray) -> float:
+def quantile_bins(values: np.ndarray, bins: int = CALIBRATION_BINS) -> tuple[np.ndarray, np.ndarray]:
+    """Inner edges of ``bins`` quantile bins of ``values`` (ties merged) and the rows in each bin."""
+    edges = np.unique(np.quantile(values, np.linspace(0.0, 1.0, bins + 1)[1:-1]))
+    return edges, np.bincount(np.searchsorted(edges, values, side="right"), minlength=len(edges) + 1)
+
+
+def _calibration_variance(calibrator: Calibrator | MulticlassCalibrator, scores: np.ndarray, q: np.ndarray) -> float:
     """Variance the finite reference adds to ``mean(q)`` (module docstring)."""
     k = len(calibrator.counts)
     b = calibrator.bins(scores)
@@ -77,6 +93,15 @@ def _calibration_variance(calibrator: Calibrator, scores: np.ndarray, q: np.ndar
     q_b = np.bincount(b, weights=q, minlength=k) / np.maximum(n_b, 1.0)
     share = n_b / len(scores)
     return float((share * share * q_b * (1.0 - q_b) / np.maximum(calibrator.counts, 1)).sum())
+
+
+def _accuracy_interval(calibrator: Calibrator | MulticlassCalibrator, scores: np.ndarray, q: np.ndarray,
+                       z: float) -> tuple[float, float]:
+    """``mean(q)`` plus or minus z times the root of its Bernoulli and calibration variances."""
+    n = len(q)
+    acc = float(q.mean())
+    half = z * math.sqrt(float((q * (1.0 - q)).sum()) / (n * n) + _calibration_variance(calibrator, scores, q))
+    return max(0.0, acc - half), min(1.0, acc + half)
 
 
 @dataclass(frozen=True)
@@ -124,13 +149,20 @@ def weighted_auc(scores: np.ndarray, p: np.ndarray) -> float | None:
     return float((g1 * (below + 0.5 * g0)).sum() / (pos_total * neg_total))
 
 
-def hanley_mcneil_interval(auc: float, positives: float, negatives: float, z: float) -> tuple[float, float] | None:
+def hanley_mcneil_variance(auc: float, positives: float, negatives: float) -> float | None:
     if positives < 1 or negatives < 1:
         return None
     q1, q2 = auc / (2 - auc), 2 * auc * auc / (1 + auc)
     var = (auc * (1 - auc) + (positives - 1) * (q1 - auc * auc) + (negatives - 1) * (q2 - auc * auc)) \
         / (positives * negatives)
-    half = z * math.sqrt(max(var, 0.0))
+    return max(var, 0.0)
+
+
+def hanley_mcneil_interval(auc: float, positives: float, negatives: float, z: float) -> tuple[float, float] | None:
+    var = hanley_mcneil_variance(auc, positives, negatives)
+    if var is None:
+        return None
+    half = z * math.sqrt(var)
     return max(0.0, auc - half), min(1.0, auc + half)
 
 
@@ -155,13 +187,124 @@ def estimate(calibrator: Calibrator, scores: np.ndarray, predicted: np.ndarray,
     q = np.where(pred, p, 1.0 - p)
     z = float(norm.ppf(0.5 + confidence / 2.0))
     acc = float(q.mean())
-    half = z * math.sqrt(float((q * (1.0 - q)).sum()) / (n * n) + _calibration_variance(calibrator, s, q))
     tp, fp = float(p[pred].sum()), float((1.0 - p[pred]).sum())
     fn = float(p[~pred].sum())
     auc = weighted_auc(s, p)
     return Estimate(
-        rows=n, accuracy=acc, accuracy_ci=(max(0.0, acc - half), min(1.0, acc + half)),
+        rows=n, accuracy=acc, accuracy_ci=_accuracy_interval(calibrator, s, q, z),
         roc_auc=auc,
         roc_auc_ci=None if auc is None else hanley_mcneil_interval(auc, float(p.sum()), float((1 - p).sum()), z),
         precision=_ratio(tp, tp + fp), recall=_ratio(tp, tp + fn), f1=_ratio(2 * tp, 2 * tp + fp + fn),
     )
+
+
+# --- multiclass ---------------------------------------------------------------------------------
+
+MIN_CLASS_F1_ROWS = 0.5   # a class enters the estimated macro F1 when served or expected at least this often
+
+
+@dataclass(frozen=True)
+class MulticlassCalibrator:
+    """One-vs-rest isotonic calibrators (None: the class keeps its raw probability), and the quantile
+    bins of the reference's served-class probability for the calibration term of the band."""
+
+    classes: tuple[Calibrator | None, ...]
+    rows: int
+    edges: np.ndarray
+    counts: np.ndarray
+
+    def __call__(self, proba: np.ndarray) -> np.ndarray:
+        """Calibrated probabilities (rows x classes), each row summing to 1."""
+        raw = np.asarray(proba, dtype=np.float64)
+        cal = np.column_stack([raw[:, k] if c is None else c(raw[:, k]) for k, c in enumerate(self.classes)])
+        total = cal.sum(axis=1, keepdims=True)
+        raw_total = raw.sum(axis=1, keepdims=True)
+        # A row every calibrator puts at 0 keeps its raw probabilities (normalised).
+        return np.where(total > 0, cal / np.where(total > 0, total, 1.0), raw / np.where(raw_total > 0, raw_total, 1.0))
+
+    def bins(self, scores: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.edges, scores, side="right")
+
+
+def fit_multiclass_calibrator(y: np.ndarray, proba: np.ndarray, served_score: np.ndarray) -> MulticlassCalibrator | None:
+    """Fit on the reference's labelled rows (class indices, raw probabilities, the served class's
+    probability); None with fewer than ``MIN_CALIBRATION_ROWS`` rows or a single class."""
+    y = np.asarray(y, dtype=np.int64)
+    proba = np.asarray(proba, dtype=np.float64)
+    if len(y) < MIN_CALIBRATION_ROWS or proba.ndim != 2 or len(np.unique(y)) < 2:
+        return None
+    classes = tuple(fit_calibrator((y == k).astype(np.float64), proba[:, k]) for k in range(proba.shape[1]))
+    return MulticlassCalibrator(classes, len(y), *quantile_bins(np.asarray(served_score, dtype=np.float64)))
+
+
+@dataclass(frozen=True)
+class MulticlassEstimate:
+    rows: int
+    accuracy: float
+    accuracy_ci: tuple[float, float]
+    macro_f1: float | None
+    roc_auc: float | None                # one-vs-rest macro
+    roc_auc_ci: tuple[float, float] | None
+
+
+def _served_probability(calibrated: np.ndarray, predicted: np.ndarray) -> np.ndarray:
+    pred = np.asarray(predicted, dtype=np.int64)
+    inside = (pred >= 0) & (pred < calibrated.shape[1])   # a served class outside the list is never right
+    return np.where(inside, calibrated[np.arange(len(pred)), np.clip(pred, 0, calibrated.shape[1] - 1)], 0.0)
+
+
+def expected_multiclass_accuracy(calibrator: MulticlassCalibrator, proba: np.ndarray,
+                                 predicted: np.ndarray) -> float | None:
+    """Only the expected accuracy (cheap): what the realised-vs-estimated error needs."""
+    if not len(predicted):
+        return None
+    return float(_served_probability(calibrator(proba), predicted).mean())
+
+
+def _macro_f1(calibrated: np.ndarray, pred: np.ndarray, q: np.ndarray) -> float | None:
+    k = calibrated.shape[1]
+    inside = (pred >= 0) & (pred < k)
+    tp = np.bincount(pred[inside], weights=q[inside], minlength=k)[:k]
+    served = np.bincount(pred[inside], minlength=k)[:k].astype(np.float64)
+    actual = calibrated.sum(axis=0)
+    denominators = served + actual                  # 2 TP + FP + FN
+    present = denominators >= MIN_CLASS_F1_ROWS
+    return float((2 * tp[present] / denominators[present]).mean()) if present.any() else None
+
+
+def _macro_auc(proba: np.ndarray, calibrated: np.ndarray, z: float) -> tuple[float | None, tuple[float, float] | None]:
+    aucs, variances = [], []
+    for k in range(proba.shape[1]):
+        auc = weighted_auc(proba[:, k], calibrated[:, k])
+        if auc is None:
+            continue
+        positives = float(calibrated[:, k].sum())
+        aucs.append(auc)
+        variances.append(hanley_mcneil_variance(auc, positives, len(proba) - positives))
+    if len(aucs) < 2:
+        return None, None
+    auc = float(np.mean(aucs))
+    if any(v is None for v in variances):
+        return auc, None
+    half = z * math.sqrt(sum(v for v in variances if v is not None)) / len(aucs)
+    return auc, (max(0.0, auc - half), min(1.0, auc + half))
+
+
+def estimate_multiclass(calibrator: MulticlassCalibrator, proba: np.ndarray, predicted: np.ndarray,
+                        served_score: np.ndarray, confidence: float = 0.95) -> MulticlassEstimate | None:
+    """Expected accuracy (with its band), macro F1 and one-vs-rest macro ROC AUC (with its band) of
+    rows with these raw probabilities, served classes and served-class probabilities (module
+    docstring); None for no rows."""
+    raw = np.asarray(proba, dtype=np.float64)
+    n = len(raw)
+    if n == 0:
+        return None
+    calibrated = calibrator(raw)
+    pred = np.asarray(predicted, dtype=np.int64)
+    q = _served_probability(calibrated, pred)
+    z = float(norm.ppf(0.5 + confidence / 2.0))
+    auc, auc_ci = _macro_auc(raw, calibrated, z)
+    return MulticlassEstimate(
+        rows=n, accuracy=float(q.mean()),
+        accuracy_ci=_accuracy_interval(calibrator, np.asarray(served_score, dtype=np.float64), q, z),
+        macro_f1=_macro_f1(calibrated, pred, q), roc_auc=auc, roc_auc_ci=auc_ci)

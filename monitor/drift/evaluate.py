@@ -21,7 +21,9 @@ import pandas as pd
 
 from monitor.config import DriftConfig, ModelConfig
 from monitor.drift import runner
-from monitor.drift.estimation import estimate, expected_accuracy
+from monitor.drift.estimation import (Calibrator, MulticlassCalibrator, estimate, estimate_multiclass,
+                                      expected_accuracy, expected_multiclass_accuracy)
+from monitor.drift.loss_estimation import LossEstimator, estimate_loss
 from monitor.drift.frames import (Labelled, PreparedReference, Side, missing_ratio, prepare_reference, prepare_side,
                                   sample_positions, scored_rows, unseen_categories)
 from monitor.drift.methods import (CATEGORICAL, FEW_VALUES_BINARY, NUMERIC, SMALL_REFERENCE, default_method,
@@ -141,7 +143,8 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
     estimated = _estimates(ref, current, labelled, model_cfg, drift_cfg, perf.accuracy)
     codes: dict[str, Any] = {}  # one factorisation per categorical column, for segments and unseen categories
     segments = segment_performance(current, model_cfg, drift_cfg, ref.segments,
-                                   ref.calibrator if drift_cfg.estimate else None, (cur.positions, cur.sample), codes)
+                                   ref.calibrator if drift_cfg.estimate and isinstance(ref.calibrator, Calibrator) else None,
+                                   (cur.positions, cur.sample), codes)
     features = [_feature_drift(name, plans[name], verdicts) for name in kinds]
     evaluated = [f for f in features if f.skipped is None]
     if len(evaluated) < len(features):
@@ -173,22 +176,45 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
 
 def _estimates(ref: PreparedReference, current: pd.DataFrame, labelled: Labelled | None, model_cfg: ModelConfig,
                drift_cfg: DriftConfig, realised: float | None) -> dict[str, Any]:
-    """The label-free figures of the check (CheckResult's ``estimated_*`` and the served positive rate)."""
+    """The label-free figures of the check (CheckResult's ``estimated_*``, and the served positive
+    rate of a binary model), by the reference's estimator: binary or multiclass CBPE, or regression
+    direct loss estimation."""
     scored = scored_rows(current, model_cfg, "current window")
     out: dict[str, Any] = {}
     if scored is None or not len(scored.score):
         return out
-    out["predicted_positive_rate"] = float(scored.pred.mean())
-    if not drift_cfg.estimate or ref.calibrator is None:
+    if model_cfg.task == "binary":
+        out["predicted_positive_rate"] = float(scored.pred.mean())
+    estimator = ref.calibrator
+    if not drift_cfg.estimate or estimator is None:
         return out
-    est = estimate(ref.calibrator, scored.score, scored.pred, drift_cfg.confidence)
+    if isinstance(estimator, LossEstimator):
+        loss = estimate_loss(estimator, current, drift_cfg.confidence)
+        if loss is not None:
+            out.update(estimated_rows=loss.rows, estimated_mae=loss.mae, estimated_mae_ci=loss.mae_ci,
+                       estimated_rmse=loss.rmse, estimated_rmse_ci=loss.rmse_ci)
+        return out
+    if isinstance(estimator, MulticlassCalibrator):
+        if scored.proba is None:
+            return out
+        mc = estimate_multiclass(estimator, scored.proba, scored.pred, scored.score, drift_cfg.confidence)
+        if mc is None:
+            return out
+        out.update(estimated_rows=mc.rows, estimated_accuracy=mc.accuracy, estimated_accuracy_ci=mc.accuracy_ci,
+                   estimated_roc_auc=mc.roc_auc, estimated_roc_auc_ci=mc.roc_auc_ci, estimated_macro_f1=mc.macro_f1)
+        if realised is not None and labelled is not None and len(labelled) and labelled.proba is not None:
+            on_labelled = expected_multiclass_accuracy(estimator, labelled.proba, labelled.pred)
+            if on_labelled is not None:
+                out["estimation_error"] = realised - on_labelled
+        return out
+    est = estimate(estimator, scored.score, scored.pred, drift_cfg.confidence)
     if est is None:
         return out
     out.update(estimated_rows=est.rows, estimated_accuracy=est.accuracy, estimated_accuracy_ci=est.accuracy_ci,
                estimated_roc_auc=est.roc_auc, estimated_roc_auc_ci=est.roc_auc_ci,
                estimated_precision=est.precision, estimated_recall=est.recall, estimated_f1=est.f1)
     if realised is not None and labelled is not None and len(labelled):
-        on_labelled = expected_accuracy(ref.calibrator, labelled.score, labelled.pred)
+        on_labelled = expected_accuracy(estimator, labelled.score, labelled.pred)
         if on_labelled is not None:
             out["estimation_error"] = realised - on_labelled
     return out

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from monitor.config import DriftConfig, ModelConfig
-from monitor.drift.estimation import Calibrator, fit_calibrator
+from monitor.drift.estimators import Estimator, fit_estimator
 from monitor.drift.methods import clean, distinct_values
 from monitor.errors import DataError
 from monitor.tasks import internal_proba_columns
@@ -218,7 +218,7 @@ class PreparedReference:
     full_counts: dict[str, int]
     distinct: dict[str, frozenset | None]
     missing: dict[str, float]  # share of reference rows without a value, per feature
-    calibrator: Calibrator | None = None   # score -> P(y = 1) on the reference (monitor.drift.estimation)
+    calibrator: Estimator | None = None    # the task's label-free estimator (monitor.drift.estimators)
     segments: Any = None                   # monitor.drift.segments.ReferenceSegments, for model.segments
     # The champion's precision, recall, f1 (labelled rows) and served positive_rate (all scored rows)
     # on its reference at model.threshold: the bars of alerts.rules (its MLflow baseline lacks them).
@@ -244,7 +244,7 @@ def prepare_reference(reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg
         full_counts[c] = int(len(clean(values)))
         distinct[c] = distinct_values(values)
     labelled = side.labelled
-    calibrator = fit_calibrator(labelled.y, labelled.score) if labelled is not None else None
+    calibrator = fit_estimator(model_cfg, reference, labelled)
     from monitor.drift.segment_reference import reference_segments  # it imports this module
     return PreparedReference(side, full_counts, distinct, missing_ratio(reference, model_cfg.feature_names),
                              calibrator, reference_segments(reference, model_cfg),

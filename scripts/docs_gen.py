@@ -195,7 +195,38 @@ def http_markdown() -> str:
                 out += ["| status | meaning |", "| --- | --- |"]
                 out += [f"| {code} | {r.get('description', '')} |" for code, r in responses.items()]
                 out.append("")
-    return "\n".join(out)
+    return "\n".join(out + _task_records(spec))
+
+
+def _json_type(schema: dict[str, Any]) -> str:
+    if "anyOf" in schema:
+        return " or ".join(_json_type(s) for s in schema["anyOf"])
+    kind = schema.get("type", "any")
+    kind = " or ".join(kind) if isinstance(kind, list) else kind
+    if "enum" in schema:
+        kind += " (" + ", ".join(map(str, schema["enum"][:8])) + (", ..." if len(schema["enum"]) > 8 else "") + ")"
+    return kind
+
+
+def _task_records(spec: dict[str, Any]) -> list[str]:
+    """The prediction and label records of every task (``components/schemas`` marked ``x-task``)."""
+    records = {n: s for n, s in spec.get("components", {}).get("schemas", {}).items() if "x-task" in s}
+    if not records:
+        return []
+    out = ["## Records per task", "", "The bodies of `POST /v1/predictions` and `POST /v1/labels` follow the "
+           "model's task (`GET /v1/schema` says which, with the exact record schemas).", ""]
+    for name, schema in records.items():
+        out += [f"### `{name}`", "", schema.get("description", ""), "",
+                "| field | required | type | description |", "| --- | --- | --- | --- |"]
+        for field, prop in schema["properties"].items():
+            if field == "features":
+                kind = "object: " + ", ".join(f"`{f}`" for f in prop.get("properties", {}))
+            else:
+                kind = _json_type(prop).replace("|", "\\|")
+            required = "yes" if field in schema.get("required", []) else "no"
+            out.append(f"| `{field}` | {required} | {kind} | {prop.get('description', '')} |")
+        out += ["", "```json", json.dumps(schema["example"]), "```", ""]
+    return out
 
 
 # -- metrics -------------------------------------------------------------------------------------

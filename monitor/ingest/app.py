@@ -169,13 +169,18 @@ def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | N
         """Labels joined to predictions by id, whichever arrives first."""
         return await handler.handle(request, "label")
 
-    @app.get("/v1/schema", tags=["ingestion"], summary="The model's columns: features, id, target, score, prediction")
+    @app.get("/v1/schema", tags=["ingestion"],
+             summary="The model's task, classes and columns, and its exact prediction and label records",
+             responses={200: {"description": "The model's schema", "content": openapi.SCHEMA_RESPONSE}})
     def model_schema() -> Response:
-        """What clients need to turn a DataFrame into records (monitor.client reads it once)."""
-        m = cfg.model
-        return JSONResponse({"model": m.name, "features": [{"name": f.name, "type": f.type} for f in m.features],
-                             "id": m.id, "target": m.target, "score": m.score, "prediction": m.prediction,
-                             "threshold": m.threshold})
+        """What clients need to turn a DataFrame into records (monitor.client reads it once): the
+        task (binary, multiclass or regression), the classes in order (a list of probabilities
+        follows it), the features, the column names, and `records`, the JSON Schemas of this
+        model's prediction and label records. The records of every task are in this document's
+        `components/schemas` (`x-task`)."""
+        return JSONResponse(openapi.schema_response(cfg.model))
+
+    _with_task_components(app, cfg)
 
     @app.get("/livez", tags=["operations"], summary="Liveness: the process answers",
              responses={200: {"description": "Alive", "content": openapi.HEALTH}})
@@ -225,6 +230,21 @@ def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | N
         return Response(body, media_type=content_type)
 
     return app
+
+
+def _with_task_components(app: FastAPI, cfg: DriftloopConfig) -> None:
+    """The OpenAPI document also carries the prediction and label records of every task
+    (``components/schemas``, :func:`monitor.ingest.openapi.task_components`); the request bodies
+    stay those of the configured task, the only ones this server accepts."""
+    build = app.openapi
+
+    def document() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            spec = build()
+            spec.setdefault("components", {}).setdefault("schemas", {}).update(openapi.task_components(cfg.model))
+        return app.openapi_schema or build()
+
+    app.openapi = document  # type: ignore[method-assign]
 
 
 def _install_error_handlers(app: FastAPI) -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 from monitor.config import ModelConfig
 from monitor.records.fields import MAX_EPOCH_SECONDS
+from monitor.tasks import PROBA_SUM_TOLERANCE, TASKS
 
 _TS = {"anyOf": [{"type": "string", "format": "date-time", "description": "RFC 3339 with a UTC offset, 1970-2286"},
                  {"type": "number", "minimum": 0, "exclusiveMaximum": MAX_EPOCH_SECONDS, "description": "epoch seconds"},
@@ -14,40 +15,141 @@ _TS = {"anyOf": [{"type": "string", "format": "date-time", "description": "RFC 3
 _ID = {"type": "string", "minLength": 1, "maxLength": 200, "description": "caller-given; re-sending it is idempotent"}
 
 
-def prediction_schema(model: ModelConfig) -> dict[str, Any]:
+_VERSION = {"anyOf": [{"type": "string", "minLength": 1, "maxLength": 64}, {"type": "integer", "minimum": 0},
+                      {"type": "null"}],
+            "description": "the registry version that scored this row (e.g. the champion's version); 'unknown' "
+                           "when absent. Checks judge the current champion on the rows it scored."}
+_PROBABILITY = {"type": "number", "minimum": 0, "maximum": 1}
+# Classes shown in the records of a task the configured model does not have (the component schemas).
+EXAMPLE_CLASSES = ["cat", "dog", "eel"]
+
+
+def _features(model: ModelConfig) -> dict[str, Any]:
     # null: a missing value, stored as NULL and counted (driftloop_feature_missing_ratio).
     features = {f.name: ({"type": ["number", "null"]} if f.type == "numeric" else {"type": ["string", "null"]})
                 for f in model.features}
-    return {
-        "type": "object", "additionalProperties": False, "required": ["id", "features", "score"],
-        "properties": {
-            "id": _ID, "ts": _TS,
-            "features": {"type": "object", "properties": features, "required": list(features),
-                         "additionalProperties": False},
-            "score": {"type": "number", "minimum": 0, "maximum": 1, "description": "P(target = 1)" + (
-                f"; may be sent as {model.score!r}" if model.score != "score" else "")},
-            "prediction": {"anyOf": [{"type": "integer", "enum": [0, 1]}, {"type": "null"}],
-                           "description": f"derived as score > {model.threshold} when absent or null" + (
-                               f"; may be sent as {model.prediction!r}" if model.prediction != "prediction" else "")},
-            "model_version": {"anyOf": [{"type": "string", "minLength": 1, "maxLength": 64},
-                                        {"type": "integer", "minimum": 0}, {"type": "null"}],
-                              "description": "the registry version that scored this row (e.g. the champion's "
-                                             "version); 'unknown' when absent. Checks judge the current champion "
-                                             "on the rows it scored."},
-        },
-    }
+    return {"type": "object", "properties": features, "required": list(features), "additionalProperties": False}
+
+
+def _class(model: ModelConfig, description: str) -> dict[str, Any]:
+    """A class on the wire: its name (one of model.classes), or a number equal to one."""
+    if not model.classes:
+        return {"type": ["string", "integer"], "description": f"{description}; one of the model's classes "
+                "(model.classes, GET /v1/schema)"}
+    numeric = [int(c) for c in model.classes if c.lstrip("-").isdigit()]
+    names: dict[str, Any] = {"type": "string", "enum": list(model.classes)}
+    return {"anyOf": [names, {"type": "integer", "enum": numeric}]} if numeric else names
+
+
+def _probabilities(model: ModelConfig) -> dict[str, Any]:
+    k = len(model.classes) if model.classes else None
+    mapping: dict[str, Any] = {"type": "object", "description": "class -> probability"}
+    listed: dict[str, Any] = {"type": "array", "items": _PROBABILITY,
+                              "description": "one probability per class, in the order of model.classes"}
+    if model.classes:
+        mapping.update(properties={c: _PROBABILITY for c in model.classes}, required=list(model.classes),
+                       additionalProperties=False)
+        listed.update(minItems=k, maxItems=k)
+    else:
+        mapping["additionalProperties"] = _PROBABILITY
+    return {"anyOf": [mapping, listed], "description": "the probability of every class, summing to 1 (within "
+            f"{PROBA_SUM_TOLERANCE}): an object class -> probability, or a list in the order of model.classes"}
+
+
+def prediction_schema(model: ModelConfig) -> dict[str, Any]:
+    """A prediction record of ``model``'s task (monitor.tasks): binary ``score`` (P(1)) and optional
+    ``prediction`` 0/1; multiclass ``probabilities`` and optional ``prediction`` (a class); regression
+    ``prediction`` (the predicted number)."""
+    properties: dict[str, Any] = {"id": _ID, "ts": _TS, "features": _features(model)}
+    if model.task == "multiclass":
+        properties["probabilities"] = _probabilities(model)
+        properties["prediction"] = {"anyOf": [_class(model, "the served class"), {"type": "null"}],
+                                    "description": "the served class; the most probable one when absent or null"}
+        required = ["id", "features", "probabilities"]
+    elif model.task == "regression":
+        properties["prediction"] = {"type": "number", "description": "the predicted value" + (
+            f"; may be sent as {model.prediction!r}" if model.prediction != "prediction" else "")}
+        required = ["id", "features", "prediction"]
+    else:
+        binary: dict[str, Any] = {"type": "integer", "enum": [0, 1]}
+        properties["score"] = {"type": "number", "minimum": 0, "maximum": 1, "description": "P(target = 1)" + (
+            f"; may be sent as {model.score!r}" if model.score != "score" else "")}
+        properties["prediction"] = {
+            "anyOf": [binary, *([_class(model, "the predicted class")] if model.classes else []), {"type": "null"}],
+            "description": f"derived as score > {model.threshold} when absent or null" + (
+                f"; may be sent as {model.prediction!r}" if model.prediction != "prediction" else "")}
+        required = ["id", "features", "score"]
+    properties["model_version"] = _VERSION
+    return {"type": "object", "additionalProperties": False, "required": required, "properties": properties}
+
+
+def _label_value(model: ModelConfig) -> dict[str, Any]:
+    if model.task == "regression":
+        return {"type": "number"}
+    if model.task == "multiclass":
+        return _class(model, "the true class")
+    binary = {"type": "integer", "enum": [0, 1]}
+    return {"anyOf": [binary, _class(model, "the true class")]} if model.classes else binary
 
 
 def label_schema(model: ModelConfig) -> dict[str, Any]:
-    """``{"id", "<target>": 0|1, "ts"}``; the generic key ``label`` is accepted in place of the target's name."""
-    binary = {"type": "integer", "enum": [0, 1]}
-    properties: dict[str, Any] = {"id": _ID, model.target: {**binary, "description": "the true outcome (model.target)"},
+    """``{"id", "<target>": value, "ts"}``; the generic key ``label`` is accepted in place of the
+    target's name. The value: 0/1 (binary, or one of its two classes), a class (multiclass), a
+    number (regression)."""
+    value = _label_value(model)
+    what = {"regression": "the true value", "multiclass": "the true class"}.get(model.task, "the true outcome")
+    properties: dict[str, Any] = {"id": _ID, model.target: {**value, "description": f"{what} (model.target)"},
                                   "ts": _TS}
     if model.target == "label":
         return {"type": "object", "additionalProperties": False, "required": ["id", "label"], "properties": properties}
-    properties["label"] = {**binary, "description": f"the same as {model.target!r}, under the generic name"}
+    properties["label"] = {**value, "description": f"the same as {model.target!r}, under the generic name"}
     return {"type": "object", "additionalProperties": False, "required": ["id"], "properties": properties,
             "oneOf": [{"required": [model.target]}, {"required": ["label"]}]}
+
+
+def task_components(model: ModelConfig) -> dict[str, dict[str, Any]]:
+    """The prediction and label records of every task, for ``components/schemas`` of the OpenAPI
+    document (``x-task`` names the task): the configured model's own, and the other tasks' records
+    with its features (and, for classes, ``EXAMPLE_CLASSES``), so one document shows them all."""
+    out: dict[str, dict[str, Any]] = {}
+    for task in TASKS:
+        own = task == model.task
+        classes = model.classes if own else (EXAMPLE_CLASSES if task == "multiclass" else None)
+        shaped = model.model_copy(update={"task": task, "classes": classes})
+        note = "this model's records" if own else \
+            f"the records of a {task} model with these features" + (" (example classes)" if classes else "")
+        title = task.capitalize()
+        out[f"{title}Prediction"] = {**prediction_schema(shaped), "x-task": task,
+                                     "description": f"A {task} prediction record: {note}.",
+                                     "example": prediction_example(shaped)}
+        out[f"{title}Label"] = {**label_schema(shaped), "x-task": task,
+                                "description": f"A {task} label record: {note}.", "example": label_example(shaped)}
+    return out
+
+
+def schema_response(model: ModelConfig) -> dict[str, Any]:
+    """``GET /v1/schema``'s answer: the model's columns, task, classes and its exact record shapes."""
+    m = model
+    return {"model": m.name, "task": m.task, "classes": m.classes,
+            "features": [{"name": f.name, "type": f.type} for f in m.features],
+            "id": m.id, "target": m.target, "score": m.score, "prediction": m.prediction, "threshold": m.threshold,
+            "records": {"prediction": prediction_schema(m), "label": label_schema(m)}}
+
+
+SCHEMA_RESPONSE = {"application/json": {"schema": {
+    "type": "object", "required": ["model", "task", "classes", "features", "id", "target", "records"],
+    "properties": {
+        "model": {"type": "string"}, "task": {"type": "string", "enum": list(TASKS)},
+        "classes": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}],
+                    "description": "class names in order (multiclass; binary with a non-0/1 target); null otherwise"},
+        "features": {"type": "array", "items": {"type": "object", "required": ["name", "type"], "properties": {
+            "name": {"type": "string"}, "type": {"type": "string", "enum": ["numeric", "categorical"]}}}},
+        "id": {"type": "string", "description": "model.id: the id column of files and frames"},
+        "target": {"type": "string"}, "score": {"type": "string"}, "prediction": {"type": "string"},
+        "threshold": {"type": "number"},
+        "records": {"type": "object", "required": ["prediction", "label"],
+                    "description": "JSON Schemas of this model's prediction and label records",
+                    "properties": {"prediction": {"type": "object"}, "label": {"type": "object"}}}}}}}
 
 
 def request_body(record: dict[str, Any], example: dict[str, Any]) -> dict[str, Any]:
@@ -62,12 +164,23 @@ def request_body(record: dict[str, Any], example: dict[str, Any]) -> dict[str, A
 
 def prediction_example(model: ModelConfig) -> dict[str, Any]:
     features = {f.name: (0.5 if f.type == "numeric" else "a") for f in model.features}
-    return {"id": "req-123", "ts": "2026-11-30T01:02:03Z", "features": features, "score": 0.81, "prediction": 1,
-            "model_version": "3"}
+    record: dict[str, Any] = {"id": "req-123", "ts": "2026-11-30T01:02:03Z", "features": features}
+    if model.task == "multiclass":
+        classes = model.classes or EXAMPLE_CLASSES
+        share = round(1.0 / len(classes), 4)
+        probabilities = {c: share for c in classes}
+        probabilities[classes[0]] = round(1.0 - share * (len(classes) - 1), 4)
+        record.update(probabilities=probabilities, prediction=classes[0])
+    elif model.task == "regression":
+        record["prediction"] = 103.5
+    else:
+        record.update(score=0.81, prediction=1)
+    return {**record, "model_version": "3"}
 
 
 def label_example(model: ModelConfig) -> dict[str, Any]:
-    return {"id": "req-123", model.target: 1, "ts": "2026-11-30T07:00:00Z"}
+    value: Any = {"multiclass": (model.classes or EXAMPLE_CLASSES)[0], "regression": 98.2}.get(model.task, 1)
+    return {"id": "req-123", model.target: value, "ts": "2026-11-30T07:00:00Z"}
 
 ERROR = {"application/json": {"schema": {"type": "object", "properties": {
     "error": {"type": "string"},

@@ -47,8 +47,11 @@ def serve(app) -> Iterator[str]:
         thread.join(10)
 
 
-def make_config(home, **server) -> DriftloopConfig:
-    model = {"name": "m", "features": [{"name": "x0"}, {"name": "x1"}, {"name": "region", "type": "categorical"}]}
+def make_config(home, model: dict | None = None, **server) -> DriftloopConfig:
+    """The ingestion tests' config: a binary model of x0, x1 and region unless ``model`` says
+    otherwise (keys of it replace the defaults: ``{"task": "regression"}``)."""
+    model = {"name": "m", "features": [{"name": "x0"}, {"name": "x1"}, {"name": "region", "type": "categorical"}],
+             **(model or {})}
     return load_config(environ={}, overrides={"home": str(home), "model": model,
                                               "server": {"token": TOKEN, "max_body_bytes": 64 * 1024,
                                                          "max_batch_records": 200, **server}})

@@ -2,8 +2,13 @@
 
     from monitor.client import DriftloopClient
     with DriftloopClient("http://127.0.0.1:8470", token="...") as dl:
-        dl.log_predictions(frame)            # DataFrame: id, [ts], features..., score, [prediction]
+        dl.log_predictions(frame)            # DataFrame: id, [ts], features..., the model's outputs
         dl.log_labels(labels_frame)          # DataFrame: id, label, [ts]
+
+The outputs follow the server's model (``GET /v1/schema``): binary ``score`` [``prediction`` 0/1];
+multiclass one ``proba_<class>`` column per class or a ``probabilities`` list column [``prediction``,
+a class]; regression ``prediction``. These are the columns the registered pyfunc returns, so a
+service sends ``features.join(model.predict(features))`` as it is. Labels: 0/1, class names or numbers.
 
 or, module-level: ``monitor.client.configure(url, token=...)`` then ``monitor.client.log_predictions(...)``.
 
@@ -116,11 +121,13 @@ class DriftloopClient:
                         ts: str = "ts", score: str | None = None, prediction: str | None = None,
                         model_version: str | int | None = None) -> IngestSummary:
         """Send predictions: a DataFrame or a list of API records. A frame's columns default to the
-        server's model (``GET /v1/schema``): its id column (``model.id``), features, score and
-        prediction names; other columns (the target, anything else) are left out. Missing values
-        (NaN, None, pd.NA) are sent as null: stored and counted, not refused. ``model_version``: the
-        registry version that scored them (e.g. ``Champion.version``), for records that do not say;
-        the daemon judges each champion on the rows it scored."""
+        server's model (``GET /v1/schema``): its id column (``model.id``), features, and the outputs
+        of its task (binary: score [prediction]; multiclass: ``proba_<class>`` per class or a
+        ``probabilities`` list [prediction, a class name]; regression: prediction); other columns
+        (the target, anything else) are left out. Missing values (NaN, None, pd.NA) are sent as
+        null: stored and counted, not refused. ``model_version``: the registry version that scored
+        them (e.g. ``Champion.version``), for records that do not say; the daemon judges each
+        champion on the rows it scored."""
         if _is_frame(data):
             from monitor.records.frames import prediction_records
             schema = self.schema()
@@ -131,7 +138,8 @@ class DriftloopClient:
                                       prediction=prediction or schema.get("prediction", "prediction"),
                                       exclude=("label", schema.get("target", "label")),
                                       categorical=[f["name"] for f in schema.get("features", [])
-                                                   if f.get("type") == "categorical"])
+                                                   if f.get("type") == "categorical"],
+                                      task=schema.get("task", "binary"), classes=schema.get("classes"))
         if model_version is not None:
             from monitor.records.frames import with_model_version
             data = with_model_version(list(data), model_version)
@@ -139,7 +147,8 @@ class DriftloopClient:
 
     def log_labels(self, data: Any, *, id: str | None = None, label: str | None = None, ts: str = "ts") -> IngestSummary:
         """Send true labels: a DataFrame with the id column, the target (``model.target``, e.g.
-        ``churned``, or ``label``) and an optional ts column, or a list of records."""
+        ``churned``, or ``label``) and an optional ts column, or a list of records. The target holds
+        0/1 (binary), class names (multiclass, or a binary model's two classes) or numbers (regression)."""
         if _is_frame(data):
             from monitor.records.frames import label_records
             schema = self.schema()
@@ -150,7 +159,8 @@ class DriftloopClient:
         return self._send("/v1/labels", data)
 
     def schema(self) -> dict:
-        """The server's model columns (``GET /v1/schema``), fetched once; {} from a server without it."""
+        """The server's model (``GET /v1/schema``: task, classes, columns, record schemas), fetched
+        once and cached; {} from a server without it (then frames are read as a binary model's)."""
         if self._schema is None:
             response = self._request("GET", "/v1/schema", None, IngestSummary(), "schema")
             self._schema = response.json() if response.status_code == 200 else {}
@@ -289,6 +299,12 @@ class Champion:
     service needs neither torch nor driftloop's trainer. A version without that published form
     is not loaded (``last_error`` says why; the current model keeps serving).
 
+    :meth:`predict` returns the same in every runtime, by the model's task: P(label = 1) as a numpy
+    array (binary); a DataFrame with ``prediction`` (the class name) and one ``proba_<class>``
+    column per class (multiclass); a DataFrame with ``prediction`` (regression). DataFrames keep
+    the frame's index, so ``features.join(champion.predict(features))`` is what
+    :meth:`DriftloopClient.log_predictions` takes.
+
     Needs mlflow (imported here, not by the rest of this module)."""
 
     def __init__(self, tracking_uri: str, name: str, *, alias: str = "champion", interval: float = 30.0,
@@ -312,8 +328,9 @@ class Champion:
         return self._current[0]
 
     def predict(self, frame: Any) -> Any:
-        """Scores of ``frame`` by the current version (a numpy array). For the version that scored
-        them, use :meth:`score`, which returns both from the same model."""
+        """The current version's output for ``frame`` (see the class doc: an array or a DataFrame,
+        by task). For the version that scored them, use :meth:`score`, which returns both from the
+        same model."""
         return self.score(frame)[1]
 
     def score(self, frame: Any) -> tuple[str, Any]:

@@ -1,9 +1,18 @@
 """pandas DataFrames to API records (the format in docs/CONTRACTS.md).
 
-A prediction frame has an ``id`` column, optional ``ts``, the score and optional prediction columns,
-and the features: either named, or every other column. Values are handed over as they are, apart
-from what JSON cannot say: timestamps become epoch seconds (naive ones are taken as UTC), missing
-values become ``null`` (so the server names them), integer ids become strings. The server validates.
+A prediction frame has an ``id`` column, optional ``ts``, the model's outputs and the features:
+either named, or every other column. The outputs follow the task (:mod:`monitor.tasks`), exactly
+the columns the registered pyfunc returns, so ``features.join(model.predict(features))`` is a
+prediction frame as it is:
+
+* binary: the score column (P(1)) and an optional prediction column (0/1);
+* multiclass: one ``proba_<class>`` column per class (or one ``probabilities`` column holding a
+  list per row, in the order of the classes) and an optional prediction column (class names);
+* regression: the prediction column (the predicted number).
+
+Values are handed over as they are, apart from what JSON cannot say: timestamps become epoch
+seconds (naive ones are taken as UTC), missing values become ``null`` (so the server names them),
+integer ids become strings. The server validates.
 """
 from __future__ import annotations
 
@@ -13,8 +22,10 @@ import numpy as np
 import pandas as pd
 
 from monitor.errors import UserInputError
+from monitor.tasks import PROBA_PREFIX, proba_column
 
 _RESERVED = {"id", "ts", "label_ts", "model_version"}
+PROBABILITIES = "probabilities"   # a multiclass frame's list column: one probability per class, in class order
 
 
 class MissingColumn(UserInputError, KeyError):
@@ -47,8 +58,9 @@ def _missing(value: Any) -> bool:
     return value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and value != value)
 
 
-def _binary(frame: pd.DataFrame, name: str) -> list:
-    """0/1 columns that pandas made float (a NaN somewhere, or arithmetic) go back to ints."""
+def _integral(frame: pd.DataFrame, name: str) -> list:
+    """0/1 and class-id columns that pandas made float (a NaN somewhere, or arithmetic) go back to
+    ints; class names and numbers that are not whole stay as they are."""
     values = _column(frame, name)
     return [int(v) if isinstance(v, float) and v.is_integer() else v for v in values]
 
@@ -81,37 +93,81 @@ def _category_text(frame: pd.DataFrame, name: str) -> list:
 
 def prediction_records(frame: pd.DataFrame, *, features: Sequence[str] | None = None, id: str = "id",
                        ts: str = "ts", score: str = "score", prediction: str = "prediction",
-                       exclude: Sequence[str] = ("label",), categorical: Sequence[str] = ()) -> list[dict]:
-    """``categorical``: feature columns sent as text (integer codes included)."""
-    if score not in frame.columns:
-        raise MissingColumn(f"the frame has no {score!r} score column (pass score=... to name it)")
+                       exclude: Sequence[str] = ("label",), categorical: Sequence[str] = (),
+                       task: str = "binary", classes: Sequence[str] | None = None) -> list[dict]:
+    """``categorical``: feature columns sent as text (integer codes included). ``task`` and
+    ``classes`` (the model's, from ``GET /v1/schema``) say which output columns to send."""
+    outputs = _outputs(frame, task, classes, score, prediction)
     if features is None:
-        skip = _RESERVED | {id, ts, score, prediction, *exclude}
-        features = [c for c in frame.columns if c not in skip]
+        skip = _RESERVED | {id, ts, score, prediction, PROBABILITIES, *exclude}
+        features = [c for c in frame.columns if c not in skip and not str(c).startswith(PROBA_PREFIX)]
     missing = [f for f in features if f not in frame.columns]
     if missing:
         raise MissingColumn(f"the frame has no feature column(s) {missing}")
     names = [str(f) for f in features]
     ids = _ids(frame, id)
-    scores = _column(frame, score)
     text = set(categorical)
     columns = [_category_text(frame, f) if f in text else _column(frame, f) for f in features]
     feature_rows = zip(*columns) if names else iter(lambda: (), None)
-    records = [{"id": i, "features": dict(zip(names, row)), "score": s}
-               for i, row, s in zip(ids, feature_rows, scores)]
+    records = [{"id": i, "features": dict(zip(names, row))} for i, row in zip(ids, feature_rows)]
+    for key, values in outputs.items():
+        for record, value in zip(records, values):
+            record[key] = value
     _attach(records, frame, ts, "ts")
     _attach(records, frame, "model_version", "model_version")
-    if prediction in frame.columns:
-        for record, value in zip(records, _binary(frame, prediction)):
+    if task != "regression" and prediction in frame.columns:
+        for record, value in zip(records, _integral(frame, prediction)):
             if value is not None:
                 record["prediction"] = value
     return records
 
 
+def _outputs(frame: pd.DataFrame, task: str, classes: Sequence[str] | None, score: str,
+             prediction: str) -> dict[str, list]:
+    """The record keys of the model's outputs and their values per row (the prediction of a
+    classifier, optional, is attached by the caller)."""
+    if task == "regression":
+        if prediction not in frame.columns:
+            raise MissingColumn(f"the frame has no {prediction!r} column, the predicted value of a regression model "
+                                "(pass prediction=... to name it)")
+        return {"prediction": _column(frame, prediction)}
+    if task == "multiclass":
+        return {"probabilities": _probabilities(frame, classes)}
+    if score not in frame.columns:
+        raise MissingColumn(f"the frame has no {score!r} score column (pass score=... to name it)")
+    return {"score": _column(frame, score)}
+
+
+def _probabilities(frame: pd.DataFrame, classes: Sequence[str] | None) -> list:
+    """Each row's class probabilities: ``{class: p}`` from the ``proba_<class>`` columns, or the
+    list in the ``probabilities`` column."""
+    found = [c for c in frame.columns if str(c).startswith(PROBA_PREFIX)]
+    if classes:
+        wanted = [proba_column(c) for c in classes]
+        lacking = [c for c in wanted if c not in frame.columns]
+        if lacking and len(lacking) < len(wanted):
+            raise MissingColumn(f"the frame has no column(s) {lacking}: one proba_<class> column per class of "
+                                f"{list(classes)}")
+        found = [] if lacking else wanted
+    if found:
+        names = [str(c)[len(PROBA_PREFIX):] for c in found]
+        return [dict(zip(names, row)) for row in zip(*(_column(frame, c) for c in found))]
+    if PROBABILITIES in frame.columns:
+        return [None if _missing_list(v) else [None if _missing(p) else float(p) for p in v]
+                for v in frame[PROBABILITIES].tolist()]
+    shown = ", ".join(proba_column(c) for c in (classes or ["<class>"])[:4])
+    raise MissingColumn(f"the frame has neither proba_<class> columns ({shown}, ...) nor a {PROBABILITIES!r} "
+                        "column (a list per row) with the class probabilities of a multiclass model")
+
+
+def _missing_list(value: Any) -> bool:
+    return not isinstance(value, (list, tuple, np.ndarray)) and _missing(value)
+
+
 def label_records(frame: pd.DataFrame, *, id: str = "id", label: str = "label", ts: str = "ts") -> list[dict]:
     if label not in frame.columns:
         raise MissingColumn(f"the frame has no {label!r} label column (pass label=... to name it)")
-    records = [{"id": i, "label": v} for i, v in zip(_ids(frame, id), _binary(frame, label))]
+    records = [{"id": i, "label": v} for i, v in zip(_ids(frame, id), _integral(frame, label))]
     _attach(records, frame, ts, "ts")
     return records
 

@@ -15,8 +15,8 @@ from monitor.errors import DriftloopError, RegistryError
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--no-report", is_flag=True, help="Do not save the Evidently report (HTML + JSON) under home/reports.")
 @click.option("--fail-on-breach", is_flag=True,
-              help="Exit with code 3 when accuracy, ROC AUC or an alerts.rules metric breaches its threshold "
-                   "(for scripts and CI).")
+              help="Exit with code 3 when the task's default metrics (accuracy, ROC AUC; regression: MAE) or an "
+                   "alerts.rules metric breaches its threshold (for scripts and CI).")
 @click.pass_context
 def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: bool) -> int:
     """Evaluate the current window against the champion's baseline and print the result.
@@ -28,7 +28,8 @@ def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: 
     cfg = config_from(ctx)
     cfg = with_champion_schema(cfg)
 
-    from monitor.daemon.facade import AlertPolicy, CheckJob, default_champion, render_check
+    from monitor.daemon.facade import AlertPolicy, CheckJob, check_rules_fit, default_champion, render_check
+    check_rules_fit(cfg)  # the champion's task is known now
     from monitor.drift import evaluate_window, save_report
     from monitor.store import PredictionStore
 
@@ -53,8 +54,8 @@ def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: 
             suspected = (policy.estimated_breaches(_observation(outcome)) or ([], True))[0]
     if as_json:
         body = outcome.to_dict()
-        body["breaches"] = None if breaches is None else [b.reason for b in breaches]
-        body["suspected"] = [b.reason for b in suspected]
+        body["breaches"] = None if breaches is None else [b.key for b in breaches]
+        body["suspected"] = [b.key for b in suspected]
         body["segment_breaches"] = [b.segment for b in segments]
         click.echo(json.dumps(body, indent=2, default=str))
     else:

@@ -90,11 +90,16 @@ class CheckLog:
              .order_by(check_results.c.id.desc()).limit(limit))
         with self._engine.connect() as conn:
             rows = list(conn.execute(q))
-        return [Observation(labelled_rows=r.labelled_rows, accuracy=r.accuracy, roc_auc=r.roc_auc,
-                            baseline_accuracy=r.baseline_accuracy, baseline_roc_auc=r.baseline_roc_auc,
-                            dataset_drift=bool(r.dataset_drift), champion_version=r.champion_version,
-                            **rule_inputs_from(json.loads(r.result) if r.result else {}))
-                for r in reversed(rows)]
+        out = []
+        for r in reversed(rows):
+            result = json.loads(r.result) if r.result else {}
+            out.append(Observation(labelled_rows=r.labelled_rows, task=result.get("task") or "binary",
+                                   accuracy=r.accuracy, roc_auc=r.roc_auc,
+                                   baseline_accuracy=r.baseline_accuracy, baseline_roc_auc=r.baseline_roc_auc,
+                                   dataset_drift=bool(r.dataset_drift), champion_version=r.champion_version,
+                                   mae=_num(result.get("mae")), baseline_mae=_num(result.get("baseline_mae")),
+                                   **rule_inputs_from(result)))
+        return out
 
     def error_total(self) -> int:
         with self._engine.connect() as conn:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+import numpy as np
 import pandas as pd
 
 from monitor.config import DriftloopConfig
@@ -135,6 +136,13 @@ class CheckJob:
         except RegistryError as exc:
             return CheckOutcome(ts, "error", f"cannot load the champion: {exc}", **span)
         version = str(champion.version)
+        served = getattr(getattr(champion, "model", None), "task", None)
+        if served is not None and served != self._cfg.model.task:
+            # The task (and the store's columns) are fixed when the command starts, from the config or
+            # the champion of that moment; a champion of another task needs a restart to be judged.
+            return CheckOutcome(ts, "error", f"champion v{version} is a {served} model but this runs with model.task "
+                                f"{self._cfg.model.task}; restart driftloop serve (or set model.task) to judge it",
+                                champion_version=version, **span)
         versions = version_summary(window, self._cfg.model)
         window = champion_rows(window, version)
         other = span["window_rows"] - len(window)
@@ -186,36 +194,48 @@ def champion_rows(window: pd.DataFrame, version: str) -> pd.DataFrame:
     return window[keep.to_numpy()].reset_index(drop=True)
 
 
+def _labelled_loss(frame: pd.DataFrame, model: Any) -> np.ndarray:
+    """The per-row loss (:func:`monitor.taskstats.per_row_loss`) of ``frame``'s labelled rows, in
+    their order: 0/1 misclassification of the served class, or the absolute error for regression."""
+    from monitor.taskstats import per_row_loss
+    if model.task == "regression":
+        return per_row_loss("regression", pd.to_numeric(frame[model.target], errors="coerce").to_numpy("float64"),
+                            pd.to_numeric(frame[model.prediction], errors="coerce").to_numpy("float64"))
+    return per_row_loss(model.task, frame[model.target].astype("int64").to_numpy(),
+                        frame[model.prediction].astype("int64").to_numpy())
+
+
 def version_summary(window: pd.DataFrame, model: Any) -> dict[str, dict[str, Any]]:
-    """Rows, labelled rows and accuracy per scoring version in the window (newest versions first,
-    at most ``MAX_VERSIONS_REPORTED``), so a promotion's effect is visible per model."""
+    """Rows, labelled rows and accuracy (regression: MAE) per scoring version in the window (newest
+    versions first, at most ``MAX_VERSIONS_REPORTED``), so a promotion's effect is visible per model."""
     if not len(window):
         return {}
     versions = (window["model_version"].fillna(UNKNOWN_VERSION) if "model_version" in window.columns
                 else pd.Series(UNKNOWN_VERSION, index=window.index))
     out: dict[str, dict[str, Any]] = {}
     last_seen = window.groupby(versions.to_numpy(), sort=False)["ts"].max().sort_values(ascending=False)
+    figure = "mae" if model.task == "regression" else "accuracy"
     for v in list(last_seen.index)[:MAX_VERSIONS_REPORTED]:
         part = window[(versions == v).to_numpy()]
         labelled = part[part[model.target].notna()]
-        acc = None
-        if len(labelled):
-            acc = float((labelled[model.prediction].astype("int64").to_numpy()
-                         == labelled[model.target].astype("int64").to_numpy()).mean())
-        out[str(v)] = {"rows": int(len(part)), "labelled": int(len(labelled)), "accuracy": acc}
+        loss = _labelled_loss(labelled, model) if len(labelled) else None
+        value = None
+        if loss is not None and len(loss):
+            value = float(np.nanmean(loss)) if figure == "mae" else float(1.0 - loss.mean())
+        out[str(v)] = {"rows": int(len(part)), "labelled": int(len(labelled)), figure: value}
     return out
 
 
 def locate_change(window: pd.DataFrame, model: Any) -> tuple[Any, float | None]:
-    """The change point of the champion's labelled error stream in ``window``, and its time."""
-    from monitor.drift.changepoint import find_change
+    """The change point of the champion's labelled per-row loss stream in ``window``, and its time."""
+    from monitor.drift.changepoint import find_loss_change
     labelled = window[window[model.target].notna()]
     if len(labelled) < 100:
         return None, None
     labelled = labelled.sort_values("ts", kind="stable")
-    correct = (labelled[model.prediction].astype("int64").to_numpy()
-               == labelled[model.target].astype("int64").to_numpy())
-    change = find_change(correct)
+    loss = _labelled_loss(labelled, model)
+    keep = np.isfinite(loss)
+    change = find_loss_change(model.task, loss[keep])
     if change is None:
         return None, None
-    return change, _epoch(labelled["ts"].iloc[change.index])
+    return change, _epoch(labelled["ts"].iloc[np.flatnonzero(keep)[change.index]])

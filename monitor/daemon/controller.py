@@ -24,8 +24,8 @@ from monitor.daemon.checklog import CheckLog
 from monitor.daemon.checks import CheckJob, CheckOutcome, WindowSource
 from monitor.daemon.incidents import OUTCOME_STATES, Incident, IncidentStore, TransitionError
 from monitor.daemon.launcher import ChildResult, Launcher, RetrainJob
-from monitor.daemon.levels import ReferenceLevels
-from monitor.daemon.policy import PERFORMANCE_REASONS, AlertPolicy, Observation, Verdict, cooldown_remaining
+from monitor.daemon.levels import Level, ReferenceLevels
+from monitor.daemon.policy import AlertPolicy, Observation, Verdict, cooldown_remaining, is_performance_reason
 from monitor.daemon.registry import RegistryProbe, promoted_version
 from monitor.daemon.rules import rule_inputs
 from monitor.daemon.status import iso
@@ -52,19 +52,25 @@ class Started:
         return self.message
 
 
-def observation(outcome: CheckOutcome, reference: tuple[float | None, float | None] = (None, None)) -> Observation:
+def observation(outcome: CheckOutcome, reference: Level | None = None) -> Observation:
     r = outcome.result
+    reference = reference or Level()
     upper = lambda ci: ci[1] if ci else None  # noqa: E731
-    return Observation(labelled_rows=outcome.labelled_rows, accuracy=r.accuracy, roc_auc=r.roc_auc,
+    lower = lambda ci: ci[0] if ci else None  # noqa: E731
+    return Observation(labelled_rows=outcome.labelled_rows, task=getattr(r, "task", "binary"),
+                       accuracy=r.accuracy, roc_auc=r.roc_auc,
                        baseline_accuracy=r.baseline_accuracy, baseline_roc_auc=r.baseline_roc_auc,
                        dataset_drift=bool(r.dataset_drift), champion_version=outcome.champion_version,
-                       window_rows=outcome.window_rows, reference_accuracy=reference[0],
-                       reference_roc_auc=reference[1], change=outcome.change,
+                       window_rows=outcome.window_rows, reference_accuracy=reference.accuracy,
+                       reference_roc_auc=reference.roc_auc, change=outcome.change,
                        estimated_accuracy=getattr(r, "estimated_accuracy", None),
                        estimated_accuracy_upper=upper(getattr(r, "estimated_accuracy_ci", None)),
                        estimated_roc_auc=getattr(r, "estimated_roc_auc", None),
                        estimated_roc_auc_upper=upper(getattr(r, "estimated_roc_auc_ci", None)),
-                       segments=tuple(getattr(r, "segments", None) or ()), **rule_inputs(r))
+                       segments=tuple(getattr(r, "segments", None) or ()),
+                       mae=getattr(r, "mae", None), baseline_mae=getattr(r, "baseline_mae", None),
+                       reference_mae=reference.mae, estimated_mae=getattr(r, "estimated_mae", None),
+                       estimated_mae_lower=lower(getattr(r, "estimated_mae_ci", None)), **rule_inputs(r))
 
 
 def unsuccessful_in_a_row(tries: list[Attempt]) -> int:
@@ -124,7 +130,7 @@ class Controller:
         self._last_healthy_end: float | None = None
         self.last_versions: dict[str, Any] = {}
         self.levels = ReferenceLevels(store.engine, cfg.model.name)
-        self._reference: tuple[float | None, float | None] = (None, None)  # the level of the check being acted on
+        self._reference = Level()  # the level of the check being acted on
 
     # -- checks ---------------------------------------------------------------------------
     def run_check(self) -> CheckReport:
@@ -173,13 +179,13 @@ class Controller:
             self._healthy_streak = 0
             if not verdict.fire:
                 return self._open_suspected(outcome, verdict) if verdict.suspect else "no incident"
-            performance = verdict.reason in PERFORMANCE_REASONS
+            performance = is_performance_reason(verdict.reason)
             assert verdict.reason is not None  # a firing verdict names its reason
             incident = self.incidents.open(
                 verdict.reason, "alert", verdict.message, check_id=outcome.id, report_paths=outcome.report_paths,
                 window_start=self._last_healthy_end, retrain=verdict.retrain,
                 change_ts=outcome.change_ts if performance else None,
-                reference=self._reference)
+                reference=(self._reference.accuracy, self._reference.roc_auc))
             incident = self._keep_reports(incident)
             log.warning("incident %s opened: %s", incident.id, verdict.message)
             if not verdict.retrain:
@@ -201,8 +207,8 @@ class Controller:
         if healthy is False:
             self._healthy_streak = 0
         if current.retrain and (current.state in ("firing", "waiting")
-                                or (verdict.fire and any(r in PERFORMANCE_REASONS for r in verdict.firing))
-                                or (verdict.fire and current.reason not in PERFORMANCE_REASONS)):
+                                or (verdict.fire and any(is_performance_reason(r) for r in verdict.firing))
+                                or (verdict.fire and not is_performance_reason(current.reason))):
             # firing/waiting: the breach that opened it stands until a healthy check says otherwise.
             # promoted/rejected/failed: only a breach measured on the current champion moves it on.
             return f"incident {current.id} ({current.state}) still breaching; {self.maybe_retrain(current, 'alert')}"
@@ -232,9 +238,10 @@ class Controller:
         retrain = self.cfg.alerts.retrain_on_estimate
         incident = self.incidents.open(
             first.reason, "alert", verdict.message, check_id=outcome.id, report_paths=outcome.report_paths,
-            window_start=self._last_healthy_end, retrain=retrain, reference=self._reference,
+            window_start=self._last_healthy_end, retrain=retrain,
+            reference=(self._reference.accuracy, self._reference.roc_auc),
             state="suspected", data={"estimated": {b.reason: b.value for b in verdict.suspected},
-                                     "upper": {b.reason: b.upper for b in verdict.suspected}})
+                                     "bound": {b.reason: b.bound for b in verdict.suspected}})
         incident = self._keep_reports(incident)
         log.warning("incident %s suspected (no labels yet): %s", incident.id, verdict.message)
         if not retrain:
@@ -248,7 +255,7 @@ class Controller:
         checks clears it too."""
         if verdict.performance_known:
             data = self._estimate_error(current, outcome.result)
-            perf_firing = [r for r in verdict.firing if r in PERFORMANCE_REASONS]
+            perf_firing = [r for r in verdict.firing if is_performance_reason(r)]
             if verdict.fire and perf_firing:
                 incident = self.incidents.transition(current.id, "firing", f"confirmed by labels: {verdict.message}",
                                                      data=data)
@@ -278,20 +285,22 @@ class Controller:
         return f"incident {current.id} (suspected): waiting for labels"
 
     def _estimate_error(self, incident: Incident, result: Any) -> dict[str, Any]:
-        """How far the estimate was from what the labels say, for the incident's event trail."""
+        """How far the estimate was from what the labels say, for the incident's event trail
+        (accuracy; a regression model's MAE)."""
+        metric = "mae" if getattr(result, "task", "binary") == "regression" else "accuracy"
         opened = next((e for e in self.incidents.events(incident.id) if e["kind"] == "opened"), None)
-        at_opening = ((opened or {}).get("data") or {}).get("estimated", {}).get("accuracy")
-        realised = result.accuracy
-        return {"estimated_accuracy_at_opening": at_opening, "realised_accuracy": realised,
+        at_opening = ((opened or {}).get("data") or {}).get("estimated", {}).get(metric)
+        realised = getattr(result, metric)
+        return {f"estimated_{metric}_at_opening": at_opening, f"realised_{metric}": realised,
                 "error_vs_opening": None if at_opening is None or realised is None else realised - at_opening,
-                "estimated_accuracy_now": result.estimated_accuracy,
+                f"estimated_{metric}_now": getattr(result, f"estimated_{metric}"),
                 "estimation_error_same_rows": result.estimation_error}
 
     def _follow_evidence(self, current: Incident, outcome: CheckOutcome, verdict: Verdict) -> Incident:
         """An open incident's facts follow the newest evidence: a data-drift incident that now
         breaches on performance becomes a performance incident (and retrains); a later change
         point in the current champion's rows moves the start of the retraining data."""
-        perf_firing = [r for r in verdict.firing if r in PERFORMANCE_REASONS]
+        perf_firing = [r for r in verdict.firing if is_performance_reason(r)]
         if verdict.fire and perf_firing and current.reason == "drift":
             current = self.incidents.update(current.id, "reason_changed",
                                             f"now a {perf_firing[0]} incident: {verdict.message}",
@@ -306,8 +315,8 @@ class Controller:
             c = outcome.change
             current = self.incidents.update(
                 current.id, "change_point",
-                f"performance changed at {iso(outcome.change_ts)} (accuracy {c.accuracy_before:.4f} -> "
-                f"{c.accuracy_after:.4f} on champion v{outcome.champion_version}'s rows); retraining data starts there",
+                f"performance changed at {iso(outcome.change_ts)} ({c.describe()} on champion "
+                f"v{outcome.champion_version}'s rows); retraining data starts there",
                 change_ts=outcome.change_ts)
         return current
 

@@ -73,6 +73,8 @@ class Daemon:
                  champion: ChampionCache | None = None, probe: RegistryProbe | None = None,
                  evaluate: Callable[..., Any] | None = None,
                  save_report: Callable[[Any, float], tuple[Any, Any]] | None = None, gpu: bool | None = None):
+        from monitor.daemon.rules import check_rules_fit
+        check_rules_fit(cfg)  # the champion's task is known by now (configured, or applied by with_champion_schema)
         self.cfg = cfg
         self.clock = clock
         if store is None:
@@ -259,14 +261,16 @@ class Daemon:
         with c.lock:
             champion = self.champion.get()
             metrics = dict(champion.baseline.metrics)
-            c.levels.reset(str(champion.version), metrics.get("accuracy"), metrics.get("roc_auc"))
+            c.levels.reset(str(champion.version), metrics.get("accuracy"), metrics.get("roc_auc"), metrics.get("mae"))
             current = c.incidents.current()
-            message = (f"reference level reset to champion v{champion.version}'s baseline "
-                       f"(accuracy {metrics.get('accuracy')}, ROC AUC {metrics.get('roc_auc')})")
+            figures = (f"MAE {metrics.get('mae')}" if self.cfg.model.task == "regression"
+                       else f"accuracy {metrics.get('accuracy')}, ROC AUC {metrics.get('roc_auc')}")
+            message = f"reference level reset to champion v{champion.version}'s baseline ({figures})"
             if current is not None:
                 c.incidents.note(current.id, "reference_reset", message)
             log.warning("%s", message)
-            return {"version": str(champion.version), "reference_accuracy": metrics.get("accuracy"),
+            mae = {"reference_mae": metrics.get("mae")} if "mae" in metrics else {}
+            return {"version": str(champion.version), "reference_accuracy": metrics.get("accuracy"), **mae,
                     "reference_roc_auc": metrics.get("roc_auc"), "incident": current.id if current else None}
 
 

@@ -19,6 +19,7 @@ __getattr__, __dir__ = lazy_attributes(__name__, {
     "AttemptStore": "monitor.daemon.attempts",
     "AlertPolicy": "monitor.daemon.policy",
     "CheckJob": "monitor.daemon.checks",
+    "check_rules_fit": "monitor.daemon.rules",
     "default_champion": "monitor.daemon.daemon:_default_champion",
     "install_signal_handlers": "monitor.daemon.serve",
     "observation": "monitor.daemon.controller",

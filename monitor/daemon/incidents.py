@@ -26,6 +26,7 @@ the same incident; the loser gets :class:`TransitionError`.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable
@@ -54,8 +55,15 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
 # Events that mark a state change; notes are deduplicated and coalesced between two of them.
 _STATE_EVENTS = ("opened", *STATES)
 MAX_NOTES_PER_INCIDENT = 200
-REASONS = ("accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate", "drift", "alertmanager", "schedule",
-           "manual")  # the middle four: alerts.rules
+REASONS = ("accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate", "macro_f1", "weighted_f1", "mae",
+           "rmse", "mape", "r2", "drift", "alertmanager", "schedule", "manual")  # the metrics: the policy's Reason
+# A per-class rule's breach (alerts.rules {metric: recall, class: night}) opens an incident named
+# after its key, recall[night]: one of the model's classes, so the set stays bounded.
+_CLASS_REASON = re.compile(r"^(precision|recall)\[[^\]]+\]$")
+
+
+def known_reason(reason: str) -> bool:
+    return reason in REASONS or bool(_CLASS_REASON.match(reason))
 
 
 class TransitionError(DriftloopError):
@@ -114,7 +122,7 @@ class IncidentStore:
              retrain: bool = True, change_ts: float | None = None,
              reference: tuple[float | None, float | None] = (None, None), state: str = "firing",
              data: dict[str, Any] | None = None) -> Incident:
-        if reason not in REASONS:
+        if not known_reason(reason):
             raise ValueError(f"unknown incident reason {reason!r}")
         if state not in OPENING_STATES:
             raise ValueError(f"an incident opens as one of {OPENING_STATES}, not {state!r}")
@@ -200,7 +208,7 @@ class IncidentStore:
         unknown = set(values) - self.UPDATABLE
         if unknown:
             raise ValueError(f"cannot update incident field(s) {sorted(unknown)}")
-        if "reason" in values and values["reason"] not in REASONS:
+        if "reason" in values and not known_reason(values["reason"]):
             raise ValueError(f"unknown incident reason {values['reason']!r}")
         if "report_paths" in values:
             values["report_paths"] = json.dumps(list(values["report_paths"]))

@@ -13,11 +13,13 @@ model healthy. So the daemon keeps one level per model, persisted in ``daemon_co
 - ``POST /v1/reference/reset`` (or ``driftloop status --reset-level``) accepts the current
   champion's baseline as the new level, for a concept that really became harder.
 
-The alert policy judges every window against ``max(champion baseline, level)``.
+The alert policy judges every window against ``max(champion baseline, level)``; for a regression
+model the level is an MAE and lower is better: ``min(champion baseline MAE, level)``, the lowest
+MAE the loop has reached.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Engine
@@ -26,7 +28,15 @@ from monitor.daemon.checklog import _num as _finite  # float or None (NaN, junk)
 from monitor.daemon.tables import daemon_counters, retrain_attempts
 from monitor.store.engine import write_transaction
 
-_KEYS = ("reference_accuracy", "reference_roc_auc", "reference_version")
+_KEYS = ("reference_accuracy", "reference_roc_auc", "reference_mae", "reference_version")
+
+
+class Level(NamedTuple):
+    """The reference level of one check's champion (None where the task has no such figure)."""
+
+    accuracy: float | None = None
+    roc_auc: float | None = None
+    mae: float | None = None
 
 
 class ReferenceLevels:
@@ -41,9 +51,9 @@ class ReferenceLevels:
             found = {name: float(value) for name, value in conn.execute(q)}
         return found if "reference_version" in found else None
 
-    def write(self, version: str, accuracy: float | None, roc_auc: float | None) -> None:
+    def write(self, version: str, accuracy: float | None, roc_auc: float | None, mae: float | None = None) -> None:
         values = {"reference_version": _finite(version), "reference_accuracy": _finite(accuracy),
-                  "reference_roc_auc": _finite(roc_auc)}
+                  "reference_roc_auc": _finite(roc_auc), "reference_mae": _finite(mae)}
         with write_transaction(self._engine) as conn:
             conn.execute(delete(daemon_counters).where(daemon_counters.c.model == self._model,
                                                        daemon_counters.c.name.in_(_KEYS)))
@@ -58,20 +68,21 @@ class ReferenceLevels:
         with self._engine.connect() as conn:
             return conn.execute(q).first() is not None
 
-    def current(self, outcome: Any) -> tuple[float | None, float | None]:
+    def current(self, outcome: Any) -> Level:
         """The level for a check's champion, set or reset by the rules in the module docstring."""
         version = outcome.champion_version
         result = outcome.result
         if version is None or result is None:
-            return (None, None)
+            return Level()
         stored = self.read()
         stored_version = None if stored is None else stored.get("reference_version")
         same = stored_version is not None and _finite(version) == stored_version
+        mae = getattr(result, "baseline_mae", None)
         if stored is None or (not same and not self.promoted_by_loop(version)):
-            self.write(version, result.baseline_accuracy, result.baseline_roc_auc)
-            return (_finite(result.baseline_accuracy), _finite(result.baseline_roc_auc))
-        return (stored.get("reference_accuracy"), stored.get("reference_roc_auc"))
+            self.write(version, result.baseline_accuracy, result.baseline_roc_auc, mae)
+            return Level(_finite(result.baseline_accuracy), _finite(result.baseline_roc_auc), _finite(mae))
+        return Level(stored.get("reference_accuracy"), stored.get("reference_roc_auc"), stored.get("reference_mae"))
 
-    def reset(self, version: str, accuracy: float | None, roc_auc: float | None) -> None:
+    def reset(self, version: str, accuracy: float | None, roc_auc: float | None, mae: float | None = None) -> None:
         """Accept ``version``'s baseline as the level (a person decided the old level is gone)."""
-        self.write(version, accuracy, roc_auc)
+        self.write(version, accuracy, roc_auc, mae)

@@ -7,26 +7,35 @@ last retrain finished, both given by the caller.
 
 Rules (``alerts`` section of the config):
 
-- a *performance breach* is an accuracy drop >= ``accuracy_drop`` or a ROC AUC drop >=
-  ``auc_drop`` against the champion's baseline, absolute (baseline - value) or relative
-  ((baseline - value) / baseline) per ``mode``. Only checks with ``labelled_rows >=
+- a *performance breach* is, for a classifier (binary or multiclass), an accuracy drop >=
+  ``accuracy_drop`` or a ROC AUC drop >= ``auc_drop`` (multiclass: one-vs-rest macro ROC AUC)
+  against the champion's baseline, absolute (baseline - value) or relative
+  ((baseline - value) / baseline) per ``mode``; for regression a relative MAE rise
+  ((value - baseline) / baseline) >= ``mae_rise``, whatever ``mode``. Only checks with ``labelled_rows >=
   drift.min_labels`` can breach or be healthy on performance; with fewer labels performance is
   *unknown* and the streaks neither grow nor reset;
 - the baseline a drop is measured against is the higher of the champion's own baseline and the
   *reference level* (what good looked like before the incident that produced this champion), so
   a champion promoted with a lowered baseline is still judged against the level it must recover to;
+  for an error (MAE, RMSE, MAPE: lower is better, ``monitor.tasks.LOWER_IS_BETTER``) it is the
+  lower of the two: the lowest error the loop has reached;
 - the *fast lane*: when the champion's labelled error stream has a change point
-  (:mod:`monitor.drift.changepoint`) and the rows after it show, with ``drift.fast_confidence``,
-  an accuracy drop of at least ``accuracy_drop``, the alert fires at once, before
+  (:mod:`monitor.drift.changepoint`, on the per-row loss: misclassification, or the absolute
+  error for regression) and the rows after it show, with ``drift.fast_confidence``, an accuracy
+  drop of at least ``accuracy_drop`` (regression: an MAE rise of at least ``mae_rise``), the alert
+  fires at once, before
   ``drift.min_labels`` rows or ``sustained_windows`` checks; a smaller drop never fires it;
 - the *early warning*: while performance is unknown, an *estimated* drop (accuracy or ROC AUC
-  estimated from the scores alone, :mod:`monitor.drift.estimation`) whose band lies wholly past
-  the threshold (even the band's upper end is a drop >= ``accuracy_drop`` / ``auc_drop`` against
-  the same bar) for ``sustained_windows`` checks makes the verdict *suspect*: the controller opens
+  estimated from the scores alone, :mod:`monitor.drift.estimation`; regression: the MAE of
+  direct loss estimation) whose band lies wholly past the threshold (even the band's upper end is
+  a drop >= ``accuracy_drop`` / ``auc_drop`` against the same bar; the band's lower end an MAE
+  rise >= ``mae_rise``) for ``sustained_windows`` checks makes the verdict *suspect*: the controller opens
   a ``suspected`` incident, which labels later confirm or clear;
 - *rules* (``alerts.rules``, :mod:`monitor.daemon.rules`): a drop of precision, recall, F1, the
-  served positive rate (or accuracy / ROC AUC at another threshold) is a performance breach too,
-  named after its metric, judged like the pair and only with enough labels;
+  served positive rate, macro / weighted F1, one class's precision or recall (``recall[night]``),
+  R², a rise of MAE, RMSE or MAPE (or accuracy / ROC AUC at another threshold) is a performance
+  breach too, named after its metric (:attr:`Breach.key`), judged like the pair and only with
+  enough labels;
 - a *drift breach* is Evidently's dataset drift (share of drifted features >= ``drift.drift_share``);
 - an alert *fires* once a breach has been seen in ``sustained_windows`` checks in a row; a
   performance alert retrains, a drift alert retrains only with ``retrain_on_drift``;
@@ -43,9 +52,25 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
 from monitor.config import RULE_METRICS, AlertsConfig, DriftConfig
+from monitor.tasks import LOWER_IS_BETTER
 
-Reason = Literal["accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate", "drift"]
+Reason = Literal["accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate", "macro_f1", "weighted_f1",
+                 "mae", "rmse", "mape", "r2", "drift"]
 PERFORMANCE_REASONS: tuple[str, ...] = RULE_METRICS  # accuracy and roc_auc first: the default pair
+
+
+def metric_of(key: str) -> str:
+    """The metric of a breach key: ``recall`` of ``recall[night]`` (one class's recall)."""
+    return key.split("[", 1)[0]
+
+
+def is_performance_reason(reason: str | None) -> bool:
+    """Whether an incident's reason (a breach key) is a performance metric (not drift, a person, ...)."""
+    return reason is not None and metric_of(reason) in PERFORMANCE_REASONS
+
+
+def lower_is_better(metric: str) -> bool:
+    return metric_of(metric) in LOWER_IS_BETTER
 
 
 @dataclass(frozen=True)
@@ -53,6 +78,7 @@ class Observation:
     """What the policy needs to know about one check."""
 
     labelled_rows: int
+    task: str = "binary"                      # monitor.tasks: which default pair judges the check
     accuracy: float | None = None
     roc_auc: float | None = None
     baseline_accuracy: float | None = None
@@ -72,6 +98,13 @@ class Observation:
     # For alerts.rules: the live precision, recall, f1, positive_rate and their bars (CheckResult.baselines).
     metrics: Mapping[str, float | None] = field(default_factory=dict)
     baselines: Mapping[str, float | None] = field(default_factory=dict)
+    # Regression: the realised MAE, the champion's baseline MAE, the reference level (the lowest MAE
+    # the loop has reached), and the label-free estimate with the lower end of its band.
+    mae: float | None = None
+    baseline_mae: float | None = None
+    reference_mae: float | None = None
+    estimated_mae: float | None = None
+    estimated_mae_lower: float | None = None
 
 
 @dataclass(frozen=True)
@@ -79,29 +112,39 @@ class Breach:
     reason: Reason
     value: float | None
     baseline: float | None
-    drop: float | None
+    drop: float | None          # how much worse than the bar: a drop, or for an error (mae, rmse, mape) a rise
     threshold: float | None
     against: str = "baseline"   # "baseline" or "reference level"
     fast: bool = False          # found by the change-point lane
-    upper: float | None = None  # an estimated breach: the upper end of the estimate's band
+    # An estimated or segment breach: the end of the band nearest the bar, which must clear the
+    # threshold too (the upper end for accuracy, ROC AUC, recall; the lower end for MAE).
+    bound: float | None = None
     segment: str | None = None  # a segment's breach: its label, "hour_of_day=2"
+    class_name: str | None = None  # a per-class rule's class (multiclass)
+
+    @property
+    def key(self) -> str:
+        """The breach's name in verdicts, incidents and metrics: the reason, or ``recall[night]``."""
+        return self.reason if self.class_name is None else f"{self.reason}[{self.class_name}]"
 
     @property
     def estimated(self) -> bool:
-        return self.upper is not None and self.segment is None
+        return self.bound is not None and self.segment is None
 
     def describe(self) -> str:
         if self.reason == "drift":
             return "dataset drift"
+        lower = lower_is_better(self.reason)
+        worse, side = ("rise", "down to") if lower else ("drop", "up to")
         if self.segment is not None:
-            return (f"segment {self.segment}: {self.reason} {self.value:.4f} (interval up to {self.upper:.4f}) vs "
-                    f"{self.against} {self.baseline:.4f} (drop >= {self.threshold:g}, interval clear of it)")
+            return (f"segment {self.segment}: {self.key} {self.value:.4f} (interval {side} {self.bound:.4f}) vs "
+                    f"{self.against} {self.baseline:.4f} ({worse} >= {self.threshold:g}, interval clear of it)")
         if self.estimated:
-            return (f"estimated {self.reason} {self.value:.4f} (band up to {self.upper:.4f}) vs {self.against} "
-                    f"{self.baseline:.4f} (drop {self.drop:.4f} >= {self.threshold:g}, band clear of it)")
+            return (f"estimated {self.key} {self.value:.4f} (band {side} {self.bound:.4f}) vs {self.against} "
+                    f"{self.baseline:.4f} ({worse} {self.drop:.4f} >= {self.threshold:g}, band clear of it)")
         lane = "change point: " if self.fast else ""
-        return (f"{lane}{self.reason} {self.value:.4f} vs {self.against} {self.baseline:.4f} "
-                f"(drop {self.drop:.4f} >= {self.threshold:g})")
+        return (f"{lane}{self.key} {self.value:.4f} vs {self.against} {self.baseline:.4f} "
+                f"({worse} {self.drop:.4f} >= {self.threshold:g})")
 
 
 @dataclass(frozen=True)
@@ -111,11 +154,11 @@ class Verdict:
     performance_streak: int
     drift_streak: int
     fire: bool                   # a sustained alert: open an incident (or attach to the open one)
-    reason: Reason | None        # the reason an incident opened by this verdict carries
+    reason: str | None           # the reason an incident opened by this verdict carries (a Breach.key)
     retrain: bool                # the sustained alert asks for a retrain
     message: str = ""
     healthy: dict[str, bool | None] = field(default_factory=dict)  # per reason; None = unknown
-    firing: tuple[str, ...] = ()  # every reason with a sustained breach now
+    firing: tuple[str, ...] = ()  # every reason (Breach.key) with a sustained breach now
     fast: bool = False            # fired by the change-point lane
     suspected: tuple[Breach, ...] = ()  # estimated breaches, judged only while performance is unknown
     suspect: bool = False         # sustained estimated breach: open a ``suspected`` incident
@@ -135,15 +178,34 @@ def drop_of(value: float, baseline: float, mode: str) -> float:
     return baseline - value
 
 
+def rise_of(value: float, baseline: float, mode: str) -> float:
+    """How far an error (lower is better) rose above its baseline, absolute or relative."""
+    if mode == "relative":
+        if baseline > 0:
+            return (value - baseline) / baseline
+        return math.inf if value > baseline else 0.0  # a perfect baseline: any error is a rise past any threshold
+    return value - baseline
+
+
+def worsening(metric: str, value: float, bar: float, mode: str) -> float:
+    """How much worse ``value`` is than ``bar`` for ``metric``: a drop, or a rise for an error."""
+    return rise_of(value, bar, mode) if lower_is_better(metric) else drop_of(value, bar, mode)
+
+
 def _finite(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
 
 
-def _level(baseline: float | None, reference: float | None) -> tuple[float | None, str]:
-    """The bar a window is judged against: the champion's baseline, raised to the reference level."""
-    if _finite(reference) and (not _finite(baseline) or reference > baseline):
+def _level(baseline: float | None, reference: float | None, lower: bool = False) -> tuple[float | None, str]:
+    """The bar a window is judged against: the champion's baseline, raised to the reference level
+    (``lower``: an error's baseline, lowered to the lowest error reached)."""
+    if _finite(reference) and (not _finite(baseline) or (reference < baseline if lower else reference > baseline)):
         return reference, "reference level"
     return baseline, "baseline"
+
+
+# (reason, value, band end nearest the bar, champion's baseline, reference level, threshold, mode)
+_Judged = tuple[str, float | None, float | None, float | None, float | None, float, str]
 
 
 class AlertPolicy:
@@ -166,45 +228,49 @@ class AlertPolicy:
     def reset(self) -> None:
         self._perf_streak = self._drift_streak = self._estimate_streak = 0
 
+    def default_pair(self, obs: Observation, estimated: bool = False) -> list[_Judged]:
+        """The task's default breaches, realised or estimated: a classifier's accuracy and ROC AUC
+        (``alerts.mode``), a regression model's MAE (a relative rise, ``alerts.mae_rise``)."""
+        c = self._cfg
+        if obs.task == "regression":
+            return [("mae", obs.estimated_mae if estimated else obs.mae, obs.estimated_mae_lower, obs.baseline_mae,
+                     obs.reference_mae, c.mae_rise, "relative")]
+        return [("accuracy", obs.estimated_accuracy if estimated else obs.accuracy, obs.estimated_accuracy_upper,
+                 obs.baseline_accuracy, obs.reference_accuracy, c.accuracy_drop, c.mode),
+                ("roc_auc", obs.estimated_roc_auc if estimated else obs.roc_auc, obs.estimated_roc_auc_upper,
+                 obs.baseline_roc_auc, obs.reference_roc_auc, c.auc_drop, c.mode)]
+
     def performance_breaches(self, obs: Observation) -> list[Breach] | None:
         """Performance breaches of one check; ``None`` when there are too few labels to judge."""
         if obs.labelled_rows < self._min_labels:
             return None
         out: list[Breach] = []
-        for reason, value, own, reference, threshold in (
-            ("accuracy", obs.accuracy, obs.baseline_accuracy, obs.reference_accuracy, self._cfg.accuracy_drop),
-            ("roc_auc", obs.roc_auc, obs.baseline_roc_auc, obs.reference_roc_auc, self._cfg.auc_drop),
-        ):
-            baseline, against = _level(own, reference)
+        for reason, value, _, own, reference, threshold, mode in self.default_pair(obs):
+            baseline, against = _level(own, reference, lower_is_better(reason))
             if not (_finite(value) and _finite(baseline)):
                 continue  # e.g. ROC AUC is undefined on a one-class window
-            drop = drop_of(value, baseline, self._cfg.mode)
+            worse = worsening(reason, value, baseline, mode)  # type: ignore[arg-type]  # finite: checked
             # A tiny epsilon so that a drop of exactly the threshold counts despite float rounding.
-            if drop >= threshold - 1e-12:
-                out.append(Breach(reason, value, baseline, drop, threshold, against))
+            if worse >= threshold - 1e-12:
+                out.append(Breach(reason, value, baseline, worse, threshold, against))  # type: ignore[arg-type]
         from monitor.daemon.rules import rule_breaches, rule_readings
-        return out + rule_breaches(rule_readings(self._cfg, obs), {b.reason for b in out})
+        return out + rule_breaches(rule_readings(self._cfg, obs), {b.key for b in out})
 
     def estimated_breaches(self, obs: Observation) -> tuple[list[Breach], bool] | None:
-        """Estimated breaches whose whole band is past the threshold (even the band's upper end is a
-        drop >= the threshold), and whether the point estimates are within thresholds; None when
-        nothing was estimated."""
+        """Estimated breaches whose whole band is past the threshold (even the band's end nearest
+        the bar is a drop, or for MAE a rise, >= the threshold), and whether the point estimates
+        are within thresholds; None when nothing was estimated."""
         out: list[Breach] = []
         within, seen = True, False
-        for reason, value, upper, own, reference, threshold in (
-            ("accuracy", obs.estimated_accuracy, obs.estimated_accuracy_upper, obs.baseline_accuracy,
-             obs.reference_accuracy, self._cfg.accuracy_drop),
-            ("roc_auc", obs.estimated_roc_auc, obs.estimated_roc_auc_upper, obs.baseline_roc_auc,
-             obs.reference_roc_auc, self._cfg.auc_drop),
-        ):
-            baseline, against = _level(own, reference)
-            if not (_finite(value) and _finite(upper) and _finite(baseline)):
+        for reason, value, bound, own, reference, threshold, mode in self.default_pair(obs, estimated=True):
+            baseline, against = _level(own, reference, lower_is_better(reason))
+            if not (_finite(value) and _finite(bound) and _finite(baseline)):
                 continue
             seen = True
-            drop = drop_of(value, baseline, self._cfg.mode)
-            within = within and drop < threshold - 1e-12
-            if drop_of(upper, baseline, self._cfg.mode) >= threshold - 1e-12:
-                out.append(Breach(reason, value, baseline, drop, threshold, against, upper=upper))
+            worse = worsening(reason, value, baseline, mode)  # type: ignore[arg-type]  # finite: checked
+            within = within and worse < threshold - 1e-12
+            if worsening(reason, bound, baseline, mode) >= threshold - 1e-12:  # type: ignore[arg-type]
+                out.append(Breach(reason, value, baseline, worse, threshold, against, bound=bound))  # type: ignore[arg-type]
         return (out, within) if seen else None
 
     def segment_breaches(self, obs: Observation) -> list[Breach]:
@@ -220,15 +286,24 @@ class AlertPolicy:
         """The change-point lane (module docstring); None when it has nothing proven."""
         if not self._drift.fast_lane or obs.change is None:
             return None
+        regression = obs.task == "regression"
+        if (obs.change.metric == "mae") != regression:
+            return None  # a change told in another task's figure (cannot happen within one champion)
         from monitor.drift.changepoint import fast_breach
-        baseline, against = _level(obs.baseline_accuracy, obs.reference_accuracy)
-        found = fast_breach(obs.change, baseline, self._cfg.accuracy_drop, mode=self._cfg.mode,
-                            min_rows=self._drift.fast_min_rows, confidence=self._drift.fast_confidence)
+        if regression:
+            reason, threshold = "mae", self._cfg.mae_rise
+            baseline, against = _level(obs.baseline_mae, obs.reference_mae, lower=True)
+            found = fast_breach(obs.change, baseline, threshold, min_rows=self._drift.fast_min_rows,
+                                confidence=self._drift.fast_confidence)
+        else:
+            reason, threshold = "accuracy", self._cfg.accuracy_drop
+            baseline, against = _level(obs.baseline_accuracy, obs.reference_accuracy)
+            found = fast_breach(obs.change, baseline, threshold, mode=self._cfg.mode,
+                                min_rows=self._drift.fast_min_rows, confidence=self._drift.fast_confidence)
         if found is None:
             return None
-        return Breach("accuracy", found.accuracy_after, found.baseline,
-                      drop_of(found.accuracy_after, found.baseline, self._cfg.mode), self._cfg.accuracy_drop,
-                      against, fast=True)
+        worse = worsening(reason, found.value, found.baseline, "relative" if regression else self._cfg.mode)
+        return Breach(reason, found.value, found.baseline, worse, threshold, against, fast=True)  # type: ignore[arg-type]
 
     def observe(self, obs: Observation) -> Verdict:
         if obs.champion_version != self._champion:
@@ -236,7 +311,7 @@ class AlertPolicy:
             self.reset()
         perf = self.performance_breaches(obs)
         fast = self.fast_breach(obs)
-        if fast is not None and not any(b.reason == "accuracy" for b in perf or ()):
+        if fast is not None and not any(b.key == fast.key for b in perf or ()):
             perf = [fast, *(perf or ())]
         if perf is not None:
             self._perf_streak = self._perf_streak + 1 if perf else 0
@@ -255,13 +330,13 @@ class AlertPolicy:
         # A proven step down (the fast lane) needs no streak: its evidence is the rows since the change.
         perf_fire = bool(perf) and (self._perf_streak >= need or fast is not None)
         drift_fire = drifted and self._drift_streak >= need
-        reason: Reason | None = None
+        reason: str | None = None
         if perf_fire:
-            reason = perf[0].reason  # accuracy first: the headline number people act on
+            reason = perf[0].key  # the default pair first (accuracy, or MAE): the headline number people act on
         elif drift_fire:
             reason = "drift"
         retrain = perf_fire or (drift_fire and self._cfg.retrain_on_drift)
-        firing = tuple(b.reason for b in perf or () if perf_fire) + (("drift",) if drift_fire else ())
+        firing = tuple(b.key for b in perf or () if perf_fire) + (("drift",) if drift_fire else ())
         healthy = {
             "performance": None if perf is None else not perf,
             **{r: None if perf is None else not perf for r in PERFORMANCE_REASONS},

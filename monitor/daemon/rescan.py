@@ -7,16 +7,18 @@ current champion *served* inside the check window; after promotions in quick suc
 champion has served few rows, and a step that straddles a promotion is seen by no one. So before
 a retrain the controller asks :func:`later_change`: the current champion scores the labelled rows
 since the incident's change point (only those after the end of the champion's own training data,
-so its in-sample accuracy cannot pass for a step), and the same z-scan
-(``monitor.drift.changepoint.find_change``) looks for a step down of at least
-``alerts.accuracy_drop``. A step after the incident's ``change_ts`` moves it there; rows before it
-are a concept the champion fits and the world no longer follows.
+so its in-sample accuracy cannot pass for a step), and the same z-scan on the per-row loss
+(``monitor.drift.changepoint.find_loss_change``) looks for a step down in accuracy of at least
+``alerts.accuracy_drop`` (regression: a step up in MAE of at least ``alerts.mae_rise``, relative).
+A step after the incident's ``change_ts`` moves it there; rows before it are a concept the
+champion fits and the world no longer follows.
 """
 from __future__ import annotations
 
 import logging
 from typing import Any, Callable, Protocol
 
+import numpy as np
 import pandas as pd
 
 from monitor.config import DriftloopConfig
@@ -29,12 +31,25 @@ class Scorer(Protocol):
     def get(self) -> Any: ...  # a trainer Champion: version, predict_proba
 
 
+def rescored_loss(model: Any, cfg: DriftloopConfig, rows: pd.DataFrame) -> np.ndarray:
+    """The per-row loss of ``model`` re-scoring ``rows`` (``predict_proba``: P(1), the class
+    probabilities, or the predicted value): 0/1 misclassification, or the absolute error."""
+    from monitor.taskstats import per_row_loss
+    task, target = cfg.model.task, cfg.model.target
+    out = np.asarray(model.predict_proba(rows), dtype=np.float64)
+    if task == "regression":
+        return per_row_loss(task, pd.to_numeric(rows[target], errors="coerce").to_numpy("float64"), out)
+    served = np.argmax(out, axis=1) if task == "multiclass" else (out > cfg.model.threshold).astype("int64")
+    return per_row_loss(task, rows[target].astype("int64").to_numpy(), served)
+
+
 def later_change(cfg: DriftloopConfig, store: Any, champion: Scorer, change_ts: float | None,
                  trained_until: Callable[[str], float | None]) -> tuple[Any, float, str] | None:
-    """``(change, ts, version)`` of a step down in the current champion's accuracy after
-    ``change_ts`` on re-scored labelled rows newer than ``trained_until(version)`` (the end of
-    the champion's training data, when the loop trained it), or None."""
-    from monitor.drift.changepoint import find_change
+    """``(change, ts, version)`` of a step down in the current champion's accuracy (regression: a
+    step up in its MAE) after ``change_ts`` on re-scored labelled rows newer than
+    ``trained_until(version)`` (the end of the champion's training data, when the loop trained it),
+    or None."""
+    from monitor.drift.changepoint import find_loss_change
     if change_ts is None:
         return None
     try:
@@ -49,12 +64,13 @@ def later_change(cfg: DriftloopConfig, store: Any, champion: Scorer, change_ts: 
     rows = rows[rows[target].notna()].sort_values("ts", kind="stable")
     if len(rows) < 100:
         return None
-    scores = model.predict_proba(rows)
-    correct = ((scores > cfg.model.threshold).astype("int64") == rows[target].astype("int64").to_numpy())
-    change = find_change(correct)
-    if change is None or change.accuracy_before - change.accuracy_after < cfg.alerts.accuracy_drop:
+    loss = rescored_loss(model, cfg, rows)
+    keep = np.isfinite(loss)
+    change = find_loss_change(cfg.model.task, loss[keep])
+    need = cfg.alerts.mae_rise if cfg.model.task == "regression" else cfg.alerts.accuracy_drop
+    if change is None or change.worsening < need:
         return None
-    ts = pd.Timestamp(rows["ts"].iloc[change.index]).timestamp()
+    ts = pd.Timestamp(rows["ts"].iloc[np.flatnonzero(keep)[change.index]]).timestamp()
     return (change, ts, str(model.version)) if ts > change_ts else None
 
 
@@ -71,8 +87,8 @@ def trained_until(tries: list[Any], version: str | None) -> float | None:
 def follow(cfg: DriftloopConfig, store: Any, champion: Scorer, incidents: Any, attempts: Any, incident: Any) -> Any:
     """``incident`` with its ``change_ts`` moved to a later change found by re-scoring (an event
     ``change_point`` says so), or unchanged."""
-    from monitor.daemon.policy import PERFORMANCE_REASONS
-    if incident.change_ts is None or incident.reason not in PERFORMANCE_REASONS:
+    from monitor.daemon.policy import is_performance_reason
+    if incident.change_ts is None or not is_performance_reason(incident.reason):
         return incident
     tries = attempts.for_incident(incident.id)
     found = later_change(cfg, store, champion, incident.change_ts, lambda v: trained_until(tries, v))
@@ -83,6 +99,5 @@ def follow(cfg: DriftloopConfig, store: Any, champion: Scorer, incidents: Any, a
     log.info("incident %s: later change point at %s on champion v%s's re-scored rows", incident.id, iso(ts), version)
     return incidents.update(
         incident.id, "change_point",
-        f"performance changed again at {iso(ts)} (accuracy {change.accuracy_before:.4f} -> "
-        f"{change.accuracy_after:.4f} on the labelled rows since {iso(incident.change_ts)}, re-scored by "
-        f"champion v{version}); retraining data starts there", change_ts=ts)
+        f"performance changed again at {iso(ts)} ({change.describe()} on the labelled rows since "
+        f"{iso(incident.change_ts)}, re-scored by champion v{version}); retraining data starts there", change_ts=ts)

@@ -1,20 +1,29 @@
-"""Configurable breach rules (``alerts.rules``) beside the default accuracy / ROC AUC pair.
+"""Configurable breach rules (``alerts.rules``) beside the task's default breaches.
 
 A rule ``{metric: recall, drop: 0.05}`` breaches when the window's realised recall is ``drop`` or
-more below its bar (``alerts.mode``: absolute or relative). The bar of accuracy and ROC AUC is the
-one the default pair uses (the champion's baseline, raised to the reference level); the bar of
-precision, recall, F1 and the served positive rate is the champion's own figure on its reference
-sample at ``model.threshold`` (its MLflow baseline holds only accuracy and ROC AUC). Like the
-pair, a rule is judged only with ``drift.min_labels`` labels, so an incident's health stays one
-question ("is performance within every rule?").
+more below its bar (``alerts.mode``: absolute or relative); for an error (``mae``, ``rmse``,
+``mape``: lower is better, :data:`monitor.tasks.LOWER_IS_BETTER`) ``drop`` is a *rise* above the
+bar. The bar of accuracy and ROC AUC is the one the default pair uses (the champion's baseline,
+raised to the reference level), and of MAE the one the regression default uses (the champion's
+baseline MAE, lowered to the lowest MAE the loop has reached); the bar of every other metric is
+the champion's own figure on its reference sample (``CheckResult.baselines``, keyed like the rule:
+``precision``, ``recall``, ``f1``, ``positive_rate`` at ``model.threshold``; ``macro_f1``,
+``weighted_f1``, ``recall[<class>]``, ``precision[<class>]``; ``rmse``, ``mape``, ``r2``). Like
+the pair, a rule is judged only with ``drift.min_labels`` labels, so an incident's health stays
+one question ("is performance within every rule?").
+
+Which metrics a task has (``monitor.config.RULE_METRIC_TASKS``) is checked when the config is
+loaded if ``model.task`` is set there, and otherwise once the champion's task is known
+(:func:`check_rules_fit`, at start-up of ``driftloop serve`` and ``driftloop check``).
 
 Estimated metrics are not rule metrics: CBPE's precision, recall and F1 are point figures without
 a band, and an early warning on a point estimate would page on noise (docs/parts/estimation.md).
 
 ``segment: true`` also judges every segment value on the metric (accuracy or recall, the two a
-value has with an interval): its interval must lie wholly ``drop`` below the value's bar (its own
-figure on the reference, or for time buckets the aggregate bar). Like the default segment rule,
-it alerts people and opens no incident.
+value has with an interval; a regression model's segment values are judged on MAE when they
+carry it): its interval must lie wholly ``drop`` past the value's bar (its own figure on the
+reference, or for time buckets the aggregate bar). Like the default segment rule, it alerts
+people and opens no incident.
 """
 from __future__ import annotations
 
@@ -22,14 +31,18 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from monitor.config import AlertsConfig, MetricRule
+from monitor.config import RULE_METRIC_TASKS, AlertsConfig, DriftloopConfig, MetricRule
+from monitor.errors import ConfigError
+from monitor.tasks import TASKS
 
 _EPS = 1e-12  # a drop of exactly the threshold counts despite float rounding
+_RESULT_METRICS = ("macro_f1", "weighted_f1", "mae", "rmse", "mape", "r2")  # CheckResult fields of the same name
 
 
 @dataclass(frozen=True)
 class RuleReading:
-    """One rule on one check: the live value, its bar, the drop, and whether it breaches."""
+    """One rule on one check: the live value, its bar, how much worse (a drop, or an error's rise),
+    and whether it breaches. ``metric`` is the rule's key: ``recall``, or ``recall[night]``."""
 
     metric: str
     value: float | None
@@ -38,6 +51,7 @@ class RuleReading:
     drop: float | None
     threshold: float
     breached: bool
+    class_name: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"metric": self.metric, "value": self.value, "bar": self.bar, "against": self.against,
@@ -51,72 +65,120 @@ def _finite(x: float | None) -> bool:
 def rule_readings(alerts: AlertsConfig, obs: Any) -> list[RuleReading]:
     """Every rule of ``alerts.rules`` read on one :class:`~monitor.daemon.policy.Observation`
     (callers judge only checks with enough labels)."""
-    from monitor.daemon.policy import _level, drop_of
+    from monitor.daemon.policy import _level, worsening
     out = []
     for rule in alerts.rules:
+        key = rule.key
         if rule.metric == "accuracy":
             value, (bar, against) = obs.accuracy, _level(obs.baseline_accuracy, obs.reference_accuracy)
         elif rule.metric == "roc_auc":
             value, (bar, against) = obs.roc_auc, _level(obs.baseline_roc_auc, obs.reference_roc_auc)
+        elif rule.metric == "mae":
+            value, (bar, against) = obs.mae, _level(obs.baseline_mae, obs.reference_mae, lower=True)
         else:
-            value, bar, against = obs.metrics.get(rule.metric), obs.baselines.get(rule.metric), "reference sample"
+            value, bar, against = obs.metrics.get(key), obs.baselines.get(key), "reference sample"
         if value is None or bar is None or not (_finite(value) and _finite(bar)):
-            out.append(RuleReading(rule.metric, value, bar, against, None, rule.drop, False))
+            out.append(RuleReading(key, value, bar, against, None, rule.drop, False, rule.class_name))
             continue
-        drop = drop_of(value, bar, alerts.mode)
-        out.append(RuleReading(rule.metric, value, bar, against, drop, rule.drop, drop >= rule.drop - _EPS))
+        worse = worsening(rule.metric, value, bar, alerts.mode)
+        out.append(RuleReading(key, value, bar, against, worse, rule.drop, worse >= rule.drop - _EPS, rule.class_name))
     return out
 
 
 def rule_breaches(readings: Iterable[RuleReading], taken: set[str]) -> list[Any]:
-    """Breaches of the rules whose metric has none yet (``taken``: reasons already breached)."""
-    from monitor.daemon.policy import Breach
-    return [Breach(r.metric, r.value, r.bar, r.drop, r.threshold, r.against)  # type: ignore[arg-type]
+    """Breaches of the rules whose key has none yet (``taken``: breach keys already found)."""
+    from monitor.daemon.policy import Breach, metric_of
+    return [Breach(metric_of(r.metric), r.value, r.bar, r.drop, r.threshold, r.against,  # type: ignore[arg-type]
+                   class_name=r.class_name)
             for r in readings if r.breached and r.metric not in taken]
+
+
+def _class_figures(name: str, by_class: Any) -> dict[str, Any]:
+    return {f"{name}[{c}]": v for c, v in (by_class or {}).items()}
 
 
 def rule_inputs(result: Any) -> dict[str, Any]:
     """What :func:`rule_readings` needs from a check result (``Observation.metrics`` / ``baselines``).
     ``positive_rate`` is the *served* positive rate of all the window's scored rows."""
-    return {"metrics": {"precision": result.precision, "recall": result.recall, "f1": result.f1,
-                        "positive_rate": result.predicted_positive_rate},
-            "baselines": dict(getattr(result, "baselines", None) or {})}
+    metrics = {"precision": result.precision, "recall": result.recall, "f1": result.f1,
+               "positive_rate": result.predicted_positive_rate,
+               **{name: getattr(result, name, None) for name in _RESULT_METRICS},
+               **_class_figures("recall", getattr(result, "class_recall", None)),
+               **_class_figures("precision", getattr(result, "class_precision", None))}
+    return {"metrics": metrics, "baselines": dict(getattr(result, "baselines", None) or {})}
 
 
 def rule_inputs_from(result: dict[str, Any]) -> dict[str, Any]:
     """:func:`rule_inputs` from a check result's JSON form (the check log, replayed on start-up)."""
-    return {"metrics": {"precision": result.get("precision"), "recall": result.get("recall"), "f1": result.get("f1"),
-                        "positive_rate": result.get("predicted_positive_rate")},
-            "baselines": dict(result.get("baselines") or {})}
+    metrics = {"precision": result.get("precision"), "recall": result.get("recall"), "f1": result.get("f1"),
+               "positive_rate": result.get("predicted_positive_rate"),
+               **{name: result.get(name) for name in _RESULT_METRICS},
+               **_class_figures("recall", result.get("class_recall")),
+               **_class_figures("precision", result.get("class_precision"))}
+    return {"metrics": metrics, "baselines": dict(result.get("baselines") or {})}
 
 
-def segment_drops(alerts: AlertsConfig) -> dict[str, float]:
-    """The drop each segment metric is judged with: accuracy at ``accuracy_drop`` unless a segment
+def rule_problems(rules: Iterable[MetricRule], task: str, classes: list[str] | None) -> list[str]:
+    """Why each rule cannot judge a ``task`` model (with ``classes``): a metric the task does not
+    have, a class it does not know, a class missing or superfluous. Empty when all fit."""
+    out = []
+    for r in rules:
+        if task not in RULE_METRIC_TASKS.get(r.metric, TASKS):
+            out.append(f"{r.key} does not apply to a {task} model")
+        elif r.metric in ("precision", "recall") and task == "multiclass" and r.class_name is None:
+            out.append(f"{r.key} of a multiclass model needs the class it judges ({{metric: {r.metric}, "
+                       "class: NAME, drop: ...}})")
+        elif r.class_name is not None and task != "multiclass":
+            out.append(f"{r.key}: class is for multiclass models ({task} {r.metric} is of the positive class)")
+        elif r.class_name is not None and classes is not None and r.class_name not in classes:
+            out.append(f"{r.key}: {r.class_name!r} is not one of the model's classes ({', '.join(classes)})")
+    return out
+
+
+def check_rules_fit(cfg: DriftloopConfig) -> None:
+    """ConfigError (all problems in one message) when ``alerts.rules`` do not fit the model's task.
+    Only once the task is known: configured, or applied from the champion (``with_champion_schema``)."""
+    if not cfg.model.task_configured:
+        return
+    problems = rule_problems(cfg.alerts.rules, cfg.model.task, cfg.model.classes)
+    if problems:
+        raise ConfigError("alerts.rules: " + "; ".join(problems) + " (docs: Tasks, which metrics each task has)")
+
+
+def segment_drops(alerts: AlertsConfig, task: str = "binary") -> dict[str, tuple[float, str]]:
+    """The drop (and mode) each segment metric is judged with: a classifier's accuracy at
+    ``accuracy_drop`` and a regression model's MAE at ``mae_rise`` (relative) unless a segment
     rule says otherwise, and each ``segment: true`` rule's metric at its drop."""
-    drops = {"accuracy": alerts.accuracy_drop}
-    drops.update({r.metric: r.drop for r in alerts.rules if r.segment})
+    drops = ({"mae": (alerts.mae_rise, "relative")} if task == "regression"
+             else {"accuracy": (alerts.accuracy_drop, alerts.mode)})
+    drops.update({r.metric: (r.drop, alerts.mode) for r in alerts.rules if r.segment})
     return drops
 
 
 def segment_rule_breaches(alerts: AlertsConfig, obs: Any) -> list[Any]:
-    """Judged segment values whose accuracy or recall interval lies wholly past their drop."""
-    from monitor.daemon.policy import Breach, _level, drop_of
+    """Judged segment values whose accuracy or recall interval (a regression model's MAE interval)
+    lies wholly past their drop."""
+    from monitor.daemon.policy import Breach, _level, lower_is_better, worsening
     out = []
     aggregate = {"accuracy": _level(obs.baseline_accuracy, obs.reference_accuracy),
-                 "recall": (obs.baselines.get("recall"), "reference sample")}
-    for metric, threshold in segment_drops(alerts).items():
+                 "recall": (obs.baselines.get("recall"), "reference sample"),
+                 "mae": _level(obs.baseline_mae, obs.reference_mae, lower=True)}
+    for metric, (threshold, mode) in segment_drops(alerts, obs.task).items():
+        lower = lower_is_better(metric)
         for s in obs.segments:
-            value, ci = getattr(s, metric), getattr(s, f"{metric}_ci", None)
+            value, ci = getattr(s, metric, None), getattr(s, f"{metric}_ci", None)
             if not s.judged or value is None or ci is None:
                 continue
             own = getattr(s, f"reference_{metric}", None)
             bar, where = (own, f"its reference {metric}") if _finite(own) else aggregate[metric]
             if bar is None or not _finite(bar):
                 continue
-            if drop_of(ci[1], bar, alerts.mode) >= threshold - _EPS:
-                out.append(Breach(metric, value, bar, drop_of(value, bar, alerts.mode),  # type: ignore[arg-type]
-                                  threshold, where, upper=ci[1], segment=s.label))
+            bound = ci[0] if lower else ci[1]  # the interval's end nearest the bar
+            if worsening(metric, bound, bar, mode) >= threshold - _EPS:
+                out.append(Breach(metric, value, bar, worsening(metric, value, bar, mode),  # type: ignore[arg-type]
+                                  threshold, where, bound=bound, segment=s.label))
     return out
 
 
-__all__ = ["MetricRule", "RuleReading", "rule_inputs", "rule_inputs_from", "rule_readings", "rule_breaches", "segment_drops", "segment_rule_breaches"]
+__all__ = ["MetricRule", "RuleReading", "check_rules_fit", "rule_inputs", "rule_inputs_from", "rule_problems",
+           "rule_readings", "rule_breaches", "segment_drops", "segment_rule_breaches"]

@@ -137,7 +137,7 @@ def est(acc, upper, labelled=100, **kw):
 def test_estimated_drop_is_suspected_only_with_its_band_clear_of_the_threshold():
     v = policy().observe(est(0.80, 0.84))  # upper end exactly 0.03 below 0.87: clear
     assert v.suspect and not v.fire and not v.retrain and v.suspected[0].reason == "accuracy"
-    assert v.suspected[0].upper == 0.84 and "estimated accuracy 0.8000 (band up to 0.8400)" in v.message
+    assert v.suspected[0].bound == 0.84 and "estimated accuracy 0.8000 (band up to 0.8400)" in v.message
     v = policy().observe(est(0.80, 0.8401))  # a point estimate 7 points down, but the band reaches the bar
     assert not v.suspect and v.suspected == ()
     assert v.healthy["estimate"] is False  # not healthy either: an open suspicion is not cleared by it

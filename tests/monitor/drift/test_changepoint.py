@@ -40,7 +40,7 @@ def test_fast_lane_fires_within_a_few_hundred_rows_of_a_collapse():
     rng = np.random.default_rng(3)
     change = find_change(stream(rng, [(2000, 0.9), (250, 0.55)]))
     found = fast_breach(change, 0.9, 0.03, min_rows=200)
-    assert found is not None and found.drop > 0.3 and found.upper_bound < 0.87
+    assert found is not None and found.drop > 0.3 and found.bound < 0.87
     assert "since the change" in found.describe()
 
 
@@ -70,3 +70,61 @@ def test_relative_mode_scales_the_threshold():
     change = find_change(stream(rng, [(2000, 0.6), (1000, 0.45)]))
     assert fast_breach(change, 0.6, 0.10, mode="relative") is not None   # 0.06 absolute: cleared
     assert fast_breach(change, 0.6, 0.40, mode="relative") is None       # 0.24 absolute: not
+
+
+# ---- regression: the same scan on the absolute errors ------------------------------------------
+from monitor.drift.changepoint import find_loss_change  # noqa: E402
+from monitor.taskstats import per_row_loss  # noqa: E402
+
+
+def abs_errors(rng, parts: list[tuple[int, float]]) -> np.ndarray:
+    """|y - prediction| of a regressor whose errors are N(0, sd) per part (sd = the noise)."""
+    y = rng.normal(10.0, 3.0, size=sum(n for n, _ in parts))
+    pred = y + np.concatenate([rng.normal(0.0, sd, size=n) for n, sd in parts])
+    return per_row_loss("regression", y, pred)
+
+
+def test_regression_stationary_errors_show_no_change():
+    rng = np.random.default_rng(7)
+    found = [find_loss_change("regression", abs_errors(rng, [(n, 1.0)])) for n in (300, 1000, 3000) for _ in range(40)]
+    assert sum(f is not None for f in found) <= 1
+
+
+def test_regression_heavy_tailed_errors_show_no_change():
+    """A few huge errors are not a step (the scan clips the stream at its 99th percentile)."""
+    rng = np.random.default_rng(8)
+    found = [find_loss_change("regression", np.abs(rng.standard_t(2, size=2000))) for _ in range(40)]
+    assert sum(f is not None for f in found) <= 1
+
+
+def test_regression_step_up_in_error_is_found_where_it_happened():
+    rng = np.random.default_rng(9)
+    change = find_loss_change("regression", abs_errors(rng, [(2000, 1.0), (800, 2.0)]))
+    assert change is not None and change.metric == "mae" and change.accuracy_after is None
+    assert abs(change.index - 2000) <= 60
+    assert change.mae_before == pytest.approx(0.80, abs=0.05)   # E|N(0, 1)| = 0.798
+    assert change.mae_after == pytest.approx(1.60, abs=0.12)
+    assert change.worsening == pytest.approx(1.0, abs=0.2)
+    assert find_loss_change("regression", abs_errors(rng, [(2000, 2.0), (800, 1.0)])) is None  # better is no change
+
+
+def test_classifier_loss_stream_is_the_accuracy_scan():
+    rng = np.random.default_rng(10)
+    correct = stream(rng, [(2000, 0.9), (500, 0.6)])
+    by_loss = find_loss_change("multiclass", 1.0 - correct)
+    assert by_loss is not None and by_loss == find_change(correct) and by_loss.metric == "accuracy"
+
+
+def test_regression_fast_lane_needs_the_mae_rise_proven():
+    rng = np.random.default_rng(11)
+    collapse = find_loss_change("regression", abs_errors(rng, [(2000, 1.0), (300, 3.0)]))
+    found = fast_breach(collapse, 0.798, 0.10, min_rows=200)
+    assert found is not None and found.metric == "mae" and found.drop > 1.0 and found.bound >= 0.798 * 1.1
+    assert "mae" in found.describe() and "rise" in found.describe()
+    assert fast_breach(collapse, 0.798, 0.10, min_rows=400) is None   # too few rows after it
+    # a real but small rise (5 %) never proves a 10 % rule, however many rows
+    fired = 0
+    for _ in range(20):
+        small = find_loss_change("regression", abs_errors(rng, [(2000, 1.0), (3000, 1.05)]))
+        fired += fast_breach(small, 0.798, 0.10) is not None
+    assert fired == 0

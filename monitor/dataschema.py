@@ -243,14 +243,15 @@ def resolve_task(target: pd.Series, task: str | None = None) -> InferredTask:
         if not pd.api.types.is_numeric_dtype(present.dtype) or pd.api.types.is_bool_dtype(present.dtype):
             shown = ", ".join(map(repr, sorted(map(str, present.unique()))[:3]))
             raise DataError(f"target {name!r} holds values that are not numbers ({shown}, ...): a regression "
-                            "target is a number; choose --task multiclass or binary")
+                            "target is a number; choose multiclass or binary (model.task, init --task)")
         return InferredTask("regression", None, f"chosen with --task ({k} distinct values)")
     if task == "binary" and k != 2:
-        raise DataError(f"target {name!r} has {k} distinct values; a binary target has two: choose --task "
-                        "multiclass" + (" or regression" if pd.api.types.is_numeric_dtype(present.dtype) else ""))
+        raise DataError(f"target {name!r} has {k} distinct values; a binary target has two: choose multiclass"
+                        + (" or regression" if pd.api.types.is_numeric_dtype(present.dtype) else "")
+                        + " (model.task, init --task)")
     if task == "multiclass" and not 2 <= k <= MAX_CLASSES:
         raise DataError(f"target {name!r} has {k} distinct values; a multiclass target has 2 to {MAX_CLASSES}"
-                        + (": choose --task regression" if k > MAX_CLASSES else ""))
+                        + (": choose regression (model.task, init --task)" if k > MAX_CLASSES else ""))
     classes = _sorted_classes(present.unique())
     if task == "binary":
         return InferredTask("binary", None if set(classes) == {"0", "1"} else classes,

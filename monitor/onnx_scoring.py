@@ -3,8 +3,16 @@
 An exported model takes one 1-D input per feature, named like the feature: ``float32`` for a
 numeric one (NaN = missing; the graph imputes and flags it as the PyTorch model does) and
 ``string`` for a categorical one (the vocabulary lookup is in the graph; an unseen category falls
-into the unknown bucket). Its one output ``score`` is P(label = 1). The manifest written next to it
-(``manifest.json``) names the features and their types, the threshold and the version.
+into the unknown bucket). Its one output is the model's served output, by ``task``: ``score``
+P(label = 1) ``[batch]`` (binary), ``probabilities`` ``[batch, K]`` in the order of ``classes``
+(multiclass), ``prediction`` the value in the target's units ``[batch]`` (regression). The
+manifest written next to it (``manifest.json``) names the features and their types, the task,
+the classes, the threshold (binary), the prediction column (multiclass, regression) and the
+version; a manifest without ``task`` is binary.
+
+:meth:`OnnxScorer.predict` returns what the MLflow pyfunc returns (so a service does
+``features.join(scorer.predict(features))`` and sends that), :meth:`OnnxScorer.predict_proba`
+the bare output as the PyTorch model's ``predict_proba`` does (for parity checks).
 
 So the only preprocessing left to the caller is turning columns into those arrays, which
 :func:`feeds` does by the same rules as the PyTorch model's ``encode``: numbers as float, integer
@@ -22,10 +30,16 @@ import numpy as np
 import pandas as pd
 
 from monitor.errors import UserInputError
+from monitor.tasks import proba_column
 
 MISSING = "\x00missing"  # trainer.model.MISSING: the vocabulary entry of a missing category
 MANIFEST = "manifest.json"
 FORMATS = {"onnx": "model.onnx", "onnx-int8": "model.int8.onnx"}
+# The graph's one output per task, and what it holds (the manifest's "output").
+OUTPUTS = {"binary": "score", "multiclass": "probabilities", "regression": "prediction"}
+OUTPUT_TEXT = {"binary": "score: P(label = 1), float32 [batch]",
+               "multiclass": "probabilities: P(class) in the order of classes, float32 [batch, K]",
+               "regression": "prediction: the predicted value in the target's units, float32 [batch]"}
 
 
 def feeds(frame: pd.DataFrame, features: list[dict[str, str]]) -> dict[str, np.ndarray]:
@@ -80,9 +94,12 @@ def _numeric(column: pd.Series, name: str) -> np.ndarray:
 class OnnxScorer:
     """An ONNX Runtime session over one exported model and its manifest.
 
-    ``predict(frame)`` returns P(label = 1) as float64, like the pyfunc's ``predict``. One
-    intra-op thread by default: a model this small gains nothing from more, and a service runs
-    one scorer per worker."""
+    ``predict(frame)`` returns what the pyfunc's ``predict`` returns, by task: P(label = 1) as a
+    float64 array (binary); a DataFrame with the prediction column (the manifest's ``prediction``,
+    ``model.prediction``, default ``prediction``) holding the class name and one ``proba_<class>``
+    column per class (multiclass); a DataFrame with the prediction column holding the value
+    (regression). DataFrames keep ``frame``'s index. One intra-op thread by default: a model this small gains
+    nothing from more, and a service runs one scorer per worker."""
 
     def __init__(self, model: bytes | str | Path, manifest: Mapping[str, Any], *, threads: int = 1):
         import onnxruntime as ort
@@ -95,6 +112,11 @@ class OnnxScorer:
         self.session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
         self.manifest = dict(manifest)
         self.features: list[dict[str, str]] = list(self.manifest["features"])
+        self.task: str = str(self.manifest.get("task") or "binary")
+        self.classes: list[str] | None = self.manifest.get("classes")
+        if self.task == "multiclass" and not self.classes:
+            raise UserInputError("a multiclass model's manifest must list its classes")
+        self._output = self.session.get_outputs()[0].name
 
     @classmethod
     def from_dir(cls, folder: str | Path, fmt: str = "onnx", **kwargs: Any) -> "OnnxScorer":
@@ -112,16 +134,38 @@ class OnnxScorer:
     def threshold(self) -> float:
         return float(self.manifest.get("threshold", 0.5))
 
-    def predict(self, frame: pd.DataFrame) -> np.ndarray:
+    def predict(self, frame: pd.DataFrame) -> np.ndarray | pd.DataFrame:
+        """The pyfunc's output for ``frame`` (see the class doc)."""
+        return served(self.predict_proba(frame), self.task, self.classes, frame.index,
+                      str(self.manifest.get("prediction") or "prediction"))
+
+    def predict_proba(self, frame: pd.DataFrame) -> np.ndarray:
+        """The graph's output as float64, like the PyTorch model's ``predict_proba``: ``(n,)``
+        P(1), ``(n, K)`` class probabilities, or ``(n,)`` predicted values."""
         if len(frame) == 0:
-            return np.zeros(0)
-        (scores,) = self.session.run(["score"], feeds(frame, self.features))
-        return np.asarray(scores, dtype=np.float64).reshape(-1)
+            return np.zeros((0, len(self.classes or ())) if self.task == "multiclass" else 0)
+        return self.predict_feeds(feeds(frame, self.features))
 
     def predict_feeds(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
-        """Scores of already-converted inputs (see :func:`feeds`): the model alone, for benchmarks."""
-        (scores,) = self.session.run(["score"], inputs)
-        return np.asarray(scores, dtype=np.float64).reshape(-1)
+        """The output for already-converted inputs (see :func:`feeds`): the model alone, for benchmarks."""
+        (out,) = self.session.run([self._output], inputs)
+        out = np.asarray(out, dtype=np.float64)
+        return out.reshape(len(out), -1) if self.task == "multiclass" else out.reshape(-1)
+
+
+def served(output: np.ndarray, task: str, classes: list[str] | None, index: Any = None,
+           prediction: str = "prediction") -> np.ndarray | pd.DataFrame:
+    """A model's output as a service gets it (the pyfunc's form, see :class:`OnnxScorer`); ``index``:
+    the scored frame's, so that ``features.join(...)`` lines rows up; ``prediction``: the name of
+    the prediction column."""
+    if task == "multiclass":
+        names = np.asarray(classes, dtype=object)
+        out = pd.DataFrame({proba_column(c): output[:, i] for i, c in enumerate(names)}, index=index)
+        out.insert(0, prediction, names[np.argmax(output, axis=1)] if len(output) else names[:0])
+        return out
+    if task == "regression":
+        return pd.DataFrame({prediction: output}, index=index)
+    return output
 
 
 def download_published(client: Any, tracking_uri: str, name: str, version: str, fmt: str, dst: str | Path) -> Path:

@@ -44,6 +44,7 @@ _WHERE = {
     "TrainingInterrupted": "trainer.loop",
     "load_window": "trainer.worker",
     "read_table": "trainer.data",
+    "headline": "trainer.metrics",
 }
 
 __getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

@@ -16,7 +16,7 @@ from trainer.build import build_model
 from trainer.data import check_frame, split
 from trainer.deployment import export_and_log
 from trainer.loop import LoopConfig, LoopState, peek_checkpoint
-from monitor.stats import binary_metrics
+from trainer.metrics import headline, model_figures, served, task_metrics
 from trainer.outcomes import Baseline, TrainOutcome
 from trainer.runs import (check_reports, check_trigger, epoch_logger, fit_frames, lineage_tags, log_reports,
                           loop_params, mlflow_run, run_name)
@@ -27,13 +27,33 @@ log = logging.getLogger(__name__)
 def reference_sample(cfg: DriftloopConfig, preferred: pd.DataFrame, *others: pd.DataFrame, model: Any,
                      seed: int) -> pd.DataFrame:
     """Up to ``training.reference_sample`` rows, ``preferred`` (held-out) rows first so the scores
-    look like live scores rather than scores on rows the model was fitted to; plus the model's score."""
+    look like live scores rather than scores on rows the model was fitted to; plus the model's
+    output as a store window carries it (monitor/tasks.py), so checks compare windows with it:
+    binary the score P(1); multiclass the score (the served class's probability), the prediction
+    (its index), the target as an index and ``__proba_<i>`` per class; regression the predicted
+    value as score and prediction."""
+    from monitor.tasks import internal_proba_column
+    m = cfg.model
     rows = pd.concat([preferred, *others], ignore_index=True).iloc[: cfg.training.reference_sample]
     rows = rows.sample(frac=1.0, random_state=seed).reset_index(drop=True)
-    columns = cfg.model.feature_names + [cfg.model.target]
-    out = rows[columns].copy()
-    out[cfg.model.score] = model.predict_proba(out)
+    out = rows[m.feature_names + [m.target]].copy()
+    if m.task == "binary":
+        out[m.score] = model.predict_proba(out)
+        return out
+    pred, score, proba = served(m.task, model.predict_proba(out), m.threshold)
+    out[m.score] = score
+    out[m.prediction] = pred
+    if proba is not None:
+        for i in range(proba.shape[1]):
+            out[internal_proba_column(i)] = proba[:, i]
     return out
+
+
+def task_params(cfg: DriftloopConfig) -> dict[str, str]:
+    """The run params that say what kind of model it is: ``task`` and, when named, ``classes``."""
+    import json
+    m = cfg.model
+    return {"task": m.task, **({"classes": json.dumps(m.classes)} if m.classes else {})}
 
 
 def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "manual",
@@ -46,9 +66,9 @@ def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "
     t = cfg.training
     reports = check_reports(report_paths)
     rows = check_frame(data, cfg.model, what="training data", min_rows=t.min_rows)
-    target = cfg.model.target
-    rest, test = split(rows, t.holdout_fraction, target, t.seed, what="training data", part="test")
-    fit_rows, val_rows = split(rest, t.validation_fraction, target, t.seed + 1, what="training data")
+    target, task = cfg.model.target, cfg.model.task
+    rest, test = split(rows, t.holdout_fraction, target, t.seed, what="training data", part="test", task=task)
+    fit_rows, val_rows = split(rest, t.validation_fraction, target, t.seed + 1, what="training data", task=task)
     model = build_model(cfg, fit_rows)
     loop = LoopConfig.from_training(t)
     checkpoint = cfg.checkpoints_dir / f"train-{cfg.model.name}.pt"
@@ -66,16 +86,14 @@ def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "
             if saved is None:
                 mlflow.log_params(loop_params(loop, rows=len(rows), fit_rows=len(fit_rows), val_rows=len(val_rows),
                                               test_rows=len(test), features=",".join(cfg.model.feature_names),
-                                              factory=cfg.model.factory or "mlp"))
+                                              factory=cfg.model.factory or "mlp", **task_params(cfg)))
             log_reports(reports)
             result = fit_frames(model, fit_rows, val_rows, target, loop, checkpoint_path=checkpoint, resume=resume,
                                  extra={"run_id": run.info.run_id}, on_epoch_end=epoch_logger(),
                                  should_stop=should_stop)
-            scores = model.predict_proba(test)
-            test_metrics = binary_metrics(test[target].to_numpy(), scores, cfg.model.threshold)
-            metrics = {"accuracy": test_metrics["accuracy"], "roc_auc": test_metrics["roc_auc"]}
-            mlflow.log_metrics({"test_accuracy": metrics["accuracy"], "test_roc_auc": metrics["roc_auc"],
-                                "test_log_loss": test_metrics["log_loss"], "best_epoch": result.best_epoch,
+            test_metrics = task_metrics(task, test[target].to_numpy(), model.predict_proba(test), cfg.model.threshold)
+            metrics = model_figures(test_metrics)
+            mlflow.log_metrics({**{f"test_{k}": v for k, v in test_metrics.items()}, "best_epoch": result.best_epoch,
                                 "epochs_run": result.epochs_run, "train_seconds": result.train_seconds,
                                 "samples_per_second": result.samples_per_second})
             reference = reference_sample(cfg, test, val_rows, fit_rows, model=model, seed=t.seed)
@@ -87,7 +105,7 @@ def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "
                 registry.make_champion(version)
             mlflow.set_tags({"driftloop.version": version, "driftloop.champion": str(became_champion).lower()})
             registry.client.set_model_version_tag(registry.name, version, "driftloop.kind", "baseline")
-    log.info("trained v%s: test accuracy %.4f, ROC AUC %.4f%s", version, metrics["accuracy"], metrics["roc_auc"],
+    log.info("trained v%s (%s): test %s%s", version, task, headline(task, metrics),
              " (champion)" if became_champion else "")
     return TrainOutcome(version=version, run_id=run.info.run_id,
                         metrics={**metrics, "samples_per_second": result.samples_per_second,

@@ -2,10 +2,17 @@
 
 Every problem becomes a :class:`DataError` that names the column or rows and what was expected,
 raised before a single step is taken (and before an MLflow run is opened).
+
+The target per ``model.task`` (:func:`target_values`): binary 0/1 (or, with ``model.classes``
+[negative, positive], those names); multiclass the class names of ``model.classes`` (or numbers
+equal to them) turned into class indices; regression a finite number. Store windows and reference
+samples already hold the internal form (monitor/tasks.py: 0/1, class indices): a multiclass frame
+with the ``__proba_<i>`` columns of every class is one of those, and its target is read as indices.
 """
 from __future__ import annotations
 
 import hashlib
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +21,10 @@ import torch
 
 from monitor.config import ModelConfig
 from monitor.errors import DataError, UserInputError
+from monitor.tasks import INTERNAL_PROBA_PREFIX, class_codes, internal_proba_columns
 from trainer.model import category_text
+
+log = logging.getLogger(__name__)
 
 # Columns a store window carries besides features and target; ignored, not an error.
 WINDOW_COLUMNS = frozenset({"id", "ts", "label_ts", "model_version"})
@@ -39,9 +49,10 @@ def read_table(path: str | Path) -> pd.DataFrame:
 def check_frame(df: pd.DataFrame, model_cfg: ModelConfig, *, what: str = "training data",
                 min_rows: int = 1) -> pd.DataFrame:
     """Validate ``df`` and return a clean copy: features in configured order (numeric float64 with
-    NaN where missing, categorical str with None where missing) and the target as int64 0/1.
-    Store-window columns (id, ts, score, prediction, label_ts), the id column and ``model.ignore``
-    are dropped; any other extra column is an error, because it usually means the configured
+    NaN where missing, categorical str with None where missing) and the target as
+    :func:`target_values` gives it (int64 0/1 or class indices; float64 for regression).
+    Store-window columns (id, ts, score, prediction, label_ts, ``__proba_<i>``), the id column and
+    ``model.ignore`` are dropped; any other extra column is an error, because it usually means the configured
     schema is not the data's."""
     if not isinstance(df, pd.DataFrame):
         raise DataError(f"{what}: expected a pandas DataFrame, got {type(df).__name__}")
@@ -53,7 +64,8 @@ def check_frame(df: pd.DataFrame, model_cfg: ModelConfig, *, what: str = "traini
         raise DataError(f"{what}: missing column(s) {', '.join(missing)} (expected features "
                         f"{', '.join(features)} and target {target!r})")
     ignorable = WINDOW_COLUMNS | {model_cfg.score, model_cfg.prediction, model_cfg.id, *model_cfg.ignore}
-    extra = [str(c) for c in df.columns if c not in features and c != target and c not in ignorable]
+    extra = [str(c) for c in df.columns if c not in features and c != target and c not in ignorable
+             and not str(c).startswith(INTERNAL_PROBA_PREFIX)]
     if extra:
         raise DataError(f"{what}: column(s) {', '.join(extra)} not in the model's features; add them to "
                         f"model.features, list them in model.ignore, or drop them")
@@ -77,44 +89,138 @@ def check_frame(df: pd.DataFrame, model_cfg: ModelConfig, *, what: str = "traini
         out[name] = col
     for name in model_cfg.categorical_features:
         out[name] = pd.Series(category_text(df[name]), dtype=object)
-    y = pd.to_numeric(df[target].reset_index(drop=True), errors="coerce")
-    bad = ~y.isin([0, 1]).to_numpy()
-    if bad.any():
-        rows = np.nonzero(bad)[0]
-        first = df[target].iloc[rows[0]]
-        first = first.item() if isinstance(first, np.generic) else first
-        raise DataError(f"{what}: target {target!r} has {len(rows)} value(s) that are not 0 or 1 "
-                        f"(first at row {rows[0]}: {first!r})")
-    out[target] = y.astype("int64")
-    classes = out[target].nunique()
-    if classes < 2:
-        raise DataError(f"{what}: target {target!r} has a single class ({int(out[target].iloc[0])}); "
-                        "need both 0 and 1 to train")
+    out[target] = target_values(df[target].reset_index(drop=True), model_cfg, what,
+                                indices=_holds_indices(df, model_cfg))
     if len(out) < min_rows:
         raise DataError(f"{what}: {len(out)} rows, need at least {min_rows} (training.min_rows)")
     return out
 
 
+def _holds_indices(df: pd.DataFrame, model_cfg: ModelConfig) -> bool:
+    """Whether a multiclass frame is a store window or reference sample (targets are class indices)."""
+    if model_cfg.task != "multiclass":
+        return False
+    return all(c in df.columns for c in internal_proba_columns(model_cfg.n_classes))
+
+
+def _first_bad(raw: pd.Series, bad: np.ndarray) -> tuple[int, int, object]:
+    rows = np.nonzero(bad)[0]
+    first = raw.iloc[rows[0]]
+    return len(rows), int(rows[0]), first.item() if isinstance(first, np.generic) else first
+
+
+def target_values(raw: pd.Series, model_cfg: ModelConfig, what: str = "training data", *,
+                  indices: bool = False) -> pd.Series:
+    """The target as the model learns it: int64 0/1 (binary), int64 class indices into
+    ``model.classes`` (multiclass; ``indices``: the values already are indices) or float64
+    (regression). DataError naming the column, the count and the first bad row otherwise, and
+    when fewer than two classes (two values) are present."""
+    target, task = model_cfg.target, model_cfg.task
+    raw = raw.reset_index(drop=True)
+    if task == "regression":
+        y = pd.to_numeric(raw.astype(object) if isinstance(raw.dtype, pd.CategoricalDtype) else raw, errors="coerce")
+        values = y.to_numpy(dtype="float64", na_value=np.nan)
+        bad = ~np.isfinite(values)
+        if bad.any():
+            n, row, first = _first_bad(raw, bad)
+            raise DataError(f"{what}: target {target!r} of a regression model has {n} value(s) that are not "
+                            f"finite numbers (first at row {row}: {first!r})")
+        if len(values) and np.all(values == values[0]):
+            raise DataError(f"{what}: target {target!r} has a single value ({values[0]:g}); need at least two "
+                            "different values to learn")
+        return pd.Series(values, dtype="float64")
+    if task == "multiclass" or model_cfg.classes is not None:
+        classes = list(model_cfg.classes or [])
+        codes, bad_rows = (_index_codes(raw, len(classes)) if indices else class_codes(raw.tolist(), classes))
+        if bad_rows and task == "binary":
+            # A store window of a binary model with named classes holds 0/1 (monitor/tasks.py).
+            zero_one = _zero_one(raw)
+            if zero_one is not None:
+                codes, bad_rows = zero_one, []
+        if bad_rows:
+            bad = np.zeros(len(raw), dtype=bool)
+            bad[bad_rows] = True
+            n, row, first = _first_bad(raw, bad)
+            kind = "class indices" if indices else "classes"
+            raise DataError(f"{what}: target {target!r} has {n} value(s) that are not known {kind} (first at row "
+                            f"{row}: {first!r}); the model's classes are {', '.join(classes)} (model.classes)")
+        y = pd.Series(codes, dtype="int64")
+        if y.nunique() < 2:
+            raise DataError(f"{what}: target {target!r} has a single class ({classes[int(y.iloc[0])]}); "
+                            "need at least two to train")
+        return y
+    zero_one = _zero_one(raw)
+    if zero_one is None:
+        y = pd.to_numeric(raw, errors="coerce")
+        n, row, first = _first_bad(raw, ~y.isin([0, 1]).to_numpy())
+        raise DataError(f"{what}: target {target!r} has {n} value(s) that are not 0 or 1 "
+                        f"(first at row {row}: {first!r})")
+    if len(np.unique(zero_one)) < 2:
+        raise DataError(f"{what}: target {target!r} has a single class ({int(zero_one[0])}); "
+                        "need both 0 and 1 to train")
+    return pd.Series(zero_one, dtype="int64")
+
+
+def _zero_one(raw: pd.Series) -> np.ndarray | None:
+    y = pd.to_numeric(raw, errors="coerce")
+    return y.to_numpy(dtype="int64") if bool(y.isin([0, 1]).all()) else None
+
+
+def _index_codes(raw: pd.Series, n_classes: int) -> tuple[np.ndarray, list[int]]:
+    y = pd.to_numeric(raw, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+    ok = np.isfinite(y) & (y == np.round(y)) & (y >= 0) & (y < n_classes)
+    return np.where(ok, y, -1).astype(np.int64), np.nonzero(~ok)[0].tolist()
+
+
 def split(df: pd.DataFrame, fraction: float, target: str, seed: int, *, what: str = "data",
-          part: str = "validation") -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Stratified random split: ``(rest, held_out)`` with about ``fraction`` of each class held out.
-    Both sides must contain both classes, or the held-out metrics mean nothing."""
+          part: str = "validation", task: str = "binary") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(rest, held_out)`` with about ``fraction`` of the rows held out: stratified by class for
+    a classifier (``fraction`` of each class), plain random for regression.
+
+    A class with too few rows to be on both sides stays on the training side (a warning), unless
+    that leaves a side with a single class: the held-out metrics would then mean nothing (and a
+    binary split needs both classes on both sides)."""
     rng = np.random.default_rng(seed)
-    held = []
-    for cls in (0, 1):
-        idx = np.nonzero(df[target].to_numpy() == cls)[0]
+    if task == "regression":
+        k = int(round(len(df) * fraction))
+        if k < 1 or k >= len(df):
+            raise DataError(f"{what}: too few rows to hold out a {part} set: {len(df)} row(s), a {fraction:.0%} "
+                            "split needs both sides non-empty; give more labelled rows")
+        mask = np.zeros(len(df), dtype=bool)
+        mask[rng.choice(len(df), size=k, replace=False)] = True
+        return df[~mask].reset_index(drop=True), df[mask].reset_index(drop=True)
+    y = df[target].to_numpy()
+    present = [0, 1] if task == "binary" else sorted(int(c) for c in np.unique(y))
+    held, kept = [], []
+    for cls in present:
+        idx = np.nonzero(y == cls)[0]
         k = int(round(len(idx) * fraction))
         if k < 1 or k >= len(idx):
-            raise DataError(f"{what}: too few rows to hold out a {part} set: class {cls} has {len(idx)} row(s), "
-                            f"a {fraction:.0%} split needs both sides non-empty; give more labelled rows")
+            kept.append((cls, len(idx)))
+            continue
         held.append(rng.choice(idx, size=k, replace=False))
+    on_both = len(present) - len(kept)
+    if kept and (task == "binary" or on_both < 2):
+        cls, n = kept[0]
+        raise DataError(f"{what}: too few rows to hold out a {part} set: class {cls} has {n} row(s), "
+                        f"a {fraction:.0%} split needs both sides non-empty; give more labelled rows")
+    if kept:
+        log.warning("%s: class(es) %s have too few rows for a %s set; kept on the training side only",
+                    what, ", ".join(f"{cls} ({n} row(s))" for cls, n in kept), part)
     mask = np.zeros(len(df), dtype=bool)
     mask[np.concatenate(held)] = True
     return df[~mask].reset_index(drop=True), df[mask].reset_index(drop=True)
 
 
 def tensors(model, df: pd.DataFrame, target: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(x_num, x_cat, y)``: y float32 0/1 (binary), int64 class indices (multiclass), or the
+    standardised target as float32 (regression: what the network learns, see trainer/model.py)."""
     x_num, x_cat = model.encode(df)
+    task = getattr(model, "task", "binary")
+    if task == "multiclass":
+        return x_num, x_cat, torch.as_tensor(df[target].to_numpy(), dtype=torch.int64)
+    if task == "regression":
+        return x_num, x_cat, torch.as_tensor(model.scaled_target(df[target].to_numpy()), dtype=torch.float32)
     return x_num, x_cat, torch.as_tensor(df[target].to_numpy(), dtype=torch.float32)
 
 

@@ -1,4 +1,12 @@
-"""The saved MLflow model: a pyfunc that takes a raw feature DataFrame and returns P(label = 1).
+"""The saved MLflow model: a pyfunc that takes a raw feature DataFrame and returns, per task:
+
+- binary: P(label = 1) as a numpy array, as always;
+- multiclass: a DataFrame with the served class's *name* in the prediction column (``model.prediction``,
+  default ``prediction``) and one ``proba_<class>`` column per class;
+- regression: a DataFrame with the predicted value in the prediction column.
+
+Those columns are what ``monitor.client.log_predictions`` takes, so a service sends
+``features.join(model.predict(features))`` as it is.
 
 The model object, with its preprocessing, is cloudpickled *by value* (its classes travel with it),
 so ``mlflow.pyfunc.load_model(uri).predict(df)`` works wherever torch, pandas and mlflow are
@@ -17,11 +25,29 @@ import pandas as pd
 
 
 class TabularPyfunc(PythonModel):
-    def __init__(self, model: Any):
+    def __init__(self, model: Any, prediction: str = "prediction"):
         self.model = model
+        self.prediction = prediction  # the prediction column's name (model.prediction)
 
-    def predict(self, context: Any, model_input: pd.DataFrame, params: dict | None = None) -> np.ndarray:
-        return self.model.predict_proba(pd.DataFrame(model_input))
+    def predict(self, context: Any, model_input: pd.DataFrame, params: dict | None = None) -> np.ndarray | pd.DataFrame:
+        frame = pd.DataFrame(model_input)
+        out = self.model.predict_proba(frame)
+        task = getattr(self.model, "task", "binary")  # a model pickled before tasks is binary
+        column = getattr(self, "prediction", "prediction")
+        if task == "multiclass":
+            names = list(self.model.classes)
+            served = [names[i] for i in np.argmax(out, axis=1)] if len(out) else []
+            probabilities = pd.DataFrame(out, columns=[output_proba_column(c) for c in names], index=frame.index)
+            return pd.concat([pd.DataFrame({column: served}, index=frame.index, dtype=object), probabilities], axis=1)
+        if task == "regression":
+            return pd.DataFrame({column: out}, index=frame.index)
+        return out
+
+
+def output_proba_column(name: str) -> str:
+    """``proba_<class>``: monitor.tasks.proba_column's rule, kept here because the pickled pyfunc
+    must not import driftloop (tests/trainer/test_tasks_model.py holds the two together)."""
+    return f"proba_{name}"
 
 
 @contextmanager

@@ -35,7 +35,8 @@ HISTORY_TAG = "driftloop.champion_history"
 HISTORY_KEEP = 100
 BASELINE_DIR = "baseline"
 SCHEMA_TAG = "driftloop.schema"  # {feature: "numeric" | "categorical"} of a model version, as JSON
-COLUMNS_TAG = "driftloop.columns"  # {"target", "id", "score", "prediction": column name}, as JSON
+COLUMNS_TAG = "driftloop.columns"  # {"target", "id", "score", "prediction": column name, "task", "classes"}, as JSON
+TASK_TAG = "driftloop.task"  # binary | multiclass | regression, for people browsing the registry
 
 
 @contextmanager
@@ -228,27 +229,33 @@ def log_model(model: Any, example: pd.DataFrame, registry: Registry) -> str:
 
     model = model.cpu().eval()
     example = example.reset_index(drop=True)
-    signature = input_signature(model.numeric, model.categorical)
+    m = registry.cfg.model
+    task = getattr(model, "task", "binary")
+    signature = input_signature(model.numeric, model.categorical, task=task, classes=getattr(model, "classes", None),
+                                prediction=m.prediction)
     schema = {**{n: "numeric" for n in model.numeric}, **{n: "categorical" for n in model.categorical}}
     requirements = [f"torch=={torch.__version__.split('+')[0]}", f"pandas=={pd.__version__}",
                     f"mlflow=={mlflow.__version__}", "cloudpickle"]
     with pickled_by_value(model), _quiet("mlflow.pyfunc", "mlflow.models.signature"):
-        info = mlflow.pyfunc.log_model(name="model", python_model=TabularPyfunc(model), signature=signature,
+        info = mlflow.pyfunc.log_model(name="model", python_model=TabularPyfunc(model, m.prediction), signature=signature,
                                        input_example=example, pip_requirements=requirements,
                                        metadata={SCHEMA_TAG: schema})
     run = mlflow.active_run()
     assert run is not None  # log_model logged into the caller's run
     version = registry.register(info.model_uri, run.info.run_id, info.model_id)
     registry.client.set_model_version_tag(registry.name, version, SCHEMA_TAG, json.dumps(schema))
-    m = registry.cfg.model
+    registry.client.set_model_version_tag(registry.name, version, TASK_TAG, task)
     columns: dict[str, Any] = {"target": m.target, "id": m.id, "score": m.score, "prediction": m.prediction,
                                "task": m.task, "classes": m.classes}
     registry.client.set_model_version_tag(registry.name, version, COLUMNS_TAG, json.dumps(columns))
     return version
 
 
-def input_signature(numeric: list[str], categorical: list[str]) -> Any:
-    """The pyfunc's signature: every feature by name, of MLflow's ``Any`` type and not required.
+def input_signature(numeric: list[str], categorical: list[str], *, task: str = "binary",
+                    classes: list[str] | None = None, prediction: str = "prediction") -> Any:
+    """The pyfunc's signature: every feature by name, of MLflow's ``Any`` type and not required;
+    the outputs per task (trainer/pyfunc.py): binary one double, multiclass the prediction column
+    (the class name) and ``proba_<class>`` doubles, regression the prediction column (a double).
 
     Typed columns would make MLflow's schema enforcement refuse the frames users have: an int64
     column against ``double`` ("Can not safely convert int64 to float64"), a pandas ``category``
@@ -258,8 +265,17 @@ def input_signature(numeric: list[str], categorical: list[str]) -> Any:
     from mlflow.models import ModelSignature
     from mlflow.types.schema import AnyType, ColSpec, DataType, Schema
 
+    from trainer.pyfunc import output_proba_column
+
     inputs = Schema([ColSpec(AnyType(), name, required=False) for name in [*numeric, *categorical]])
-    return ModelSignature(inputs=inputs, outputs=Schema([ColSpec(DataType.double)]))
+    if task == "multiclass":
+        outputs = Schema([ColSpec(DataType.string, prediction),
+                          *(ColSpec(DataType.double, output_proba_column(c)) for c in classes or [])])
+    elif task == "regression":
+        outputs = Schema([ColSpec(DataType.double, prediction)])
+    else:
+        outputs = Schema([ColSpec(DataType.double)])
+    return ModelSignature(inputs=inputs, outputs=outputs)
 
 
 def recorded_schema(registry: "Registry", version: str) -> tuple[dict[str, str], dict[str, str]] | None:

@@ -24,6 +24,17 @@ Rule (all must hold; every failed condition becomes a reason recorded on the run
 Why both metrics: accuracy is what users feel at the configured threshold, ROC AUC is the ranking
 quality that survives a threshold change; a model that buys accuracy by wrecking the ranking (or
 the reverse) is not an improvement.
+
+Per task (:func:`judge` picks the rule from ``model.task``):
+
+- multiclass: the same rule on accuracy (the most probable class) and the one-vs-rest macro ROC
+  AUC; floors: accuracy not shown worse than the majority-class rate (upper Wilson bound), macro
+  ROC AUC lower bound above 0.5.
+- regression (:func:`decide_regression`): the challenger's MAE is at least
+  ``promote_min_mae_gain`` (relative, 0.02 = 2 % lower) below the champion's and its RMSE not
+  higher; floor: its R² lower bound (``gate_confidence``, one-sided) above 0, i.e. shown better
+  than predicting the mean; forgetting: its MAE on the champion's reference sample at most
+  ``reference_floor`` (relative) above the champion's, under the same concept condition as (4).
 """
 from __future__ import annotations
 
@@ -51,15 +62,36 @@ class Floors:
     accuracy_upper: float | None = None  # Wilson upper bound of its accuracy (None: judged on the lower)
 
 
-def floors_of(y_true, scores, threshold: float, confidence: float) -> Floors:
-    """:class:`Floors` of one model's scores on held-out rows (two-sided interval at ``2c - 1``,
-    i.e. one-sided bounds at ``confidence``)."""
+@dataclass(frozen=True)
+class RegressionFloors:
+    """A regression challenger's absolute quality on the held-out rows."""
+    r2: float | None
+    r2_lower: float | None   # lower bound of its R² (None: undefined, e.g. a constant target)
+
+
+def floors_of(y_true, scores, threshold: float, confidence: float,
+              task: str = "binary") -> Floors | RegressionFloors:
+    """The floors of one model's served output (``predict_proba``) on held-out rows (two-sided
+    interval at ``2c - 1``, i.e. one-sided bounds at ``confidence``)."""
     import numpy as np
 
     from monitor.stats import delong_auc, wilson_interval
+    level = 2 * confidence - 1
+    if task == "regression":
+        from monitor.taskstats import regression_performance
+        perf = regression_performance(np.asarray(y_true, dtype=np.float64), np.asarray(scores, dtype=np.float64),
+                                      level)
+        return RegressionFloors(perf.r2, None if perf.r2_ci is None else perf.r2_ci[0])
     y = np.asarray(y_true, dtype=np.int64)
     s = np.asarray(scores, dtype=np.float64)
-    level = 2 * confidence - 1
+    if task == "multiclass":
+        from monitor.taskstats import macro_auc
+        right = int((np.argmax(s, axis=1) == y).sum()) if len(y) else 0
+        acc = wilson_interval(right, len(y), level)
+        _, macro_ci = macro_auc(y, s, level)
+        majority = float(np.bincount(y, minlength=s.shape[1]).max() / len(y)) if len(y) else 1.0
+        return Floors(None if acc is None else acc[0], majority, None if macro_ci is None else macro_ci[0],
+                      None if acc is None else acc[1])
     right = int(((s > threshold).astype(np.int64) == y).sum())
     acc = wilson_interval(right, len(y), level)
     auc = delong_auc(y, s)
@@ -109,6 +141,67 @@ def decide(challenger: dict[str, float], champion: dict[str, float], challenger_
                   f"reference accuracy loss {ref_loss:.4f} not limited: the champion's concept no longer holds "
                   "on recent rows")
     return Decision(True, [f"accuracy {acc_gain:+.4f}, ROC AUC {auc_gain:+.4f} on held-out recent rows; {forgetting}"])
+
+
+def decide_regression(challenger: dict[str, float], champion: dict[str, float], challenger_reference_mae: float,
+                      champion_reference_mae: float, *, min_mae_gain: float, reference_floor: float,
+                      floors: RegressionFloors | None = None, concept_holds: bool = True) -> Decision:
+    """The gate for regression (module doc): ``challenger`` / ``champion`` hold ``mae`` and ``rmse``
+    on the same held-out rows."""
+    failed: list[str] = []
+    if floors is not None and (floors.r2_lower is None or not floors.r2_lower > 0):
+        failed.append("not good: R² lower bound "
+                      + ("undefined" if floors.r2_lower is None else f"{floors.r2_lower:.4f}")
+                      + " is not above 0: not shown better than predicting the mean"
+                      + ("" if floors.r2 is None else f" (R² {floors.r2:.4f})"))
+    mae, old_mae, rmse, old_rmse = challenger["mae"], champion["mae"], challenger["rmse"], champion["rmse"]
+    if any(math.isnan(v) for v in (mae, old_mae, rmse, old_rmse)):
+        failed.append("held-out metrics are undefined (NaN); cannot compare")
+    else:
+        gain = _relative_fall(mae, old_mae)
+        if gain < min_mae_gain - _EPS:
+            failed.append(f"MAE gain {gain:+.2%} < required {min_mae_gain:.2%} "
+                          f"({mae:.4g} vs champion {old_mae:.4g})")
+        if rmse > old_rmse * (1 + _EPS) + _EPS:
+            failed.append(f"RMSE rises: {rmse:.4g} vs champion {old_rmse:.4g}")
+        if gain <= 0 and rmse >= old_rmse:
+            failed.append("not better than the champion on MAE or RMSE")
+    rise = -_relative_fall(challenger_reference_mae, champion_reference_mae)
+    if concept_holds and (math.isnan(rise) or rise > reference_floor + _EPS):
+        failed.append(f"forgets the reference data: MAE on the champion's reference sample "
+                      f"{challenger_reference_mae:.4g} vs {champion_reference_mae:.4g} "
+                      f"(rise {rise:.2%} > reference_floor {reference_floor:.2%})")
+    if failed:
+        return Decision(False, _dedupe(failed))
+    forgetting = (f"reference MAE rise {rise:+.2%} <= {reference_floor:.2%}" if concept_holds else
+                  f"reference MAE rise {rise:+.2%} not limited: the champion's concept no longer holds on recent rows")
+    return Decision(True, [f"MAE {-_relative_fall(mae, old_mae):+.2%} ({mae:.4g} vs {old_mae:.4g}), RMSE "
+                           f"{rmse:.4g} vs {old_rmse:.4g} on held-out recent rows; {forgetting}"])
+
+
+def _relative_fall(new: float, old: float) -> float:
+    """How much lower ``new`` is than ``old``, relative to ``old`` (an error; 0.1 = 10 % lower)."""
+    if math.isnan(new) or math.isnan(old):
+        return math.nan
+    if old > 0:
+        return (old - new) / old
+    return 0.0 if new <= old else -math.inf  # a perfect champion: nothing to gain, any error is a rise
+
+
+def judge(task: str, challenger: dict[str, float], champion: dict[str, float], challenger_reference: float,
+          champion_reference: float, training: Any, *, floors: Floors | RegressionFloors | None = None,
+          concept_holds: bool = True) -> Decision:
+    """The gate of ``task`` with the margins of ``training`` (a TrainingConfig). The reference
+    figures are accuracy (classifiers) or MAE (regression) on the champion's reference sample."""
+    if task == "regression":
+        return decide_regression(challenger, champion, challenger_reference, champion_reference,
+                                 min_mae_gain=training.promote_min_mae_gain, reference_floor=training.reference_floor,
+                                 floors=floors if isinstance(floors, RegressionFloors) else None,
+                                 concept_holds=concept_holds)
+    return decide(challenger, champion, challenger_reference, champion_reference,
+                  min_accuracy_gain=training.promote_min_accuracy_gain, min_auc_gain=training.promote_min_auc_gain,
+                  reference_floor=training.reference_floor, floors=floors if isinstance(floors, Floors) else None,
+                  concept_holds=concept_holds)
 
 
 def _dedupe(items: list[str]) -> list[str]:

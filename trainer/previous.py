@@ -5,7 +5,7 @@ Before a retrain trains anything, :func:`best_previous` scores up to ``training.
 earlier champions (newest first, from the registry's champion history) on the held-out recent rows,
 the rows the gate judges a challenger on, and puts each through the same gate against the current
 champion (better, and good: the same floors; the forgetting rule as for a challenger). Of those
-that pass, the best on the held-out rows (accuracy, then ROC AUC) is returned; the retrain then reinstates it (moves ``champion`` to it) instead of
+that pass, the best on the held-out rows (accuracy, then ROC AUC; regression: MAE, then RMSE) is returned; the retrain then reinstates it (moves ``champion`` to it) instead of
 training: no training time, and a model already proven on that concept. It is recorded like a
 promotion: outcome ``promoted`` on the run, the attempt and the incident, with the reason
 ``earlier version N fits the current concept``; being a promotion by the loop, the reference level
@@ -19,8 +19,8 @@ from typing import Any, Callable, Literal
 
 import pandas as pd
 
-from monitor.stats import accuracy
-from trainer.gate import Decision, decide, floors_of
+from trainer.gate import Decision, floors_of, judge
+from trainer.metrics import comparison, model_figures, ranking, reference_figure, task_metrics
 from trainer.outcomes import Champion
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class Recalled:
     version: str
-    metrics: dict[str, float]           # the earlier version's accuracy / roc_auc on the held-out rows
+    metrics: dict[str, float]           # the earlier version's figures on the held-out rows (trainer.metrics)
     champion_metrics: dict[str, float]  # the current champion's on the same rows
     decision: Decision
     tried: list[str]                    # versions scored, newest first, with why each was not taken
@@ -50,19 +50,17 @@ def best_previous(cfg: Any, champion: Champion, holdout: pd.DataFrame, reference
                   concept_holds: bool, history: list[str],
                   load: Callable[[str], Champion]) -> Recalled | None:
     """The earlier champion that passes the gate against ``champion`` on ``holdout`` with the best
-    held-out accuracy (then ROC AUC), or None.
+    held-out accuracy (then ROC AUC; regression: the lowest MAE, then RMSE), or None.
     ``load(version)`` gives a registered version (``trainer.registry.load_version``); a version
     that cannot be loaded is skipped."""
-    t, target, threshold = cfg.training, cfg.model.target, cfg.model.threshold
+    t, target, threshold, task = cfg.training, cfg.model.target, cfg.model.threshold, cfg.model.task
     limit = t.try_previous_versions
     if limit <= 0:
         return None
-    from monitor.stats import binary_metrics
     y = holdout[target].to_numpy()
-    champ = binary_metrics(y, champion.model.predict_proba(holdout), threshold)
-    champion_m = {"accuracy": champ["accuracy"], "roc_auc": champ["roc_auc"]}
+    champion_m = model_figures(task_metrics(task, y, champion.model.predict_proba(holdout), threshold))
     ref_y = reference[target].to_numpy()
-    ref_cp = accuracy(ref_y, champion.model.predict_proba(reference), threshold)
+    ref_cp = reference_figure(task, ref_y, champion.model.predict_proba(reference), threshold)
     tried: list[str] = []
     passed: list[Recalled] = []
     for version in candidates(history, str(champion.version), limit):
@@ -71,17 +69,22 @@ def best_previous(cfg: Any, champion: Champion, holdout: pd.DataFrame, reference
         except Exception as exc:  # removed artifacts, an old format: not a reason to fail the retrain
             tried.append(f"v{version}: not loadable ({type(exc).__name__}: {exc})")
             continue
+        kind, classes = getattr(earlier.model, "task", "binary"), getattr(earlier.model, "classes", None)
+        if kind != task:  # the same registered name once held another kind of model
+            tried.append(f"v{version}: a {kind} model, not {task}")
+            continue
+        if task == "multiclass" and classes != cfg.model.classes:
+            tried.append(f"v{version}: classes {classes} are not {cfg.model.classes}")
+            continue
         scores = earlier.model.predict_proba(holdout)
-        m = binary_metrics(y, scores, threshold)
-        metrics = {"accuracy": m["accuracy"], "roc_auc": m["roc_auc"]}
-        ref_ch = accuracy(ref_y, earlier.model.predict_proba(reference), threshold)
-        floors = floors_of(y, scores, threshold, t.gate_confidence)
-        decision = decide(metrics, champion_m, ref_ch, ref_cp, min_accuracy_gain=t.promote_min_accuracy_gain,
-                          min_auc_gain=t.promote_min_auc_gain, reference_floor=t.reference_floor,
-                          floors=floors, concept_holds=concept_holds)
+        metrics = model_figures(task_metrics(task, y, scores, threshold))
+        ref_ch = reference_figure(task, ref_y, earlier.model.predict_proba(reference), threshold)
+        floors = floors_of(y, scores, threshold, t.gate_confidence, task)
+        decision = judge(task, metrics, champion_m, ref_ch, ref_cp, t, floors=floors, concept_holds=concept_holds)
         if decision.promote:
             passed.append(Recalled(version, metrics, champion_m, decision, tried))
-            tried.append(f"v{version}: passes ({metrics['accuracy']:.4f} / {metrics['roc_auc']:.4f})")
+            first, second = ("mae", "rmse") if task == "regression" else ("accuracy", "roc_auc")
+            tried.append(f"v{version}: passes ({metrics[first]:.4f} / {metrics[second]:.4f})")
         else:
             tried.append(f"v{version}: {decision.reasons[0]}")
     if not passed:
@@ -90,10 +93,11 @@ def best_previous(cfg: Any, champion: Champion, holdout: pd.DataFrame, reference
         return None
     # The best of those that pass, not merely the newest: after A -> B -> A a model for B passes
     # against a worse model for B, and the model for A is older.
-    best = max(passed, key=lambda r: (r.metrics["accuracy"], r.metrics["roc_auc"]))
+    best = max(passed, key=lambda r: ranking(task, r.metrics))
     best.tried = [t for t in tried if not t.startswith(f"v{best.version}:")]
-    log.info("earlier version v%s fits the current concept (accuracy %.4f vs champion v%s %.4f)",
-             best.version, best.metrics["accuracy"], champion.version, champion_m["accuracy"])
+    lead = "mae" if task == "regression" else "accuracy"
+    log.info("earlier version v%s fits the current concept (%s %.4f vs champion v%s %.4f)",
+             best.version, lead, best.metrics[lead], champion.version, champion_m[lead])
     return best
 
 
@@ -131,10 +135,7 @@ def reinstate(cfg: Any, registry: Any, recalled: Recalled, champion: Champion, t
                        f"earlier version {version} not reinstated"]
         previous = registry.make_champion(version) if promote else None
         outcome: Literal["promoted", "rejected"] = "promoted" if promote else "rejected"
-        m, c = recalled.metrics, recalled.champion_metrics
-        metrics = {"challenger_accuracy": m["accuracy"], "challenger_roc_auc": m["roc_auc"],
-                   "champion_accuracy": c["accuracy"], "champion_roc_auc": c["roc_auc"],
-                   "accuracy_gain": m["accuracy"] - c["accuracy"], "roc_auc_gain": m["roc_auc"] - c["roc_auc"],
+        metrics = {**comparison(cfg.model.task, recalled.metrics, recalled.champion_metrics),
                    "holdout_rows": float(holdout_rows), "previous_versions_tried": float(len(recalled.tried) + 1),
                    "promoted": 1.0 if promote else 0.0}
         mlflow.log_metrics(metrics)

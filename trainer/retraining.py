@@ -16,15 +16,16 @@ import numpy as np
 import pandas as pd
 
 from monitor.config import DriftloopConfig
+from monitor.errors import ConfigError
 from trainer import distributed
 from trainer import registry as reg
-from trainer.baseline_training import reference_sample
+from trainer.baseline_training import reference_sample, task_params
 from trainer.data import check_frame, split
 from trainer.deployment import export_and_log
-from trainer.gate import Decision, cost_refusals, decide, floors_of
+from trainer.gate import Decision, Floors, cost_refusals, floors_of, judge
 from trainer.live import compare_and_log
 from trainer.loop import LoopConfig, LoopState, copy_model, peek_checkpoint
-from monitor.stats import accuracy, binary_metrics
+from trainer.metrics import comparison, model_figures, ranking, reference_figure, task_metrics
 from trainer.outcomes import Baseline, Champion, RetrainOutcome
 from trainer.previous import best_previous, recall_allowed, reinstate
 from trainer.rule_gate import rule_metrics, rule_regressions
@@ -46,26 +47,39 @@ def _replay(reference: pd.DataFrame, rows: int, seed: int) -> tuple[pd.DataFrame
     return replayed.reset_index(drop=True), (rest if len(rest) >= 100 else reference).reset_index(drop=True)
 
 
-def _evaluate(model: Any, rows: pd.DataFrame, target: str, threshold: float) -> dict[str, float]:
-    m = binary_metrics(rows[target].to_numpy(), model.predict_proba(rows), threshold)
-    return {"accuracy": m["accuracy"], "roc_auc": m["roc_auc"]}
+def evaluate_model(cfg: DriftloopConfig, model: Any, rows: pd.DataFrame) -> dict[str, float]:
+    """The task's figures of ``model`` on labelled ``rows`` (checked): binary accuracy and roc_auc;
+    multiclass also macro_f1 and weighted_f1; regression mae, rmse, r2 (and mape)."""
+    m = cfg.model
+    return model_figures(task_metrics(m.task, rows[m.target].to_numpy(), model.predict_proba(rows), m.threshold))
+
+
+def reference_score(cfg: DriftloopConfig, model: Any, rows: pd.DataFrame) -> float:
+    """Accuracy (classifiers) or MAE (regression) of ``model`` on ``rows``: the forgetting bound's figure."""
+    m = cfg.model
+    return reference_figure(m.task, rows[m.target].to_numpy(), model.predict_proba(rows), m.threshold)
 
 
 def _with_rule_metrics(cfg: DriftloopConfig, model: Any, rows: pd.DataFrame, m: dict[str, float]) -> dict[str, float]:
-    """``m`` plus what alerts.rules compare (precision, recall, f1, positive_rate), when there are rules."""
+    """``m`` plus what alerts.rules compare (binary: precision, recall, f1, positive_rate), when there are rules."""
     if not cfg.alerts.rules:
         return m
-    return {**m, **rule_metrics(rows[cfg.model.target].to_numpy(), model.predict_proba(rows), cfg.model.threshold)}
+    mc = cfg.model
+    return {**m, **rule_metrics(rows[mc.target].to_numpy(), model.predict_proba(rows), mc.threshold, mc.task,
+                                mc.classes)}
 
 
 def _concept_check(champion: Champion, recent: pd.DataFrame, reference: pd.DataFrame,
                    cfg: DriftloopConfig) -> dict[str, Any]:
-    """Does the champion's concept hold on the recent rows? Holds when its accuracy there is within
-    ``alerts.accuracy_drop`` of its accuracy on its own reference sample."""
-    target, threshold = cfg.model.target, cfg.model.threshold
-    on_recent = accuracy(recent[target].to_numpy(), champion.model.predict_proba(recent), threshold)
-    on_reference = accuracy(reference[target].to_numpy(), champion.model.predict_proba(reference), threshold)
-    holds = bool(on_recent >= on_reference - cfg.alerts.accuracy_drop)
+    """Does the champion's concept hold on the recent rows? A classifier's holds when its accuracy
+    there is within ``alerts.accuracy_drop`` of its accuracy on its own reference sample; a
+    regressor's when its MAE there is at most ``alerts.mae_rise`` (relative) above it."""
+    on_recent = reference_score(cfg, champion.model, recent)
+    on_reference = reference_score(cfg, champion.model, reference)
+    if cfg.model.task == "regression":
+        holds = bool(on_recent <= on_reference * (1 + cfg.alerts.mae_rise))
+    else:
+        holds = bool(on_recent >= on_reference - cfg.alerts.accuracy_drop)
     return {"holds": holds, "recent": float(on_recent), "reference": float(on_reference)}
 
 
@@ -85,6 +99,13 @@ def _nan(x: float | None) -> float:
     return float("nan") if x is None else float(x)
 
 
+def _floor_metrics(floors: Any) -> dict[str, float]:
+    if isinstance(floors, Floors):
+        return {"challenger_accuracy_lower": _nan(floors.accuracy_lower),
+                "challenger_roc_auc_lower": _nan(floors.auc_lower), "majority_rate": floors.majority_rate}
+    return {"challenger_r2": _nan(floors.r2), "challenger_r2_lower": _nan(floors.r2_lower)}
+
+
 def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manual", incident_id: Any = None,
             report_paths: Any = (), data_window: Any = None, resume: bool = False,
             should_stop: Callable[[LoopState], bool] | None = None) -> RetrainOutcome | None:
@@ -94,20 +115,28 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
     Under torchrun every rank calls this; only rank 0 talks to MLflow (the others return None)."""
     started = time.perf_counter()
     check_trigger(trigger)
-    t, target = cfg.training, cfg.model.target
+    t, target, task = cfg.training, cfg.model.target, cfg.model.task
     reports = check_reports(report_paths)
     recent = check_frame(window, cfg.model, what="recent window", min_rows=t.min_rows)
-    rest, holdout = split(recent, t.holdout_fraction, target, t.seed, what="recent window", part="holdout")
+    rest, holdout = split(recent, t.holdout_fraction, target, t.seed, what="recent window", part="holdout", task=task)
     champion: Champion = reg.load_champion(cfg)  # checks reachability; RegistryError if no champion
+    kind = getattr(champion.model, "task", "binary")
+    if kind != cfg.model.task or (kind == "multiclass" and champion.model.classes != cfg.model.classes):
+        raise ConfigError(f"champion v{champion.version} is a {kind} model"
+                          + (f" of classes {champion.model.classes}" if kind == "multiclass" else "")
+                          + f", but the configuration says {cfg.model.task}"
+                          + (f" of classes {cfg.model.classes}" if cfg.model.task == "multiclass" else "")
+                          + "; unset model.task / model.classes (the champion says) or train a new model")
     reference = check_frame(champion.baseline.reference, cfg.model, what=f"champion v{champion.version}'s reference")
-    # Does the champion's concept still hold? Its accuracy on the recent training rows against its
-    # accuracy on its own reference sample. When it no longer does, the old rows teach the old
+    # Does the champion's concept still hold? Its accuracy (regression: MAE) on the recent training
+    # rows against the same on its own reference sample. When it no longer does, the old rows teach the old
     # labels: no replay, forgetting is not limited, and a fresh model competes with the warm start.
     concept = _concept_check(champion, rest, reference, cfg)
     replay_rows = int(round(t.replay_ratio * len(rest))) if concept["holds"] else 0
     replayed, reference_eval = _replay(reference, replay_rows, t.seed)
     train_rows = pd.concat([rest, replayed], ignore_index=True)
-    fit_rows, val_rows = split(train_rows, t.validation_fraction, target, t.seed + 1, what="retraining data")
+    fit_rows, val_rows = split(train_rows, t.validation_fraction, target, t.seed + 1, what="retraining data",
+                               task=task)
 
     model = copy_model(champion.model)  # warm start; the cached champion stays untouched
     # A warm start that only fine-tunes suits a concept that still holds; after a change it must move
@@ -140,7 +169,7 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
             if saved is None:
                 mlflow.log_params(loop_params(loop, window_rows=len(recent), holdout_rows=len(holdout),
                                               recent_train_rows=len(rest), replay_rows=len(replayed),
-                                              parent_version=champion.version))
+                                              parent_version=champion.version, **task_params(cfg)))
             log_reports(reports)
             result = fit_frames(model, fit_rows, val_rows, target, loop, checkpoint_path=checkpoint, resume=resume,
                                  extra={"run_id": run.info.run_id}, on_epoch_end=epoch_logger(),
@@ -148,23 +177,22 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
             start_kind = "warm"
             if cold:
                 fresh, fresh_result = _fit_cold(cfg, fit_rows, val_rows, checkpoint, should_stop)
-                warm_val = _evaluate(model, val_rows, target, cfg.model.threshold)
-                cold_val = _evaluate(fresh, val_rows, target, cfg.model.threshold)
-                mlflow.log_metrics({"warm_val_accuracy": warm_val["accuracy"], "cold_val_accuracy": cold_val["accuracy"],
-                                    "warm_val_roc_auc": warm_val["roc_auc"], "cold_val_roc_auc": cold_val["roc_auc"]})
-                if (cold_val["accuracy"], cold_val["roc_auc"]) > (warm_val["accuracy"], warm_val["roc_auc"]):
+                warm_val = evaluate_model(cfg, model, val_rows)
+                cold_val = evaluate_model(cfg, fresh, val_rows)
+                lead = ("mae", "rmse") if task == "regression" else ("accuracy", "roc_auc")
+                mlflow.log_metrics({f"{kind}_val_{k}": m[k] for k in lead
+                                    for kind, m in (("warm", warm_val), ("cold", cold_val))})
+                if ranking(task, cold_val) > ranking(task, warm_val):
                     model, result, start_kind = fresh, fresh_result, "cold"
             mlflow.set_tags({"driftloop.start": start_kind, "driftloop.concept_holds": str(concept["holds"]).lower()})
-            challenger_m = _evaluate(model, holdout, target, cfg.model.threshold)
-            champion_m = _evaluate(champion.model, holdout, target, cfg.model.threshold)
-            ref_ch = accuracy(reference_eval[target].to_numpy(), model.predict_proba(reference_eval), cfg.model.threshold)
-            ref_cp = accuracy(reference_eval[target].to_numpy(), champion.model.predict_proba(reference_eval),
-                              cfg.model.threshold)
+            challenger_m = evaluate_model(cfg, model, holdout)
+            champion_m = evaluate_model(cfg, champion.model, holdout)
+            ref_ch = reference_score(cfg, model, reference_eval)
+            ref_cp = reference_score(cfg, champion.model, reference_eval)
             floors = floors_of(holdout[target].to_numpy(), model.predict_proba(holdout), cfg.model.threshold,
-                               t.gate_confidence)
-            decision = decide(challenger_m, champion_m, ref_ch, ref_cp, min_accuracy_gain=t.promote_min_accuracy_gain,
-                              min_auc_gain=t.promote_min_auc_gain, reference_floor=t.reference_floor,
-                              floors=floors, concept_holds=concept["holds"])
+                               t.gate_confidence, task)
+            decision = judge(task, challenger_m, champion_m, ref_ch, ref_cp, t, floors=floors,
+                             concept_holds=concept["holds"])
             regressions = rule_regressions(_with_rule_metrics(cfg, model, holdout, challenger_m),
                                            _with_rule_metrics(cfg, champion.model, holdout, champion_m),
                                            cfg.alerts.rules, cfg.alerts.mode)
@@ -201,17 +229,14 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
                 reasons.append(f"champion changed during retraining (v{champion.version} -> v{current}); not promoted")
             previous = registry.make_champion(version) if promote else None
             outcome: Literal["promoted", "rejected"] = "promoted" if promote else "rejected"
+            figure = "mae" if task == "regression" else "accuracy"  # of the reference and concept checks
             metrics = {
-                "challenger_accuracy": challenger_m["accuracy"], "challenger_roc_auc": challenger_m["roc_auc"],
-                "champion_accuracy": champion_m["accuracy"], "champion_roc_auc": champion_m["roc_auc"],
-                "accuracy_gain": challenger_m["accuracy"] - champion_m["accuracy"],
-                "roc_auc_gain": challenger_m["roc_auc"] - champion_m["roc_auc"],
-                "challenger_reference_accuracy": ref_ch, "champion_reference_accuracy": ref_cp,
+                **comparison(task, challenger_m, champion_m),
+                f"challenger_reference_{figure}": ref_ch, f"champion_reference_{figure}": ref_cp,
                 "holdout_rows": float(len(holdout)), "train_rows": float(len(fit_rows)),
                 "replay_rows": float(len(replayed)), "epochs_run": float(result.epochs_run),
-                "champion_recent_accuracy": concept["recent"], "champion_reference_self_accuracy": concept["reference"],
-                "challenger_accuracy_lower": _nan(floors.accuracy_lower), "challenger_roc_auc_lower": _nan(floors.auc_lower),
-                "majority_rate": floors.majority_rate,
+                f"champion_recent_{figure}": concept["recent"], f"champion_reference_self_{figure}": concept["reference"],
+                **_floor_metrics(floors),
                 "best_epoch": float(result.best_epoch), "samples_per_second": result.samples_per_second,
                 "promoted": 1.0 if promote else 0.0,
             }

@@ -6,6 +6,10 @@ rule, the challenger's metric on the held-out recent rows must not be ``drop`` o
 champion's on the same rows (``alerts.mode``). The rule's own drop is the tolerance: held-out
 recall on a thousand rows moves by a couple of points between two equally good models, and
 rejecting every challenger a hair worse on noise would keep a broken champion.
+
+Per task the metrics are the monitor's (``monitor.taskstats``): multiclass accuracy, roc_auc,
+macro_f1, weighted_f1 and each class's precision and recall (a rule with ``class`` is keyed
+``recall[<class>]``); regression mae, rmse, mape (worse by rising) and r2.
 """
 from __future__ import annotations
 
@@ -17,8 +21,12 @@ import numpy as np
 _EPS = 1e-9
 
 
-def rule_metrics(y_true: Any, proba: Any, threshold: float) -> dict[str, float]:
-    """Precision, recall, F1 and served positive rate at ``threshold`` (NaN when undefined)."""
+def rule_metrics(y_true: Any, proba: Any, threshold: float, task: str = "binary",
+                 classes: list[str] | None = None) -> dict[str, float]:
+    """What alerts.rules compare, by rule key, from a served output (NaN when undefined). Binary:
+    precision, recall, F1 and served positive rate at ``threshold``."""
+    if task != "binary":
+        return _task_rule_metrics(y_true, proba, task, classes or [])
     from monitor.stats import performance
     y = np.asarray(y_true, dtype=np.int64)
     s = np.asarray(proba, dtype=np.float64)
@@ -31,20 +39,46 @@ def rule_metrics(y_true: Any, proba: Any, threshold: float) -> dict[str, float]:
             "positive_rate": float(pred.mean()) if len(pred) else nan}
 
 
+def _task_rule_metrics(y_true: Any, out: Any, task: str, classes: list[str]) -> dict[str, float]:
+    from monitor.taskstats import multiclass_performance, regression_performance
+    nan = float("nan")
+
+    def value(x: float | None) -> float:
+        return nan if x is None else float(x)
+    if task == "regression":
+        perf = regression_performance(np.asarray(y_true, dtype=np.float64), np.asarray(out, dtype=np.float64))
+        return {"mae": value(perf.mae), "rmse": value(perf.rmse), "mape": value(perf.mape), "r2": value(perf.r2)}
+    proba = np.asarray(out, dtype=np.float64)
+    y = np.asarray(y_true, dtype=np.int64)
+    perf = multiclass_performance(y, np.argmax(proba, axis=1), proba, proba.shape[1])
+    figures = {"accuracy": value(perf.accuracy), "roc_auc": value(perf.roc_auc), "macro_f1": value(perf.macro_f1),
+               "weighted_f1": value(perf.weighted_f1)}
+    for i, name in enumerate(classes):
+        figures[f"precision[{name}]"] = value((perf.class_precision or {}).get(i))
+        figures[f"recall[{name}]"] = value((perf.class_recall or {}).get(i))
+    return figures
+
+
 def rule_regressions(challenger: dict[str, float], champion: dict[str, float], rules: Iterable[Any],
                      mode: str = "absolute") -> list[str]:
-    """One reason per rule the challenger fails: its metric ``drop`` or more below the champion's
-    (the drop as ``monitor.daemon.policy.drop_of`` measures it; the trainer does not import the daemon)."""
+    """One reason per rule the challenger fails: its metric ``drop`` or more worse than the champion's
+    (a drop, or for an error such as mae a rise, as ``monitor.daemon.policy.worsening`` measures it;
+    the trainer does not import the daemon)."""
+    from monitor.tasks import LOWER_IS_BETTER
     failed = []
     for rule in rules:
-        new, old = challenger.get(rule.metric, math.nan), champion.get(rule.metric, math.nan)
+        key = getattr(rule, "key", rule.metric)
+        new, old = challenger.get(key, math.nan), champion.get(key, math.nan)
         if math.isnan(new) or math.isnan(old):
             continue  # undefined on these rows for both or one (no positives): nothing to compare
+        rises = rule.metric in LOWER_IS_BETTER
+        change = new - old if rises else old - new
         if mode == "relative":
-            drop = (old - new) / old if old > 0 else 0.0
-        else:
-            drop = old - new
-        if drop >= rule.drop - _EPS:
-            failed.append(f"worse on alerts.rules metric {rule.metric}: {new:.4f} vs champion {old:.4f} "
-                          f"(drop {drop:.4f} >= {rule.drop:g})")
+            if old > 0:
+                change = change / old
+            else:
+                change = math.inf if rises and new > old else 0.0
+        if change >= rule.drop - _EPS:
+            failed.append(f"worse on alerts.rules metric {key}: {new:.4f} vs champion {old:.4f} "
+                          f"({'rise' if rises else 'drop'} {change:.4f} >= {rule.drop:g})")
     return failed

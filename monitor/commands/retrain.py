@@ -55,10 +55,12 @@ def command(ctx: click.Context, data_path: str | None, last_n: int | None, trigg
     if outcome is None:
         return
     m = outcome.metrics
+    first, second = (("MAE", "mae"), ("RMSE", "rmse")) if cfg.model.task == "regression" else \
+        (("accuracy", "accuracy"), ("ROC AUC", "roc_auc"))
     click.echo(f"{outcome.outcome.upper()}: challenger v{outcome.challenger_version} vs champion "
-               f"(accuracy {m['challenger_accuracy']:.4f} vs {m['champion_accuracy']:.4f}, ROC AUC "
-               f"{m['challenger_roc_auc']:.4f} vs {m['champion_roc_auc']:.4f} on {int(m['holdout_rows'])} held-out rows); "
-               f"champion is v{outcome.champion_version}")
+               f"({first[0]} {m['challenger_' + first[1]]:.4f} vs {m['champion_' + first[1]]:.4f}, {second[0]} "
+               f"{m['challenger_' + second[1]]:.4f} vs {m['champion_' + second[1]]:.4f} on {int(m['holdout_rows'])} "
+               f"held-out rows); champion is v{outcome.champion_version}")
     for reason in outcome.reasons:
         click.echo(f"  - {reason}")
 

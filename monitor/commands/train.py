@@ -12,7 +12,8 @@ from monitor.commands._training import run_training
 @click.command("train")
 @click.option("--data", "data_path", required=True, type=click.Path(dir_okay=False),
               help="CSV (.csv, .csv.gz) or Parquet file with the feature columns and the target.")
-@click.option("--target", default=None, help="Target column (0/1) [default: model.target, 'label'].")
+@click.option("--target", default=None, help="Target column (0/1, a class, or a number; see model.task) "
+              "[default: model.target, 'label'].")
 @click.option("--id", "id_column", default=None, help="Record id column, not a feature [default: model.id, 'id'].")
 @click.option("--ignore", multiple=True, help="A column that is not a feature (repeat for several) [default: model.ignore].")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run from its last checkpoint.")
@@ -24,9 +25,11 @@ def command(ctx: click.Context, data_path: str, target: str | None, id_column: s
             resume: bool, epochs: int | None, quiet: bool, as_json: bool) -> None:
     """Train the baseline model on a file and register it; it becomes champion if there is none.
 
-    Without model.features configured, the features are inferred from the file by the rules of
-    `driftloop init` and recorded with the model version, which serve, check and retrain then
-    follow. The saved model holds its preprocessing (scaling, imputation and missing indicators,
+    Without model.task configured, the task is inferred from the target (two values: binary;
+    3-100 classes: multiclass, the classes recorded; a continuous number: regression). Without
+    model.features configured, the features are inferred from the file by the rules of
+    `driftloop init`. Both are recorded with the model version, which serve, check and retrain
+    then follow. The saved model holds its preprocessing (scaling, imputation and missing indicators,
     category vocabularies) and takes a raw DataFrame:
     mlflow.pyfunc.load_model("models:/<name>@champion").predict(df).
 
@@ -41,9 +44,10 @@ def command(ctx: click.Context, data_path: str, target: str | None, id_column: s
         overrides["training"] = training
     cfg = config_from(ctx, overrides)
 
-    from trainer import read_table, train_baseline
+    from trainer import headline, read_table, train_baseline
 
     data = read_table(data_path)
+    cfg = _with_task(cfg, data)
     if not cfg.model.features_configured:
         # No features configured: the rules of `driftloop init`, recorded with the model version.
         from monitor.dataschema import infer_schema, with_features
@@ -58,6 +62,28 @@ def command(ctx: click.Context, data_path: str, target: str | None, id_column: s
     if outcome is None:
         return
     role = " (champion)" if outcome.champion else ""
-    click.echo(f"Registered {cfg.registered_model_name} v{outcome.version}{role}: test accuracy "
-               f"{outcome.metrics['accuracy']:.4f}, ROC AUC {outcome.metrics['roc_auc']:.4f} "
-               f"(run {outcome.run_id}, {cfg.tracking_uri})")
+    kind = "" if cfg.model.task == "binary" else f" ({cfg.model.task})"
+    click.echo(f"Registered {cfg.registered_model_name} v{outcome.version}{role}{kind}: test "
+               f"{headline(cfg.model.task, outcome.metrics)} (run {outcome.run_id}, {cfg.tracking_uri})")
+
+
+def _with_task(cfg: Any, data: Any) -> Any:
+    """``cfg`` with the task and classes the target asks for: inferred when model.task is not
+    configured (said on stderr unless it is the default, binary 0/1), checked against the values
+    when it is (a regression target that is text is a DataError). Configured classes are kept; a
+    target missing from the file is check_frame's error to name."""
+    from monitor.config import ModelConfig
+    from monitor.dataschema import resolve_task
+
+    m = cfg.model
+    if m.target not in data.columns:
+        return cfg
+    found = resolve_task(data[m.target], m.task if m.task_configured else None)
+    if not m.task_configured and (found.task, found.classes) != ("binary", None):  # a 0/1 target: as always
+        click.echo(f"Task inferred from the target {m.target!r}: {found.task} ({found.reason})"
+                   + (f"; classes {', '.join(found.classes)}" if found.classes else ""), err=True)
+    classes = m.classes if "classes" in m.model_fields_set else found.classes
+    if (found.task, classes) == (m.task, m.classes):
+        return cfg
+    data_ = {**m.model_dump(exclude_unset=True), "task": found.task, "classes": classes}
+    return cfg.model_copy(update={"model": ModelConfig.model_validate(data_)})

@@ -52,6 +52,20 @@ def tcfg(tmp_path, mlflow_template) -> DriftloopConfig:
 
 
 @pytest.fixture
+def home(tmp_path, mlflow_template, monkeypatch):
+    """A driftloop home with a migrated MLflow store, the working directory, and fast training
+    settings in the environment: for the CLI commands (`main([...])`) run in-process."""
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(mlflow_template, home / "mlflow.db")
+    monkeypatch.chdir(tmp_path)
+    for key, value in {"HOME": str(home), "TRAINING__EPOCHS": "20", "TRAINING__RETRAIN_EPOCHS": "15",
+                       "TRAINING__MIN_ROWS": "100", "TRAINING__THREADS": "1", "TRAINING__HIDDEN": "[32, 16]"}.items():
+        monkeypatch.setenv(f"DRIFTLOOP_{key}", value)
+    return home
+
+
+@pytest.fixture
 def champion(tcfg):
     """A baseline trained on 2000 undrifted rows and registered as champion (v1)."""
     from trainer import train_baseline

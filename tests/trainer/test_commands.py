@@ -1,23 +1,8 @@
 """`driftloop train`, `retrain` and `rollback` through the real CLI entry point (in-process)."""
 import json
-import shutil
-
-import pytest
 
 from monitor.cli import main
 from trainer.synthetic import make_dataset
-
-
-@pytest.fixture
-def home(tmp_path, mlflow_template, monkeypatch):
-    home = tmp_path / "home"
-    home.mkdir()
-    shutil.copy(mlflow_template, home / "mlflow.db")
-    monkeypatch.chdir(tmp_path)
-    for key, value in {"HOME": str(home), "TRAINING__EPOCHS": "20", "TRAINING__RETRAIN_EPOCHS": "15",
-                       "TRAINING__MIN_ROWS": "100", "TRAINING__THREADS": "1", "TRAINING__HIDDEN": "[32, 16]"}.items():
-        monkeypatch.setenv(f"DRIFTLOOP_{key}", value)
-    return home
 
 
 def test_train_retrain_rollback_on_files(home, tmp_path, capsys):

@@ -114,7 +114,8 @@ class Daemon:
     # -- composition ----------------------------------------------------------------------
     def _register_model_metrics(self) -> None:
         from monitor.drift import ModelMetricsCollector
-        self.registry.register(ModelMetricsCollector(self.cfg.model.name, self._latest_result))
+        self.registry.register(ModelMetricsCollector(self.cfg.model.name, self._latest_result,
+                                                     class_top_k=self.cfg.model.segment_top_k))
 
     def _latest_result(self) -> Any:
         """The latest successful check's result: a failed check leaves the last good values up

@@ -2,9 +2,12 @@
 
 Cost is bounded by ``drift.sample_size``, not by the window: Evidently runs on uniform samples
 of at most that many rows per side, with each column's stattest decided on the full data
-(:mod:`monitor.drift.methods`) so the verdicts are those of an unsampled run; accuracy and ROC
-AUC with their intervals are computed in numpy on *all* labelled rows, and their estimates from
-the scores alone (:mod:`monitor.drift.estimation`) on *all* scored rows.
+(:mod:`monitor.drift.methods`) so the verdicts are those of an unsampled run; the task's performance
+with its intervals (:func:`monitor.taskstats.task_performance`: accuracy and ROC AUC, macro F1 and
+per-class figures, or MAE, RMSE, MAPE and R²) is computed in numpy on *all* labelled rows, and
+its estimates without labels (:mod:`monitor.drift.estimation`) on *all* scored rows. Beside the
+features, a multiclass model's outputs and the labels of multiclass and regression models are
+tested for drift (:mod:`monitor.drift.columns`).
 """
 from __future__ import annotations
 
@@ -24,37 +27,18 @@ from monitor.drift import runner
 from monitor.drift.estimation import (Calibrator, MulticlassCalibrator, estimate, estimate_multiclass,
                                       expected_accuracy, expected_multiclass_accuracy)
 from monitor.drift.loss_estimation import LossEstimator, estimate_loss
-from monitor.drift.frames import (Labelled, PreparedReference, Side, missing_ratio, prepare_reference, prepare_side,
-                                  sample_positions, scored_rows, unseen_categories)
-from monitor.drift.methods import (CATEGORICAL, FEW_VALUES_BINARY, NUMERIC, SMALL_REFERENCE, default_method,
-                                   union_distinct)
+from monitor.drift.columns import evidently_columns, label_plan, output_plans, performance_frames
+from monitor.drift.columns import plan as column_plan
+from monitor.drift.frames import (Labelled, PreparedReference, Side, class_names, missing_ratio, prepare_reference,
+                                  prepare_side, scored_rows, unseen_categories)
+from monitor.drift.methods import CATEGORICAL, NUMERIC
 from monitor.drift.result import CheckResult, FeatureDrift
 from monitor.drift.segments import segment_performance
-from monitor.stats import performance
 from monitor.errors import DataError
+from monitor.stats import Performance
+from monitor.taskstats import task_performance
 
 log = logging.getLogger(__name__)
-
-
-def _plan(name: str, kind: str, ref: PreparedReference, cur: Side, current: pd.DataFrame,
-          drift_cfg: DriftConfig) -> runner.ColumnPlan | str:
-    """The column's plan, or why it cannot be tested."""
-    if ref.side.counts.get(name, 0) == 0:
-        return "no values in the reference"
-    if cur.counts.get(name, 0) == 0:
-        return "no values in the current window"
-    method: str | None = drift_cfg.num_method if kind == NUMERIC else drift_cfg.cat_method
-    if method is None:
-        distinct = union_distinct(ref.distinct[name], current[name])
-        method = default_method(kind, ref.full_counts[name], distinct)
-        # Evidently's chisquare treats the reference's frequencies as exact. It is its choice for
-        # categories against a small reference, and (left unpinned) for a numeric column with 3 to 5
-        # distinct values against one, which Evidently tests as categorical: both get the two-sample test.
-        few_valued = (kind == NUMERIC and method is None and ref.full_counts[name] <= SMALL_REFERENCE
-                      and distinct > FEW_VALUES_BINARY)
-        if method == "chisquare" or few_valued:
-            method = runner.CHISQUARE_TWO_SAMPLE.name
-    return runner.ColumnPlan(name, kind, method)
 
 
 def _warn_noisy_categories(plans: list[runner.ColumnPlan], ref: PreparedReference, cur: Side,
@@ -77,20 +61,11 @@ def _warn_noisy_categories(plans: list[runner.ColumnPlan], ref: PreparedReferenc
 
 
 def _feature_drift(name: str, plan: runner.ColumnPlan | str, verdicts: dict[str, runner.ColumnVerdict]) -> FeatureDrift:
+    """The drift of column ``plan.name`` under the name people see (``name``)."""
     if isinstance(plan, str):
         return FeatureDrift(name, None, None, None, False, skipped=plan)
-    v = verdicts[name]
+    v = verdicts[plan.name]
     return FeatureDrift(name, v.method, v.score, v.threshold, v.drifted)
-
-
-def _performance_frames(ref: PreparedReference, cur_labelled, model_cfg: ModelConfig, sample_size: int,
-                        rng: np.random.Generator) -> runner.PerformanceFrames:
-    cur_pos = sample_positions(len(cur_labelled), sample_size, rng)
-    current = cur_labelled.frame(model_cfg, cur_pos)
-    reference = None
-    if ref.side.labelled is not None and len(ref.side.labelled):
-        reference = ref.side.labelled.frame(model_cfg, sample_positions(len(ref.side.labelled), sample_size, rng))
-    return runner.PerformanceFrames(current, reference, both_classes=current[model_cfg.target].nunique() == 2)
 
 
 def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.DataFrame, model_cfg: ModelConfig,
@@ -100,8 +75,8 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
 
     ``reference`` may be a :class:`PreparedReference` (see :func:`prepare_reference`) to skip
     preparing it again. Raises :class:`DataError` when the frames cannot be compared (missing
-    columns, empty, non-numeric values in numeric columns, labels other than 0/1, no feature
-    with values on both sides)."""
+    columns, empty, non-numeric values in numeric columns, labels the task does not know, no
+    feature with values on both sides)."""
     started = time.perf_counter()
     checked_at = float(clock())
     check_id = uuid.uuid4().hex[:12]
@@ -113,14 +88,15 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
         raise DataError(f"the current window lacks the score column {model_cfg.score!r}")
 
     kinds = {f.name: (NUMERIC if f.type == "numeric" else CATEGORICAL) for f in model_cfg.features}
-    plans = {name: _plan(name, kind, ref, cur, current, drift_cfg) for name, kind in kinds.items()}
+    plans = {name: column_plan(name, kind, ref, cur, current[name], drift_cfg) for name, kind in kinds.items()}
     tested = [p for p in plans.values() if not isinstance(p, str)]
     if not tested:
         reasons = "; ".join(f"{n}: {p}" for n, p in plans.items())
         raise DataError(f"no feature can be tested for drift ({reasons})")
     _warn_noisy_categories(tested, ref, cur, drift_cfg.stattest_threshold)
-    score_plan = (_plan(model_cfg.score, NUMERIC, ref, cur, current, drift_cfg) if ref.side.has_score
-                  else "no score column in the reference")
+    score_plan = (column_plan(model_cfg.score, NUMERIC, ref, cur, current[model_cfg.score], drift_cfg)
+                  if ref.side.has_score else "no score column in the reference")
+    outputs = output_plans(ref, cur, model_cfg, drift_cfg)
 
     metadata = {"model": model_cfg.name, "check_id": check_id, "window_rows": str(cur.rows),
                 "reference_rows": str(ref.rows), "current_sample_rows": str(len(cur.sample)),
@@ -128,15 +104,19 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
     snapshot, verdicts = runner.run_drift(
         ref.side.sample, cur.sample, tested, score_plan if not isinstance(score_plan, str) else None,
         drift_share=drift_cfg.drift_share, threshold=drift_cfg.stattest_threshold,
-        timestamp=checked_at, metadata=metadata)
+        timestamp=checked_at, metadata=metadata, outputs=[p for _, p in outputs if not isinstance(p, str)])
 
     labelled = cur.labelled
-    perf = performance(labelled.y, labelled.pred, labelled.score, drift_cfg.confidence) if labelled is not None \
-        else performance(np.empty(0), np.empty(0), np.empty(0), drift_cfg.confidence)
-    if perf.rows:
-        frames = _performance_frames(ref, labelled, model_cfg, drift_cfg.sample_size, rng)
-        perf_snapshot = runner.run_performance(frames, target=model_cfg.target, prediction=model_cfg.prediction,
-                                               score=model_cfg.score, timestamp=checked_at, metadata=metadata)
+    perf = _performance(labelled, model_cfg, drift_cfg.confidence)
+    target, prediction = evidently_columns(model_cfg)
+    labels = label_plan(ref, labelled, model_cfg, drift_cfg, target)
+    label_verdicts: dict[str, runner.ColumnVerdict] = {}
+    if perf.rows and labelled is not None:
+        frames = performance_frames(ref, labelled, model_cfg, drift_cfg.sample_size, rng)
+        perf_snapshot, label_verdicts = runner.run_performance(
+            frames, target=target, prediction=prediction, score=model_cfg.score, timestamp=checked_at,
+            metadata=metadata, label_drift=labels if isinstance(labels, runner.ColumnPlan) else None,
+            threshold=drift_cfg.stattest_threshold)
         metadata = {**metadata, "labelled_rows": str(perf.rows), "performance_sample_rows": str(len(frames.current))}
         snapshot = runner.merge(snapshot, perf_snapshot, metadata=metadata)
 
@@ -166,6 +146,9 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
         missing_ratio=missing_ratio(current, model_cfg.feature_names), reference_missing_ratio=dict(ref.missing),
         unseen_categories=unseen_categories(ref, current, model_cfg.categorical_features, cache=codes),
         precision=perf.precision, recall=perf.recall, f1=perf.f1, **estimated,
+        **_task_figures(perf, model_cfg, baseline),
+        output_drift=[_feature_drift(name, p, verdicts) for name, p in outputs],
+        label_drift=None if labels is None else _feature_drift(model_cfg.target, labels, label_verdicts),
         segments=segments, baselines=dict(ref.metrics),
         duration_seconds=time.perf_counter() - started, snapshot=snapshot,
     )
@@ -203,7 +186,7 @@ def _estimates(ref: PreparedReference, current: pd.DataFrame, labelled: Labelled
         out.update(estimated_rows=mc.rows, estimated_accuracy=mc.accuracy, estimated_accuracy_ci=mc.accuracy_ci,
                    estimated_roc_auc=mc.roc_auc, estimated_roc_auc_ci=mc.roc_auc_ci, estimated_macro_f1=mc.macro_f1)
         if realised is not None and labelled is not None and len(labelled) and labelled.proba is not None:
-            on_labelled = expected_multiclass_accuracy(estimator, labelled.proba, labelled.pred)
+            on_labelled = expected_multiclass_accuracy(estimator, labelled.proba, labelled.pred, labelled.score)
             if on_labelled is not None:
                 out["estimation_error"] = realised - on_labelled
         return out
@@ -217,6 +200,32 @@ def _estimates(ref: PreparedReference, current: pd.DataFrame, labelled: Labelled
         on_labelled = expected_accuracy(estimator, labelled.score, labelled.pred)
         if on_labelled is not None:
             out["estimation_error"] = realised - on_labelled
+    return out
+
+
+def _performance(labelled: Labelled | None, model_cfg: ModelConfig, confidence: float) -> Performance:
+    """The task's figures on all the window's labelled rows (none: a performance of 0 rows)."""
+    if labelled is None:
+        empty = np.empty(0)
+        return task_performance(model_cfg.task, empty, empty, empty, None, model_cfg.n_classes, confidence)
+    return task_performance(model_cfg.task, labelled.y, labelled.pred, labelled.score, labelled.proba,
+                            model_cfg.n_classes, confidence)
+
+
+def _task_figures(perf: Performance, model_cfg: ModelConfig, baseline: Mapping[str, Any]) -> dict[str, Any]:
+    """CheckResult's fields of the task beyond accuracy and ROC AUC (per-class figures by class name)."""
+    out: dict[str, Any] = {"task": model_cfg.task}
+    if model_cfg.task == "multiclass":
+        names = class_names(model_cfg)
+        out.update(classes=names, macro_f1=perf.macro_f1, weighted_f1=perf.weighted_f1,
+                   class_precision={names[k]: v for k, v in (perf.class_precision or {}).items()},
+                   class_recall={names[k]: v for k, v in (perf.class_recall or {}).items()},
+                   class_rows={names[k]: v for k, v in (perf.class_rows or {}).items()})
+    elif model_cfg.task == "regression":
+        out.update(mae=perf.mae, mae_ci=perf.mae_ci, rmse=perf.rmse, rmse_ci=perf.rmse_ci, mape=perf.mape,
+                   r2=perf.r2, r2_ci=perf.r2_ci, baseline_mae=_float_or_none(baseline.get("mae")))
+    elif model_cfg.classes:
+        out["classes"] = list(model_cfg.classes)
     return out
 
 

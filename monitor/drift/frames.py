@@ -17,7 +17,7 @@ from monitor.config import DriftConfig, ModelConfig
 from monitor.drift.estimators import Estimator, fit_estimator
 from monitor.drift.methods import clean, distinct_values
 from monitor.errors import DataError
-from monitor.tasks import internal_proba_columns
+from monitor.tasks import internal_proba_columns, proba_column
 from monitor.taskstats import per_row_loss
 
 
@@ -185,7 +185,7 @@ class Side:
     """One side (reference or current) ready for Evidently and numpy."""
 
     rows: int                               # rows in the full frame
-    sample: pd.DataFrame                    # <= sample_size rows of features (+ score when present)
+    sample: pd.DataFrame                    # <= sample_size rows of features (+ score, + outputs: output_frame)
     counts: dict[str, int]                  # values present per column in the *sample*
     labelled: Labelled | None               # all labelled rows (arrays)
     has_score: bool
@@ -204,8 +204,50 @@ def prepare_side(frame: pd.DataFrame, model_cfg: ModelConfig, drift_cfg: DriftCo
     sample = _take(frame, positions, columns)
     sample = _numeric_columns(sample, model_cfg.numeric_features + ([model_cfg.score] if has_score else []), side)
     sample = _categorical_columns(sample, model_cfg.categorical_features)
+    outputs = output_frame(frame if positions is None else frame.iloc[positions], model_cfg, side)
+    if outputs is not None:
+        sample = pd.concat([sample, outputs], axis=1)
+        columns = columns + list(outputs.columns)
     counts = {c: int(len(clean(sample[c]))) for c in columns}
     return Side(len(frame), sample, counts, labelled_rows(frame, model_cfg, side), has_score, positions)
+
+
+def class_names(model_cfg: ModelConfig) -> list[str]:
+    """The classes of a classifier by name (their indices as text when none are configured)."""
+    return list(model_cfg.classes) if model_cfg.classes else [str(i) for i in range(model_cfg.n_classes)]
+
+
+def probability_columns(model_cfg: ModelConfig) -> list[str]:
+    """A multiclass drift sample's column of each class's probability, in class order: ``proba_<class>``
+    as people name it (and the Evidently report shows it), or the internal ``__proba_<i>`` where such
+    a name is a feature's."""
+    names = [proba_column(c) for c in class_names(model_cfg)]
+    taken = set(model_cfg.feature_names) | {model_cfg.score, model_cfg.prediction}
+    if taken & set(names) or len(set(names)) < len(names):
+        return internal_proba_columns(model_cfg.n_classes)
+    return names
+
+
+def output_frame(frame: pd.DataFrame, model_cfg: ModelConfig, side: str) -> pd.DataFrame | None:
+    """A multiclass model's outputs on ``frame``'s rows, for output drift: the served class by name
+    (column ``model.prediction``; None where the row has no finite score) and each class's
+    probability (:func:`probability_columns`). None for other tasks (a regression model's output is
+    its score column) and for frames with neither probabilities nor a prediction column."""
+    if model_cfg.task != "multiclass" or model_cfg.score not in frame.columns:
+        return None
+    proba = _probabilities(frame, model_cfg, side)
+    if proba is None and model_cfg.prediction not in frame.columns:
+        return None
+    score = _numeric(frame, model_cfg.score, side).to_numpy()
+    keep = np.isfinite(score)
+    names = np.asarray(class_names(model_cfg), dtype=object)
+    served = np.full(len(frame), None, dtype=object)
+    served[keep] = names[np.clip(served_labels(frame, model_cfg, score, keep), 0, len(names) - 1)]
+    out = pd.DataFrame({model_cfg.prediction: served})
+    if proba is not None:
+        for column, values in zip(probability_columns(model_cfg), proba.T):
+            out[column] = values
+    return out
 
 
 @dataclass(frozen=True)
@@ -237,8 +279,9 @@ def prepare_reference(reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg
     columns = list(side.sample.columns)
     full_counts: dict[str, int] = {}
     distinct: dict[str, frozenset | None] = {}
+    outputs = output_frame(reference, model_cfg, "reference")  # on every reference row, as the features
     for c in columns:
-        values = reference[c]
+        values = outputs[c] if outputs is not None and c in outputs.columns else reference[c]
         if c in model_cfg.numeric_features or c == model_cfg.score:
             values = _numeric(reference, c, "reference")
         full_counts[c] = int(len(clean(values)))
@@ -248,12 +291,27 @@ def prepare_reference(reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg
     from monitor.drift.segment_reference import reference_segments  # it imports this module
     return PreparedReference(side, full_counts, distinct, missing_ratio(reference, model_cfg.feature_names),
                              calibrator, reference_segments(reference, model_cfg),
-                             _reference_metrics(labelled, scored_rows(reference, model_cfg, "reference")))
+                             _reference_metrics(model_cfg, labelled, scored_rows(reference, model_cfg, "reference")))
 
 
-def _reference_metrics(labelled: Labelled | None, scored: Scored | None) -> dict[str, float]:
+def _reference_metrics(model_cfg: ModelConfig, labelled: Labelled | None, scored: Scored | None) -> dict[str, float]:
+    """The champion's figures on its reference sample that ``alerts.rules`` compare with, by rule key:
+    binary precision, recall, f1 and served positive_rate; multiclass macro_f1, weighted_f1 and
+    ``precision[<class>]`` / ``recall[<class>]``; regression mae, rmse, mape and r2."""
     from monitor.stats import performance
     out: dict[str, float] = {}
+    if model_cfg.task != "binary":
+        if labelled is not None and len(labelled):
+            from monitor.taskstats import task_performance
+            perf = task_performance(model_cfg.task, labelled.y, labelled.pred, labelled.score, labelled.proba,
+                                    model_cfg.n_classes)
+            names = class_names(model_cfg) if model_cfg.task == "multiclass" else []
+            figures = {"macro_f1": perf.macro_f1, "weighted_f1": perf.weighted_f1, "mae": perf.mae,
+                       "rmse": perf.rmse, "mape": perf.mape, "r2": perf.r2,
+                       **{f"precision[{names[k]}]": v for k, v in (perf.class_precision or {}).items()},
+                       **{f"recall[{names[k]}]": v for k, v in (perf.class_recall or {}).items()}}
+            out.update({k: float(v) for k, v in figures.items() if v is not None})
+        return out
     if labelled is not None and len(labelled):
         perf = performance(labelled.y, labelled.pred, labelled.score)
         out.update({k: v for k, v in (("precision", perf.precision), ("recall", perf.recall), ("f1", perf.f1))

@@ -13,6 +13,8 @@ twenty times the values:
   counting one half as ties do. Its error against the exact AUC is at most the share of
   positive-negative pairs that fall in one bucket (about 1/B: < 0.001), and every labelled row
   counts;
+- :func:`grouped_errors`: a regression model's MAE per value and its t interval, from three
+  weighted ``bincount`` passes (rows, sum and sum of squares of the absolute errors);
 - :func:`grouped_estimate`: CBPE's expected accuracy per value and its band (the Bernoulli term
   and the calibration term of :mod:`monitor.drift.estimation`, per value);
 - :func:`grouped_drift_share`: per value, the share of features whose binned Jensen-Shannon
@@ -23,7 +25,7 @@ twenty times the values:
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import norm
+from scipy.stats import norm, t
 
 AUC_BUCKETS = 2048
 DRIFT_BINS = 10          # reference deciles of a numeric feature; top categories + rest for a categorical one
@@ -61,6 +63,23 @@ def grouped_labelled(codes: np.ndarray, k: int, classes: np.ndarray, s: int) -> 
         auc = np.where((p > 0) & (n > 0), (pos * (below + 0.5 * neg)).sum(axis=1) / (p * n), np.nan)
     return {"rows": rows, "labelled": p + n, "correct": cells[:, :, :, 1].sum(axis=(1, 2)), "positives": p,
             "hits": cells[:, :, 1, 1].sum(axis=1), "roc_auc": auc}
+
+
+def grouped_errors(codes: np.ndarray, k: int, errors: np.ndarray,
+                   confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """Mean of ``errors`` per code (NaN errors: unlabelled rows, left out) and the half-width of its
+    t interval (as :func:`monitor.taskstats.regression_performance` gives the MAE's); NaN where a
+    value has no labelled row, and a NaN half-width with one."""
+    ok = np.isfinite(errors)
+    c, e = codes[ok], errors[ok]
+    n = np.bincount(c, minlength=k).astype(np.float64)
+    total = np.bincount(c, weights=e, minlength=k)
+    squares = np.bincount(c, weights=e * e, minlength=k)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / n
+        var = np.maximum(squares - n * mean * mean, 0.0) / (n - 1)
+        half = t.ppf(0.5 + confidence / 2.0, np.maximum(n - 1, 1)) * np.sqrt(var / n)
+    return mean, np.where(n >= 2, half, np.nan)
 
 
 def grouped_estimate(codes: np.ndarray, k: int, q: np.ndarray, q_var: np.ndarray, bins: np.ndarray,

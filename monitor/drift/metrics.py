@@ -3,8 +3,10 @@
 Fresh families on every scrape, built from whatever ``source`` returns at that moment: a
 callable returning the latest :class:`~monitor.drift.CheckResult` (or None), or an object with
 a ``.latest`` attribute. A figure that does not exist (no labels, so no accuracy; a feature that
-could not be tested) is an absent series, never NaN. A failing source costs the scrape these
-families and a log line, not the scrape. Incident and retrain metrics are the daemon's.
+could not be tested) is an absent series, never NaN, so a model shows the figures of its task
+(:mod:`monitor.tasks`): accuracy and ROC AUC for classifiers, macro / weighted F1 and per-class
+precision and recall for multiclass, MAE, RMSE, MAPE and R² for regression. A failing source costs
+the scrape these families and a log line, not the scrape. Incident and retrain metrics are the daemon's.
 """
 from __future__ import annotations
 
@@ -52,8 +54,46 @@ _SCALARS = (  # (metric name, help, attribute or function of the result)
     ("driftloop_model_estimated_f1", "F1 estimated from the scores alone (CBPE).", "estimated_f1"),
     ("driftloop_model_estimation_error", "Realised minus estimated accuracy on the same labelled rows: how far to "
      "trust the estimate for this model.", "estimation_error"),
+    ("driftloop_model_macro_f1", "Multiclass: F1 averaged over the classes (macro), served classes on the labelled "
+     "rows.", "macro_f1"),
+    ("driftloop_model_weighted_f1", "Multiclass: F1 averaged over the classes weighted by their labelled rows.",
+     "weighted_f1"),
+    ("driftloop_model_mae", "Regression: mean absolute error of the predicted value on the labelled rows.", "mae"),
+    ("driftloop_model_mae_lower", "Lower bound of the MAE's t interval (drift.confidence).",
+     lambda r: r.mae_ci and r.mae_ci[0]),
+    ("driftloop_model_mae_upper", "Upper bound of the MAE's t interval (drift.confidence).",
+     lambda r: r.mae_ci and r.mae_ci[1]),
+    ("driftloop_model_rmse", "Regression: root mean squared error of the predicted value on the labelled rows.",
+     "rmse"),
+    ("driftloop_model_rmse_lower", "Lower bound of the RMSE's interval (delta method, drift.confidence).",
+     lambda r: r.rmse_ci and r.rmse_ci[0]),
+    ("driftloop_model_rmse_upper", "Upper bound of the RMSE's interval (delta method, drift.confidence).",
+     lambda r: r.rmse_ci and r.rmse_ci[1]),
+    ("driftloop_model_mape", "Regression: mean absolute percentage error as a fraction (absent when a target is 0).",
+     "mape"),
+    ("driftloop_model_r2", "Regression: coefficient of determination R² on the labelled rows.", "r2"),
+    ("driftloop_model_r2_lower", "Lower bound of R²'s interval (delta method, drift.confidence).",
+     lambda r: r.r2_ci and r.r2_ci[0]),
+    ("driftloop_model_r2_upper", "Upper bound of R²'s interval (delta method, drift.confidence).",
+     lambda r: r.r2_ci and r.r2_ci[1]),
+    ("driftloop_model_estimated_macro_f1", "Multiclass: macro F1 estimated from the probabilities alone (CBPE).",
+     "estimated_macro_f1"),
+    ("driftloop_model_estimated_mae", "Regression: MAE estimated without labels (direct loss estimation).",
+     "estimated_mae"),
+    ("driftloop_model_estimated_mae_lower", "Lower end of the estimated MAE's band (drift.confidence).",
+     lambda r: r.estimated_mae_ci and r.estimated_mae_ci[0]),
+    ("driftloop_model_estimated_mae_upper", "Upper end of the estimated MAE's band (drift.confidence).",
+     lambda r: r.estimated_mae_ci and r.estimated_mae_ci[1]),
+    ("driftloop_model_estimated_rmse", "Regression: RMSE estimated without labels (direct loss estimation).",
+     "estimated_rmse"),
+    ("driftloop_model_estimated_rmse_lower", "Lower end of the estimated RMSE's band (drift.confidence).",
+     lambda r: r.estimated_rmse_ci and r.estimated_rmse_ci[0]),
+    ("driftloop_model_estimated_rmse_upper", "Upper end of the estimated RMSE's band (drift.confidence).",
+     lambda r: r.estimated_rmse_ci and r.estimated_rmse_ci[1]),
     ("driftloop_model_baseline_accuracy", "Accuracy of the champion on its reference data.", "baseline_accuracy"),
     ("driftloop_model_baseline_roc_auc", "ROC AUC of the champion on its reference data.", "baseline_roc_auc"),
+    ("driftloop_model_baseline_mae", "Regression: MAE of the champion on its reference data (the bar of "
+     "alerts.mae_rise).", "baseline_mae"),
     ("driftloop_model_window_rows", "Predictions in the last checked window.", "window_rows"),
     ("driftloop_model_labelled_rows", "Labelled predictions in the last checked window.", "labelled_rows"),
     ("driftloop_model_drift_share_ratio", "Share of tested features that drifted in the last check.", "drift_share"),
@@ -66,6 +106,10 @@ _SCALARS = (  # (metric name, help, attribute or function of the result)
      lambda r: r.prediction_drift.score),
     ("driftloop_model_prediction_drifted", "1 when the score column drifted in the last check.",
      lambda r: None if r.prediction_drift.score is None else int(r.prediction_drift.drifted)),
+    ("driftloop_model_label_drift_score", "Drift score of the labelled rows' target, reference vs window (prior "
+     "shift; multiclass and regression; see method label).", lambda r: r.label_drift and r.label_drift.score),
+    ("driftloop_model_label_drifted", "1 when the labelled rows' target distribution drifted in the last check.",
+     lambda r: None if r.label_drift is None or r.label_drift.score is None else int(r.label_drift.drifted)),
     ("driftloop_model_last_check_timestamp_seconds", "When the last check ran (Unix time).", "checked_at"),
     ("driftloop_model_check_duration_seconds", "How long the last check's evaluation took.", "duration_seconds"),
 )
@@ -79,10 +123,18 @@ def _value(result: CheckResult, get: str | Callable[[CheckResult], Any]) -> floa
     return value if math.isfinite(value) else None
 
 
+_WITH_METHOD = {"driftloop_model_prediction_drift_score": lambda r: r.prediction_drift.method,
+                "driftloop_model_label_drift_score": lambda r: r.label_drift.method}
+
+
 class ModelMetricsCollector(Collector):
-    def __init__(self, model_name: str, source: Callable[[], Any] | Any):
+    """``class_top_k``: per-class series for at most this many classes, those with the most labelled
+    rows (``model.segment_top_k``), so a 100-class model cannot explode the series."""
+
+    def __init__(self, model_name: str, source: Callable[[], Any] | Any, *, class_top_k: int = 10):
         self._model = model_name
         self._source = source
+        self._class_top_k = class_top_k
 
     def _latest(self) -> CheckResult | None:
         latest = self._source() if callable(self._source) else getattr(self._source, "latest", None)
@@ -107,9 +159,9 @@ class ModelMetricsCollector(Collector):
             value = _value(r, get)
             if value is None:
                 continue
-            if name == "driftloop_model_prediction_drift_score":
+            if name in _WITH_METHOD:
                 fam = GaugeMetricFamily(name, help_, labels=["model", "method"])
-                fam.add_metric([model, r.prediction_drift.method or ""], value)
+                fam.add_metric([model, _WITH_METHOD[name](r) or ""], value)
             else:
                 fam = GaugeMetricFamily(name, help_, labels=["model"])
                 fam.add_metric([model], value)
@@ -127,6 +179,8 @@ class ModelMetricsCollector(Collector):
                     reference.add_metric([model, feature], r.reference_missing_ratio[feature])
             yield current
             yield reference
+        yield from self._classes(r)
+        yield from self._outputs(r)
         yield from self._segments(r)
         tested = [f for f in r.features if f.score is not None and math.isfinite(f.score)]
         if tested:
@@ -148,6 +202,45 @@ class ModelMetricsCollector(Collector):
             yield drifted
             yield threshold
 
+    def _classes(self, r: CheckResult) -> Iterable[Metric]:
+        """Multiclass precision and recall per class, for the ``class_top_k`` classes with the most
+        labelled rows (ties: class order); the others are left out here (the check's JSON has all)."""
+        if not (r.class_recall or r.class_precision):
+            return
+        order = list(r.classes or []) or sorted(set(r.class_recall) | set(r.class_precision))
+        ranked = sorted(order, key=lambda c: (-r.class_rows.get(c, 0), order.index(c)))[: self._class_top_k]
+        for name, help_, values in (
+            ("driftloop_model_class_recall", "Multiclass: recall of one class (its labelled rows served that class), "
+             "for the model.segment_top_k classes with the most labelled rows; the others are left out.",
+             r.class_recall),
+            ("driftloop_model_class_precision", "Multiclass: precision of one class (its served rows that were that "
+             "class), for the model.segment_top_k classes with the most labelled rows; the others are left out.",
+             r.class_precision),
+        ):
+            fam = GaugeMetricFamily(name, help_, labels=["model", "class"])
+            for c in ranked:
+                value = values.get(c)
+                if value is not None and math.isfinite(value):
+                    fam.add_metric([self._model, c], float(value))
+            yield fam
+
+    def _outputs(self, r: CheckResult) -> Iterable[Metric]:
+        """Output drift (multiclass: the served class and at most 20 class probabilities; bounded)."""
+        tested = [f for f in r.output_drift if f.score is not None and math.isfinite(f.score)]
+        if not tested:
+            return
+        score = GaugeMetricFamily("driftloop_model_output_drift_score",
+                                  "Drift score of a model output in the last check (multiclass: the served class "
+                                  "'prediction' and each class probability 'proba_<class>'), per method.",
+                                  labels=["model", "output", "method"])
+        drifted = GaugeMetricFamily("driftloop_model_output_drifted", "1 when the model output drifted in the last "
+                                    "check.", labels=["model", "output"])
+        for f in tested:
+            score.add_metric([self._model, f.name, f.method or ""], float(f.score or 0.0))  # not None: tested
+            drifted.add_metric([self._model, f.name], 1.0 if f.drifted else 0.0)
+        yield score
+        yield drifted
+
     def _segments(self, r: CheckResult) -> Iterable[Metric]:
         """Per segment value (``model.segments``; at most segment_top_k + 1 values per categorical
         segment, 24 hours, 7 days): bounded label sets."""
@@ -161,6 +254,7 @@ class ModelMetricsCollector(Collector):
             ("driftloop_model_segment_accuracy", "Accuracy of the served labels per segment value.", "accuracy"),
             ("driftloop_model_segment_recall", "Recall of the served labels per segment value.", "recall"),
             ("driftloop_model_segment_roc_auc", "ROC AUC of the scores per segment value.", "roc_auc"),
+            ("driftloop_model_segment_mae", "Regression: MAE of the predicted value per segment value.", "mae"),
             ("driftloop_model_segment_estimated_accuracy", "Accuracy estimated from the scores alone (CBPE) per "
              "segment value, on all its rows.", "estimated_accuracy"),
             ("driftloop_model_segment_drift_share_ratio", "Share of features drifted within a segment value vs the "

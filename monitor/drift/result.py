@@ -109,9 +109,11 @@ class CheckResult:
     classes: list[str] | None = None
     macro_f1: float | None = None
     weighted_f1: float | None = None
-    # per class *name*: realised precision / recall on the labelled rows (multiclass), capped like segments
+    # per class *name*: realised precision / recall on the labelled rows (multiclass); every class here
+    # (alerts.rules may name any), /metrics caps the series like segments
     class_precision: dict[str, float] = field(default_factory=dict)
     class_recall: dict[str, float] = field(default_factory=dict)
+    class_rows: dict[str, int] = field(default_factory=dict)   # labelled rows per true class (by name)
     # regression: realised errors of the predicted value, with intervals (drift.confidence)
     mae: float | None = None
     mae_ci: tuple[float, float] | None = None
@@ -199,6 +201,7 @@ class CheckResult:
             "weighted_f1": _num(self.weighted_f1),
             "class_precision": {k: _num(v) for k, v in self.class_precision.items()},
             "class_recall": {k: _num(v) for k, v in self.class_recall.items()},
+            "class_rows": {k: int(v) for k, v in self.class_rows.items()},
             "mae": _num(self.mae),
             "mae_ci": _pair(self.mae_ci),
             "rmse": _num(self.rmse),

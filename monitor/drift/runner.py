@@ -1,9 +1,19 @@
 """The only module that talks to Evidently: builds the reports, runs them, reads them back.
 
 Two reports run, because they need different rows: the *drift* report on the samples of both
-sides (features with a pinned method each, plus the score column for prediction drift) and the
-*performance* report on labelled rows (``Accuracy`` of the served labels, ``RocAuc`` of the
-scores, with the reference's labelled rows alongside). Their results are merged into one
+sides (features with a pinned method each, the score column for prediction drift and, for a
+multiclass model, the served class and each class's probability for output drift) and the
+*performance* report on labelled rows, with the reference's labelled rows alongside, per task:
+
+============  ===========================================================================
+binary        ``Accuracy`` of the served labels, ``RocAuc`` of the scores
+multiclass    ``Accuracy``, ``F1Score`` (macro), ``PrecisionByLabel``, ``RecallByLabel`` of the
+              served classes; ``RocAuc`` (one-vs-rest) of the probabilities; label drift
+regression    ``MAE``, ``RMSE``, ``MAPE`` (no target 0), ``R2Score``; label drift
+============  ===========================================================================
+
+Label drift (the target's distribution, prior shift) rides in the performance report because only
+labelled rows have a target. Their results are merged into one
 :class:`evidently.core.report.Snapshot` so one HTML/JSON file shows the whole check.
 Evidently's exceptions are translated here into :class:`monitor.errors.DataError`.
 """
@@ -14,13 +24,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import pandas as pd
-from evidently import BinaryClassification, DataDefinition, Dataset, Report
+from evidently import BinaryClassification, DataDefinition, Dataset, MulticlassClassification, Regression, Report
 from evidently.core.report import Snapshot
 from evidently.core.serialization import ReportModel, SnapshotModel
 from evidently.legacy.calculations import stattests
 from evidently.legacy.calculations.stattests.registry import register_stattest
 from evidently.legacy.core import ColumnType
-from evidently.metrics import Accuracy, RocAuc, ValueDrift
+from evidently.metrics import (MAE, MAPE, RMSE, Accuracy, F1Score, PrecisionByLabel, R2Score, RecallByLabel, RocAuc,
+                               ValueDrift)
 from evidently.presets import DataDriftPreset
 
 from monitor.errors import DataError
@@ -72,16 +83,26 @@ class ColumnVerdict:
 
 @dataclass(frozen=True)
 class PerformanceFrames:
-    current: pd.DataFrame        # target, prediction, score of (a sample of) the labelled rows
+    """(Samples of) the labelled rows of both sides: target, prediction and score (binary),
+    target and served class as class *names* plus one probability column per class named by it
+    (multiclass: Evidently reads the classes off those column names), or target and predicted
+    value (regression)."""
+
+    current: pd.DataFrame
     reference: pd.DataFrame | None
-    both_classes: bool           # RocAuc is undefined on one class: it is left out then
+    both_classes: bool           # ROC AUC is undefined unless every class occurs: it is left out then
+    task: str = "binary"
+    probas: tuple[str, ...] = ()  # multiclass: the probability columns, one per class, in class order
 
 
 def run_drift(reference: pd.DataFrame, current: pd.DataFrame, features: list[ColumnPlan],
               score: ColumnPlan | None, *, drift_share: float, threshold: float | None,
-              timestamp: float, metadata: dict[str, str]) -> tuple[Snapshot, dict[str, ColumnVerdict]]:
-    """Run the drift report on the two samples; return its snapshot and a verdict per column."""
-    plans = features + ([score] if score is not None else [])
+              timestamp: float, metadata: dict[str, str],
+              outputs: list[ColumnPlan] | None = None) -> tuple[Snapshot, dict[str, ColumnVerdict]]:
+    """Run the drift report on the two samples; return its snapshot and a verdict per column.
+    ``outputs``: model output columns tested one by one beside the score (not in the drift share)."""
+    singles = ([score] if score is not None else []) + list(outputs or [])
+    plans = features + singles
     definition = DataDefinition(
         numerical_columns=[p.name for p in plans if p.kind == "numeric"],
         categorical_columns=[p.name for p in plans if p.kind == "categorical"],
@@ -89,8 +110,7 @@ def run_drift(reference: pd.DataFrame, current: pd.DataFrame, features: list[Col
     pinned = {p.name: p.method for p in features if p.method is not None}
     items: list = [DataDriftPreset(columns=[p.name for p in features], drift_share=drift_share,
                                    per_column_method=pinned or None, threshold=threshold)]
-    if score is not None:
-        items.append(ValueDrift(column=score.name, method=score.method, threshold=threshold))
+    items += [ValueDrift(column=p.name, method=p.method, threshold=threshold) for p in singles]
     columns = [p.name for p in plans]
     try:
         with warnings.catch_warnings():
@@ -125,8 +145,53 @@ def _verdicts(snapshot: Snapshot) -> dict[str, ColumnVerdict]:
 
 
 def run_performance(frames: PerformanceFrames, *, target: str, prediction: str, score: str,
-                    timestamp: float, metadata: dict[str, str]) -> Snapshot:
-    """Accuracy of the served labels and ROC AUC of the scores, on labelled rows."""
+                    timestamp: float, metadata: dict[str, str], label_drift: ColumnPlan | None = None,
+                    threshold: float | None = None) -> tuple[Snapshot, dict[str, ColumnVerdict]]:
+    """The task's performance metrics on labelled rows (module docstring), and the drift of the
+    target column when ``label_drift`` plans it; the snapshot and that column's verdict."""
+    definition, items = _performance_items(frames, target, prediction, score, quiet=label_drift is not None)
+    if label_drift is not None:
+        items.append(ValueDrift(column=label_drift.name, method=label_drift.method, threshold=threshold))
+    ref = frames.reference
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            snapshot = Report(items, include_tests=label_drift is not None).run(
+                Dataset.from_pandas(frames.current, data_definition=definition),
+                None if ref is None or ref.empty else Dataset.from_pandas(ref, data_definition=definition),
+                timestamp=datetime.fromtimestamp(timestamp, tz=timezone.utc), metadata=metadata)
+    except (ValueError, TypeError, KeyError, ZeroDivisionError, IndexError) as exc:
+        raise DataError(f"Evidently could not compute the {frames.task} performance: {exc}") from exc
+    return snapshot, (_verdicts(snapshot) if label_drift is not None else {})
+
+
+def _performance_items(frames: PerformanceFrames, target: str, prediction: str, score: str,
+                       quiet: bool) -> tuple[DataDefinition, list]:
+    """The data definition and metrics of the task. ``quiet``: the report includes tests (for the
+    label drift verdict), so the performance metrics are given none of Evidently's default tests
+    (they would judge the window against the reference sample by Evidently's own margins)."""
+    tests: dict = {"tests": []} if quiet else {}
+    if frames.task == "regression":
+        definition = DataDefinition(numerical_columns=[target, prediction],
+                                    regression=[Regression(target=target, prediction=prediction)])
+        mean_tests: dict = {"mean_tests": [], "std_tests": []} if quiet else {}
+        items: list = [MAE(**mean_tests), RMSE(**tests)]
+        if bool((frames.current[target] != 0).all()):  # MAPE divides by the target
+            items.append(MAPE(**mean_tests))
+        items.append(R2Score(**tests))
+        return definition, items
+    if frames.task == "multiclass":
+        probas = list(frames.probas)
+        classification = [MulticlassClassification(name=_LABELS_TASK, target=target, prediction_labels=prediction)]
+        items = [Accuracy(classification_name=_LABELS_TASK, **tests), F1Score(classification_name=_LABELS_TASK, **tests),
+                 PrecisionByLabel(classification_name=_LABELS_TASK, **({"tests": {}} if quiet else {})),
+                 RecallByLabel(classification_name=_LABELS_TASK, **({"tests": {}} if quiet else {}))]
+        # Evidently's multiclass ROC AUC needs every class's column and, with two, takes the binary path.
+        if frames.both_classes and len(probas) > 2:
+            classification.append(MulticlassClassification(name=_PROBAS_TASK, target=target, prediction_probas=probas))
+            items.append(RocAuc(classification_name=_PROBAS_TASK, **tests))
+        return DataDefinition(numerical_columns=probas, categorical_columns=[target, prediction],
+                              classification=classification), items  # type: ignore[arg-type]
     definition = DataDefinition(
         numerical_columns=[score],
         categorical_columns=[target, prediction],
@@ -135,19 +200,10 @@ def run_performance(frames: PerformanceFrames, *, target: str, prediction: str, 
             BinaryClassification(name=_PROBAS_TASK, target=target, prediction_probas=score, pos_label=1),
         ],
     )
-    items: list = [Accuracy(classification_name=_LABELS_TASK)]
+    items = [Accuracy(classification_name=_LABELS_TASK, **tests)]
     if frames.both_classes:
-        items.append(RocAuc(classification_name=_PROBAS_TASK))
-    ref = frames.reference
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return Report(items, include_tests=False).run(
-                Dataset.from_pandas(frames.current, data_definition=definition),
-                None if ref is None or ref.empty else Dataset.from_pandas(ref, data_definition=definition),
-                timestamp=datetime.fromtimestamp(timestamp, tz=timezone.utc), metadata=metadata)
-    except (ValueError, TypeError, KeyError, ZeroDivisionError, IndexError) as exc:
-        raise DataError(f"Evidently could not compute accuracy/ROC AUC: {exc}") from exc
+        items.append(RocAuc(classification_name=_PROBAS_TASK, **tests))
+    return definition, items
 
 
 def merge(first: Snapshot, *more: Snapshot | None, metadata: dict[str, str] | None = None) -> Snapshot:

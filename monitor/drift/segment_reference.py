@@ -1,7 +1,8 @@
 """What the segments need from the champion's reference, prepared once per champion.
 
 Per categorical segment, each reference row's value; each row's correctness and label (for the
-values' reference accuracy and recall); and every feature binned (numeric: reference deciles,
+values' reference accuracy and recall; a multiclass model's rows have no positive class, so no
+recall), or its absolute error (a regression model's reference MAE per value); and every feature binned (numeric: reference deciles,
 categorical: its most frequent categories plus one bin for the rest) for the per-value drift share.
 The reference has no prediction times, so a time bucket's values are compared with the whole
 reference, and so is a categorical value with fewer than ``MIN_REFERENCE_ROWS`` reference rows.
@@ -75,6 +76,7 @@ class ReferenceSegments:
     binnings: dict[str, Binning] = field(default_factory=dict)
     binned: np.ndarray | None = None            # (rows, features): each reference row's bin, shifted (Binning order)
     _histograms: dict = field(default_factory=dict, compare=False, repr=False)  # (segment, values) -> counts
+    abs_error: np.ndarray | None = None         # regression: each reference row's |error| (NaN: no label)
 
     @property
     def widths(self) -> np.ndarray:
@@ -93,9 +95,18 @@ class ReferenceSegments:
 
     def figures(self, segment: str, names: list[str]) -> dict[str, np.ndarray]:
         """Per value of ``names``: reference ``accuracy`` and ``recall`` (NaN under
-        ``MIN_REFERENCE_ROWS`` rows or no positives)."""
+        ``MIN_REFERENCE_ROWS`` rows or no positives); a regression model's ``mae`` instead."""
         keys = self.keys.get(segment)
         k = len(names)
+        if self.abs_error is not None:
+            if keys is None:
+                return {"mae": np.full(k, np.nan)}
+            idx = _index_of(keys, names)
+            ok = np.isfinite(self.abs_error) & (idx >= 0)
+            n = np.bincount(idx[ok], minlength=k).astype(np.float64)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mae = np.bincount(idx[ok], weights=self.abs_error[ok], minlength=k) / n
+            return {"mae": np.where(n >= MIN_REFERENCE_ROWS, mae, np.nan)}
         if keys is None or self.correct is None or self.label is None:
             return {"accuracy": np.full(k, np.nan), "recall": np.full(k, np.nan)}
         idx = _index_of(keys, names)
@@ -155,13 +166,18 @@ def reference_segments(reference: pd.DataFrame, model_cfg: ModelConfig) -> Refer
     """Prepared once per champion (monitor.drift.frames.prepare_reference); None without segments."""
     if not model_cfg.segments:
         return None
-    correct = label = None
+    correct = label = abs_error = None
     if model_cfg.target in reference.columns and model_cfg.score in reference.columns:
         y = pd.to_numeric(reference[model_cfg.target], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
         score = pd.to_numeric(reference[model_cfg.score], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
         label = np.where(np.isfinite(score), y, np.nan)
-        pred = served_labels(reference, model_cfg, score, np.ones(len(reference), dtype=bool))
-        correct = (pred == np.nan_to_num(label, nan=-1)).astype(np.float64)
+        if model_cfg.task == "regression":
+            abs_error = np.abs(score - label)
+        else:
+            pred = served_labels(reference, model_cfg, score, np.ones(len(reference), dtype=bool))
+            correct = (pred == np.nan_to_num(label, nan=-1)).astype(np.float64)
+            if model_cfg.task == "multiclass":   # recall is a binary model's (label 1 the positive class)
+                label = np.where(np.isnan(label), np.nan, 0.0)
     keys = {}
     for s in model_cfg.segments:
         if s not in TIME_SEGMENTS:
@@ -171,4 +187,4 @@ def reference_segments(reference: pd.DataFrame, model_cfg: ModelConfig) -> Refer
     binnings = {f.name: binning_of(reference[f.name], f.type == "numeric")
                 for f in model_cfg.features if f.name in reference.columns}
     binned = _shifted([b.apply(reference[f]) for f, b in binnings.items()], _offsets(binnings)) if binnings else None
-    return ReferenceSegments(keys, correct, label, binnings, binned)
+    return ReferenceSegments(keys, correct, label, binnings, binned, abs_error=abs_error)

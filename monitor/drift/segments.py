@@ -14,6 +14,11 @@ accuracy and recall on the champion's reference (categorical segments; the refer
 prediction times). A value is *judged* when it has ``drift.segment_min_labels`` labelled rows;
 its drift share needs as many rows in the drift sample.
 
+Per task (:mod:`monitor.tasks`): a binary model has all of the above; a multiclass model its
+accuracy (recall, ROC AUC and the estimated accuracy are a binary model's and are left out); a
+regression model the MAE of the predicted value with its t interval, and its reference MAE, in
+place of accuracy (the drift share and row counts as for every task).
+
 Cost: one hash pass (``pd.factorize``) per categorical segment, one integer pass for both time
 buckets, then a handful of ``np.bincount`` passes per segment (:mod:`monitor.drift.grouped`);
 nothing loops over values on the rows, and nothing sorts them.
@@ -29,7 +34,7 @@ import pandas as pd
 
 from monitor.config import TIME_SEGMENTS, DriftConfig, ModelConfig
 from monitor.drift.frames import factorized, served_labels
-from monitor.drift.grouped import grouped_drift_share, grouped_estimate, grouped_labelled, row_classes
+from monitor.drift.grouped import grouped_drift_share, grouped_errors, grouped_estimate, grouped_labelled, row_classes
 from monitor.drift.segment_reference import MISSING, OTHER, ReferenceSegments
 from monitor.stats import wilson_interval
 
@@ -56,6 +61,9 @@ class SegmentPerformance:
     estimated_accuracy_ci: tuple[float, float] | None = None
     drift_share: float | None = None             # share of features drifted within the value (drift sample)
     drift_rows: int = 0                          # the value's rows in the drift sample
+    mae: float | None = None                     # regression: mean absolute error of the labelled rows ...
+    mae_ci: tuple[float, float] | None = None    # ... its t interval (drift.confidence)
+    reference_mae: float | None = None           # ... and the value's MAE on the reference sample
 
     @property
     def label(self) -> str:
@@ -74,7 +82,8 @@ class SegmentPerformance:
                 "reference_accuracy": num(self.reference_accuracy), "reference_recall": num(self.reference_recall),
                 "estimated_accuracy": num(self.estimated_accuracy),
                 "estimated_accuracy_ci": pair(self.estimated_accuracy_ci),
-                "drift_share": num(self.drift_share), "drift_rows": self.drift_rows, "judged": self.judged}
+                "drift_share": num(self.drift_share), "drift_rows": self.drift_rows, "judged": self.judged,
+                "mae": num(self.mae), "mae_ci": pair(self.mae_ci), "reference_mae": num(self.reference_mae)}
 
 
 def _time_parts(frame: pd.DataFrame) -> np.ndarray | None:
@@ -127,6 +136,8 @@ class _Window:
 
     classes: np.ndarray         # each row's class for grouped_labelled (score bucket, label, correct)
     n_classes: int
+    task: str
+    abs_error: np.ndarray | None  # regression: each row's |prediction - target| (NaN: unlabelled)
     scored: np.ndarray | None   # row mask: a finite score (None: every row)
     q: np.ndarray | None        # P(served label is right) of the scored rows (CBPE), None without a calibrator
     q_var: np.ndarray | None    # q (1 - q)
@@ -141,17 +152,26 @@ def _window(current: pd.DataFrame, model_cfg: ModelConfig, calibrator: Any) -> _
          if model_cfg.target in current.columns else np.full(len(current), np.nan))
     scored = np.isfinite(score)
     labelled = ~np.isnan(y) & scored
-    pred = served_labels(current, model_cfg, score, np.ones(len(current), dtype=bool))
+    task = model_cfg.task
     yl = y[labelled]
+    abs_error = None
+    if task == "regression":
+        abs_error = np.where(labelled, np.abs(score - y), np.nan)
+        correct = np.zeros(len(yl), dtype=bool)
+    else:
+        pred = served_labels(current, model_cfg, score, np.ones(len(current), dtype=bool))
+        correct = yl == pred[labelled]
     q = bins = counts = None
-    if calibrator is not None:
+    if calibrator is not None and task == "binary":
         counts = calibrator.counts
         p = calibrator(score[scored])
         q = np.where(pred[scored] == 1, p, 1.0 - p)
         bins = calibrator.bins(score[scored])
-    classes, n_classes = row_classes(labelled, yl, yl == pred[labelled], score[labelled])
-    return _Window(classes, n_classes, None if scored.all() else scored, q, None if q is None else q * (1.0 - q), bins, counts,
-                   _time_parts(current))
+    # Recall and ROC AUC count label 1 as the positive class: a binary model's only.
+    label = yl if task == "binary" else np.zeros(len(yl))
+    classes, n_classes = row_classes(labelled, label, correct, score[labelled])
+    return _Window(classes, n_classes, task, abs_error, None if scored.all() else scored, q,
+                   None if q is None else q * (1.0 - q), bins, counts, _time_parts(current))
 
 
 def segment_performance(current: pd.DataFrame, model_cfg: ModelConfig, drift_cfg: DriftConfig,
@@ -197,6 +217,10 @@ def _values(segment: str, codes: np.ndarray, names: list[str], w: _Window, drift
         share, drift_rows = grouped_drift_share(sc, k, binned, reference.offsets, reference.widths,
                                                 reference.histograms(segment, names), drift_cfg.stattest_threshold)
     ref = reference.figures(segment, names) if reference is not None else {}
+    mae = mae_half = None
+    if w.abs_error is not None:
+        mae, mae_half = grouped_errors(codes, k, w.abs_error, drift_cfg.confidence)
+    classifier = w.task != "regression"
     present = [i for i in range(k) if rows[i]]  # hours and days with no rows are left out
     if segment in TIME_SEGMENTS:
         order = sorted(present, key=lambda i: DAYS.index(names[i]) if names[i] in DAYS else int(names[i]))
@@ -210,10 +234,11 @@ def _values(segment: str, codes: np.ndarray, names: list[str], w: _Window, drift
         n, npos = int(n_lab[i]), int(positives[i])
         e = num(est, i)
         enough = drift_rows is not None and drift_rows[i] >= drift_cfg.segment_min_labels
+        m, h = num(mae, i), num(mae_half, i)
         out.append(SegmentPerformance(
             segment=segment, value=names[i], rows=int(rows[i]), labelled_rows=n,
-            accuracy=correct[i] / n if n else None,
-            accuracy_ci=wilson_interval(int(correct[i]), n, drift_cfg.confidence),
+            accuracy=correct[i] / n if n and classifier else None,
+            accuracy_ci=wilson_interval(int(correct[i]), n, drift_cfg.confidence) if classifier else None,
             recall=hits[i] / npos if npos else None, roc_auc=num(auc, i),
             reference_accuracy=num(ref.get("accuracy"), i), judged=n >= drift_cfg.segment_min_labels,
             recall_ci=wilson_interval(int(round(hits[i])), npos, drift_cfg.confidence),
@@ -221,6 +246,8 @@ def _values(segment: str, codes: np.ndarray, names: list[str], w: _Window, drift
             estimated_accuracy_ci=None if e is None or half is None else
             (max(0.0, e - float(half[i])), min(1.0, e + float(half[i]))),
             drift_share=num(share, i) if enough else None,
-            drift_rows=0 if drift_rows is None else int(drift_rows[i])))
+            drift_rows=0 if drift_rows is None else int(drift_rows[i]),
+            mae=m, mae_ci=None if m is None or h is None else (max(0.0, m - h), m + h),
+            reference_mae=num(ref.get("mae"), i)))
     return out
 

@@ -3,8 +3,11 @@ every `driftloop_*` series on /metrics is documented, and every documented name 
 from __future__ import annotations
 
 import httpx
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from monitor.drift import ModelMetricsCollector
+from tests.monitor.drift.task_frames import filled_result
 from tests.observability.promql import contract_metrics
 
 # Born at their first event, so a fresh daemon cannot show them (docs/CONTRACTS.md says why for XID).
@@ -17,6 +20,17 @@ MIG_ONLY = {"driftloop_gpu_mig_info"}
 def served_names(text: str) -> set[str]:
     return {s.name for fam in text_string_to_metric_families(text) for s in fam.samples
             if s.name.startswith("driftloop_") and not s.name.endswith("_created")}
+
+
+def task_served(task: str) -> set[str]:
+    """What the model collector serves for a check of ``task`` with every figure of its task set."""
+    registry = CollectorRegistry()
+    registry.register(ModelMetricsCollector("demo", lambda: filled_result(task)))
+    return served_names(generate_latest(registry).decode())
+
+
+# The figures of multiclass and regression models, which the live (binary) daemon below cannot serve.
+TASK_ONLY = (task_served("multiclass") | task_served("regression")) - task_served("binary")
 
 
 def test_live_metrics_are_the_documented_ones(live_daemon):
@@ -36,7 +50,13 @@ def test_live_metrics_are_the_documented_ones(live_daemon):
     documented = contract_metrics()
     documented -= {n for n in documented if n + "_bucket" in documented}  # a histogram is served as its series
     assert served - documented == set(), "served but not in docs/CONTRACTS.md's metric tables"
-    assert documented - served - BORN_ON_EVENT - MIG_ONLY == set(), "documented but not served by a live daemon"
+    assert documented - served - BORN_ON_EVENT - MIG_ONLY - TASK_ONLY == set(), \
+        "documented but not served by a live daemon"
+
+
+def test_the_figures_of_every_task_are_documented():
+    assert {"driftloop_model_mae", "driftloop_model_class_recall", "driftloop_model_label_drift_score"} <= TASK_ONLY
+    assert TASK_ONLY - contract_metrics() == set(), "served for a multiclass or regression model, not documented"
 
 
 def test_the_comparison_can_fail():

@@ -61,3 +61,23 @@ def test_jensen_shannon_matches_scipy_and_the_noise_floor_holds():
     same = [js_distance(np.bincount(rng.integers(0, 10, 400), minlength=10).astype(float),
                         np.bincount(rng.integers(0, 10, 5000), minlength=10).astype(float)) for _ in range(200)]
     assert np.median(same) == pytest.approx(float(noise_floor(10, 400, 5000)), rel=0.25)
+
+
+def test_grouped_errors_are_each_values_mae_and_t_interval():
+    from scipy.stats import t
+
+    from monitor.drift.grouped import grouped_errors
+    rng = np.random.default_rng(3)
+    codes = rng.integers(0, 4, size=2000)
+    errors = np.abs(rng.normal(0, 1 + codes, size=2000))
+    errors[rng.uniform(size=2000) < 0.3] = np.nan          # unlabelled rows
+    codes[codes == 3] = 2                                  # value 3: no rows at all
+    codes[:1] = 3
+    errors[:1] = 0.5                                       # ... but one labelled row: no interval
+    mean, half = grouped_errors(codes, 5, errors, 0.95)
+    for k in range(3):
+        e = errors[(codes == k) & np.isfinite(errors)]
+        assert mean[k] == pytest.approx(e.mean())
+        assert half[k] == pytest.approx(t.ppf(0.975, len(e) - 1) * e.std(ddof=1) / np.sqrt(len(e)))
+    assert mean[3] == 0.5 and np.isnan(half[3])
+    assert np.isnan(mean[4]) and np.isnan(half[4])

@@ -8,6 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.drift import ModelMetricsCollector, evaluate_window
 from tests.monitor.drift.conftest import window
+from tests.monitor.drift.task_frames import PRIORS_SHIFTED
 from tests.support.prometheus import require
 
 T0 = 1_764_460_800.0
@@ -140,3 +141,81 @@ def test_unseen_categories_are_named(cfg, ref_frame):
     result = evaluate_window(ref_frame, current, cfg.model, cfg.drift, {}, clock=lambda: T0)
     assert result.unseen_categories == {"region": ["mars"], "device": ["watch"]}
     assert result.to_dict()["unseen_categories"] == {"region": ["mars"], "device": ["watch"]}
+
+
+# ---- tasks (monitor.tasks) ---------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def multiclass_result():
+    from monitor.config import DriftConfig
+    from tests.monitor.drift.task_frames import multiclass_frame, multiclass_model
+    return evaluate_window(multiclass_frame(2000, seed=1, window=False),
+                           multiclass_frame(1500, seed=2, priors=PRIORS_SHIFTED), multiclass_model(), DriftConfig(),
+                           {"accuracy": 0.7, "roc_auc": 0.9}, clock=lambda: T0)
+
+
+@pytest.fixture(scope="module")
+def regression_result():
+    from monitor.config import DriftConfig
+    from tests.monitor.drift.task_frames import regression_frame, regression_model
+    return evaluate_window(regression_frame(2000, seed=1, window=False), regression_frame(1500, seed=2),
+                           regression_model(), DriftConfig(), {"mae": 1.6}, clock=lambda: T0)
+
+
+def scrape_top(source, top_k: int) -> str:
+    registry = CollectorRegistry()
+    registry.register(ModelMetricsCollector("demo", source, class_top_k=top_k))
+    return generate_latest(registry).decode()
+
+
+def test_multiclass_series_with_classes_capped(multiclass_result):
+    r = multiclass_result
+    text = scrape_top(lambda: r, 3)
+    promtool_check(text)
+    got = samples(text)
+    m = (("model", "demo"),)
+    assert got[("driftloop_model_accuracy", m)] == pytest.approx(r.accuracy)
+    assert got[("driftloop_model_macro_f1", m)] == pytest.approx(r.macro_f1)
+    assert got[("driftloop_model_weighted_f1", m)] == pytest.approx(r.weighted_f1)
+    top = sorted(r.class_rows, key=lambda c: -r.class_rows[c])[:3]      # the prior shift makes them distinct
+    for family, values in (("driftloop_model_class_recall", r.class_recall),
+                           ("driftloop_model_class_precision", r.class_precision)):
+        series = {dict(k[1])["class"]: v for k, v in got.items() if k[0] == family}
+        assert set(series) == set(top)
+        assert series == pytest.approx({c: values[c] for c in top})
+    served = (("method", "jensenshannon"), ("model", "demo"), ("output", "prediction"))
+    assert got[("driftloop_model_output_drift_score", served)] == pytest.approx(r.output_drift[0].score)
+    assert got[("driftloop_model_output_drifted", (("model", "demo"), ("output", "prediction")))] == 1
+    assert got[("driftloop_model_label_drift_score", (("method", "jensenshannon"), ("model", "demo")))] \
+        == pytest.approx(r.label_drift.score)
+    assert got[("driftloop_model_label_drifted", m)] == 1
+    names = {k[0] for k in got}
+    assert not names & {"driftloop_model_precision", "driftloop_model_predicted_positive_ratio", "driftloop_model_mae"}
+
+
+def test_regression_series(regression_result):
+    r = regression_result
+    text = scrape(lambda: r)
+    promtool_check(text)
+    got = samples(text)
+    m = (("model", "demo"),)
+    for name, value in (("mae", r.mae), ("mae_lower", r.mae_ci[0]), ("mae_upper", r.mae_ci[1]), ("rmse", r.rmse),
+                        ("rmse_lower", r.rmse_ci[0]), ("rmse_upper", r.rmse_ci[1]), ("mape", r.mape), ("r2", r.r2),
+                        ("r2_lower", r.r2_ci[0]), ("r2_upper", r.r2_ci[1]), ("baseline_mae", 1.6)):
+        assert got[(f"driftloop_model_{name}", m)] == pytest.approx(value), name
+    if r.estimated_mae is not None:   # direct loss estimation, when the reference can fit it
+        assert got[("driftloop_model_estimated_mae", m)] == pytest.approx(r.estimated_mae)
+    names = {k[0] for k in got}
+    assert not names & {"driftloop_model_accuracy", "driftloop_model_roc_auc", "driftloop_model_output_drift_score",
+                        "driftloop_model_class_recall"}
+    assert "NaN" not in text
+
+
+def test_every_figure_of_each_task_is_served_and_promtool_clean():
+    from tests.monitor.drift.task_frames import filled_result
+    for task, expected in (("multiclass", {"driftloop_model_estimated_macro_f1", "driftloop_model_class_recall",
+                                           "driftloop_model_output_drift_score", "driftloop_model_segment_accuracy"}),
+                           ("regression", {"driftloop_model_estimated_mae_upper", "driftloop_model_estimated_rmse_lower",
+                                           "driftloop_model_segment_mae", "driftloop_model_label_drift_score"})):
+        text = scrape(lambda task=task: filled_result(task))
+        promtool_check(text)
+        assert expected <= {k[0] for k in samples(text)}

@@ -15,10 +15,11 @@ TRIGGERS: tuple[str, ...] = ("manual", "alert", "schedule")
 @dataclass
 class Baseline:
     """What the drift job compares live traffic with: a reference sample of the data the champion
-    was fitted for (features + target + the champion's score) and its metrics on held-out rows."""
+    was fitted for (features + target + the champion's output as a store window carries it, per
+    task: trainer.baseline_training.reference_sample) and its metrics on held-out rows."""
 
     reference: pd.DataFrame
-    metrics: dict[str, float]  # {"accuracy": ..., "roc_auc": ...}
+    metrics: dict[str, float]  # binary {"accuracy", "roc_auc"}; trainer/metrics.py lists each task's
 
 
 @dataclass
@@ -51,7 +52,8 @@ class RetrainOutcome:
 @dataclass
 class Champion:
     """The model behind alias ``champion``. ``predict_proba(df)`` takes raw features (a DataFrame
-    with the configured feature columns; extra columns are ignored) and returns P(label = 1)."""
+    with the configured feature columns; extra columns are ignored) and returns the model's output:
+    P(label = 1) (binary), class probabilities ``(n, K)`` (multiclass) or the value (regression)."""
 
     version: str
     run_id: str

@@ -23,15 +23,21 @@ It is right when ``P(y | score)`` is what it was on the reference: under a covar
 well-calibrated model. It is *blind* to a concept shift (``P(y | x)`` changes, the scores do
 not), see docs/parts/estimation.md. All numpy: a 1M-row window costs tens of milliseconds.
 
-Multiclass (NannyML's multiclass CBPE): one isotonic calibrator per class, one-vs-rest, on the
-reference's probabilities (a class the reference cannot calibrate, e.g. one it never saw, keeps its
-raw probability), then each row renormalised to sum to 1, giving ``P_ik``. With ``q_i = P_i,served``:
-accuracy is ``mean(q_i)`` with the binary band (the calibration term's bins are those of the
-reference's served-class probability); per class k, ``TP_k = sum P_ik [served k]``,
-``FP_k = #served k - TP_k``, ``FN_k = sum P_ik - TP_k``, and macro F1 is the mean F1 over classes
-with ``2 TP + FP + FN >= 0.5`` (served or expected at least half a row); macro ROC AUC is the mean of
-the weighted AUCs of each class's raw probability against its ``P_ik``, with Hanley & McNeil
-variances combined as :func:`monitor.taskstats.macro_auc` combines DeLong's.
+Multiclass (NannyML's multiclass CBPE, plus a top-label calibration for accuracy): one isotonic
+calibrator per class, one-vs-rest, on the reference's probabilities (a class the reference cannot
+calibrate, e.g. one it never saw, keeps its raw probability), then each row renormalised to sum to
+1, giving ``P_ik``. Per class k, ``TP_k = sum P_ik [served k]``, ``FP_k = #served k - TP_k``,
+``FN_k = sum P_ik - TP_k``, and macro F1 is the mean F1 over classes with ``2 TP + FP + FN >= 0.5``
+(served or expected at least half a row); macro ROC AUC is the mean of the weighted AUCs of each
+class's raw probability against its ``P_ik``, with Hanley & McNeil variances combined as
+:func:`monitor.taskstats.macro_auc` combines DeLong's. Accuracy is ``mean(q_i)`` with the binary
+band, where ``q_i`` = P(the served class is right | its probability), one more isotonic calibrator
+fitted on the reference's served-class probabilities against "was right" (the band's bins are
+that calibrator's). Renormalising undoes much of what the per-class calibrators correct for the
+served class: an over-confident MLP whose served probability averaged 1.2 points above its
+accuracy kept 1.5 points of optimism through ``P_i,served``, 1.0 through ``q_i`` (the rest was its
+reference's own luck: see bench/bench_estimation.py). Without that calibrator (a reference
+always or never right) ``q_i = P_i,served``.
 
 Regression: direct loss estimation, :mod:`monitor.drift.loss_estimation`.
 """
@@ -124,7 +130,8 @@ EXACT_AUC_ROWS = 1 << 16   # above this many rows, scores are bucketed into AUC_
 AUC_BUCKETS = 1 << 20
 
 
-def weighted_auc(scores: np.ndarray, p: np.ndarray) -> float | None:
+def weighted_auc(scores: np.ndarray, p: np.ndarray, buckets: int = AUC_BUCKETS,
+                 exact_rows: int = EXACT_AUC_ROWS) -> float | None:
     """ROC AUC with row i a positive of weight p_i and a negative of weight 1 - p_i (ties count one half).
 
     Sorting a million scores costs about 0.3 s; above ``EXACT_AUC_ROWS`` rows the scores go into
@@ -133,12 +140,12 @@ def weighted_auc(scores: np.ndarray, p: np.ndarray) -> float | None:
     pos_total, neg_total = float(p.sum()), float((1.0 - p).sum())
     if pos_total <= 0 or neg_total <= 0:
         return None
-    if len(scores) > EXACT_AUC_ROWS:
+    if len(scores) > exact_rows:
         lo, hi = float(scores.min()), float(scores.max())
         span = hi - lo if hi > lo else 1.0
-        idx = np.minimum(((scores - lo) * (AUC_BUCKETS / span)).astype(np.int64), AUC_BUCKETS - 1)
-        g1 = np.bincount(idx, weights=p, minlength=AUC_BUCKETS)
-        g0 = np.bincount(idx, minlength=AUC_BUCKETS) - g1
+        idx = np.minimum(((scores - lo) * (buckets / span)).astype(np.int64), buckets - 1)
+        g1 = np.bincount(idx, weights=p, minlength=buckets)
+        g0 = np.bincount(idx, minlength=buckets) - g1
     else:
         order = np.argsort(scores, kind="stable")
         s, w1 = scores[order], p[order]
@@ -201,14 +208,20 @@ def estimate(calibrator: Calibrator, scores: np.ndarray, predicted: np.ndarray,
 # --- multiclass ---------------------------------------------------------------------------------
 
 MIN_CLASS_F1_ROWS = 0.5   # a class enters the estimated macro F1 when served or expected at least this often
+# One weighted AUC per class: above this many rows, probabilities go into this many buckets (rows in
+# one bucket, closer than 1/16384 of the range, count as ties: a few 1e-5 of AUC) instead of 2^20,
+# whose passes over a million-long array cost ~50 ms per class whatever the window.
+CLASS_AUC_BUCKETS = 1 << 14
 
 
 @dataclass(frozen=True)
 class MulticlassCalibrator:
-    """One-vs-rest isotonic calibrators (None: the class keeps its raw probability), and the quantile
-    bins of the reference's served-class probability for the calibration term of the band."""
+    """One-vs-rest isotonic calibrators (None: the class keeps its raw probability), the served
+    class's probability -> P(right) calibrator, and the quantile bins of the reference's served-class
+    probability for the calibration term of the band."""
 
     classes: tuple[Calibrator | None, ...]
+    served: Calibrator | None
     rows: int
     edges: np.ndarray
     counts: np.ndarray
@@ -226,15 +239,18 @@ class MulticlassCalibrator:
         return np.searchsorted(self.edges, scores, side="right")
 
 
-def fit_multiclass_calibrator(y: np.ndarray, proba: np.ndarray, served_score: np.ndarray) -> MulticlassCalibrator | None:
-    """Fit on the reference's labelled rows (class indices, raw probabilities, the served class's
-    probability); None with fewer than ``MIN_CALIBRATION_ROWS`` rows or a single class."""
+def fit_multiclass_calibrator(y: np.ndarray, proba: np.ndarray, predicted: np.ndarray,
+                              served_score: np.ndarray) -> MulticlassCalibrator | None:
+    """Fit on the reference's labelled rows (class indices, raw probabilities, the served class and
+    its probability); None with fewer than ``MIN_CALIBRATION_ROWS`` rows or a single class."""
     y = np.asarray(y, dtype=np.int64)
     proba = np.asarray(proba, dtype=np.float64)
     if len(y) < MIN_CALIBRATION_ROWS or proba.ndim != 2 or len(np.unique(y)) < 2:
         return None
     classes = tuple(fit_calibrator((y == k).astype(np.float64), proba[:, k]) for k in range(proba.shape[1]))
-    return MulticlassCalibrator(classes, len(y), *quantile_bins(np.asarray(served_score, dtype=np.float64)))
+    served = np.asarray(served_score, dtype=np.float64)
+    right = (np.asarray(predicted, dtype=np.int64) == y).astype(np.float64)
+    return MulticlassCalibrator(classes, fit_calibrator(right, served), len(y), *quantile_bins(served))
 
 
 @dataclass(frozen=True)
@@ -253,12 +269,23 @@ def _served_probability(calibrated: np.ndarray, predicted: np.ndarray) -> np.nda
     return np.where(inside, calibrated[np.arange(len(pred)), np.clip(pred, 0, calibrated.shape[1] - 1)], 0.0)
 
 
-def expected_multiclass_accuracy(calibrator: MulticlassCalibrator, proba: np.ndarray,
-                                 predicted: np.ndarray) -> float | None:
+def _right(calibrator: MulticlassCalibrator, calibrated: np.ndarray, predicted: np.ndarray,
+           served_score: np.ndarray) -> np.ndarray:
+    """P(the served class is right) per row (module docstring)."""
+    if calibrator.served is None:
+        return _served_probability(calibrated, predicted)
+    pred = np.asarray(predicted, dtype=np.int64)
+    inside = (pred >= 0) & (pred < calibrated.shape[1])
+    return np.where(inside, calibrator.served(served_score), 0.0)
+
+
+def expected_multiclass_accuracy(calibrator: MulticlassCalibrator, proba: np.ndarray, predicted: np.ndarray,
+                                 served_score: np.ndarray) -> float | None:
     """Only the expected accuracy (cheap): what the realised-vs-estimated error needs."""
     if not len(predicted):
         return None
-    return float(_served_probability(calibrator(proba), predicted).mean())
+    calibrated = calibrator(proba) if calibrator.served is None else np.empty((0, proba.shape[1]))
+    return float(_right(calibrator, calibrated, predicted, np.asarray(served_score, dtype=np.float64)).mean())
 
 
 def _macro_f1(calibrated: np.ndarray, pred: np.ndarray, q: np.ndarray) -> float | None:
@@ -275,7 +302,7 @@ def _macro_f1(calibrated: np.ndarray, pred: np.ndarray, q: np.ndarray) -> float 
 def _macro_auc(proba: np.ndarray, calibrated: np.ndarray, z: float) -> tuple[float | None, tuple[float, float] | None]:
     aucs, variances = [], []
     for k in range(proba.shape[1]):
-        auc = weighted_auc(proba[:, k], calibrated[:, k])
+        auc = weighted_auc(proba[:, k], calibrated[:, k], CLASS_AUC_BUCKETS, CLASS_AUC_BUCKETS)
         if auc is None:
             continue
         positives = float(calibrated[:, k].sum())
@@ -301,10 +328,10 @@ def estimate_multiclass(calibrator: MulticlassCalibrator, proba: np.ndarray, pre
         return None
     calibrated = calibrator(raw)
     pred = np.asarray(predicted, dtype=np.int64)
-    q = _served_probability(calibrated, pred)
+    served = np.asarray(served_score, dtype=np.float64)
+    q = _right(calibrator, calibrated, pred, served)
     z = float(norm.ppf(0.5 + confidence / 2.0))
     auc, auc_ci = _macro_auc(raw, calibrated, z)
     return MulticlassEstimate(
-        rows=n, accuracy=float(q.mean()),
-        accuracy_ci=_accuracy_interval(calibrator, np.asarray(served_score, dtype=np.float64), q, z),
-        macro_f1=_macro_f1(calibrated, pred, q), roc_auc=auc, roc_auc_ci=auc_ci)
+        rows=n, accuracy=float(q.mean()), accuracy_ci=_accuracy_interval(calibrator, served, q, z),
+        macro_f1=_macro_f1(calibrated, pred, _served_probability(calibrated, pred)), roc_auc=auc, roc_auc_ci=auc_ci)

@@ -27,5 +27,5 @@ def fit_estimator(model_cfg: ModelConfig, reference: pd.DataFrame, labelled: Lab
     if model_cfg.task == "multiclass":
         if labelled.proba is None:
             return None
-        return fit_multiclass_calibrator(labelled.y, labelled.proba, labelled.score)
+        return fit_multiclass_calibrator(labelled.y, labelled.proba, labelled.pred, labelled.score)
     return fit_calibrator(labelled.y, labelled.score)

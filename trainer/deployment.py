@@ -1,16 +1,30 @@
 """Every registered version's deployment forms, checked before they are published on its run.
 
 For each form (PyTorch as registered, ONNX fp32, ONNX INT8) the table on the run
-(``onnx/export.json``, and ``export_*`` metrics) says: file size, parity (max |score difference|
-against PyTorch on the reference rows), accuracy and ROC AUC on the held-out rows, and p50/p99
-latency for one row and for 1024 rows, each scored from a raw DataFrame as a service would (so
-the ONNX figures include turning columns into inputs, and the PyTorch ones ``encode``).
+(``onnx/export.json``, and ``export_*`` metrics) says: file size, parity against PyTorch on the
+reference rows, the held-out figures, and p50/p99 latency for one row and for 1024 rows, each
+scored from a raw DataFrame as a service would (so the ONNX figures include turning columns into
+inputs, and the PyTorch ones ``encode``). By the model's ``task``:
+
+============  ===============================================  ====================  ===================
+task          parity (max over the reference rows)              held-out figures      kept (vs PyTorch)
+============  ===============================================  ====================  ===================
+binary        |P(1) difference|                                 accuracy, ROC AUC     accuracy >= r x
+multiclass    |difference| over every class probability        accuracy, macro       accuracy >= r x
+                                                                ROC AUC (one-vs-rest)
+regression    |prediction difference| / the target's scale     MAE, RMSE             MAE <= 1/r x
+============  ===============================================  ====================  ===================
+
+with r = ``training.int8_min_accuracy_ratio``. The regression scale is the standard deviation of
+the target on the reference rows (the training target's, ``target_std``, when those have none or it
+is 0), so a tolerance means the same for a price in dollars and a rate in percent: parity 1e-4 is a
+difference of one ten-thousandth of the target's spread.
 
 A form is published (logged as ``onnx/model.onnx`` / ``onnx/model.int8.onnx``) only when its
 parity is within tolerance (``training.export_parity_tolerance`` for fp32,
-``training.int8_parity_tolerance`` for INT8) and it keeps ``training.int8_min_accuracy_ratio`` of
-PyTorch's held-out accuracy; otherwise the tag ``driftloop.export.<form>`` says why. Exporting never
-fails a training run: any error is recorded (tag ``driftloop.export.error``) and training goes on.
+``training.int8_parity_tolerance`` for INT8) and it keeps its held-out figure as above; otherwise
+the tag ``driftloop.export.<form>`` says why. Exporting never fails a training run: any error is
+recorded (tag ``driftloop.export.error``) and training goes on.
 """
 from __future__ import annotations
 
@@ -29,9 +43,9 @@ import pandas as pd
 
 from monitor.config import DriftloopConfig
 from monitor.errors import ExportError
-from monitor.onnx_scoring import FORMATS, MANIFEST, OnnxScorer
-from trainer.export import OPSET, features_of, to_int8, to_onnx
-from trainer.metrics import binary_metrics
+from monitor.onnx_scoring import FORMATS, MANIFEST, OUTPUT_TEXT, OnnxScorer
+from trainer.export import OPSET, features_of, task_of, to_int8, to_onnx
+from trainer.metrics import task_metrics
 
 log = logging.getLogger(__name__)
 
@@ -41,15 +55,22 @@ SINGLE_ROW_REPEATS, BATCH_ROWS, BATCH_REPEATS = 200, 1024, 15
 
 @dataclass
 class Form:
-    """One row of the export table."""
+    """One row of the export table; the held-out figures of the task, the others None."""
     name: str                       # "torch", "onnx" or "onnx-int8"
     size_bytes: int
-    parity: float                   # max |score - PyTorch score| on the reference rows
-    accuracy: float
-    roc_auc: float
+    parity: float                   # max |output - PyTorch's| on the reference rows (see the module doc)
+    accuracy: float | None
+    roc_auc: float | None           # multiclass: one-vs-rest macro ROC AUC
     latency_ms: dict[str, float]    # p50_1, p99_1, p50_1024, p99_1024
     published: bool = True
     reason: str = ""                # why not published
+    mae: float | None = None        # regression
+    rmse: float | None = None
+
+    def figures(self) -> dict[str, float]:
+        """The task's held-out figures by name."""
+        return {k: v for k, v in (("accuracy", self.accuracy), ("roc_auc", self.roc_auc), ("mae", self.mae),
+                                  ("rmse", self.rmse)) if v is not None}
 
 
 @dataclass
@@ -58,6 +79,8 @@ class ExportResult:
     manifest: dict[str, Any] = field(default_factory=dict)
     files: dict[str, bytes] = field(default_factory=dict)   # published forms only
     error: str | None = None
+    task: str = "binary"
+    target_scale: float | None = None                       # regression: the parity unit (module doc)
 
     def published(self, name: str) -> Form | None:
         form = self.forms.get(name)
@@ -71,7 +94,8 @@ class ExportResult:
         return {"form": form.name, "size_bytes": form.size_bytes, "p99_1_ms": form.latency_ms["p99_1"]}
 
     def table(self) -> list[dict[str, Any]]:
-        return [asdict(f) for f in self.forms.values()]
+        """One row per form, with the held-out figures of its task only."""
+        return [{k: v for k, v in asdict(f).items() if v is not None} for f in self.forms.values()]
 
 
 def latency(score: Callable[[pd.DataFrame], Any], rows: pd.DataFrame, repeats: int,
@@ -122,6 +146,45 @@ def _quiet_quantizer() -> Iterator[None]:
         root.removeFilter(drop)
 
 
+FIGURES = {"binary": ("accuracy", "roc_auc"), "multiclass": ("accuracy", "roc_auc"), "regression": ("mae", "rmse")}
+
+
+def held_out_figures(task: str, y: np.ndarray, output: np.ndarray, threshold: float) -> dict[str, float]:
+    """The export table's figures (:data:`FIGURES`) of one form's ``output`` (``predict_proba``'s
+    shape) on labels ``y`` (0/1, class indices or values), as the trainer computes them."""
+    figures = task_metrics(task, y, output, threshold)
+    return {k: figures[k] for k in FIGURES[task]}
+
+
+def _form(name: str, size: int, parity: float, figures: dict[str, float], latency_ms: dict[str, float]) -> Form:
+    return Form(name, size, parity, figures.get("accuracy"), figures.get("roc_auc"), latency_ms,
+                mae=figures.get("mae"), rmse=figures.get("rmse"))
+
+
+def target_scale(model: Any, reference: pd.DataFrame, target: str) -> float:
+    """A regression model's parity unit: the target's standard deviation on the reference rows, or
+    the training target's (``target_std``) when those have no spread or no target (module doc)."""
+    if target in reference.columns:
+        values = pd.to_numeric(reference[target], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        values = values[np.isfinite(values)]
+        if len(values) >= 2 and float(values.std()) > 1e-12:
+            return float(values.std())
+    fallback = float(getattr(model, "target_std", 1.0))
+    return fallback if math.isfinite(fallback) and fallback > 1e-12 else 1.0
+
+
+def _manifest(model: Any, cfg: DriftloopConfig, version: str | None, task: str) -> dict[str, Any]:
+    manifest: dict[str, Any] = {"version": version, "model": cfg.model.name, "features": features_of(model),
+                                "task": task, "classes": getattr(model, "classes", None)}
+    if task == "binary":
+        manifest["threshold"] = cfg.model.threshold
+    else:  # the pyfunc's (and OnnxScorer.predict's) prediction column
+        manifest["prediction"] = cfg.model.prediction
+    manifest.update({"opset": OPSET, "inputs": "one 1-D input per feature: float32 (NaN = missing) or string",
+                     "output": OUTPUT_TEXT[task], "formats": {}})
+    return manifest
+
+
 def export_forms(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg: DriftloopConfig, *,
                  version: str | None = None, clock: Callable[[], float] = time.perf_counter) -> ExportResult:
     """Build, check and time the ONNX forms of ``model``; never raises for a model that cannot be
@@ -132,35 +195,36 @@ def export_forms(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg
 
     t, target, threshold = cfg.training, cfg.model.target, cfg.model.threshold
     model = model.cpu().eval()
+    task = task_of(model)
     features = features_of(model)
-    manifest: dict[str, Any] = {"version": version, "model": cfg.model.name, "features": features, "threshold": threshold,
-                "opset": OPSET, "inputs": "one 1-D input per feature: float32 (NaN = missing) or string",
-                "output": "score: P(label = 1), float32 [batch]", "formats": {}}
-    result = ExportResult(manifest=manifest)
+    manifest = _manifest(model, cfg, version, task)
+    result = ExportResult(manifest=manifest, task=task)
+    scale = target_scale(model, reference, target) if task == "regression" else 1.0
+    if task == "regression":
+        result.target_scale = scale
     y = holdout[target].to_numpy()
     with _torch_threads(1):
-        reference_scores = model.predict_proba(reference)
-        torch_scores = model.predict_proba(holdout)
+        reference_output = model.predict_proba(reference)
         buffer = io.BytesIO()
         torch.save(model.state_dict(), buffer)
-        m = binary_metrics(y, torch_scores, threshold)
-        result.forms["torch"] = Form("torch", buffer.getbuffer().nbytes, 0.0, m["accuracy"], m["roc_auc"],
-                                     _latencies(model.predict_proba, holdout, clock))
+        result.forms["torch"] = _form("torch", buffer.getbuffer().nbytes, 0.0,
+                                      held_out_figures(task, y, model.predict_proba(holdout), threshold),
+                                      _latencies(model.predict_proba, holdout, clock))
         try:
             fp32 = to_onnx(model, reference)
             with _quiet_quantizer():
-                built = {"onnx": fp32, "onnx-int8": to_int8(fp32, reference, features)}
+                built = {"onnx": fp32, "onnx-int8": to_int8(fp32, reference, features, task)}
         except ExportError as exc:
             result.error = str(exc)
             return result
         tolerances = {"onnx": t.export_parity_tolerance, "onnx-int8": t.int8_parity_tolerance}
         for name, data in built.items():
             scorer = OnnxScorer(data, manifest)
-            parity = float(np.max(np.abs(scorer.predict(reference) - reference_scores))) if len(reference) else 0.0
-            m = binary_metrics(y, scorer.predict(holdout), threshold)
-            timing = _latencies(scorer.predict, holdout, clock)
-            form = Form(name, len(data), parity, m["accuracy"], m["roc_auc"], timing)
-            form.reason = _refusal(form, result.forms["torch"], tolerances[name], t.int8_min_accuracy_ratio)
+            parity = (float(np.max(np.abs(scorer.predict_proba(reference) - reference_output))) / scale
+                      if len(reference) else 0.0)
+            figures = held_out_figures(task, y, scorer.predict_proba(holdout), threshold)
+            form = _form(name, len(data), parity, figures, _latencies(scorer.predict_proba, holdout, clock))
+            form.reason = _refusal(task, form, result.forms["torch"], tolerances[name], t.int8_min_accuracy_ratio)
             form.published = not form.reason
             result.forms[name] = form
             if form.published:
@@ -169,12 +233,22 @@ def export_forms(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg
     return result
 
 
-def _refusal(form: Form, torch_form: Form, tolerance: float, min_ratio: float) -> str:
+PARITY_TEXT = {"binary": "max |score difference| vs PyTorch",
+               "multiclass": "max |class probability difference| vs PyTorch",
+               "regression": "max |prediction difference| / the target's std vs PyTorch"}
+
+
+def _refusal(task: str, form: Form, torch_form: Form, tolerance: float, min_ratio: float) -> str:
     if not math.isfinite(form.parity) or form.parity > tolerance:
-        return f"parity {form.parity:.3g} exceeds tolerance {tolerance:g} (max |score difference| vs PyTorch)"
-    if form.accuracy < min_ratio * torch_form.accuracy:
-        return (f"held-out accuracy {form.accuracy:.4f} is below {min_ratio:g} x PyTorch's "
-                f"{torch_form.accuracy:.4f}")
+        return f"parity {form.parity:.3g} exceeds tolerance {tolerance:g} ({PARITY_TEXT[task]})"
+    if task == "regression":
+        mae, bar = form.mae, torch_form.mae
+        if mae is not None and bar is not None and not mae <= bar / min_ratio:
+            return f"held-out MAE {mae:.4g} is above PyTorch's {bar:.4g} / {min_ratio:g}"
+        return ""
+    accuracy, bar = form.accuracy, torch_form.accuracy
+    if accuracy is not None and bar is not None and accuracy < min_ratio * bar:
+        return f"held-out accuracy {accuracy:.4f} is below {min_ratio:g} x PyTorch's {bar:.4f}"
     return ""
 
 
@@ -187,7 +261,7 @@ def log_export(result: ExportResult) -> None:
     for name, form in result.forms.items():
         key = name.replace("-", "_")
         metrics.update({f"export_{key}_size_bytes": float(form.size_bytes), f"export_{key}_parity": form.parity,
-                        f"export_{key}_accuracy": form.accuracy, f"export_{key}_roc_auc": form.roc_auc,
+                        **{f"export_{key}_{k}": v for k, v in form.figures().items()},
                         **{f"export_{key}_latency_{k}_ms": v for k, v in form.latency_ms.items()}})
         if name != "torch":
             tags[f"driftloop.export.{name}"] = "published" if form.published else f"refused: {form.reason}"[:4900]
@@ -197,7 +271,10 @@ def log_export(result: ExportResult) -> None:
         for filename, data in result.files.items():
             (Path(tmp) / filename).write_bytes(data)
         (Path(tmp) / MANIFEST).write_text(json.dumps(result.manifest, indent=2))
-        (Path(tmp) / "export.json").write_text(json.dumps({"forms": result.table(), "error": result.error}, indent=2))
+        table: dict[str, Any] = {"task": result.task, "forms": result.table(), "error": result.error}
+        if result.target_scale is not None:
+            table["target_scale"] = result.target_scale
+        (Path(tmp) / "export.json").write_text(json.dumps(table, indent=2))
         mlflow.log_artifacts(tmp, ARTIFACT_DIR)
 
 

@@ -1,18 +1,24 @@
 """A/B on live traffic: the challenger scores the rows the champion served, before any promotion.
 
-The retrain window comes from the store, so each row carries what was served: its score,
-predicted label and the version that scored it. On the rows the current champion served (its
-``model_version``; all rows when no row names a version, as from senders that never did):
+The retrain window comes from the store, so each row carries what was served: its output (score,
+class probabilities or value), predicted label and the version that scored it. On the rows the
+current champion served (its ``model_version``; all rows when no row names a version, as from
+senders that never did), by ``model.task``:
 
-- prediction distribution: the challenger's scores against the served scores, with Evidently's
-  value-drift test on the score (the drift reports' method and style; ``live/prediction_drift.html``);
-- agreement: the share of rows where both predict the same label at ``model.threshold``;
+- output distribution: the challenger's outputs against the served ones with Evidently's drift
+  test (the drift reports' method and style; ``live/prediction_drift.html``): the score (binary),
+  the predicted class (multiclass), the predicted value (regression);
+- closeness: the share of rows where both predict the same label (``agreement``, at
+  ``model.threshold`` for binary), or for regression the mean |difference| of the two predictions
+  (``mean_abs_difference``, target units);
 - on the held-out labelled rows (the challenger never trained on them; the same seeded split
-  picks the same rows as :func:`trainer.data.split` did for the gate), paired accuracy with an
-  exact McNemar test and paired ROC AUC with DeLong's test (monitor/paired.py).
+  picks the same rows as :func:`trainer.data.split` did for the gate), paired tests
+  (monitor/paired.py): accuracy with an exact McNemar test and ROC AUC with DeLong's test (binary),
+  or the one-vs-rest macro ROC AUC with per-class DeLong tests combined (multiclass); MAE with a
+  paired t test on the per-row absolute errors (regression).
 
-The challenger *wins on live traffic* when it is better on accuracy or ROC AUC at significance
-``1 - training.gate_confidence`` and significantly worse on neither. ``training.promote_requires_live_win``
+The challenger *wins on live traffic* when it is better on one of them at significance
+``1 - training.gate_confidence`` and significantly worse on none. ``training.promote_requires_live_win``
 makes that a gate condition.
 """
 from __future__ import annotations
@@ -28,7 +34,9 @@ import numpy as np
 import pandas as pd
 
 from monitor.config import DriftloopConfig
+from monitor.tasks import internal_proba_columns
 from trainer.data import split
+from trainer.metrics import served as served_output_parts
 
 ARTIFACT_DIR = "live"
 
@@ -37,44 +45,66 @@ ARTIFACT_DIR = "live"
 class LiveComparison:
     champion_version: str
     rows: int = 0                         # served rows the challenger scored
-    agreement: float | None = None        # share of rows with the same predicted label
+    agreement: float | None = None        # classifiers: share of rows with the same predicted label
     score_drift_method: str | None = None
-    score_drift: float | None = None      # Evidently's drift score of challenger vs served scores
+    score_drift: float | None = None      # Evidently's drift score of challenger vs served outputs
     score_drifted: bool | None = None
     labelled_rows: int = 0                # held-out labelled rows of the paired tests
     champion_accuracy: float | None = None
     challenger_accuracy: float | None = None
     mcnemar_p: float | None = None
-    champion_roc_auc: float | None = None
+    champion_roc_auc: float | None = None     # multiclass: one-vs-rest macro ROC AUC
     challenger_roc_auc: float | None = None
     delong_p: float | None = None
     unavailable: str | None = None        # why there is no comparison
+    task: str = "binary"
+    mean_abs_difference: float | None = None  # regression: mean |challenger - served prediction|
+    champion_mae: float | None = None
+    challenger_mae: float | None = None
+    paired_t_p: float | None = None       # regression: paired t test of the per-row absolute errors
+
+    def _criteria(self) -> tuple[tuple[str, float | None, float | None, float | None, bool], ...]:
+        """(name, challenger's, champion's, p-value, higher is better) per paired test of the task."""
+        if self.task == "regression":
+            return (("MAE", self.challenger_mae, self.champion_mae, self.paired_t_p, False),)
+        auc = "macro ROC AUC" if self.task == "multiclass" else "ROC AUC"
+        return (("accuracy", self.challenger_accuracy, self.champion_accuracy, self.mcnemar_p, True),
+                (auc, self.challenger_roc_auc, self.champion_roc_auc, self.delong_p, True))
 
     def significant(self, alpha: float) -> tuple[list[str], list[str]]:
         """(where the challenger is significantly better, where significantly worse) at ``alpha``."""
         better: list[str] = []
         worse: list[str] = []
-        for name, ours, theirs, p in (("accuracy", self.challenger_accuracy, self.champion_accuracy, self.mcnemar_p),
-                                      ("ROC AUC", self.challenger_roc_auc, self.champion_roc_auc, self.delong_p)):
+        for name, ours, theirs, p, higher in self._criteria():
             if ours is None or theirs is None or p is None or p >= alpha or ours == theirs:
                 continue
-            (better if ours > theirs else worse).append(f"{name} {ours:.4f} vs {theirs:.4f} (p={p:.3g})")
+            (better if (ours > theirs) == higher else worse).append(f"{name} {ours:.4f} vs {theirs:.4f} (p={p:.3g})")
         return better, worse
+
+    def closeness(self) -> str:
+        """How close the two models' outputs were, for people: agreement, or the mean |difference|."""
+        if self.task == "regression":
+            return f"mean |prediction difference| {_fmt(self.mean_abs_difference)}"
+        return f"agreement {_fmt(self.agreement)}"
 
     def verdict(self, alpha: float) -> tuple[bool, str]:
         """(wins, why) at significance ``alpha``."""
         if self.unavailable:
             return False, f"no live comparison: {self.unavailable}"
         better, worse = self.significant(alpha)
-        summary = (f"on {self.labelled_rows} labelled live rows served by v{self.champion_version} "
-                   f"(agreement {self.agreement:.3f})")
+        summary = f"on {self.labelled_rows} labelled live rows served by v{self.champion_version} ({self.closeness()})"
         if worse:
             return False, f"loses on live traffic: {'; '.join(worse)} {summary}"
         if not better:
-            return False, (f"no significant live win at p<{alpha:g}: accuracy {self.challenger_accuracy} vs "
-                           f"{self.champion_accuracy} (McNemar p={self.mcnemar_p}), ROC AUC {self.challenger_roc_auc} "
-                           f"vs {self.champion_roc_auc} (DeLong p={self.delong_p}) {summary}")
+            tests = {"accuracy": "McNemar", "MAE": "paired t"}
+            found = ", ".join(f"{name} {ours} vs {theirs} ({tests.get(name, 'DeLong')} p={p})"
+                              for name, ours, theirs, p, _ in self._criteria())
+            return False, f"no significant live win at p<{alpha:g}: {found} {summary}"
         return True, f"wins on live traffic: {'; '.join(better)} {summary}"
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
 
 
 def served_rows(window: pd.DataFrame, cfg: DriftloopConfig, champion_version: str) -> pd.Series | str:
@@ -98,37 +128,71 @@ def holdout_rows(recent: pd.DataFrame, cfg: DriftloopConfig) -> np.ndarray:
     labels picks the same rows as :func:`trainer.data.split` did in the retrain."""
     m, t = cfg.model, cfg.training
     indexed = recent[[m.target]].assign(_row=np.arange(len(recent)))
-    _, held = split(indexed, t.holdout_fraction, m.target, t.seed, what="recent window", part="holdout")
+    _, held = split(indexed, t.holdout_fraction, m.target, t.seed, what="recent window", part="holdout",
+                    task=m.task)
     return np.sort(held["_row"].to_numpy())
+
+
+def served_output(window: pd.DataFrame, cfg: DriftloopConfig) -> np.ndarray | str:
+    """What the champion served, shaped like ``predict_proba``'s output (NaN where nothing was
+    served): P(1) (binary), the class probabilities ``__proba_<i>`` (multiclass, rows x classes),
+    the predicted value (regression); or why the window does not say."""
+    m = cfg.model
+    if m.task == "multiclass":
+        columns = internal_proba_columns(m.n_classes)
+        absent = [c for c in columns if c not in window.columns]
+        if absent:
+            return f"the window carries no served class probabilities ({', '.join(absent[:3])} missing)"
+        return np.column_stack([pd.to_numeric(window[c], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+                                for c in columns])
+    return pd.to_numeric(window[m.score], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+
+
+def predicted_labels(output: np.ndarray, task: str, threshold: float) -> np.ndarray:
+    """The label a classifier's output predicts: P(1) above ``threshold``, or the likeliest class."""
+    return served_output_parts(task, output, threshold)[0]
+
+
+def _output_frames(task: str, served: np.ndarray, ours: np.ndarray, column: str,
+                   threshold: float) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """The two sides of the output drift test: a numeric score or value, or the predicted class."""
+    if task == "multiclass":
+        return (pd.DataFrame({column: predicted_labels(served, task, threshold).astype(str)}),
+                pd.DataFrame({column: predicted_labels(ours, task, threshold).astype(str)}), "categorical")
+    return pd.DataFrame({column: served}), pd.DataFrame({column: ours}), "numeric"
 
 
 def compare_live(model: Any, features: pd.DataFrame, window: pd.DataFrame, cfg: DriftloopConfig,
                  champion_version: str, *, paired: np.ndarray | None = None,
                  clock: Callable[[], float] = time.time) -> tuple[LiveComparison, Any]:
     """The comparison and Evidently's snapshot of it (None when unavailable). ``window``: rows as
-    the store returns them (served score, model_version, label where known); ``features``: the
+    the store returns them (served output, model_version, label where known); ``features``: the
     same rows in the same order, ready for the model (the retrain's checked frame, or ``window``).
     ``paired``: positions of the rows for the paired tests (default: every labelled served row)."""
     from monitor.drift import runner
-    from monitor.paired import mcnemar, paired_delong
 
-    out = LiveComparison(champion_version=str(champion_version))
-    mask = served_rows(window, cfg, champion_version)
-    if isinstance(mask, str):
-        out.unavailable = mask
-        return out, None
     m = cfg.model
+    out = LiveComparison(champion_version=str(champion_version), task=m.task)
+    mask = served_rows(window, cfg, champion_version)
+    output = served_output(window, cfg) if not isinstance(mask, str) else mask
+    if isinstance(mask, str) or isinstance(output, str):
+        out.unavailable = str(output)
+        return out, None
     served = mask.to_numpy()
-    served_score = window[m.score].reset_index(drop=True).astype(float).to_numpy()
-    ours = np.full(len(window), np.nan)
+    ours = np.full(output.shape, np.nan)
     ours[served] = model.predict_proba(features[served])
     out.rows = int(served.sum())
-    out.agreement = float(np.mean((ours[served] > m.threshold) == (served_score[served] > m.threshold)))
-    frame_ref, frame_cur = pd.DataFrame({m.score: served_score[served]}), pd.DataFrame({m.score: ours[served]})
-    snapshot, verdicts = runner.run_drift(frame_ref, frame_cur, [runner.ColumnPlan(m.score, "numeric", None)], None,
+    if m.task == "regression":
+        out.mean_abs_difference = float(np.mean(np.abs(ours[served] - output[served])))
+    else:
+        out.agreement = float(np.mean(predicted_labels(ours[served], m.task, m.threshold)
+                                      == predicted_labels(output[served], m.task, m.threshold)))
+    column = m.score if m.task == "binary" else m.prediction
+    frame_ref, frame_cur, kind = _output_frames(m.task, output[served], ours[served], column, m.threshold)
+    snapshot, verdicts = runner.run_drift(frame_ref, frame_cur, [runner.ColumnPlan(column, kind, None)], None,
                                           drift_share=0.5, threshold=None, timestamp=clock(),
                                           metadata={"driftloop.kind": "live A/B", "champion": str(champion_version)})
-    verdict = verdicts.get(m.score)
+    verdict = verdicts.get(column)
     if verdict is not None:
         out.score_drift_method, out.score_drift, out.score_drifted = verdict.method, verdict.score, verdict.drifted
 
@@ -138,14 +202,27 @@ def compare_live(model: Any, features: pd.DataFrame, window: pd.DataFrame, cfg: 
     rows = rows[served[rows] & ~np.isnan(labels[rows])]
     out.labelled_rows = len(rows)
     if len(rows):
-        y, a, b = labels[rows].astype(int), served_score[rows], ours[rows]
-        right_a, right_b = (a > m.threshold) == (y == 1), (b > m.threshold) == (y == 1)
-        out.champion_accuracy, out.challenger_accuracy = float(right_a.mean()), float(right_b.mean())
-        out.mcnemar_p = mcnemar(right_a, right_b).p_value
-        auc = paired_delong(y, a, b)
-        if auc is not None:
-            out.champion_roc_auc, out.challenger_roc_auc, out.delong_p = auc.auc_a, auc.auc_b, auc.p_value
+        _paired_tests(out, labels[rows], output[rows], ours[rows], m.task, m.threshold)
     return out, snapshot
+
+
+def _paired_tests(out: LiveComparison, y: np.ndarray, a: np.ndarray, b: np.ndarray, task: str,
+                  threshold: float) -> None:
+    """Champion (``a``, what it served) against challenger (``b``) on labelled rows ``y``, into ``out``."""
+    from monitor.paired import mcnemar, paired_delong, paired_errors, paired_macro_delong
+
+    if task == "regression":
+        errors = paired_errors(y, a, b)
+        out.champion_mae, out.challenger_mae, out.paired_t_p = errors.mae_a, errors.mae_b, errors.p_value
+        return
+    y = y.astype(np.int64)
+    right_a = predicted_labels(a, task, threshold) == y
+    right_b = predicted_labels(b, task, threshold) == y
+    out.champion_accuracy, out.challenger_accuracy = float(right_a.mean()), float(right_b.mean())
+    out.mcnemar_p = mcnemar(right_a, right_b).p_value
+    auc = paired_macro_delong(y, a, b) if task == "multiclass" else paired_delong(y, a, b)
+    if auc is not None:
+        out.champion_roc_auc, out.challenger_roc_auc, out.delong_p = auc.auc_a, auc.auc_b, auc.p_value
 
 
 def log_live(comparison: LiveComparison, snapshot: Any) -> None:
@@ -173,7 +250,8 @@ def compare_and_log(model: Any, recent: pd.DataFrame, window: pd.DataFrame, cfg:
                                             paired=holdout_rows(recent, cfg))
     except Exception as exc:  # Evidently or a bug: the retrain still decides, without a live win
         logging.getLogger(__name__).warning("live comparison failed: %s", exc, exc_info=True)
-        comparison, snapshot = LiveComparison(str(champion_version), unavailable=f"failed: {exc}"[:500]), None
+        comparison = LiveComparison(str(champion_version), unavailable=f"failed: {exc}"[:500], task=cfg.model.task)
+        snapshot = None
     try:
         log_live(comparison, snapshot)
     except Exception as exc:

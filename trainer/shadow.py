@@ -7,8 +7,9 @@ it calls :func:`hold`, which records the pending shadow on the registered model 
 then hands every check's window to :func:`observe`: rows that arrived after the last counted window
 (after the retrain, for the first; at least ``drift.min_rows`` of them), served by the champion the
 shadow started against, are scored by the challenger and compared with what was served
-(trainer/live.py, paired tests on every labelled one). A window where the challenger is
-significantly worse (``1 - gate_confidence``) ends the shadow: rejected. Otherwise the window
+(trainer/live.py, paired tests on every labelled one, per ``model.task``: accuracy and ROC AUC,
+accuracy and macro ROC AUC, or MAE). A window where the challenger is significantly worse on any of
+them (``1 - gate_confidence``) ends the shadow: rejected. Otherwise the window
 counts; after ``shadow_windows`` of them ``champion`` moves to it, unless the champion changed
 meanwhile (a rollback, another promotion), which cancels the shadow instead. One shadow at a
 time: a newer one replaces an older one.
@@ -109,6 +110,6 @@ def observe(cfg: DriftloopConfig, window: pd.DataFrame, *, clock: Callable[[], f
         if state.seen < state.needed:
             _save(registry, state)
             return (f"shadow v{state.version}: window {state.seen}/{state.needed} counted "
-                    f"({comparison.rows} rows, agreement {comparison.agreement:.3f})")
+                    f"({comparison.rows} rows, {comparison.closeness()})")
         registry.make_champion(state.version)
         return _end(registry, state, f"promoted after {state.needed} live windows beside v{state.champion}")

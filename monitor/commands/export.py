@@ -16,11 +16,13 @@ from monitor.cli import config_from
 @click.pass_context
 def command(ctx: click.Context, version: str, fmt: str, out: str) -> None:
     """Write a registered version's exported ONNX model (model.onnx or model.int8.onnx) and a
-    manifest (feature names and types, threshold, version) into --out.
+    manifest (feature names and types, task, classes, threshold or prediction column, version)
+    into --out.
 
     The forms were built, parity-checked and timed when the version was registered; a form that
     failed its checks was not published and this says why. Score the folder without torch with
-    monitor.onnx_scoring.OnnxScorer.from_dir(OUT, FORMAT).
+    monitor.onnx_scoring.OnnxScorer.from_dir(OUT, FORMAT): its predict returns what the pyfunc
+    returns for the model's task (P(1); class and proba_<class> columns; the value).
     """
     cfg = config_from(ctx)
     from monitor.onnx_scoring import FORMATS, MANIFEST

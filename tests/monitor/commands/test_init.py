@@ -134,3 +134,23 @@ def test_resolve_task_checks_the_chosen_task_against_the_values():
     assert resolve_task(pd.Series(["a", "b", "c"], name="y")).classes == ["a", "b", "c"]
     assert resolve_task(pd.Series([0, 1, 1], name="y"), "multiclass").classes == ["0", "1"]
     assert resolve_task(pd.Series([1.5, 2.5, 3.0], name="y"), "regression").task == "regression"
+
+
+@pytest.mark.slow
+def test_init_then_train_on_a_three_class_file_with_the_models_outputs(tmp_path):
+    """Issue 20's first paragraph, end to end: init on the file as it is, then train from the
+    written config; the registered model is multiclass over the text classes and learnt from the
+    features only."""
+    import mlflow
+
+    from tests.test_own_model import driftloop
+    scored_three_classes(600).to_csv(tmp_path / "reference.csv", index=False)
+    init_out = driftloop(tmp_path, "init", "--data", "reference.csv", "--target", "y_true")
+    assert "Warning: column 'y_pred_proba_dog' looks like a model output" in init_out.stderr
+    trained = driftloop(tmp_path, "train", "--data", "reference.csv", "--epochs", "3", "-q")
+    assert "Registered driftloop-reference v1 (champion) (multiclass)" in trained.stdout, trained.stdout
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'driftloop-data' / 'mlflow.db'}")
+    version = client.get_model_version_by_alias("driftloop-reference", "champion")
+    assert set(yaml.safe_load(version.tags["driftloop.schema"])) == {"f0", "f1", "f2", "colour"}
+    columns = yaml.safe_load(version.tags["driftloop.columns"])
+    assert (columns["task"], columns["classes"]) == ("multiclass", CLASSES)

@@ -7,6 +7,7 @@ import click
 
 from monitor.cli import config_from
 from monitor.commands._training import run_training
+from monitor.tasks import TASKS
 
 
 @click.command("train")
@@ -14,6 +15,8 @@ from monitor.commands._training import run_training
               help="CSV (.csv, .csv.gz) or Parquet file with the feature columns and the target.")
 @click.option("--target", default=None, help="Target column (0/1, a class, or a number; see model.task) "
               "[default: model.target, 'label'].")
+@click.option("--task", type=click.Choice(TASKS), default=None,
+              help="binary, multiclass or regression [default: model.task, else inferred from the target].")
 @click.option("--id", "id_column", default=None, help="Record id column, not a feature [default: model.id, 'id'].")
 @click.option("--ignore", multiple=True, help="A column that is not a feature (repeat for several) [default: model.ignore].")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run from its last checkpoint.")
@@ -21,8 +24,8 @@ from monitor.commands._training import run_training
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @click.pass_context
-def command(ctx: click.Context, data_path: str, target: str | None, id_column: str | None, ignore: tuple[str, ...],
-            resume: bool, epochs: int | None, quiet: bool, as_json: bool) -> None:
+def command(ctx: click.Context, data_path: str, target: str | None, task: str | None, id_column: str | None,
+            ignore: tuple[str, ...], resume: bool, epochs: int | None, quiet: bool, as_json: bool) -> None:
     """Train the baseline model on a file and register it; it becomes champion if there is none.
 
     Without model.task configured, the task is inferred from the target (two values: binary;
@@ -36,7 +39,8 @@ def command(ctx: click.Context, data_path: str, target: str | None, id_column: s
     Exit status 75: interrupted (SIGTERM/SIGINT) after a checkpoint; run again with --resume.
     """
     overrides: dict[str, Any] = {}
-    model = {k: v for k, v in {"target": target, "id": id_column, "ignore": list(ignore) or None}.items() if v}
+    model = {k: v for k, v in {"target": target, "task": task, "id": id_column,
+                               "ignore": list(ignore) or None}.items() if v}
     if model:
         overrides["model"] = model
     training = {k: v for k, v in {"epochs": epochs, "progress": False if quiet else None}.items() if v is not None}
@@ -51,7 +55,8 @@ def command(ctx: click.Context, data_path: str, target: str | None, id_column: s
     if not cfg.model.features_configured:
         # No features configured: the rules of `driftloop init`, recorded with the model version.
         from monitor.dataschema import infer_schema, with_features
-        schema = infer_schema(data, cfg.model.target, id=cfg.model.id, ignore=cfg.model.ignore)
+        schema = infer_schema(data, cfg.model.target, id=cfg.model.id, ignore=cfg.model.ignore,
+                              classes=cfg.model.classes)
         inferred = schema.features
         model_cfg = cfg.model.model_copy(update={"ignore": [*cfg.model.ignore, *(c.name for c in schema.left_out)]})
         cfg = cfg.model_copy(update={"model": with_features(model_cfg, [f.spec() for f in inferred])})

@@ -129,6 +129,14 @@ def test_the_task_per_target(tmp_path, capsys):
     assert code != 0 and "a binary target has two" in err
 
 
+def test_train_takes_the_same_task_flag(tmp_path, capsys, monkeypatch):
+    """`driftloop train --task` is checked against the target as init's is, before any training."""
+    monkeypatch.chdir(tmp_path)
+    pd.DataFrame({"x": np.arange(40.0), "kind": ["a", "b"] * 20}).to_csv("t.csv", index=False)
+    assert main(["train", "--data", "t.csv", "--target", "kind", "--task", "regression"]) != 0
+    assert capsys.readouterr().err.startswith("Error: target 'kind' holds values that are not numbers")
+
+
 def test_resolve_task_checks_the_chosen_task_against_the_values():
     assert resolve_task(pd.Series([0, 1, 1], name="y")).classes is None
     assert resolve_task(pd.Series(["a", "b", "c"], name="y")).classes == ["a", "b", "c"]

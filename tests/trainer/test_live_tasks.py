@@ -127,3 +127,27 @@ def test_a_regression_shadow_is_judged_on_mae(tmp_path, mlflow_template):
     assert rejected.startswith("shadow v2: rejected: worse than v1 on live traffic: MAE")
     with reg.session(cfg):
         assert reg.Registry(cfg).alias_version(reg.CHAMPION) == "1"
+
+
+def test_a_multiclass_retrain_must_win_on_the_traffic_its_champion_served(tmp_path, mlflow_template):
+    """Through the real retrain: a store window (class indices, served probabilities) of a new
+    concept; the challenger is promoted only with a live win, recorded on its run."""
+    import json
+
+    from mlflow import MlflowClient
+
+    from trainer import train_baseline
+    from trainer.registry import load_champion
+    from trainer.retraining import retrain
+    cfg = task_config(tmp_path / "home", "multiclass", mlflow_template,
+                      training={**FAST, "export_onnx": False, "promote_requires_live_win": True})
+    train_baseline(cfg, ROWS["multiclass"](1500, seed=1, names=True))
+    window = served_by(cfg, load_champion(cfg).model, ROWS["multiclass"](1500, seed=5, shift=True))
+    out = retrain(cfg, window, trigger="alert")
+    assert out.outcome == "promoted", out.reasons
+    assert any(r.startswith("wins on live traffic: accuracy") for r in out.reasons)
+    comparison = json.loads(open(MlflowClient(cfg.tracking_uri).download_artifacts(
+        out.run_id, "live/comparison.json", str(tmp_path))).read())
+    assert comparison["task"] == "multiclass" and comparison["rows"] == 1500
+    assert comparison["labelled_rows"] == out.metrics["holdout_rows"]   # the gate's held-out rows
+    assert comparison["challenger_roc_auc"] > comparison["champion_roc_auc"] and comparison["agreement"] < 0.7

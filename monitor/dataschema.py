@@ -72,6 +72,7 @@ class LeftOut:
 class InferredSchema:
     features: list[InferredFeature]
     left_out: list[LeftOut]
+    kept_outputs: tuple[str, ...] = ()  # features that look like a model's outputs, kept as asked
 
 
 def _values_note(series: pd.Series, limit: int = 5) -> str:
@@ -281,7 +282,9 @@ def infer_schema(data: pd.DataFrame, target: str, *, id: str | None = "id",
         raise DataError(f"the data has no column(s) {', '.join(absent)} (has: {', '.join(columns[:20])})")
     sample = data if len(data) <= SAMPLE_ROWS else data.sample(SAMPLE_ROWS, random_state=0)
     skip = {target, id, *ignore}
-    outputs = model_outputs(sample, [c for c in columns if c not in skip and c not in keep], classes)
+    flagged = model_outputs(sample, [c for c in columns if c not in skip], classes)
+    outputs = [c for c in flagged if c.name not in keep]
+    kept = {c.name for c in flagged if c.name in keep}  # a feature as asked; its note says what it looks like
     skip |= {c.name for c in outputs}
     found, problems = [], []
     left_out: list[LeftOut] = list(outputs)
@@ -304,6 +307,8 @@ def infer_schema(data: pd.DataFrame, target: str, *, id: str | None = "id",
             problems.append(f"column {name!r} is not usable as a feature name (letters, digits and _, not "
                             f"starting with a digit); rename it or pass --ignore {name}")
             continue
+        if name in kept:
+            result = InferredFeature(name, result.type, f"{result.note}; looks like a model output, kept by --keep")
         found.append(result)
     if not found and not problems:
         dropped = f" ({', '.join(f'{c.name}: {c.why}' for c in left_out)})" if left_out else ""
@@ -311,7 +316,7 @@ def infer_schema(data: pd.DataFrame, target: str, *, id: str | None = "id",
     if problems:
         raise DataError("; ".join(problems))
     left_out.sort(key=lambda c: columns.index(c.name))  # file order, as the features
-    return InferredSchema(found, left_out)
+    return InferredSchema(found, left_out, tuple(f.name for f in found if f.name in kept))
 
 
 def with_features(model: ModelConfig, features: list[FeatureSpec]) -> ModelConfig:

@@ -142,6 +142,8 @@ def command(data_path: str, target: str, task: str | None, id_column: str | None
                                  and inferred.classes else "")
     click.echo(f"Wrote {out}: model {model_name!r}, {what}, target {target!r}, {kinds['numeric']} numeric and "
                f"{kinds['categorical']} categorical feature(s). Next: driftloop train --data {data_path}")
+    for name in schema.kept_outputs:
+        click.echo(f"Warning: column {name!r} looks like a model output; kept as a feature (--keep)", err=True)
     for c in left_out:
         if c.kind == Omission.MODEL_OUTPUT:
             click.echo(f"Warning: column {c.name!r} looks like {c.why}: left out of the features (listed under "

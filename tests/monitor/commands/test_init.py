@@ -66,6 +66,8 @@ def test_three_classes_with_the_models_probabilities_beside_them(tmp_path, capsy
     model = written(tmp_path)
     assert "y_pred_proba_cat" in [f["name"] for f in model["features"]]
     assert "y_pred_proba_cat" not in model["ignore"] and "--keep y_pred_proba_cat" not in err
+    assert "Warning: column 'y_pred_proba_cat' looks like a model output; kept as a feature (--keep)" in err
+    assert "looks like a model output, kept by --keep" in (tmp_path / "driftloop.yaml").read_text()
 
 
 def test_unnamed_probabilities_are_found_by_their_sum_and_one_hot_columns_are_not(tmp_path, capsys):

@@ -1,8 +1,8 @@
 """Data and models for estimating multiclass and regression performance (tests and
 bench/bench_estimation.py): features where a covariate shift moves the inputs and leaves
 ``P(y | x)`` alone, a 6-class target and a regression target with noise that depends on the
-inputs, a small PyTorch MLP for each, and scored frames shaped as the store returns windows and as
-the trainer saves a reference sample (monitor.tasks).
+inputs, the trainer's model for each (trained as ``driftloop train`` trains it), and scored frames
+shaped as the store returns windows and as the trainer saves a reference sample (monitor.tasks).
 
 Features: numeric ``x0``..``x5`` (standard normal), categorical ``region``. ``shift`` moves x0 by
 ``shift``, widens x1 by ``1 + 0.5 shift``, moves x2 by ``-0.6 shift`` and region's mix from
@@ -10,11 +10,14 @@ Features: numeric ``x0``..``x5`` (standard normal), categorical ``region``. ``sh
 """
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import torch
-from torch import nn
 
+from monitor.config import DriftloopConfig, load_config
 from monitor.tasks import internal_proba_columns
 
 K = 6
@@ -72,62 +75,59 @@ def regression_data(n: int, seed: int, shift: float = 0.0, noise: float = 1.0) -
     return frame
 
 
-class Mlp:
-    """A small MLP trained with Adam as the trainer trains: standardised numbers, one-hot region."""
-
-    def __init__(self, data: pd.DataFrame, task: str, epochs: int = 25, seed: int = 0):
-        torch.manual_seed(seed)
-        num = data[NUMERIC].to_numpy(np.float32)
-        self.mu, self.sd = num.mean(axis=0), num.std(axis=0)
-        x = self._design(data)
-        self.task = task
-        y = torch.tensor(data["label"].to_numpy())
-        self.y_mean, self.y_sd = (float(y.double().mean()), float(y.double().std())) if task == "regression" else (0, 1)
-        target = y if task == "multiclass" else ((y.double() - self.y_mean) / self.y_sd).float()
-        self.net = nn.Sequential(nn.Linear(x.shape[1], 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(),
-                                 nn.Linear(64, K if task == "multiclass" else 1))
-        opt = torch.optim.Adam(self.net.parameters(), lr=1e-3)
-        for _ in range(epochs):
-            for batch in torch.randperm(len(x)).split(256):
-                out = self.net(x[batch])
-                loss = (nn.functional.cross_entropy(out, target[batch]) if task == "multiclass"
-                        else nn.functional.mse_loss(out[:, 0], target[batch]))
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-        self.net.eval()
-
-    def _design(self, data: pd.DataFrame) -> torch.Tensor:
-        num = (data[NUMERIC].to_numpy(np.float32) - self.mu) / self.sd
-        onehot = np.stack([(data["region"] == r).to_numpy(np.float32) for r in REGIONS], axis=1)
-        return torch.tensor(np.hstack([num, onehot]))
-
-    def predict(self, data: pd.DataFrame) -> np.ndarray:
-        with torch.no_grad():
-            out = self.net(self._design(data)).double()
-        return torch.softmax(out, dim=1).numpy() if self.task == "multiclass" else out[:, 0].numpy() * self.y_sd + self.y_mean
+def config(task: str, home: Path, **training: Any) -> DriftloopConfig:
+    """A configuration of this schema's ``task`` model (multiclass: ``CLASSES``)."""
+    model: dict[str, Any] = {"name": task[:2], "task": task, "features": FEATURES}
+    if task == "multiclass":
+        model["classes"] = CLASSES
+    return load_config(path=None, environ={}, overrides={"home": str(home), "model": model, "training": training})
 
 
-def scored_multiclass(model: Mlp, frame: pd.DataFrame, window: bool = True, labelled: float = 1.0) -> pd.DataFrame:
-    """The store's shape: class indices, the served class's probability, ``__proba_<i>``."""
-    proba = model.predict(frame)
+def trained(cfg: DriftloopConfig, data: pd.DataFrame) -> Any:
+    """The trainer's model (trainer.build: the default MLP, its loss per task) fitted on 80 % of
+    ``data`` with early stopping on the rest, on one thread, as ``driftloop train`` fits it."""
+    from trainer.build import build_model
+    from trainer.loop import LoopConfig
+    from trainer.runs import fit_frames
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        cut = int(0.8 * len(data))
+        model = build_model(cfg, data.iloc[:cut])
+        fit_frames(model, data.iloc[:cut], data.iloc[cut:], cfg.model.target, LoopConfig.from_training(cfg.training),
+                   checkpoint_path=cfg.home / f"estimation-{cfg.model.name}.pt", resume=False)
+    finally:
+        torch.set_num_threads(threads)
+    return model
+
+
+def reference(cfg: DriftloopConfig, model: Any, held_out: pd.DataFrame) -> pd.DataFrame:
+    """The reference sample exactly as the trainer saves it with the champion."""
+    from trainer.baseline_training import reference_sample
+    return reference_sample(cfg.model_copy(update={"training": cfg.training.model_copy(
+        update={"reference_sample": len(held_out)})}), held_out, model=model, seed=0)
+
+
+def scored_multiclass(model: Any, frame: pd.DataFrame, labelled: float = 1.0) -> pd.DataFrame:
+    """A store window (monitor.tasks): the served class's index and probability, ``__proba_<i>``,
+    an Int64 label (class index) kept on a ``labelled`` share of rows."""
+    proba = model.predict_proba(frame)
     out = frame.copy()
     served = proba.argmax(axis=1)
     out["score"] = proba[np.arange(len(out)), served]
     for column, values in zip(internal_proba_columns(K), proba.T):
         out[column] = values
-    if window:
-        out["prediction"] = pd.array(served, dtype="Int64")
-        label = pd.array(out["label"].to_numpy(), dtype="Int64")
-        label[np.random.default_rng(1).uniform(size=len(out)) >= labelled] = pd.NA
-        out["label"] = label
+    out["prediction"] = pd.array(served, dtype="Int64")
+    label = pd.array(out["label"].to_numpy(), dtype="Int64")
+    label[np.random.default_rng(1).uniform(size=len(out)) >= labelled] = pd.NA
+    out["label"] = label
     return out
 
 
-def scored_regression(model: Mlp, frame: pd.DataFrame, window: bool = True, labelled: float = 1.0) -> pd.DataFrame:
+def scored_regression(model: Any, frame: pd.DataFrame, labelled: float = 1.0) -> pd.DataFrame:
+    """A store window: the predicted value as score and prediction, the label on a ``labelled`` share."""
     out = frame.copy()
-    out["score"] = model.predict(frame)
-    if window:
-        out["prediction"] = out["score"]
-        out["label"] = out["label"].mask(np.random.default_rng(1).uniform(size=len(out)) >= labelled)
+    out["score"] = model.predict_proba(frame)
+    out["prediction"] = out["score"]
+    out["label"] = out["label"].mask(np.random.default_rng(1).uniform(size=len(out)) >= labelled)
     return out

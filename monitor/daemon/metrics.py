@@ -19,7 +19,18 @@ from monitor.daemon.incidents import REASONS
 
 log = logging.getLogger(__name__)
 
-ALERT_REASONS = ("accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate", "drift")  # policy reasons
+ALERT_REASONS = ("accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate", "drift")  # binary's policy reasons
+# The policy's reasons per task (monitor.config.RULE_METRIC_TASKS), so a model's series are its own
+# metrics; a per-class rule adds its key (recall[night]), bounded by alerts.rules.
+TASK_ALERT_REASONS = {"binary": ALERT_REASONS,
+                      "multiclass": ("accuracy", "roc_auc", "macro_f1", "weighted_f1", "drift"),
+                      "regression": ("mae", "rmse", "mape", "r2", "drift")}
+_NOT_METRICS = ("alertmanager", "schedule", "manual")  # incident reasons of every task
+
+
+def alert_reasons(task: str, rule_keys: Iterable[str] = ()) -> tuple[str, ...]:
+    reasons = TASK_ALERT_REASONS.get(task, ALERT_REASONS)
+    return reasons + tuple(k for k in rule_keys if k not in reasons)
 
 
 def _gauge(name: str, doc: str, labels: list[str], samples: Iterable[tuple[list[str], float]]) -> GaugeMetricFamily:
@@ -77,11 +88,13 @@ class DaemonCollector:
         yield _gauge("driftloop_model_check_state", "1 for the state of the latest check (ok, no_champion, empty, error)",
                      ["model", "state"], [([m, s], 1.0 if s == status else 0.0) for s in STATUSES] if status else [])
         verdict = report.verdict if report else None
+        cfg = self._ctl.cfg
         if verdict is not None:
             firing = set(verdict.firing)
+            reasons = alert_reasons(cfg.model.task, (r.key for r in cfg.alerts.rules if r.class_name))
             yield _gauge("driftloop_model_alert_firing",
                          "1 while the daemon's alert policy sees a sustained breach, per reason",
-                         ["model", "reason"], [([m, r], 1.0 if r in firing else 0.0) for r in ALERT_REASONS])
+                         ["model", "reason"], [([m, r], 1.0 if r in firing else 0.0) for r in reasons])
             yield from _rule_families(m, verdict.rules)
             if verdict.segment_breaches or self._ctl.cfg.model.segments:
                 breached = {b.segment for b in verdict.segment_breaches}
@@ -96,10 +109,15 @@ class DaemonCollector:
         versions = self._ctl.last_versions or {}
         yield _gauge("driftloop_model_version_rows", "Predictions in the latest window, by the version that scored them",
                      ["model", "version"], [([m, v], float(d["rows"])) for v, d in versions.items()])
-        yield _gauge("driftloop_model_version_accuracy",
-                     "Accuracy of the latest window's labelled rows, by the version that scored them",
-                     ["model", "version"],
-                     [([m, v], d["accuracy"]) for v, d in versions.items() if d.get("accuracy") is not None])
+        if cfg.model.task == "regression":
+            yield _gauge("driftloop_model_version_mae",
+                         "Mean absolute error of the latest window's labelled rows, by the version that scored them",
+                         ["model", "version"], [([m, v], d["mae"]) for v, d in versions.items() if d.get("mae") is not None])
+        else:
+            yield _gauge("driftloop_model_version_accuracy",
+                         "Accuracy of the latest window's labelled rows, by the version that scored them",
+                         ["model", "version"],
+                         [([m, v], d["accuracy"]) for v, d in versions.items() if d.get("accuracy") is not None])
 
     def _from_store(self, m: str) -> Iterable[Metric]:
         ctl = self._ctl
@@ -130,9 +148,14 @@ class DaemonCollector:
             if key in level:
                 yield _gauge(metric, "The reference level of good performance that recovery is judged against "
                              "(the higher of it and the champion's baseline is the bar)", ["model"], [([m], level[key])])
+        if "reference_mae" in level:
+            yield _gauge("driftloop_model_reference_mae", "Regression: the reference level of the MAE that recovery is "
+                         "judged against (the lowest MAE the loop has reached; the lower of it and the champion's "
+                         "baseline MAE is the bar)", ["model"], [([m], level["reference_mae"])])
         by_reason = ctl.incidents.totals_by_reason()
         incidents = CounterMetricFamily("driftloop_incidents", "Incidents opened, by reason", labels=["model", "reason"])
-        for reason in REASONS:
+        task_reasons = alert_reasons(ctl.cfg.model.task) + _NOT_METRICS
+        for reason in [r for r in REASONS if r in task_reasons or by_reason.get(r)] + sorted(set(by_reason) - set(REASONS)):
             incidents.add_metric([m, reason], by_reason.get(reason, 0))
         yield incidents
         by_outcome = ctl.attempts.totals_by_outcome()

@@ -5,8 +5,10 @@ from typing import Any
 
 from monitor.daemon.checks import CheckOutcome
 from monitor.daemon.policy import Breach
-from monitor.daemon.segment_view import render_worst
+from monitor.daemon.segment_view import aggregate_bar, render_worst
 from monitor.daemon.status import iso
+from monitor.daemon.task_view import class_rows, estimated_rows, realised_rows, task_of
+from monitor.tasks import LOWER_IS_BETTER
 
 
 def _f(x: Any, spec: str = ".4f") -> str:
@@ -31,37 +33,50 @@ def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_label
     if r is None:
         lines.append(outcome.message)
         return "\n".join(lines)
-    breached = {b.reason: b for b in breaches or [] if not b.estimated}
-    lines += ["", f"{'metric':<10} {'live':>8} {'CI':>18} {'baseline':>9} {'drop':>8}  verdict"]
-    for name, live, ci, base in (("accuracy", r.accuracy, r.accuracy_ci, r.baseline_accuracy),
-                                 ("roc_auc", r.roc_auc, r.roc_auc_ci, r.baseline_roc_auc)):
-        drop = base - live if live is not None and base is not None else None
+    d = r.to_dict()
+    task = task_of(d)
+    breached = {b.key: b for b in breaches or [] if not b.estimated}
+    w = 11 if task == "multiclass" else 10  # weighted_f1
+    lines += ["", f"{'metric':<{w}} {'live':>8} {'CI':>18} {'baseline':>9} {'worse' if task == 'regression' else 'drop':>8}"
+              "  verdict"]
+    for name, live, ci, base, change in realised_rows(d):
+        lower = name in LOWER_IS_BETTER
         if breaches is None:
             verdict = f"not judged: {outcome.labelled_rows} < {min_labels} labels"
         elif name in breached:
-            verdict = f"BREACH (drop >= {breached[name].threshold:g})"
+            verdict = f"BREACH ({'rise' if lower else 'drop'} >= {breached[name].threshold:g})"
         else:
             verdict = "ok" if live is not None else "undefined"
-        lines.append(f"{name:<10} {_f(live):>8} {_ci(ci):>18} {_f(base):>9} {_f(drop):>8}  {verdict}")
+        shown = "-" if change is None else format(change, "+.1%") if lower else _f(change)
+        lines.append(f"{name:<{w}} {_f(live):>8} {_ci(ci):>18} {_f(base):>9} {shown:>8}  {verdict}")
+    table = {name for name, *_ in realised_rows(d)}
     lines += [f"{'rule':<10} BREACH {b.describe()} (alerts.rules)" for b in breaches or []
-              if b.reason not in ("accuracy", "roc_auc")]
-    lines += ["", f"{'estimated':<10} {'value':>8} {'band':>18}   (from the scores alone, all {r.estimated_rows} rows)"]
-    for name, est, band in (("accuracy", r.estimated_accuracy, r.estimated_accuracy_ci),
-                            ("roc_auc", r.estimated_roc_auc, r.estimated_roc_auc_ci),
-                            ("precision", r.estimated_precision, None), ("recall", r.estimated_recall, None),
-                            ("f1", r.estimated_f1, None)):
+              if b.key not in table]
+    if task == "multiclass":
+        lines += ["", f"{'class':<16} {'precision':>9} {'recall':>8} {'baseline':>9}  (recall: share of the class's "
+                  "labelled rows served that class)"]
+        for c, p, rc, base in class_rows(d):
+            marks = [m for m in ("precision", "recall") if f"{m}[{c}]" in breached]
+            lines.append(f"{c:<16} {_f(p):>9} {_f(rc):>8} {_f(base):>9}" + (f"  BREACH {', '.join(marks)}" if marks else ""))
+    where = "from the scores alone" if task != "regression" else "direct loss estimation, no labels"
+    lines += ["", f"{'estimated':<10} {'value':>8} {'band':>18}   ({where}, all {r.estimated_rows} rows)"]
+    for name, est, band in estimated_rows(d):
         lines.append(f"{name:<10} {_f(est):>8} {_ci(band):>18}")
     if r.estimation_error is not None:
         lines.append(f"realised - estimated accuracy on the labelled rows: {r.estimation_error:+.4f}")
-    lines += ["", f"at threshold: precision {_f(r.precision)}, recall {_f(r.recall)}, f1 {_f(r.f1)} (labelled rows); "
-              f"served positive rate {_f(r.predicted_positive_rate)}"]
+    if task == "binary":
+        lines += ["", f"at threshold: precision {_f(r.precision)}, recall {_f(r.recall)}, f1 {_f(r.f1)} (labelled rows); "
+                  f"served positive rate {_f(r.predicted_positive_rate)}"]
     if r.segments:
-        lines += [""] + render_worst([x.to_dict() for x in r.segments], r.baseline_accuracy, n=10)
+        lines += [""] + render_worst([x.to_dict() for x in r.segments], aggregate_bar(d), n=10)
     lines += ["", f"drift share {_f(r.drift_share, '.2f')} (dataset drift at >= {_f(r.drift_share_threshold, '.2f')}): "
               + ("DRIFT" if r.dataset_drift else "no dataset drift"),
               f"{'feature':<16} {'method':<16} {'score':>10} {'threshold':>10}  drifted"]
-    for f in list(r.features) + [r.prediction_drift]:
-        name = f.name if f is not r.prediction_drift else f"{f.name} (prediction)"
+    suffix = {id(r.prediction_drift): " (prediction)", **{id(f): " (output)" for f in r.output_drift}}
+    if r.label_drift is not None:
+        suffix[id(r.label_drift)] = " (labels)"
+    for f in list(r.features) + [r.prediction_drift] + list(r.output_drift) + ([r.label_drift] if r.label_drift else []):
+        name = f.name + suffix.get(id(f), "")
         mark = "YES" if f.drifted else ("skipped: " + f.skipped if f.skipped else "no")
         lines.append(f"{name:<16} {f.method or '-':<16} {_f(f.score):>10} {_f(f.threshold):>10}  {mark}")
     gaps = [(name, ratio, r.reference_missing_ratio.get(name)) for name, ratio in r.missing_ratio.items()

@@ -9,7 +9,8 @@ from typing import Any, Callable
 from monitor.daemon.attempts import AttemptStore
 from monitor.daemon.checklog import CheckLog
 from monitor.daemon.incidents import IncidentStore
-from monitor.daemon.segment_view import render_worst, worst_segments
+from monitor.daemon.segment_view import aggregate_bar, render_worst, worst_segments
+from monitor.daemon.task_view import SUMMARY_KEYS, class_rows, estimated_rows, realised_rows, task_of
 
 _TIME_KEYS = ("ts", "opened_at", "updated_at", "resolved_at", "started_at", "finished_at", "window_start", "window_end",
               "change_ts")
@@ -32,13 +33,13 @@ def _check_summary(row: dict[str, Any] | None) -> dict[str, Any] | None:
     for key in ("accuracy_ci", "roc_auc_ci", "versions", "other_version_rows", "change", "change_ts",
                 "precision", "recall", "f1", "predicted_positive_rate", "estimated_rows", "estimated_accuracy",
                 "estimated_accuracy_ci", "estimated_roc_auc", "estimated_roc_auc_ci", "estimated_precision",
-                "estimated_recall", "estimated_f1", "estimation_error"):
+                "estimated_recall", "estimated_f1", "estimation_error", "task", *SUMMARY_KEYS[task_of(result)]):
         if key in result:
             row[key] = result[key]
     segments = result.get("segments") or []
     if segments:
         row["segments_total"] = len(segments)
-        row["worst_segments"] = worst_segments(segments, row.get("baseline_accuracy"))
+        row["worst_segments"] = worst_segments(segments, aggregate_bar(result))
     if row.get("status") == "ok" and row.get("verdict") is None:
         row["verdict"] = "judging"  # recorded before its verdict (a store written by an older release)
     return _times(row)
@@ -71,8 +72,31 @@ def _level(levels: Any) -> dict[str, Any] | None:
     if not found:
         return None
     version = found.get("reference_version")
-    return {"accuracy": found.get("reference_accuracy"), "roc_auc": found.get("reference_roc_auc"),
+    mae = {"mae": found["reference_mae"]} if found.get("reference_mae") is not None else {}
+    return {"accuracy": found.get("reference_accuracy"), "roc_auc": found.get("reference_roc_auc"), **mae,
             "set_by_version": str(int(version)) if version is not None and float(version).is_integer() else version}
+
+
+def _task_lines(c: dict[str, Any]) -> list[str]:
+    """The last check's figures by their names, per task (binary: accuracy and ROC AUC as ever)."""
+    task = task_of(c)
+    lines = []
+    for name, live, ci, base, _ in realised_rows(c):
+        band = f" [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci and task != "binary" else ""
+        lines.append(f"  {name:<10} {_fmt(live)}{band} (baseline {_fmt(base)})")
+    if task == "multiclass":
+        per_class = class_rows(c)
+        if per_class:
+            lines.append("  recall     " + ", ".join(f"{k} {_fmt(r, '.3f')}" for k, _, r, _ in per_class)
+                         + " (per class)")
+    (head, value, est_band), *others = estimated_rows(c)
+    if value is not None:
+        lo, hi = est_band or (None, None)
+        rest = others[:1] if task == "binary" else [o for o in others if o[1] is not None]
+        where = "from the scores alone" if task != "regression" else "direct loss estimation"
+        lines.append(f"  estimated  {head} {_fmt(value)} [{_fmt(lo)}, {_fmt(hi)}]"
+                     + "".join(f", {name} {_fmt(est)}" for name, est, _ in rest) + f" ({where})")
+    return lines
 
 
 def _fmt(x: Any, spec: str = ".4f") -> str:
@@ -90,12 +114,7 @@ def render_status(s: dict[str, Any]) -> str:
         lines.append(f"last check   {c['ts']}  {c['status']}  {c.get('message') or ''}".rstrip())
         if c["status"] == "ok":
             lines.append(f"  window     {c['window_rows']} rows, {c['labelled_rows']} labelled")
-            lines.append(f"  accuracy   {_fmt(c.get('accuracy'))} (baseline {_fmt(c.get('baseline_accuracy'))})")
-            lines.append(f"  roc_auc    {_fmt(c.get('roc_auc'))} (baseline {_fmt(c.get('baseline_roc_auc'))})")
-            if c.get("estimated_accuracy") is not None:
-                band = c.get("estimated_accuracy_ci") or [None, None]
-                lines.append(f"  estimated  accuracy {_fmt(c.get('estimated_accuracy'))} [{_fmt(band[0])}, "
-                             f"{_fmt(band[1])}], roc_auc {_fmt(c.get('estimated_roc_auc'))} (from the scores alone)")
+            lines += _task_lines(c)
             if c.get("precision") is not None or c.get("recall") is not None:
                 lines.append(f"  at thresh  precision {_fmt(c.get('precision'))}, recall {_fmt(c.get('recall'))}, "
                              f"f1 {_fmt(c.get('f1'))}")
@@ -107,14 +126,15 @@ def render_status(s: dict[str, Any]) -> str:
                     f"v{v}: {d['rows']} rows, accuracy {_fmt(d.get('accuracy'))}" for v, d in others.items())
                     + " (not judged against the champion)")
             if c.get("worst_segments"):
-                lines += render_worst(c["worst_segments"], c.get("baseline_accuracy"), indent="  ",
+                lines += render_worst(c["worst_segments"], aggregate_bar(c), indent="  ",
                                       total=c.get("segments_total"))
             if c.get("verdict"):
                 lines.append(f"  verdict    {c['verdict']}")
     level = s.get("reference_level")
     if level:
-        lines.append(f"reference    accuracy {_fmt(level.get('accuracy'))}, roc_auc {_fmt(level.get('roc_auc'))} "
-                     f"(set by v{level.get('set_by_version')}; recovery is judged against it)")
+        what = (f"mae {_fmt(level.get('mae'))}" if level.get("mae") is not None and level.get("accuracy") is None
+                else f"accuracy {_fmt(level.get('accuracy'))}, roc_auc {_fmt(level.get('roc_auc'))}")
+        lines.append(f"reference    {what} (set by v{level.get('set_by_version')}; recovery is judged against it)")
     lines.append(f"incidents    {len(s['open_incidents'])} open")
     for i in s["open_incidents"]:
         flag = "  ESCALATED" if i.get("escalated") else ""

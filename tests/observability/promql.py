@@ -41,6 +41,16 @@ def iter_panels(panels: list[dict]) -> Iterator[dict]:
         yield from iter_panels(panel.get("panels", []))  # collapsed rows keep their panels inside
 
 
+# Rows of model-health.json whose panels only a model of that task has series for.
+TASK_ROWS = {"multiclass": "Multiclass models", "regression": "Regression models"}
+
+
+def task_panels(dash: dict) -> dict[str, list[dict]]:
+    """The panels inside each task's row (collapsed rows keep their panels inside), by task."""
+    rows = {p["title"]: p for p in dash.get("panels", []) if p["type"] == "row"}
+    return {task: list(rows[title].get("panels", [])) for task, title in TASK_ROWS.items() if title in rows}
+
+
 def dashboard_queries(name: str, dash: dict) -> list[Query]:
     """Every Prometheus expression of a dashboard: panel targets and annotations."""
     out = []

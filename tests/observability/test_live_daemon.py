@@ -21,16 +21,20 @@ from monitor.client import DriftloopClient
 from tests.conftest import free_port
 from tests.observability.live import (empty_queries, entrypoint_script, query_range, rule_selectors_without_data,
                                       start_alertmanager_like_ours, start_like_ours, wait_rules_evaluated)
-from tests.observability.promql import load_dashboards, load_rules
+from tests.observability.promql import load_dashboards, load_rules, task_panels
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
 TOKEN = "test-token-0123456789"
 TRAFFIC_ROWS = 1500  # above drift.min_labels (1000): performance alerts are allowed to fire
-# Simulated GPUs raise no XID events; test_live_gpu.py covers XIDs with the fake NVML backend.
-NO_DATA_HERE = {"gpu-fleet.json": {"XID errors"}}
-NOT_HERE_RULES = {"DriftloopGpuXidErrors"}
+# Simulated GPUs raise no XID events; test_live_gpu.py covers XIDs with the fake NVML backend. The
+# loop's model is binary: the multiclass and regression panels and the MAE alert have their series
+# in test_task_dashboards.py.
+NO_DATA_HERE = {"gpu-fleet.json": {"XID errors"},
+                "model-health.json": {p["title"] for panels in task_panels(load_dashboards()["model-health.json"]).values()
+                                      for p in panels}}
+NOT_HERE_RULES = {"DriftloopGpuXidErrors", "DriftloopModelMaeRise"}
 
 PREPARE = """
 import sys

@@ -16,7 +16,7 @@ SEVERITIES = {"critical", "warning", "info"}
 TEAMS = {"ml", "infra"}
 COMPONENTS = {"model", "pipeline", "ingest", "gpu", "service"}
 # Incident reasons the daemon knows for alert-driven incidents (docs/CONTRACTS.md, driftloop_incidents_total).
-MODEL_REASONS = {"accuracy", "roc_auc", "drift"}
+MODEL_REASONS = {"accuracy", "roc_auc", "mae", "drift"}
 
 
 def _by_name(name: str) -> dict:
@@ -98,7 +98,10 @@ def test_model_thresholds_are_the_daemon_defaults():
     auc = _flat(_by_name("DriftloopModelRocAucDrop")["expr"])
     assert f"(driftloop_model_baseline_accuracy - driftloop_model_accuracy) >= {alerts.accuracy_drop}" in acc
     assert f"(driftloop_model_baseline_roc_auc - driftloop_model_roc_auc) >= {alerts.auc_drop}" in auc
-    for expr in (acc, auc):
+    mae = _flat(_by_name("DriftloopModelMaeRise")["expr"])
+    assert ("(driftloop_model_mae - driftloop_model_baseline_mae) / driftloop_model_baseline_mae >= "
+            f"{alerts.mae_rise}") in mae
+    for expr in (acc, auc, mae):
         assert f"driftloop_model_labelled_rows >= {drift.min_labels}" in expr
     assert _flat(_by_name("DriftloopDataDriftHigh")["expr"]) == f"driftloop_model_drift_share_ratio >= {drift.drift_share}"
     # The check interval: stale after three missed runs.

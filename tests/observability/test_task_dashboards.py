@@ -1,0 +1,87 @@
+"""The multiclass and regression panels of the Model health dashboard, and the MAE alert, against a
+real Prometheus (our prometheus.yml jobs and rule files) scraping the daemon's model collector
+(monitor.drift.ModelMetricsCollector, as `driftloop serve` registers it) fed with real checks of a
+multiclass and a regression model (monitor.drift.evaluate_window). Every panel query of each task's
+row returns data for a model of that task; the binary loop (test_live_daemon.py) covers the rest."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from prometheus_client import CollectorRegistry, start_http_server
+
+from monitor.drift.metrics import ModelMetricsCollector
+from tests.conftest import free_port
+from tests.monitor.daemon.task_frames import checked, task_config
+from tests.monitor.drift.task_frames import expected_mae, multiclass_frame, regression_frame
+from tests.observability.live import (INTERVAL, RATE_INTERVAL, query_range, rule_selectors_without_data,
+                                      start_like_ours, wait_rules_evaluated)
+from tests.observability.promql import dashboard_queries, load_dashboards, load_rules, render, task_panels
+
+pytestmark = pytest.mark.slow
+MODELS = {"multiclass": "digits", "regression": "demand"}
+
+
+@pytest.fixture(scope="module")
+def scraped(tmp_path_factory):
+    work = tmp_path_factory.mktemp("task-dashboards")
+    mc = task_config("multiclass", work)
+    reg = task_config("regression", work)
+    reference = multiclass_frame(3000, 1, window=False)
+    results = {  # drifted windows: the multiclass concept changed, the regression noise doubled
+        "multiclass": checked(mc, reference, multiclass_frame(1500, 2, concept=True),
+                              {"accuracy": 0.9, "roc_auc": 0.95}).result,
+        "regression": checked(reg, regression_frame(3000, 1, window=False), regression_frame(1500, 2, noise=4.0),
+                              {"mae": expected_mae(2.0)}).result,
+    }
+    served, targets = [], []
+    for task, result in results.items():  # one daemon per model, as in production: two targets of the job
+        registry = CollectorRegistry()
+        registry.register(ModelMetricsCollector(MODELS[task], lambda r=result: r))
+        port = free_port()
+        served.append(start_http_server(port, addr="127.0.0.1", registry=registry))
+        targets.append(f"127.0.0.1:{port}")
+    prom = start_like_ours(work / "prometheus", {"driftloop": targets})
+    try:
+        start = time.time()
+        for model in MODELS.values():
+            prom.wait_for(f'count(timestamp(driftloop_model_labelled_rows{{model="{model}"}}) > {start + 3})', timeout=30)
+        yield {"prom": prom, "start": start - 5, "results": results}
+    finally:
+        prom.stop()
+        for server, thread in served:
+            server.shutdown()
+            thread.join(5)
+
+
+@pytest.mark.parametrize("task", sorted(MODELS))
+def test_every_panel_of_a_task_row_has_data_for_that_task(scraped, task):
+    prom, end = scraped["prom"], time.time()
+    board = load_dashboards()["model-health.json"]
+    panels = task_panels(board)[task]
+    assert panels, f"no {task} row"
+    queries = dashboard_queries("model-health.json", {"panels": panels})
+    empty = []
+    for q in queries:
+        expr = render(q.expr, {"model": [MODELS[task]], "datasource": ["prometheus"]}, rate_interval=RATE_INTERVAL,
+                      interval=INTERVAL, range_="60s")
+        if not query_range(prom, expr, scraped["start"], end):
+            empty.append(f"{q.where}: {expr}")
+    series = 'count by (model) ({__name__=~"driftloop_model_.+"})'
+    assert empty == [], f"scrapes: {prom.query('up')}; series: {prom.query(series)}"
+
+
+def test_the_mae_alert_evaluates_on_a_regression_model(scraped):
+    prom, end = scraped["prom"], time.time()
+    rules = wait_rules_evaluated(prom)
+    assert rules["DriftloopModelMaeRise"]["health"] == "ok", rules["DriftloopModelMaeRise"].get("lastError")
+    assert rule_selectors_without_data(prom, {"DriftloopModelMaeRise"}, scraped["start"], end) == []
+    rule = next(r for r in load_rules() if r.get("alert") == "DriftloopModelMaeRise")
+    reg = scraped["results"]["regression"]
+    assert reg.mae >= reg.baseline_mae * 1.1 and reg.labelled_rows >= 1000
+    (met,) = prom.query(rule["expr"])
+    assert met["metric"]["model"] == MODELS["regression"]
+    assert float(met["value"][1]) == pytest.approx((reg.mae - reg.baseline_mae) / reg.baseline_mae, rel=1e-6)
+    # the accuracy alert concerns the multiclass model (its concept changed), not the regressor
+    accuracy = next(r for r in load_rules() if r.get("alert") == "DriftloopModelAccuracyDrop")
+    assert {s["metric"]["model"] for s in prom.query(accuracy["expr"])} == {MODELS["multiclass"]}

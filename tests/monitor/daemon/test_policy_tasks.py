@@ -204,3 +204,21 @@ def test_rules_are_checked_once_the_task_is_known(tmp_path):
     champion_says = unknown.model_copy(update={"model": model})
     with pytest.raises(ConfigError, match="recall does not apply to a regression model"):
         check_rules_fit(champion_says)
+
+
+def test_regression_segment_values_are_judged_on_their_mae_interval():
+    """model.segments of a regression model: a value whose whole MAE interval is alerts.mae_rise over
+    its reference MAE breaches (a segment alert, no incident); one whose interval reaches it does not."""
+    from monitor.drift.segments import SegmentPerformance
+    rng = np.random.default_rng(12)
+    r = regression_result(rng, 3000, 2.0)
+
+    def value(name: str, noise: float) -> SegmentPerformance:
+        y, pred = regression_rows(rng, 400, noise)
+        perf = regression_performance(y, pred)
+        return SegmentPerformance("region", name, 400, 400, None, None, None, None, None, judged=True,
+                                  mae=perf.mae, mae_ci=perf.mae_ci, reference_mae=r.baseline_mae)
+    r.segments = [value("eu", 2.0), value("apac", 3.0), value("us", 2.15)]
+    v = policy().observe(observation(outcome(r)))
+    assert [(b.key, b.segment) for b in v.segment_breaches] == [("mae", "region=apac")]
+    assert not v.fire and v.segment_breaches[0].bound >= r.baseline_mae * 1.1

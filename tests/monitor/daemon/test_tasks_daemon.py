@@ -6,14 +6,17 @@ accuracy drops opens one named ``accuracy``; their figures and the alert state r
 from __future__ import annotations
 
 import itertools
+import json
 import shutil
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from monitor.cli import main
 from monitor.commands._schema import with_champion_schema
 from monitor.config import DriftloopConfig, load_config
 from monitor.errors import ConfigError
@@ -128,6 +131,24 @@ def test_regression_mae_rise_opens_an_incident_named_mae(task_daemon):
     assert found[("driftloop_model_mae", ())] == pytest.approx(r.mae)
     assert found[("driftloop_model_reference_mae", ())] == pytest.approx(r.baseline_mae)
     assert found[("driftloop_model_version_mae", (("version", "1"),))] > 0
+    assert daemon.reset_reference()["reference_mae"] == pytest.approx(r.baseline_mae)
+
+
+def test_driftloop_check_reads_the_task_from_the_champion(task_daemon, tmp_path, capsys):
+    """`driftloop check` with a config that names no task: the champion's (regression) is used, its
+    breaches are named by metric, and --fail-on-breach exits 3 on the MAE rise."""
+    daemon = task_daemon("regression")
+    worse = regression_frame(1500, 4)
+    worse["label"] = worse["label"] + 4.0
+    send(daemon, worse, 1.7e9)
+    path = tmp_path / "driftloop.yaml"
+    path.write_text(yaml.safe_dump(merge(merge(SMALL, FAST), {"home": str(daemon.cfg.home)})))
+    assert main(["--config", str(path), "check", "--json", "--no-report"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["result"]["task"] == "regression" and body["breaches"] == ["mae"]
+    assert main(["--config", str(path), "check", "--no-report", "--fail-on-breach"]) == 3
+    rows = [line.split() for line in capsys.readouterr().out.split("estimated")[0].splitlines()]
+    assert [r[0] for r in rows if r and r[0] in ("mae", "rmse", "mape", "r2", "accuracy")] == ["mae", "rmse", "mape", "r2"]
 
 
 def test_multiclass_accuracy_drop_opens_an_incident_named_accuracy(task_daemon):

@@ -14,11 +14,18 @@ reference is 5,000 scored held-out rows, as the trainer saves. Then:
    of per-segment performance over the demo schema's four segments (model.segments);
 3. segment cost: the same check with 20 segments (``region``, ``device``, ``hour_of_day``,
    ``day_of_week`` and 16 more categorical features of 3 to 33 values) and with none, on one window
-   and one schema, alternating; the added time and its share of the check.
+   and one schema, alternating; the added time and its share of the check;
+4. the new tasks (tests.support.estimation_data: 6 classes, or a regression target whose noise
+   depends on the inputs; a small PyTorch MLP each, trained on 8,000 rows; references of 5,000
+   scored held-out rows): multiclass CBPE (|estimated - realised| accuracy, band coverage, macro F1
+   and macro ROC AUC errors) and regression DLE (relative MAE and RMSE errors, band coverage) per
+   window on a stationary stream, covariate shifts and a shift of ``P(y | x)`` (blind), then the
+   cost per check at ``--sizes`` rows: the estimation alone (CPU seconds) and the fit per champion.
 
     .venv/bin/python bench/bench_estimation.py                    # 50 windows; cost at 100k and 1M rows
     .venv/bin/python bench/bench_estimation.py --quick            # 20 windows; cost at 100k rows
     .venv/bin/python bench/bench_estimation.py --segments-only    # only (3), at --segment-rows rows
+    .venv/bin/python bench/bench_estimation.py --tasks-only       # only (4)
 """
 from __future__ import annotations
 
@@ -34,8 +41,9 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _p in (ROOT, ROOT / "bench"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
 SEGMENTS = ["region", "device", "hour_of_day", "day_of_week"]  # every segment the demo schema has
 SCENARIOS = (  # name, make_dataset knobs
@@ -187,9 +195,14 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="20 windows, cost at 100k rows only")
     ap.add_argument("--segments-only", action="store_true", help="only the cost of 20 segments")
     ap.add_argument("--segment-rows", type=int, default=1_000_000, help="window rows for the segment cost")
+    ap.add_argument("--tasks-only", action="store_true", help="only multiclass CBPE and regression DLE")
     args = ap.parse_args()
     if args.quick:
         args.windows, args.sizes = 20, "100000"
+    if args.tasks_only:
+        import bench_estimation_tasks
+        bench_estimation_tasks.report(args.windows, args.window, [int(s) for s in args.sizes.split(",")], args.repeats)
+        return
     from monitor.config import load_config
     from monitor.drift.estimation import fit_calibrator
     home = Path(tempfile.mkdtemp(prefix="bench-estimation-"))
@@ -218,6 +231,9 @@ def main() -> None:
     print(f"\ntimes: median of {args.repeats} checks with the reference cached (DriftEvaluator); "
           f"load average at the end {os.getloadavg()[0]:.1f} (other work on the machine slows both)")
     _print_segment_cost(cfg, model, args)
+    import bench_estimation_tasks
+    print()
+    bench_estimation_tasks.report(args.windows, args.window, [int(s) for s in args.sizes.split(",")], args.repeats)
 
 
 def _print_segment_cost(cfg, model, args) -> None:

@@ -34,10 +34,10 @@ class's raw probability against its ``P_ik``, with Hanley & McNeil variances com
 band, where ``q_i`` = P(the served class is right | its probability), one more isotonic calibrator
 fitted on the reference's served-class probabilities against "was right" (the band's bins are
 that calibrator's). Renormalising undoes much of what the per-class calibrators correct for the
-served class: an over-confident MLP whose served probability averaged 1.2 points above its
-accuracy kept 1.5 points of optimism through ``P_i,served``, 1.0 through ``q_i`` (the rest was its
-reference's own luck: see bench/bench_estimation.py). Without that calibrator (a reference
-always or never right) ``q_i = P_i,served``.
+served class: an over-confident softmax MLP whose served probability averaged 1.2 points above
+its accuracy kept 1.5 points of optimism through ``P_i,served``, 1.0 through ``q_i`` (the rest was
+its reference's own luck), docs/parts/estimation.md. Without that calibrator (a reference always
+or never right) ``q_i = P_i,served``.
 
 Regression: direct loss estimation, :mod:`monitor.drift.loss_estimation`.
 """

@@ -15,12 +15,13 @@ reference is 5,000 scored held-out rows, as the trainer saves. Then:
 3. segment cost: the same check with 20 segments (``region``, ``device``, ``hour_of_day``,
    ``day_of_week`` and 16 more categorical features of 3 to 33 values) and with none, on one window
    and one schema, alternating; the added time and its share of the check;
-4. the new tasks (tests.support.estimation_data: 6 classes, or a regression target whose noise
-   depends on the inputs; a small PyTorch MLP each, trained on 8,000 rows; references of 5,000
-   scored held-out rows): multiclass CBPE (|estimated - realised| accuracy, band coverage, macro F1
-   and macro ROC AUC errors) and regression DLE (relative MAE and RMSE errors, band coverage) per
-   window on a stationary stream, covariate shifts and a shift of ``P(y | x)`` (blind), then the
-   cost per check at ``--sizes`` rows: the estimation alone (CPU seconds) and the fit per champion.
+4. the new tasks (bench_estimation_tasks.py; data from tests.support.estimation_data: 6 classes, or
+   a regression target whose noise depends on the inputs; the trainer's MLP each, trained on 8,000
+   rows; references of 5,000 held-out rows from the trainer's reference_sample): multiclass CBPE
+   (|estimated - realised| accuracy, band coverage, macro F1 and macro ROC AUC errors) and
+   regression DLE (relative MAE and RMSE errors, band coverage) per window on a stationary stream,
+   covariate shifts and a shift of ``P(y | x)`` (blind), then the cost per check at ``--sizes``
+   rows (with and without estimation, the estimation alone; CPU seconds) and the fit per champion.
 
     .venv/bin/python bench/bench_estimation.py                    # 50 windows; cost at 100k and 1M rows
     .venv/bin/python bench/bench_estimation.py --quick            # 20 windows; cost at 100k rows

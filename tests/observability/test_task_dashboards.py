@@ -17,9 +17,16 @@ from tests.monitor.drift.task_frames import expected_mae, multiclass_frame, regr
 from tests.observability.live import (INTERVAL, RATE_INTERVAL, query_range, rule_selectors_without_data,
                                       start_like_ours, wait_rules_evaluated)
 from tests.observability.promql import dashboard_queries, load_dashboards, load_rules, render, task_panels
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 MODELS = {"multiclass": "digits", "regression": "demand"}
+
+
+def scrapes(prom, model: str, start: float) -> int:
+    """Points of ``model``'s labelled-rows series since ``start`` (one per scrape and step)."""
+    found = query_range(prom, f'driftloop_model_labelled_rows{{model="{model}"}}', start, time.time())
+    return len(found[0]["values"]) if found else 0
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +50,10 @@ def scraped(tmp_path_factory):
         targets.append(f"127.0.0.1:{port}")
     prom = start_like_ours(work / "prometheus", {"driftloop": targets})
     try:
-        start = time.time()
-        for model in MODELS.values():
-            prom.wait_for(f'count(timestamp(driftloop_model_labelled_rows{{model="{model}"}}) > {start + 3})', timeout=30)
-        yield {"prom": prom, "start": start - 5, "results": results}
+        start = time.time() - 5
+        for model in MODELS.values():  # a few scrapes of each target, queryable over the range the tests read
+            wait_until(lambda m=model: scrapes(prom, m, start) >= 3, 60, 0.5, f"no scrapes of model {model}")
+        yield {"prom": prom, "start": start, "results": results}
     finally:
         prom.stop()
         for server, thread in served:
@@ -68,7 +75,8 @@ def test_every_panel_of_a_task_row_has_data_for_that_task(scraped, task):
         if not query_range(prom, expr, scraped["start"], end):
             empty.append(f"{q.where}: {expr}")
     series = 'count by (model) ({__name__=~"driftloop_model_.+"})'
-    assert empty == [], f"scrapes: {prom.query('up')}; series: {prom.query(series)}"
+    assert empty == [], (f"scrapes: {prom.query('up')}; series: {prom.query(series)}; over "
+                         f"[{scraped['start']}, {end}]: {query_range(prom, series, scraped['start'], end)}")
 
 
 def test_the_mae_alert_evaluates_on_a_regression_model(scraped):

@@ -254,7 +254,7 @@ class DriftEvaluator:
 
     def prepared(self, reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg: DriftConfig,
                  reference_key: Any = None) -> PreparedReference:
-        settings = (drift_cfg.sample_size, model_cfg.model_dump_json(), self._rng_seed)
+        settings = (drift_cfg.sample_size, drift_cfg.estimate, model_cfg.model_dump_json(), self._rng_seed)
         key = (reference_key if reference_key is not None else ("id", id(reference)), settings)
         with self._lock:
             entry = self._cache.get(key)

@@ -287,7 +287,8 @@ def prepare_reference(reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg
         full_counts[c] = int(len(clean(values)))
         distinct[c] = distinct_values(values)
     labelled = side.labelled
-    calibrator = fit_estimator(model_cfg, reference, labelled)
+    # Fitting costs up to seconds per champion (regression's loss models): only when estimates are wanted.
+    calibrator = fit_estimator(model_cfg, reference, labelled) if drift_cfg.estimate else None
     from monitor.drift.segment_reference import reference_segments  # it imports this module
     return PreparedReference(side, full_counts, distinct, missing_ratio(reference, model_cfg.feature_names),
                              calibrator, reference_segments(reference, model_cfg),

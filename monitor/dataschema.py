@@ -35,7 +35,7 @@ import pandas as pd
 
 from monitor.config import FeatureSpec, ModelConfig
 from monitor.errors import DataError
-from monitor.tasks import MAX_CLASSES, PROBA_SUM_TOLERANCE, InferredTask, _sorted_classes, infer_task
+from monitor.tasks import MAX_CLASSES, PROBA_SUM_TOLERANCE, InferredTask, sorted_classes, infer_task
 
 SAMPLE_ROWS = 100_000      # rows looked at; enough to see every common category
 FEW_VALUES = 10            # integer columns with at most this many values get a "codes?" comment
@@ -253,7 +253,7 @@ def resolve_task(target: pd.Series, task: str | None = None) -> InferredTask:
     if task == "multiclass" and not 2 <= k <= MAX_CLASSES:
         raise DataError(f"target {name!r} has {k} distinct values; a multiclass target has 2 to {MAX_CLASSES}"
                         + (": choose regression (model.task, init --task)" if k > MAX_CLASSES else ""))
-    classes = _sorted_classes(present.unique())
+    classes = sorted_classes(present.unique())
     if task == "binary":
         return InferredTask("binary", None if set(classes) == {"0", "1"} else classes,
                             f"chosen with --task; {classes[1]!r} is the positive class (label 1)")

@@ -98,7 +98,8 @@ class InferredTask:
     reason: str   # why, for driftloop.yaml's comment and the CLI
 
 
-def _sorted_classes(values: Iterable[Any]) -> list[str]:
+def sorted_classes(values: Iterable[Any]) -> list[str]:
+    """Distinct values as class names, numbers in numeric order first, then text."""
     names = {class_name(v) for v in values}
 
     def key(name: str) -> tuple[int, float, str]:
@@ -129,7 +130,7 @@ def infer_task(target: pd.Series) -> InferredTask | str:
     if k == 1:
         return f"target {name!r} has a single value ({class_name(distinct[0])}); need at least two to learn"
     if k == 2:
-        classes = _sorted_classes(distinct)
+        classes = sorted_classes(distinct)
         if set(classes) == {"0", "1"}:
             return InferredTask("binary", None, "two values, 0 and 1")
         return InferredTask("binary", classes, f"two values; {classes[1]!r} is the positive class (label 1)")
@@ -141,10 +142,10 @@ def infer_task(target: pd.Series) -> InferredTask | str:
         if k > MAX_INTEGER_CLASSES:
             return InferredTask("regression", None, f"integers with {k} distinct values: a quantity "
                                 f"(over {MAX_INTEGER_CLASSES}; set model.task: multiclass if these are class ids)")
-        return InferredTask("multiclass", _sorted_classes(distinct),
+        return InferredTask("multiclass", sorted_classes(distinct),
                             f"integers with {k} distinct values: class ids (set model.task: regression if "
                             "they are a quantity)")
     if k > MAX_CLASSES:
         return (f"target {name!r} has {k} distinct text values: more than {MAX_CLASSES} classes; "
                 "driftloop monitors up to 100 classes")
-    return InferredTask("multiclass", _sorted_classes(distinct), f"{k} distinct classes")
+    return InferredTask("multiclass", sorted_classes(distinct), f"{k} distinct classes")

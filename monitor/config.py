@@ -23,6 +23,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from monitor.errors import ConfigError
+from monitor.embeddings import INPUT_URI, MAX_EMBEDDING_DIM
 from monitor.tasks import TASKS
 
 ENV_PREFIX = "DRIFTLOOP_"
@@ -142,7 +143,17 @@ class StoreConfig(_Section):
 
 class FeatureSpec(_Section):
     name: str
-    type: Literal["numeric", "categorical"] = "numeric"
+    type: Literal["numeric", "categorical", "embedding"] = "numeric"
+    dim: int | None = Field(None, ge=2, le=MAX_EMBEDDING_DIM,
+                            description="embedding: the vector's fixed length (2-4096); only for type embedding")
+
+    @model_validator(mode="after")
+    def _dim_fits_type(self) -> "FeatureSpec":
+        if self.type == "embedding" and self.dim is None:
+            raise ValueError(f"embedding feature {self.name!r} needs dim (the vector's length, e.g. dim: 512)")
+        if self.type != "embedding" and self.dim is not None:
+            raise ValueError(f"feature {self.name!r}: dim is only for type embedding (it is {self.type})")
+        return self
 
     @field_validator("name")
     @classmethod
@@ -174,7 +185,7 @@ class ModelConfig(_Section):
     name: str = Field("demo", description="the model's name: the model label, table and MLflow names (driftloop-<name>); 1-48 letters, digits, _, . or -")
     features: list[FeatureSpec] = Field(
         default_factory=_default_features,
-        description="list of {name, type}; type is numeric or categorical; names unique ignoring case, at most 60 "
+        description="list of {name, type}; type is numeric, categorical or embedding (with dim: the vector's length); names unique ignoring case, at most 60 "
                     "characters. When left out, `driftloop train` infers them from the data file (the rules of "
                     "`driftloop init`) and serve, check and retrain read them from the champion")
     score: str = Field("score", description="name of the score column (P(target = 1)) in windows, DataFrames and "
@@ -228,7 +239,7 @@ class ModelConfig(_Section):
         if len(set(self.segments)) < len(self.segments):
             raise ValueError("segments must not repeat")
         self._check_classes()
-        reserved = {self.score, self.prediction, self.target, self.id, "id", "ts", "label_ts", *self.ignore}
+        reserved = {self.score, self.prediction, self.target, self.id, "id", "ts", "label_ts", INPUT_URI, *self.ignore}
         clash = sorted(reserved & set(names))
         if clash:
             raise ValueError(f"feature names clash with reserved columns: {', '.join(clash)}")
@@ -277,6 +288,23 @@ class ModelConfig(_Section):
     @property
     def categorical_features(self) -> list[str]:
         return [f.name for f in self.features if f.type == "categorical"]
+
+    @property
+    def embedding_features(self) -> list[str]:
+        """Features of type embedding: one fixed-length float vector per row (monitor/embeddings.py)."""
+        return [f.name for f in self.features if f.type == "embedding"]
+
+    @property
+    def tabular_features(self) -> list[str]:
+        """Numeric and categorical features: one scalar per row (what per-column drift tests)."""
+        return [f.name for f in self.features if f.type != "embedding"]
+
+    def embedding_dim(self, name: str) -> int:
+        """The configured length of embedding feature ``name``."""
+        for f in self.features:
+            if f.name == name and f.dim is not None:
+                return f.dim
+        raise KeyError(f"{name!r} is not an embedding feature")
 
 
 class MlflowConfig(_Section):

@@ -20,6 +20,7 @@ import pandas as pd
 import torch
 
 from monitor.config import ModelConfig
+from monitor.embeddings import INPUT_URI, matrix
 from monitor.errors import DataError, UserInputError
 from monitor.tasks import INTERNAL_PROBA_PREFIX, class_codes, internal_proba_columns
 from trainer.model import category_text
@@ -63,7 +64,7 @@ def check_frame(df: pd.DataFrame, model_cfg: ModelConfig, *, what: str = "traini
     if missing:
         raise DataError(f"{what}: missing column(s) {', '.join(missing)} (expected features "
                         f"{', '.join(features)} and target {target!r})")
-    ignorable = WINDOW_COLUMNS | {model_cfg.score, model_cfg.prediction, model_cfg.id, *model_cfg.ignore}
+    ignorable = WINDOW_COLUMNS | {INPUT_URI, model_cfg.score, model_cfg.prediction, model_cfg.id, *model_cfg.ignore}
     extra = [str(c) for c in df.columns if c not in features and c != target and c not in ignorable
              and not str(c).startswith(INTERNAL_PROBA_PREFIX)]
     if extra:
@@ -89,11 +90,41 @@ def check_frame(df: pd.DataFrame, model_cfg: ModelConfig, *, what: str = "traini
         out[name] = col
     for name in model_cfg.categorical_features:
         out[name] = pd.Series(category_text(df[name]), dtype=object)
+    for name in model_cfg.embedding_features:
+        out[name] = _embedding_column(df[name].reset_index(drop=True), name, model_cfg.embedding_dim(name), what)
+    if INPUT_URI in df.columns:  # the raw input's reference: the user's training code resolves it
+        out[INPUT_URI] = pd.Series([None if _missing_text(v) else str(v) for v in df[INPUT_URI]], dtype=object)
     out[target] = target_values(df[target].reset_index(drop=True), model_cfg, what,
                                 indices=_holds_indices(df, model_cfg))
     if len(out) < min_rows:
         raise DataError(f"{what}: {len(out)} rows, need at least {min_rows} (training.min_rows)")
     return out
+
+
+def _missing_text(value: object) -> bool:
+    return value is None or (isinstance(value, float) and np.isnan(value))
+
+
+def _embedding_column(raw: pd.Series, name: str, dim: int, what: str) -> pd.Series:
+    """One float32 array of length ``dim`` per row (None where missing); DataError naming the first
+    row whose value is not ``dim`` finite numbers."""
+    values = np.empty(len(raw), dtype=object)
+    for i, v in enumerate(raw.tolist()):
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            values[i] = None
+            continue
+        try:
+            block = matrix([v], dim)
+        except (ValueError, TypeError):
+            shown = f"{len(v)} value(s)" if hasattr(v, "__len__") else repr(v)
+            raise DataError(f"{what}: embedding feature {name!r} at row {i}: expected a list of {dim} numbers, "
+                            f"got {shown}") from None
+        if not np.isfinite(block).all():
+            raise DataError(f"{what}: embedding feature {name!r} at row {i}: NaN or infinite values")
+        values[i] = block[0]
+    if not any(v is not None for v in values):
+        raise DataError(f"{what}: embedding feature {name!r} has no values (all missing)")
+    return pd.Series(values, dtype=object)
 
 
 def _holds_indices(df: pd.DataFrame, model_cfg: ModelConfig) -> bool:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from prometheus_client import CollectorRegistry
 
+from monitor.buildinfo import register_self_metrics
 from monitor.config import DriftloopConfig
 from monitor.daemon.attempts import AttemptStore
 from monitor.daemon.champion import ChampionCache, mlflow_alias_lookup
@@ -95,7 +96,10 @@ class Daemon:
             launcher or ProcessLauncher(cfg.home / "retrains"),
             self.champion, probe or MlflowProbe(cfg, self.known_champion),
             clock, shadow=_shadow_observer(cfg) if cfg.training.shadow_windows else None)
-        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        if registry is None:
+            registry = CollectorRegistry(auto_describe=True)
+            register_self_metrics(registry, "serve")  # process_*, python_*, driftloop_build_info
+        self.registry = registry
         self.registry.register(DaemonCollector(self.controller, lambda: self.champion.last_version,
                                                lambda: self.is_leader))
         self._register_model_metrics()

@@ -5,7 +5,9 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, ProcessCollector
+from prometheus_client import CollectorRegistry
+
+from monitor.buildinfo import register_self_metrics
 
 from monitor.gpu import build_gpu_collector
 from monitor.gpu.server import ExporterServer
@@ -27,7 +29,7 @@ def run_exporter(cfg: "ExporterConfig", stop: threading.Event, ready: threading.
         raise
     try:
         registry.register(collector)
-        ProcessCollector(registry=registry)  # the exporter's own CPU and memory: process_* series
+        register_self_metrics(registry, "exporter")  # its own process_*, python_* and driftloop_build_info
         server.health = collector.health  # type: ignore[method-assign]
         server.start()
         mode = f"{cfg.simulate} simulated GPU(s)" if cfg.simulate else "NVML"

@@ -92,6 +92,9 @@ def test_serve_answers_and_stops_cleanly_on_sigterm(make_config, served):
     assert 'driftloop_model_check_state{model="demo",state="no_champion"} 1.0' in r.text
     assert 'driftloop_incidents_open{model="demo"} 0.0' in r.text
     assert "driftloop_retrains_total" in r.text and "driftloop_ingest_records_total" in r.text
+    # What Prometheus users expect of any target: the process, Python and build series.
+    for series in ("process_resident_memory_bytes ", "process_open_fds ", "python_info{", 'driftloop_build_info{component="serve"'):
+        assert series in r.text, series
     # Writes need the token; reads do not.
     assert httpx.post(daemon.url + "/v1/retrain", timeout=10).status_code == 401
     status = httpx.get(daemon.url + "/v1/status", timeout=10).json()

@@ -34,7 +34,7 @@ from typing import Any, Callable, TypeVar, cast
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, TensorDataset, default_collate
 
 from trainer import distributed
 from trainer.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
@@ -50,6 +50,12 @@ EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: "interrupted, checkpoint saved, run again 
 _OPERATIONAL = {"progress", "num_workers", "checkpoint_every_minutes", "threads", "compile"}
 # Training tensors are moved to the GPU once when they take at most this share of its free memory.
 DEVICE_BUDGET = 0.25
+# Validation rows read through a Dataset (a user's training.entrypoint) are stacked into tensors once,
+# when they take at most this many bytes: evaluation items (train=False) do not vary, so each
+# epoch's evaluation is then indexing, not file reads. Larger sets are read batch by batch.
+STACK_BYTES = 256 * 2**20
+# An evaluation forward sees at most this many input bytes (an image batch must not be 65,536 rows).
+EVAL_BATCH_BYTES = 64 * 2**20
 
 
 @dataclass
@@ -162,22 +168,64 @@ def _n_outputs(model: nn.Module, y: torch.Tensor) -> int:
     return int(n) if n else int(y.max().item()) + 1
 
 
+def _split_batch(batch: Any) -> tuple[torch.Tensor, ...]:
+    """A collated ``(x, y)`` batch as ``(inputs..., y)``: x a tensor or a tuple/list of tensors."""
+    x, y = batch
+    return (*x, y) if isinstance(x, (list, tuple)) else (x, y)
+
+
+def targets_of(data: Any) -> torch.Tensor:
+    """Every label of the rows: the last tensor, a Dataset's ``targets``, or (slowly) each item's y."""
+    if isinstance(data, tuple):
+        return data[-1]
+    found = getattr(data, "targets", None)
+    if found is not None:
+        return torch.as_tensor(found)
+    return torch.stack([torch.as_tensor(data[i][1]) for i in range(len(data))])
+
+
+def stacked(data: Any, limit: int = STACK_BYTES) -> Any:
+    """``data`` as ``(inputs..., y)`` tensors when it is a Dataset whose items take at most ``limit``
+    bytes together (see STACK_BYTES); otherwise ``data`` unchanged."""
+    if isinstance(data, tuple) or len(data) == 0:
+        return data
+    first = _split_batch(default_collate([data[0]]))
+    if sum(t.element_size() * t.nelement() for t in first) * len(data) > limit:
+        return data
+    return _split_batch(default_collate([data[i] for i in range(len(data))]))
+
+
+def _eval_batches(data: Any, batch_size: int | None, num_workers: int = 0):
+    if not isinstance(data, tuple):
+        loader = DataLoader(data, batch_size=batch_size or 256, collate_fn=default_collate, num_workers=num_workers)
+        yield from (_split_batch(b) for b in loader)
+        return
+    if batch_size is None:  # bounded by bytes: a row of an image is not a row of a table
+        row = sum(t[:1].element_size() * t[:1].nelement() for t in data[:-1]) or 1
+        batch_size = int(max(1, min(65536, EVAL_BATCH_BYTES // row)))
+    for i in range(0, len(data[-1]), batch_size):
+        yield tuple(t[i:i + batch_size] for t in data)
+
+
 @torch.no_grad()
-def evaluate(model: nn.Module, data: tuple[torch.Tensor, ...], device: torch.device,
-             amp_dtype: torch.dtype | None = None, batch_size: int = 65536) -> dict[str, float]:
-    """The early-stopping loss of ``model`` on ``(x_num, x_cat, y)`` and the task's figures:
+def evaluate(model: nn.Module, data: Any, device: torch.device,
+             amp_dtype: torch.dtype | None = None, batch_size: int | None = None,
+             num_workers: int = 0) -> dict[str, float]:
+    """The early-stopping loss of ``model`` on ``data`` (``(inputs..., y)`` tensors, e.g.
+    ``(x_num, x_cat, y)``, or a Dataset of ``(x, y)``) and the task's figures:
     binary log loss, accuracy, ROC AUC; multiclass cross-entropy (unweighted: the log loss of the
     probabilities served), accuracy, macro ROC AUC; regression the MSE on the standardised target,
     MAE and RMSE in the target's units."""
     was_training = model.training
     model.eval()
-    x_num, x_cat, y = data
     task = task_of(model)
-    logits = []
-    for i in range(0, len(y), batch_size):
+    logits, ys = [], []
+    for *inputs, y_b in _eval_batches(data, batch_size, num_workers):
         with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
-            logits.append(model(x_num[i:i + batch_size].to(device), x_cat[i:i + batch_size].to(device)).float())
+            logits.append(model(*(t.to(device) for t in inputs)).float())
+        ys.append(y_b)
     model.train(was_training)
+    y = torch.cat(ys) if ys else targets_of(data)
     logits_t = torch.cat(logits) if logits else torch.zeros(0, device=device)
     if task == "multiclass":
         from trainer.metrics import task_metrics
@@ -227,12 +275,16 @@ def _progress_bar(cfg: LoopConfig, info: distributed.Dist, total: int, initial: 
                 file=sys.stderr, leave=False)
 
 
-def placement(train: tuple[torch.Tensor, ...], device: torch.device, num_workers: int = 0) -> str:
+def placement(train: Any, device: torch.device, num_workers: int = 0) -> str:
     """Where the training rows are read from: ``"device"`` (moved once, batches indexed in place),
-    ``"pinned"`` (gathered into pinned host memory, copied without blocking) or ``"loader"`` (a
-    DataLoader with ``num_workers`` worker processes)."""
+    ``"pinned"`` (gathered into pinned host memory, copied without blocking), ``"loader"`` (a
+    DataLoader with ``num_workers`` worker processes) or ``"dataset"`` (a Dataset's items read in
+    this process and collated: no worker start-up, and augmentation draws from this process's RNG,
+    so a resumed run is bit-identical)."""
     if num_workers > 0:
         return "loader"
+    if not isinstance(train, tuple):
+        return "dataset"
     if device.type != "cuda":
         return "device"  # the rows already are where the math happens
     need = sum(t.element_size() * t.nelement() for t in train)
@@ -240,9 +292,19 @@ def placement(train: tuple[torch.Tensor, ...], device: torch.device, num_workers
     return "device" if need <= DEVICE_BUDGET * free else "pinned"
 
 
-def _epoch_batches(data: tuple[torch.Tensor, ...], where: str, sampler: ShardedBatches, device: torch.device,
-                   cfg: LoopConfig):
-    """This epoch's batches, in ShardedBatches' order, already on ``device``."""
+def _epoch_batches(data: Any, where: str, sampler: ShardedBatches, device: torch.device, cfg: LoopConfig):
+    """This epoch's batches as ``(inputs..., y)``, in ShardedBatches' order, already on ``device``."""
+    if not isinstance(data, tuple):  # a Dataset: the same index batches, items collated by torch's rule
+        if where == "dataset":
+            for idx in sampler:
+                batch = _split_batch(default_collate([data[i] for i in idx.tolist()]))
+                yield tuple(t.to(device, non_blocking=True) for t in batch)
+            return
+        loader = DataLoader(data, batch_sampler=[idx.tolist() for idx in sampler], collate_fn=default_collate,
+                            num_workers=cfg.num_workers, pin_memory=device.type == "cuda", generator=torch.Generator())
+        for batch in loader:
+            yield tuple(t.to(device, non_blocking=True) for t in _split_batch(batch))
+        return
     if where == "loader":
         # A generator of our own keeps the DataLoader from drawing its seed from the global RNG.
         loader = DataLoader(TensorDataset(*data), sampler=sampler, batch_size=None, num_workers=cfg.num_workers,
@@ -269,14 +331,16 @@ def peek_checkpoint(path: Path) -> dict[str, Any] | None:
     return load_checkpoint(path).get("extra", {}) if Path(path).exists() else None
 
 
-def fit(model: nn.Module, train: tuple[torch.Tensor, ...], val: tuple[torch.Tensor, ...], cfg: LoopConfig, *,
+def fit(model: nn.Module, train: Any, val: Any, cfg: LoopConfig, *,
         checkpoint_path: Path | None = None, resume: bool = False, fingerprint: str = "",
         extra: dict[str, Any] | None = None, on_epoch_end: Callable[[dict[str, float]], None] | None = None,
         should_stop: Callable[[LoopState], bool] | None = None,
         clock: Callable[[], float] = time.monotonic) -> FitResult:
-    """Train ``model`` (called as ``model(x_num, x_cat) -> raw output``) on ``train = (x_num, x_cat, y)``
-    (:func:`trainer.data.tensors`), with the loss of its ``task`` (:func:`task_loss`), early-stopping
-    on the validation loss over ``val``; the model ends with its best weights.
+    """Train ``model`` (called as ``model(*inputs) -> raw output``) on ``train``: ``(inputs..., y)``
+    tensors (e.g. ``(x_num, x_cat, y)`` from :func:`trainer.data.tensors`) or a Dataset of ``(x, y)``
+    items (a user's ``training.entrypoint``), with the loss of its ``task`` (:func:`task_loss`),
+    early-stopping on the validation loss over ``val`` (the same forms; a small Dataset is stacked
+    once, see STACK_BYTES); the model ends with its best weights.
 
     ``should_stop(state)`` is checked after every optimizer step, like a signal: when it returns
     True the loop checkpoints and raises :class:`TrainingInterrupted`. ``extra`` is stored in the
@@ -305,12 +369,17 @@ def fit(model: nn.Module, train: tuple[torch.Tensor, ...], val: tuple[torch.Tens
         net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     task = task_of(model)
     # Multiclass: inverse-frequency class weights from all training rows (every rank sees the same).
-    weight = class_weights(train[2], _n_outputs(model, train[2])).to(device) if task == "multiclass" else None
-    dataset = TensorDataset(*train)
+    if task == "multiclass":
+        labels = targets_of(train)
+        weight: torch.Tensor | None = class_weights(labels, _n_outputs(model, labels)).to(device)
+    else:
+        weight = None
+    dataset = TensorDataset(*train) if isinstance(train, tuple) else train
+    val = stacked(val)
     per_rank = math.ceil(len(dataset) / info.world_size)
     steps_per_epoch = math.ceil(math.ceil(per_rank / cfg.batch_size) / cfg.grad_accum_steps)
     where = placement(train, device, cfg.num_workers)
-    data = tuple(t.to(device) for t in train) if where == "device" else train
+    data = tuple(t.to(device) for t in train) if where == "device" and isinstance(train, tuple) else train
     log.debug("training rows: %s (%s)", where, device)
     # Fused AdamW on CUDA: one kernel for all parameters, and GradScaler hands it found_inf instead of
     # reading it back each step (a CPU-GPU sync). CPU keeps the default, so CPU results do not change.
@@ -362,19 +431,19 @@ def fit(model: nn.Module, train: tuple[torch.Tensor, ...], val: tuple[torch.Tens
                 if state.stopped_early:
                     break
                 state.epoch = epoch
-                sampler = ShardedBatches(dataset, info, cfg.seed, epoch, cfg.batch_size, state.epoch_batches)
+                sampler = ShardedBatches(cast(TensorDataset, dataset), info, cfg.seed, epoch, cfg.batch_size, state.epoch_batches)
                 loss_sum = torch.tensor(state.epoch_loss_sum, dtype=torch.float64, device=device)
                 model.train()
                 batches = _epoch_batches(data, where, sampler, device, cfg)
                 while micro := list(islice(batches, cfg.grad_accum_steps)):
-                    rows = sum(len(b[2]) for b in micro)  # shapes are known on the host: no sync
-                    for i, (x_num, x_cat, y) in enumerate(micro):
+                    rows = sum(len(b[-1]) for b in micro)  # shapes are known on the host: no sync
+                    for i, (*inputs, y) in enumerate(micro):
                         # Under DDP, all-reduce gradients only after the last micro-batch of the step.
                         sync = cast("DistributedDataParallel", net).no_sync() if info.enabled and i < len(micro) - 1 \
                             else nullcontext()
                         with sync:
                             with autocast:
-                                logits = net(x_num, x_cat)
+                                logits = net(*inputs)
                             # Mean over the micro-batch, weighted by its share of the step's rows.
                             loss = task_loss(task, logits, y, weight)
                             if len(micro) > 1:
@@ -405,7 +474,7 @@ def fit(model: nn.Module, train: tuple[torch.Tensor, ...], val: tuple[torch.Tens
                         last_checkpoint = clock()
 
                 # End of epoch: evaluate, early-stop, checkpoint.
-                val_metrics = evaluate(model, val, device, amp_dtype)
+                val_metrics = evaluate(model, val, device, amp_dtype, num_workers=cfg.num_workers)
                 record = {"epoch": epoch + 1, "train_loss": loss_sum.item() / max(state.epoch_samples, 1),
                           **{f"val_{k}": v for k, v in val_metrics.items()}, "lr": float(scheduler.get_last_lr()[0])}
                 state.history.append(record)

@@ -11,7 +11,8 @@ from monitor.records.fields import describe
 @dataclass(frozen=True)
 class PredictionBatch:
     """Validated predictions, column-wise. ``features`` holds one list per feature, in the model's
-    feature order (numeric values as float). ``ts`` is microseconds since the epoch, UTC.
+    feature order (numeric values as float, an embedding's vector as its stored float32 bytes, see
+    :mod:`monitor.embeddings`). ``ts`` is microseconds since the epoch, UTC.
     ``model_versions`` is the version that scored each row, or None when the sender did not say.
     ``positions`` maps each row to its index in the request when repeats were dropped."""
     ids: list[str]
@@ -27,6 +28,8 @@ class PredictionBatch:
     positions: list[int] | None = None
     # multiclass: one list per class (in model.classes order) of each row's probability; else None.
     probas: list[list[float]] | None = None
+    # Each row's raw-input reference (input_uri), None where not given; None here: no row has one.
+    input_uris: list[str | None] | None = None
 
     def position(self, row: int) -> int:
         return row if self.positions is None else self.positions[row]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta, timezone
-from typing import cast
+from typing import Any, cast
 
 from monitor.errors import FieldError  # noqa: F401  (the precise path's error, importable from here too)
 
@@ -126,3 +126,43 @@ def check_ts(value: object) -> int:
     if not 0 <= us < _MAX_US:
         raise FieldError(f"expected a time between 1970 and 2286, got {describe(value)}")
     return us
+
+
+def check_embedding(value: object, dim: int) -> bytes:
+    """An embedding vector: a list of exactly ``dim`` finite numbers (JSON ints or floats) that fit
+    float32 -> its stored form, ``dim`` little-endian float32 (:func:`monitor.embeddings.to_blob`).
+    The vectorised check of a whole column is in :mod:`monitor.records.embedded`."""
+    what = f"a list of {dim} numbers"
+    if type(value).__name__ == "ndarray":  # Python callers: a 1-D numpy array of numbers is a list
+        array: Any = value
+        if array.ndim != 1 or array.dtype.kind not in "fiu":
+            raise FieldError(f"expected {what}, got an array of shape {array.shape} and dtype {array.dtype}")
+        value = array.tolist()
+    if type(value) is not list:
+        raise FieldError(f"expected {what}, got {describe(value)}")
+    if len(value) != dim:
+        raise FieldError(f"expected {what}, got {len(value)}")
+    for k, v in enumerate(value):
+        if type(v) not in (int, float):
+            raise FieldError(f"expected {what}, got {describe(v)} at position {k}")
+    import numpy as np  # here, not at the top: the tabular precise path needs no numpy
+
+    with np.errstate(over="ignore"):
+        vec = np.array(value, dtype=np.float64).astype("<f4")
+    bad = ~np.isfinite(vec)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise FieldError(f"expected {what}, each finite and within float32's range (±3.4e38), got "
+                         f"{describe(value[k])} at position {k}")
+    return vec.tobytes()
+
+
+def check_input_uri(value: object) -> str:
+    """A raw-input reference (a path or object-store key): text of 1-MAX_INPUT_URI_CHARS characters."""
+    from monitor.embeddings import MAX_INPUT_URI_CHARS
+
+    what = f"a path or URI: a string of 1-{MAX_INPUT_URI_CHARS} characters"
+    text = check_text(value, what)
+    if not 1 <= len(text) <= MAX_INPUT_URI_CHARS:
+        raise FieldError(f"expected {what}, got a string of {len(text)} characters")
+    return text

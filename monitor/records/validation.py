@@ -12,11 +12,13 @@ import math
 import time
 from collections import Counter
 from dataclasses import fields, replace
+from functools import partial
 from itertools import chain, repeat
 from operator import itemgetter, mul
 from typing import Any, Callable, Sequence, cast
 
 from monitor.config import ModelConfig
+from monitor.records import embedded
 from monitor.records import fields as F
 from monitor.records.batches import ErrorList, LabelBatch, PredictionBatch, as_record_list
 from monitor.tasks import PROBA_SUM_TOLERANCE, class_name
@@ -29,7 +31,7 @@ _OPTIONAL_STR = frozenset({str, type(None)})
 _NONE = {type(None)}
 _OPTIONAL_INT = frozenset({int, type(None)})
 _OPTIONAL_BINARY = frozenset({None, 0, 1})
-_PRED_FIELDS = frozenset({"id", "ts", "features", "score", "prediction", "model_version"})
+_PRED_FIELDS = frozenset({"id", "ts", "features", "score", "prediction", "model_version", "input_uri"})
 _PRED_REQUIRED = frozenset({"id", "features", "score"})
 _LABEL_FIELDS = frozenset({"id", "ts", "label"})
 _LABEL_REQUIRED = frozenset({"id", "label"})
@@ -37,9 +39,9 @@ _LABEL_REQUIRED = frozenset({"id", "label"})
 # class probabilities (and optionally the served class); a regression record the predicted value.
 _TASK_PRED_FIELDS = {
     "binary": (_PRED_FIELDS, _PRED_REQUIRED),
-    "multiclass": (frozenset({"id", "ts", "features", "probabilities", "prediction", "model_version"}),
+    "multiclass": (frozenset({"id", "ts", "features", "probabilities", "prediction", "model_version", "input_uri"}),
                    frozenset({"id", "features", "probabilities"})),
-    "regression": (frozenset({"id", "ts", "features", "prediction", "model_version"}),
+    "regression": (frozenset({"id", "ts", "features", "prediction", "model_version", "input_uri"}),
                    frozenset({"id", "features", "prediction"})),
 }
 _BAD = object()
@@ -118,6 +120,8 @@ class RecordValidator:
         self._featset = frozenset(self._names)
         self._numeric = [i for i, f in enumerate(model.features) if f.type == "numeric"]
         self._categorical = [i for i, f in enumerate(model.features) if f.type == "categorical"]
+        # Embedding features (position, dim): a list of dim numbers each, stored as float32 bytes.
+        self._embedded = [(i, f.dim) for i, f in enumerate(model.features) if f.type == "embedding"]
         self._getters = [itemgetter(name) for name in self._names]
         # The configured column names are accepted on the wire as well as the generic keys:
         # with model.target = churned, {"id": "c1", "churned": 1} is a label record.
@@ -154,7 +158,7 @@ class RecordValidator:
     def _fast_predictions(self, records: list, now: int) -> PredictionBatch | None:
         n = len(records)
         if n == 0:
-            return PredictionBatch([], [], [], [[] for _ in self._names], [], [], [], [])
+            return PredictionBatch([], [], [], [[] for _ in self._names], [], [], [], [], input_uris=[])
         try:
             if not _dicts_with_keys(records, _PRED_FIELDS, _PRED_REQUIRED):
                 return None
@@ -187,6 +191,14 @@ class RecordValidator:
                             else list(map(float, cols[j]))
                 if not _all_finite(present):
                     return None
+            for j, dim in self._embedded:
+                blobs = embedded.fast_column(cols[j], dim)
+                if blobs is None:
+                    return None
+                cols[j] = blobs
+            uris = embedded.fast_uris(list(map(dict.get, records, repeat("input_uri", n))))
+            if uris is None:
+                return None
             scores = list(map(itemgetter("score"), records))
             types = set(map(type, scores))
             if not types <= _NUMBER:
@@ -213,7 +225,7 @@ class RecordValidator:
                 return None
         except (TypeError, ValueError, KeyError, OverflowError):
             return None
-        return PredictionBatch(ids, ts[0], ts[1], cols, scores, preds, pred_given, versions)
+        return PredictionBatch(ids, ts[0], ts[1], cols, scores, preds, pred_given, versions, input_uris=uris)
 
     def slow_predictions(self, records: list, now: int) -> PredictionBatch:
         """Record-by-record validation: every problem reported, or the same batch as the fast path."""
@@ -252,6 +264,9 @@ class RecordValidator:
             version = rec.get("model_version")
             if version is not None:
                 version = _check(errors, i, "model_version", F.check_model_version, version)
+            uri = rec.get("input_uri")
+            if uri is not None:
+                uri = _check(errors, i, "input_uri", F.check_input_uri, uri)
             if errors.count:
                 continue  # stop building once the batch is lost; keep collecting errors
             out["ids"].append(rid)
@@ -262,6 +277,7 @@ class RecordValidator:
             out["predictions"].append(int(score > self.model.threshold) if pred is None else pred)
             out["prediction_given"].append(self._task == "regression" or rec.get("prediction") is not None)
             out["model_versions"].append(version)
+            out["input_uris"].append(uri)
             if row_probas is not None:
                 probas.append(row_probas)
         errors.check("prediction", len(records))
@@ -350,10 +366,11 @@ class RecordValidator:
                 errors.add(i, f"features.{spec.name}", f"missing feature ({spec.type})")
                 continue
             value = feats[spec.name]
-            if value is None:  # a missing value: stored as NULL
+            if value is None:  # a missing value (a missing vector): stored as NULL
                 values.append(None)
                 continue
-            check = F.check_number if spec.type == "numeric" else _check_category
+            check = F.check_number if spec.type == "numeric" else _check_category if spec.type == "categorical" \
+                else partial(F.check_embedding, dim=spec.dim)
             values.append(_check(errors, i, f"features.{spec.name}", check, value))
         return _BAD if errors.count > before else tuple(values)
 
@@ -433,11 +450,12 @@ class RecordValidator:
             j = first.setdefault(rid, i)
             if j == i:
                 keep.append(i)
-            elif records[i] != records[j]:
+            elif not _same(records[i], records[j]):
                 errors.add(i, "id", f"id {rid!r} appears again in this batch (first at index {j}) with different content")
         errors.check(kind, len(records))
         columns = {f.name: [getattr(batch, f.name)[i] for i in keep]
-                   for f in fields(batch) if f.name not in ("duplicates", "positions", "features", "probas")}
+                   for f in fields(batch) if f.name not in ("duplicates", "positions", "features", "probas")
+                   and getattr(batch, f.name) is not None}
         if isinstance(batch, PredictionBatch):
             columns["features"] = [[col[i] for i in keep] for col in batch.features]
             if batch.probas is not None:
@@ -456,6 +474,19 @@ def _renamed(records: list, aliases: dict[str, str]) -> list:
             rec = {(aliases[k] if k in aliases and aliases[k] not in rec else k): v for k, v in rec.items()}
         out.append(rec)
     return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal records; numpy arrays (embeddings from Python callers) compared by value."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(_same, a, b))
+    if type(a).__name__ == "ndarray":
+        return a.shape == b.shape and bool((a == b).all())
+    return bool(a == b)
 
 
 def _check_category(value: Any) -> str:

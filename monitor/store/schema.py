@@ -1,6 +1,7 @@
 """Per-model tables: ``predictions_<model>`` with one typed column per feature, and ``labels_<model>``.
 
-Typed columns (``f_<feature>``: DOUBLE for numeric, TEXT for categorical) keep writes to one
+Typed columns (``f_<feature>``: DOUBLE for numeric, TEXT for categorical; ``e_<feature>``: a BLOB
+of ``dim`` little-endian float32 for an embedding, :mod:`monitor.embeddings`) keep writes to one
 executemany and let a million-row window come back as columns, not as JSON parsed row by row.
 Labels have their own table keyed by id, so they may arrive before or after their prediction; the
 window query joins the two.
@@ -9,9 +10,12 @@ The tables follow the configured feature list, synchronised at start-up (:func:`
 
 * a new feature becomes a new nullable column (rows stored before it read as NaN / None);
 * a feature no longer configured keeps its column and data, and is ignored;
-* ``model_version`` (the version that scored a row) is added to tables made before it existed;
-* a feature whose type changed (numeric <-> categorical) is an error: the stored values cannot be
-  reinterpreted. Rename the feature, or use a new ``model.name`` (new tables).
+* ``model_version`` (the version that scored a row) and ``input_uri`` (its raw-input reference)
+  are added to tables made before they existed;
+* a feature whose type changed (numeric <-> categorical, either <-> embedding) or an embedding
+  whose ``dim`` changed is an error: the stored values cannot be reinterpreted. Rename the feature,
+  or use a new ``model.name`` (new tables). An embedding's stored dim is read from its stored
+  vectors (the first non-NULL one's length), so it holds whatever the configuration said before.
 """
 from __future__ import annotations
 
@@ -25,7 +29,8 @@ from typing import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from monitor.config import ModelConfig
+from monitor.config import FeatureSpec, ModelConfig
+from monitor.embeddings import EMBEDDING_PREFIX, INPUT_URI
 from monitor.errors import StoreError
 from monitor.store.engine import driver_sql
 
@@ -55,8 +60,14 @@ def table_suffix(model_name: str) -> str:
     return re.sub(r"[^a-z0-9_]", "_", model_name.lower())
 
 
+def stored_column(spec: FeatureSpec) -> str:
+    """The column a feature is stored in: ``f_<name>`` (numeric, categorical) or ``e_<name>`` (embedding)."""
+    return (EMBEDDING_PREFIX if spec.type == "embedding" else FEATURE_PREFIX) + spec.name
+
+
 def _feature_type(kind: str) -> sa.types.TypeEngine:
-    return sa.Double() if kind == "numeric" else sa.Text()
+    # LargeBinary: BLOB on SQLite, BYTEA on PostgreSQL.
+    return sa.Double() if kind == "numeric" else sa.LargeBinary() if kind == "embedding" else sa.Text()
 
 
 def build_tables(model: ModelConfig) -> ModelTables:
@@ -69,7 +80,7 @@ def build_tables(model: ModelConfig) -> ModelTables:
         sa.Column("seq", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True),
         sa.Column("id", sa.Text(), nullable=False, unique=True),
         sa.Column("ts", sa.BigInteger(), nullable=False),  # microseconds since the epoch, UTC
-        *[sa.Column(FEATURE_PREFIX + f.name, _feature_type(f.type), nullable=True) for f in model.features],
+        *[sa.Column(stored_column(f), _feature_type(f.type), nullable=True) for f in model.features],
         # binary: P(1); multiclass: the served class's probability; regression: the predicted value.
         sa.Column("score", sa.Double(), nullable=False),
         # binary: 0/1; multiclass: the served class's index into model.classes; regression: 0 (unused).
@@ -78,6 +89,8 @@ def build_tables(model: ModelConfig) -> ModelTables:
         sa.Column("received_at", sa.BigInteger(), nullable=False),
         # The registry version that scored the row; NULL when the sender did not say ("unknown").
         sa.Column("model_version", sa.Text(), nullable=True),
+        # A path or key of the raw input (an image, a document) the sender keeps; never fetched here.
+        sa.Column(INPUT_URI, sa.Text(), nullable=True),
         sa.Index(f"{pname}_ts", "ts", "seq"),
     )
     labels = sa.Table(
@@ -97,6 +110,8 @@ def _kind_of(sql_type: sa.types.TypeEngine) -> str:
         return "numeric"
     if isinstance(sql_type, sa.String):
         return "categorical"
+    if isinstance(sql_type, sa.LargeBinary):
+        return "embedding"
     return str(sql_type)
 
 
@@ -111,32 +126,32 @@ def sync_model_tables(conn: Connection, model: ModelConfig, clock: Callable[[], 
         log.info("created table %s for model %r (%d features)", pred.name, model.name, len(model.features))
     else:
         existing = {c["name"]: _kind_of(c["type"]) for c in inspector.get_columns(pred.name)}
-        problems = []
+        problems = _type_changes(conn, pred.name, model, existing)
+        if problems:
+            raise StoreError(f"model {model.name!r}: feature types changed: {'; '.join(problems)}. Stored values "
+                             "cannot be reinterpreted: rename the feature or use a new model.name")
         for spec in model.features:
-            column = FEATURE_PREFIX + spec.name
+            column = stored_column(spec)
             if column not in existing:
                 ddl = _feature_type(spec.type).compile(dialect=conn.dialect)
                 prep = conn.dialect.identifier_preparer
                 conn.exec_driver_sql(f"ALTER TABLE {prep.quote(pred.name)} ADD COLUMN {prep.quote(column)} {ddl}")
                 log.info("model %r: new feature %r (%s) added to %s; earlier rows read as missing",
                          model.name, spec.name, spec.type, pred.name)
-            elif existing[column] != spec.type:
-                problems.append(f"{spec.name!r} is stored as {existing[column]} but configured as {spec.type}")
         for column in proba_columns(model):  # a class added to model.classes: earlier rows read as missing
             if column not in existing:
                 prep = conn.dialect.identifier_preparer
                 conn.exec_driver_sql(f"ALTER TABLE {prep.quote(pred.name)} ADD COLUMN {prep.quote(column)} "
                                      f"{sa.Double().compile(dialect=conn.dialect)}")
-        if problems:
-            raise StoreError(f"model {model.name!r}: feature types changed: {'; '.join(problems)}. Stored values "
-                             "cannot be reinterpreted: rename the feature or use a new model.name")
-        if "model_version" not in existing:  # tables made before predictions carried their version
-            prep = conn.dialect.identifier_preparer
-            conn.exec_driver_sql(f"ALTER TABLE {prep.quote(pred.name)} ADD COLUMN model_version TEXT")
-            log.info("model %r: column model_version added to %s; earlier rows read as version 'unknown'",
-                     model.name, pred.name)
-        configured = {FEATURE_PREFIX + f.name for f in model.features}
-        dropped = sorted(c[len(FEATURE_PREFIX):] for c in existing if c.startswith(FEATURE_PREFIX) and c not in configured)
+        for column, what in (("model_version", "version 'unknown'"), (INPUT_URI, "without a raw-input reference")):
+            if column not in existing:  # tables made before predictions carried it
+                prep = conn.dialect.identifier_preparer
+                conn.exec_driver_sql(f"ALTER TABLE {prep.quote(pred.name)} ADD COLUMN {column} TEXT")
+                log.info("model %r: column %s added to %s; earlier rows read as %s", model.name, column, pred.name,
+                         what)
+        configured = {stored_column(f) for f in model.features}
+        dropped = sorted(c[2:] for c in existing if c.startswith((FEATURE_PREFIX, EMBEDDING_PREFIX))
+                         and c not in configured)
         if dropped:
             log.info("model %r: stored features no longer configured are kept but ignored: %s",
                      model.name, ", ".join(dropped))
@@ -153,8 +168,26 @@ def sync_model_tables(conn: Connection, model: ModelConfig, clock: Callable[[], 
     return tables
 
 
+def _type_changes(conn: Connection, table: str, model: ModelConfig, existing: dict[str, str]) -> list[str]:
+    """One line per configured feature whose stored column holds another type or another dim."""
+    quote = conn.dialect.identifier_preparer.quote
+    problems = []
+    for spec in model.features:
+        stored = [existing[c] for c in (FEATURE_PREFIX + spec.name, EMBEDDING_PREFIX + spec.name) if c in existing]
+        if stored and spec.type not in stored:
+            problems.append(f"{spec.name!r} is stored as {stored[0]} but configured as {spec.type}")
+        elif spec.type == "embedding" and stored:
+            column = quote(stored_column(spec))
+            size = conn.exec_driver_sql(f"SELECT length({column}) FROM {quote(table)} "
+                                        f"WHERE {column} IS NOT NULL LIMIT 1").scalar()
+            if size is not None and int(size) != 4 * (spec.dim or 0):
+                problems.append(f"{spec.name!r} is stored with dim {int(size) // 4} but configured with dim "
+                                f"{spec.dim}")
+    return problems
+
+
 def _register(conn: Connection, model: ModelConfig, tables: ModelTables, now: int) -> None:
-    features = json.dumps({f.name: f.type for f in model.features})
+    features = json.dumps({f.name: f.type if f.dim is None else {"type": f.type, "dim": f.dim} for f in model.features})
     conn.exec_driver_sql(driver_sql(conn,
         "INSERT INTO driftloop_models (name, predictions_table, labels_table, features_json, created_at, updated_at)"
         " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET features_json = excluded.features_json,"

@@ -31,7 +31,8 @@ from monitor.store import sqlite_reader as SR
 from monitor.store import window as W
 from monitor.store.engine import driver_sql, lock_schema, make_engine, safe_url, sqlite_path, write_transaction
 from monitor.store.migrations import Migration, migrate
-from monitor.store.schema import FEATURE_PREFIX, proba_columns, sync_model_tables
+from monitor.embeddings import INPUT_URI
+from monitor.store.schema import proba_columns, stored_column, sync_model_tables
 from monitor.writable import sqlite_write_problem
 
 log = logging.getLogger(__name__)
@@ -85,9 +86,9 @@ class PredictionStore:
         q = self.engine.dialect.identifier_preparer.quote
         self._q = q
         p, lab = q(self.tables.predictions.name), q(self.tables.labels.name)
-        feature_cols = [q(FEATURE_PREFIX + f.name) for f in model.features]
+        feature_cols = [q(stored_column(f)) for f in model.features]
         pred_cols = ["id", "ts", *feature_cols, "score", "prediction", "received_at", "model_version",
-                     *map(q, proba_columns(model))]
+                     *map(q, proba_columns(model)), INPUT_URI]
         self._insert_predictions = driver_sql(self.engine, (
             f"INSERT INTO {p} ({', '.join(pred_cols)}) VALUES ({', '.join('?' * len(pred_cols))})"
             " ON CONFLICT (id) DO NOTHING"))
@@ -114,8 +115,9 @@ class PredictionStore:
         now = self._now_us()
         versions = batch.model_versions if assumed_version is None else \
             [assumed_version if v is None else v for v in batch.model_versions]
+        uris = repeat(None, n) if batch.input_uris is None else batch.input_uris
         rows = list(zip(batch.ids, batch.ts, *batch.features, batch.scores, batch.predictions, repeat(now, n),
-                        versions, *(batch.probas or ())))
+                        versions, *(batch.probas or ()), uris))
         with self._writing("predictions") as conn:
             inserted = conn.exec_driver_sql(self._insert_predictions, rows).rowcount
             if inserted < n:

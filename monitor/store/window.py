@@ -14,13 +14,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlalchemy.engine import Connection
 
 from monitor.config import ModelConfig
-from monitor.store.schema import FEATURE_PREFIX, ModelTables, label_kind, proba_columns
+from monitor.embeddings import DTYPE, INPUT_URI
+from monitor.store.schema import ModelTables, label_kind, proba_columns, stored_column
 from monitor.tasks import internal_proba_columns
 
 ADBC_AVAILABLE = importlib.util.find_spec("adbc_driver_sqlite") is not None  # found, deliberately not imported
@@ -51,20 +53,21 @@ class WindowQuery:
 def select_list(model: ModelConfig, quote) -> str:
     """Columns of a window query over ``p`` (predictions) and ``l`` (labels), named as in :func:`arrow_schema`."""
     cols = ["p.id AS id", "p.ts AS ts"]
-    cols += [f"p.{quote(FEATURE_PREFIX + f.name)} AS c{i}" for i, f in enumerate(model.features)]
+    cols += [f"p.{quote(stored_column(f))} AS c{i}" for i, f in enumerate(model.features)]
     cols += ["p.score AS score", "p.prediction AS prediction", "l.label AS label", "l.ts AS label_ts",
-             "p.model_version AS model_version", "p.seq AS seq"]
+             "p.model_version AS model_version", f"p.{INPUT_URI} AS {INPUT_URI}", "p.seq AS seq"]
     cols += [f"p.{quote(c)} AS q{i}" for i, c in enumerate(proba_columns(model))]
     return ", ".join(cols)
 
 
 def arrow_schema(model: ModelConfig) -> pa.Schema:
     fields = [pa.field("id", pa.string()), pa.field("ts", pa.int64())]
-    fields += [pa.field(f"c{i}", pa.float64() if f.type == "numeric" else pa.string()) for i, f in enumerate(model.features)]
+    kinds = {"numeric": pa.float64(), "categorical": pa.string(), "embedding": pa.binary()}
+    fields += [pa.field(f"c{i}", kinds[f.type]) for i, f in enumerate(model.features)]
     numeric_label = label_kind(model) == "numeric"
     fields += [pa.field(name, pa.float64() if name == "score" or (name == "label" and numeric_label) else pa.int64())
                for name in ("score", "prediction", "label", "label_ts")]
-    fields += [pa.field("model_version", pa.string()), pa.field("seq", pa.int64())]
+    fields += [pa.field("model_version", pa.string()), pa.field(INPUT_URI, pa.string()), pa.field("seq", pa.int64())]
     fields += [pa.field(f"q{i}", pa.float64()) for i in range(len(proba_columns(model)))]
     return pa.schema(fields)
 
@@ -113,22 +116,61 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def vectors(column: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
+    """A binary column of stored embeddings -> an object array of 1-D float32 arrays (None where
+    NULL). One ``np.frombuffer`` over the column's data buffer and one copy of the block, not a
+    decode per row; the rows are views of that block."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if not pa.types.is_binary(array.type):
+        array = array.cast(pa.binary())
+    n = len(array)
+    out = np.empty(n, dtype=object)
+    valid = np.ones(n, dtype=bool) if array.null_count == 0 else array.is_valid().to_numpy(zero_copy_only=False)
+    if array.null_count:
+        # A NULL may own bytes in the data buffer (the ADBC driver's do): rebuild without them.
+        array = pc.drop_null(array)
+    count = len(array)
+    if count == 0:
+        return out
+    _, offsets_buffer, data = array.buffers()
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=count + 1, offset=array.offset * 4)
+    lengths = np.diff(offsets)
+    if not np.all(lengths == 4 * dim):
+        k = int(np.argmax(lengths != 4 * dim))
+        raise ValueError(f"stored embedding of row {int(np.flatnonzero(valid)[k])} has {int(lengths[k]) // 4} "
+                         f"values, expected {dim}")
+    block = np.frombuffer(data, dtype=DTYPE, count=count * dim, offset=int(offsets[0])).reshape(count, dim)
+    block = block.astype(np.float32)  # a copy: the frame owns its memory, not the Arrow buffer
+    positions = range(n) if count == n else np.flatnonzero(valid).tolist()
+    for position, row in zip(positions, block):  # element-wise: numpy would broadcast a list of rows
+        out[position] = row
+    return out
+
+
 def to_frame(table: pa.Table, model: ModelConfig) -> pd.DataFrame:
     """The contract's window frame: id, ts, features, score, prediction, target, label_ts,
-    model_version (None where the sender did not say); by ts.
+    model_version (None where the sender did not say), input_uri (likewise); by ts. An embedding
+    feature is one object column of float32 arrays (:func:`vectors`), decoded from Arrow apart.
     One multithreaded Arrow conversion of the whole table: several times faster than column by
     column, which concatenates chunks and then copies again to consolidate pandas blocks."""
     micros_utc = pa.timestamp("us", tz="UTC")
     table = table.drop_columns(["seq"])
     for name in ("ts", "label_ts"):  # int64 microseconds -> timestamps: a reinterpretation
         table = table.set_column(table.schema.get_field_index(name), name, pc.cast(table.column(name), micros_utc))
-    names = ["id", "ts", *model.feature_names, model.score, model.prediction, model.target, "label_ts", "model_version"]
+    names = ["id", "ts", *model.feature_names, model.score, model.prediction, model.target, "label_ts", "model_version",
+             INPUT_URI]
     names += internal_proba_columns(len(proba_columns(model)))
     table = table.rename_columns(names)
     if model.task == "regression":  # the predicted value is the score; the stored prediction is unused
         table = table.set_column(table.schema.get_field_index(model.prediction), model.prediction,
                                  table.column(model.score))
+    embedded = {f.name: vectors(table.column(f.name), f.dim or 0) for f in model.features if f.type == "embedding"}
+    if embedded:
+        table = table.drop_columns(list(embedded))
     with gc_paused():
         # The remaining int64 columns are prediction and target: nullable Int64. NULL text -> None,
         # NULL numbers -> NaN, NULL times -> NaT.
-        return table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get, coerce_temporal_nanoseconds=True)
+        frame = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get, coerce_temporal_nanoseconds=True)
+    for name, values in embedded.items():
+        frame.insert(names.index(name), name, pd.Series(values, index=frame.index, dtype=object))
+    return frame

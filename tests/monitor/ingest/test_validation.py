@@ -39,7 +39,7 @@ def _with_feature(name, value) -> dict:
 @pytest.mark.parametrize("record, field, message", [
     ("oops", "(record)", "expected an object, got 'oops'"),
     ({k: v for k, v in prediction(0).items() if k != "score"}, "score", "required field is missing"),
-    (_with(extra=1), "extra", "unknown field (allowed: features, id, model_version, prediction, score, ts)"),
+    (_with(extra=1), "extra", "unknown field (allowed: features, id, input_uri, model_version, prediction, score, ts)"),
     (_with(id=""), "id", "expected a string of 1-200 characters, got a string of 0 characters"),
     (_with(id="x" * 201), "id", "expected a string of 1-200 characters, got a string of 201 characters"),
     (_with(id=17), "id", "expected a string of 1-200 characters, got 17"),

@@ -20,11 +20,11 @@ def test_round_trip_gives_the_contract_frame(store):
     assert (result.stored, result.duplicates) == (5, 0)
     frame = store.window()
     assert list(frame.columns) == ["id", "ts", "x0", "x1", "region", "score", "prediction", "label", "label_ts",
-                                   "model_version"]
+                                   "model_version", "input_uri"]
     dtypes = {c: str(t) for c, t in frame.dtypes.items()}
     assert dtypes == {"id": "object", "ts": "datetime64[ns, UTC]", "x0": "float64", "x1": "float64",
                       "region": "object", "score": "float64", "prediction": "Int64", "label": "Int64",
-                      "label_ts": "datetime64[ns, UTC]", "model_version": "object"}
+                      "label_ts": "datetime64[ns, UTC]", "model_version": "object", "input_uri": "object"}
     assert frame["model_version"].isna().all()  # not said: read as unknown
     assert frame["id"].tolist() == [f"r{i}" for i in range(5)]
     assert frame["ts"].tolist() == [_utc(T0 + i) for i in range(5)]

@@ -5,6 +5,11 @@
         dl.log_predictions(frame)            # DataFrame: id, [ts], features..., the model's outputs
         dl.log_labels(labels_frame)          # DataFrame: id, label, [ts]
 
+An embedding feature (an image or text model's vector) is a column holding one vector per row (a
+list or a 1-D array, None where missing), or, when the vectors are one ``(rows, dim)`` array, pass
+``log_predictions(frame, embeddings={"image_emb": array})``. An ``input_uri`` column (the path or
+key of each row's raw input, which driftloop stores and never fetches) goes with each record.
+
 The outputs follow the server's model (``GET /v1/schema``): binary ``score`` [``prediction`` 0/1];
 multiclass one ``proba_<class>`` column per class or a ``probabilities`` list column [``prediction``,
 a class]; regression ``prediction``. These are the columns the registered pyfunc returns, so a
@@ -38,7 +43,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import httpx
 import orjson
@@ -119,7 +124,8 @@ class DriftloopClient:
     # ---- public ------------------------------------------------------------------------------
     def log_predictions(self, data: Any, *, features: Sequence[str] | None = None, id: str | None = None,
                         ts: str = "ts", score: str | None = None, prediction: str | None = None,
-                        model_version: str | int | None = None) -> IngestSummary:
+                        model_version: str | int | None = None,
+                        embeddings: Mapping[str, Any] | None = None) -> IngestSummary:
         """Send predictions: a DataFrame or a list of API records. A frame's columns default to the
         server's model (``GET /v1/schema``): its id column (``model.id``), features, and the outputs
         of its task (binary: score [prediction]; multiclass: ``proba_<class>`` per class or a
@@ -127,7 +133,11 @@ class DriftloopClient:
         (the target, anything else) are left out. Missing values (NaN, None, pd.NA) are sent as
         null: stored and counted, not refused. ``model_version``: the registry version that scored
         them (e.g. ``Champion.version``), for records that do not say; the daemon judges each
-        champion on the rows it scored."""
+        champion on the rows it scored. ``embeddings``: ``{feature: (rows, dim) array}``, one row per
+        record (frame row or list item), for embedding features not in the frame as a column of
+        vectors (NaN rows: missing)."""
+        if embeddings:
+            data = _with_embeddings(data, embeddings)
         if _is_frame(data):
             from monitor.records.frames import prediction_records
             schema = self.schema()
@@ -139,6 +149,8 @@ class DriftloopClient:
                                       exclude=("label", schema.get("target", "label")),
                                       categorical=[f["name"] for f in schema.get("features", [])
                                                    if f.get("type") == "categorical"],
+                                      embedding=[f["name"] for f in schema.get("features", [])
+                                                 if f.get("type") == "embedding"],
                                       task=schema.get("task", "binary"), classes=schema.get("classes"))
         if model_version is not None:
             from monitor.records.frames import with_model_version
@@ -228,6 +240,37 @@ def _column_name(frame: Any, given: str | None, configured: str | None) -> str:
     if given is not None:
         return given
     return configured if configured and configured in frame.columns else "id"
+
+
+def _with_embeddings(data: Any, embeddings: Mapping[str, Any]) -> Any:
+    """``data`` (a frame or a list of records) with each ``(rows, dim)`` block's rows as its feature."""
+    import numpy as np
+
+    rows = len(data)
+    blocks = {}
+    for name, block in embeddings.items():
+        block = np.asarray(block, dtype=np.float32)
+        if block.ndim != 2 or len(block) != rows:
+            raise ValueError(f"embeddings[{name!r}] must be a (rows, dim) array with one row per record ({rows}), "
+                             f"got shape {block.shape}")
+        blocks[name] = [None if np.isnan(row).all() else row for row in block]
+    if _is_frame(data):
+        return data.assign(**{name: _object_column(data, values) for name, values in blocks.items()})
+    records = []
+    for i, record in enumerate(data):
+        record = {**record, "features": {**record.get("features", {}), **{n: v[i] for n, v in blocks.items()}}}
+        records.append(record)
+    return records
+
+
+def _object_column(frame: Any, values: list) -> Any:
+    import numpy as np
+    import pandas as pd
+
+    column = np.empty(len(values), dtype=object)
+    for i, value in enumerate(values):
+        column[i] = value
+    return pd.Series(column, index=frame.index, dtype=object)
 
 
 def _is_frame(data: Any) -> bool:

@@ -7,6 +7,10 @@ comments) and by ``driftloop train`` when no features are configured, so both ag
 * integers and floats are **numeric**: an integer column keeps its order (tenure, number of
   products). One with few distinct values (at most ``FEW_VALUES``) gets a comment, because
   integer *codes* (a plan id, a region number) should be made categorical by hand;
+* a column of equal-length numeric vectors (a Parquet list or fixed-size list column: an image or
+  text model's embedding) is an **embedding** with ``dim`` = that length;
+* a column named ``input_uri``, or text that is a path or URI on every row (``s3://...``,
+  ``/data/img/1.png``, ``img/1.png``), is the raw input's reference, not a feature: left out, said so;
 * text (and pandas categories) is **categorical**, unless almost every row has its own value:
   a string column unique on more than ``ID_LIKE_SHARE`` of the sampled rows is an id or free
   text, not a category, and is refused with a hint to pass ``--id`` or ``--ignore``;
@@ -28,12 +32,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
 from monitor.config import FeatureSpec, ModelConfig
+from monitor.embeddings import INPUT_URI, MAX_EMBEDDING_DIM
 from monitor.errors import DataError
 from monitor.tasks import MAX_CLASSES, PROBA_SUM_TOLERANCE, InferredTask, sorted_classes, infer_task
 
@@ -46,11 +51,12 @@ MIN_ROWS_FOR_ID_RULE = 20  # below this, every small table would look like ids
 @dataclass(frozen=True)
 class InferredFeature:
     name: str
-    type: str        # "numeric" | "categorical"
+    type: str        # "numeric" | "categorical" | "embedding"
     note: str        # why, for a comment in driftloop.yaml
+    dim: int | None = None  # embedding: the vectors' length
 
     def spec(self) -> FeatureSpec:
-        return FeatureSpec(name=self.name, type=self.type)  # type: ignore[arg-type]
+        return FeatureSpec(name=self.name, type=self.type, dim=self.dim)  # type: ignore[arg-type]
 
 
 class Omission(str, Enum):
@@ -58,6 +64,7 @@ class Omission(str, Enum):
     EMPTY = "empty"                # no values
     CONSTANT = "constant"          # one value on every row
     MODEL_OUTPUT = "model_output"  # a model's prediction, score or probability (keep it with --keep)
+    INPUT_REFERENCE = "input_reference"  # input_uri, or paths/URIs of the raw inputs (send as input_uri)
 
 
 @dataclass(frozen=True)
@@ -92,11 +99,53 @@ def _all_dates(present: pd.Series) -> bool:
     return bool(present.map(lambda v: isinstance(v, str) and _DATE.fullmatch(v.strip()) is not None).all())
 
 
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+|\.{0,2}/\S+|[A-Za-z]:\\\S+|(\S+/)+\S+\.[A-Za-z0-9]{1,5}")
+
+
+def _vector_length(present: pd.Series) -> int | str | None:
+    """The common length of a column of numeric vectors (lists or arrays: a Parquet list column),
+    a problem naming how they differ, or None when the values are not vectors."""
+    if present.dtype != object or not present.map(lambda v: isinstance(v, (list, tuple, np.ndarray))).all():
+        return None
+    lengths = present.map(len)
+    if lengths.nunique() != 1:
+        return f"vectors of {lengths.nunique()} different lengths ({lengths.min()}-{lengths.max()})"
+    try:
+        sample = np.asarray(present.iloc[:1000].tolist(), dtype=np.float64)
+    except (TypeError, ValueError):
+        return "lists of values that are not all numbers"
+    if not np.isfinite(sample).all():
+        return "vectors with NaN or infinite values"
+    return int(lengths.iloc[0])
+
+
+def _input_reference(name: str, present: pd.Series) -> LeftOut | None:
+    if name == INPUT_URI:
+        return LeftOut(name, "the raw input's reference (input_uri): stored with each prediction for your "
+                             "training code, not a feature", Omission.INPUT_REFERENCE)
+    text = present.iloc[:1000]
+    if text.dtype == object and text.map(lambda v: isinstance(v, str) and _URI.fullmatch(v) is not None).all():
+        return LeftOut(name, f"paths or URIs of raw inputs (e.g. {text.iloc[0]!r}), not a feature; a service "
+                             f"sends them as input_uri", Omission.INPUT_REFERENCE)
+    return None
+
+
 def infer_column(name: str, series: pd.Series) -> InferredFeature | LeftOut | str:
     """The inferred feature, a column left out (no signal), or a one-line problem naming the column."""
     present = series.dropna()
     if len(present) == 0:
         return LeftOut(name, "no values (all missing)", Omission.EMPTY)
+    reference = _input_reference(name, present)
+    if reference is not None:
+        return reference
+    dim = _vector_length(present)
+    if isinstance(dim, str):
+        return f"column {name!r} holds lists, {dim}: an embedding is one fixed-length numeric vector per row"
+    if dim is not None:
+        if not 2 <= dim <= MAX_EMBEDDING_DIM:
+            return f"column {name!r} holds vectors of {dim} values; an embedding has 2-{MAX_EMBEDDING_DIM}"
+        gaps = f", {1 - len(present) / len(series):.0%} missing" if len(present) < len(series) else ""
+        return InferredFeature(name, "embedding", f"vectors of {dim} numbers{gaps}", dim)
     if len(present) == len(series) and present.nunique() == 1:
         value = present.iloc[0]
         shown = repr(value) if isinstance(value, str) else str(value)
@@ -325,17 +374,27 @@ def with_features(model: ModelConfig, features: list[FeatureSpec]) -> ModelConfi
     return ModelConfig.model_validate({**data, "features": [f.model_dump() for f in features]})
 
 
-def schema_of(model: ModelConfig) -> dict[str, str]:
-    """``{feature: type}``, the form a model version records (tag ``driftloop.schema``)."""
-    return {f.name: f.type for f in model.features}
+def schema_of(model: ModelConfig) -> dict[str, Any]:
+    """``{feature: type}``, the form a model version records (tag ``driftloop.schema``); an
+    embedding's entry is ``{"type": "embedding", "dim": N}`` (a vector's length is part of its type)."""
+    return {f.name: f.type if f.dim is None else {"type": f.type, "dim": f.dim} for f in model.features}
 
 
-def schema_mismatch(configured: dict[str, str], recorded: dict[str, str]) -> str | None:
+def feature_spec(name: str, recorded: Any) -> FeatureSpec:
+    """A feature from its recorded entry (:func:`schema_of`): a type, or ``{"type", "dim"}``."""
+    return FeatureSpec.model_validate({"name": name, **(recorded if isinstance(recorded, dict) else {"type": recorded})})
+
+
+def _type_text(entry: Any) -> str:
+    return f"{entry['type']}[{entry.get('dim')}]" if isinstance(entry, dict) else str(entry)
+
+
+def schema_mismatch(configured: dict[str, Any], recorded: dict[str, Any]) -> str | None:
     """One line saying how the configured features differ from a model's recorded ones, or None."""
     parts = []
     extra = [n for n in configured if n not in recorded]
     lacking = [n for n in recorded if n not in configured]
-    changed = [f"{n} ({recorded[n]} -> {configured[n]})" for n in configured if n in recorded
+    changed = [f"{n} ({_type_text(recorded[n])} -> {_type_text(configured[n])})" for n in configured if n in recorded
                and configured[n] != recorded[n]]
     if extra:
         parts.append(f"configured but not in the model: {', '.join(extra)}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from monitor.config import DriftloopConfig, FeatureSpec
+from monitor.config import DriftloopConfig
 from monitor.errors import ConfigError, RegistryError
 
 log = logging.getLogger(__name__)
@@ -15,7 +15,7 @@ def with_champion_schema(cfg: DriftloopConfig, *, required: bool = False) -> Dri
 
     ConfigError (one line) when configured features differ from the champion's. Without a champion,
     or with MLflow unreachable, the configuration is used as it is (``required``: re-raise instead)."""
-    from monitor.dataschema import schema_mismatch, schema_of, with_features
+    from monitor.dataschema import feature_spec, schema_mismatch, schema_of, with_features
     from trainer import champion_schema
 
     try:
@@ -35,7 +35,7 @@ def with_champion_schema(cfg: DriftloopConfig, *, required: bool = False) -> Dri
         named = {k: v for k, v in columns.items() if k not in cfg.model.model_fields_set
                  and k not in ("task", "classes")}
         model = with_features(cfg.model.model_copy(update=named),
-                              [FeatureSpec(name=n, type=t) for n, t in features.items()])  # type: ignore[arg-type]
+                              [feature_spec(n, t) for n, t in features.items()])
         return cfg.model_copy(update={"model": model})
     problem = schema_mismatch(schema_of(cfg.model), features)
     if problem:

@@ -55,6 +55,8 @@ def render(*, data_path: str, rows: int, name: str, target: str, id: str | None,
         "# is refused as an id (--id) or free text (--ignore); constant and all-missing columns are",
         "# left out (listed under ignore: no signal to learn, and drift on them would mean nothing), and so",
         "# are a model's outputs (y_pred, score, proba_<class>...): --keep COLUMN keeps one as a feature.",
+        "# A column of equal-length numeric vectors is an embedding (dim: its length); input_uri and",
+        "# columns of paths or URIs are the raw inputs' references, sent as input_uri, not features.",
         "# Any key can be overridden by an environment variable DRIFTLOOP_SECTION__KEY.",
         "model:",
         f"  name: {_yaml_name(name)}",
@@ -71,9 +73,10 @@ def render(*, data_path: str, rows: int, name: str, target: str, id: str | None,
             keep = f"; --keep {c.name} to use it as a feature" if c.kind == Omission.MODEL_OUTPUT else ""
             lines.append(f"  #   {c.name}: left out by init, {c.why}{keep}")
     lines.append("  features:")
-    width = max(len(f"    - {{name: {f.name}, type: {f.type}}}") for f in features)
-    for f in features:
-        entry = f"    - {{name: {_yaml_name(f.name)}, type: {f.type}}}"
+    entries = [f"    - {{name: {_yaml_name(f.name)}, type: {f.type}{'' if f.dim is None else f', dim: {f.dim}'}}}"
+               for f in features]
+    width = max(map(len, entries))
+    for f, entry in zip(features, entries):
         lines.append(f"{entry.ljust(width)}  # {f.note}")
     return "\n".join(lines) + "\n"
 
@@ -137,15 +140,17 @@ def command(data_path: str, target: str, task: str | None, id_column: str | None
                   id=id_column, ignore=list(ignore), features=features, left_out=left_out, task=inferred,
                   task_chosen=task is not None)
     out.write_text(text, encoding="utf-8")
-    kinds = {t: sum(f.type == t for f in features) for t in ("numeric", "categorical")}
+    kinds = {t: sum(f.type == t for f in features) for t in ("numeric", "categorical", "embedding")}
     what = f"{inferred.task}" + (f" ({len(inferred.classes)} classes)" if inferred.task == "multiclass"
                                  and inferred.classes else "")
-    click.echo(f"Wrote {out}: model {model_name!r}, {what}, target {target!r}, {kinds['numeric']} numeric and "
-               f"{kinds['categorical']} categorical feature(s). Next: driftloop train --data {data_path}")
+    click.echo(f"Wrote {out}: model {model_name!r}, {what}, target {target!r}, {kinds['numeric']} numeric, "
+               f"{kinds['categorical']} categorical and {kinds['embedding']} embedding feature(s). Next: driftloop train --data {data_path}")
     for name in schema.kept_outputs:
         click.echo(f"Warning: column {name!r} looks like a model output; kept as a feature (--keep)", err=True)
     for c in left_out:
-        if c.kind == Omission.MODEL_OUTPUT:
+        if c.kind == Omission.INPUT_REFERENCE:
+            click.echo(f"Left out column {c.name!r}: {c.why} (listed under ignore in the file)", err=True)
+        elif c.kind == Omission.MODEL_OUTPUT:
             click.echo(f"Warning: column {c.name!r} looks like {c.why}: left out of the features (listed under "
                        f"ignore in the file). To use it as a feature, pass --keep {c.name} or move it from "
                        "ignore to features in the file", err=True)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor.config import ModelConfig
+from monitor.config import FeatureSpec, ModelConfig
+from monitor.embeddings import INPUT_URI, MAX_INPUT_URI_CHARS
 from monitor.records.fields import MAX_EPOCH_SECONDS
 from monitor.tasks import PROBA_SUM_TOLERANCE, TASKS
 
@@ -24,10 +25,21 @@ _PROBABILITY = {"type": "number", "minimum": 0, "maximum": 1}
 EXAMPLE_CLASSES = ["cat", "dog", "eel"]
 
 
+_INPUT_URI = {"type": "string", "minLength": 1, "maxLength": MAX_INPUT_URI_CHARS,
+              "description": "the path or key of the raw input (an image, a document) the service keeps; stored "
+                             "for the user's training code (training.entrypoint), never fetched by driftloop"}
+
+
+def _feature(f: FeatureSpec) -> dict[str, Any]:
+    # null: a missing value (a missing vector), stored as NULL and counted (driftloop_feature_missing_ratio).
+    if f.type == "embedding":
+        return {"type": ["array", "null"], "items": {"type": "number"}, "minItems": f.dim, "maxItems": f.dim,
+                "description": f"an embedding: {f.dim} finite numbers (stored as float32)"}
+    return {"type": ["number", "null"]} if f.type == "numeric" else {"type": ["string", "null"]}
+
+
 def _features(model: ModelConfig) -> dict[str, Any]:
-    # null: a missing value, stored as NULL and counted (driftloop_feature_missing_ratio).
-    features = {f.name: ({"type": ["number", "null"]} if f.type == "numeric" else {"type": ["string", "null"]})
-                for f in model.features}
+    features = {f.name: _feature(f) for f in model.features}
     return {"type": "object", "properties": features, "required": list(features), "additionalProperties": False}
 
 
@@ -80,6 +92,7 @@ def prediction_schema(model: ModelConfig) -> dict[str, Any]:
                 f"; may be sent as {model.prediction!r}" if model.prediction != "prediction" else "")}
         required = ["id", "features", "score"]
     properties["model_version"] = _VERSION
+    properties[INPUT_URI] = _INPUT_URI
     return {"type": "object", "additionalProperties": False, "required": required, "properties": properties}
 
 
@@ -131,7 +144,7 @@ def schema_response(model: ModelConfig) -> dict[str, Any]:
     """``GET /v1/schema``'s answer: the model's columns, task, classes and its exact record shapes."""
     m = model
     return {"model": m.name, "task": m.task, "classes": m.classes,
-            "features": [{"name": f.name, "type": f.type} for f in m.features],
+            "features": [{"name": f.name, "type": f.type, **({"dim": f.dim} if f.dim else {})} for f in m.features],
             "id": m.id, "target": m.target, "score": m.score, "prediction": m.prediction, "threshold": m.threshold,
             "records": {"prediction": prediction_schema(m), "label": label_schema(m)}}
 
@@ -143,7 +156,8 @@ SCHEMA_RESPONSE = {"application/json": {"schema": {
         "classes": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}],
                     "description": "class names in order (multiclass; binary with a non-0/1 target); null otherwise"},
         "features": {"type": "array", "items": {"type": "object", "required": ["name", "type"], "properties": {
-            "name": {"type": "string"}, "type": {"type": "string", "enum": ["numeric", "categorical"]}}}},
+            "name": {"type": "string"}, "type": {"type": "string", "enum": ["numeric", "categorical", "embedding"]},
+            "dim": {"type": "integer", "description": "an embedding's length (only for type embedding)"}}}},
         "id": {"type": "string", "description": "model.id: the id column of files and frames"},
         "target": {"type": "string"}, "score": {"type": "string"}, "prediction": {"type": "string"},
         "threshold": {"type": "number"},
@@ -163,7 +177,8 @@ def request_body(record: dict[str, Any], example: dict[str, Any]) -> dict[str, A
 
 
 def prediction_example(model: ModelConfig) -> dict[str, Any]:
-    features = {f.name: (0.5 if f.type == "numeric" else "a") for f in model.features}
+    features = {f.name: (0.5 if f.type == "numeric" else "a" if f.type == "categorical"
+                         else [round(0.1 * (k % 7) - 0.3, 1) for k in range(f.dim or 0)]) for f in model.features}
     record: dict[str, Any] = {"id": "req-123", "ts": "2026-11-30T01:02:03Z", "features": features}
     if model.task == "multiclass":
         classes = model.classes or EXAMPLE_CLASSES

@@ -10,6 +10,11 @@ prediction frame as it is:
   list per row, in the order of the classes) and an optional prediction column (class names);
 * regression: the prediction column (the predicted number).
 
+An embedding feature (``embedding``: the names) is a column holding one vector per row (a list or
+a 1-D array; None/NaN where missing, the frame contract): each is sent as float32 (what the store
+keeps, so nothing is lost, and float32's shortest decimal form is half as long as float64's). An
+``input_uri`` column is sent as each record's ``input_uri`` (where not missing); it is never a feature.
+
 Values are handed over as they are, apart from what JSON cannot say: timestamps become epoch
 seconds (naive ones are taken as UTC), missing values become ``null`` (so the server names them),
 integer ids become strings. The server validates.
@@ -21,10 +26,11 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from monitor.embeddings import INPUT_URI
 from monitor.errors import UserInputError
 from monitor.tasks import PROBA_PREFIX, proba_column
 
-_RESERVED = {"id", "ts", "label_ts", "model_version"}
+_RESERVED = {"id", "ts", "label_ts", "model_version", INPUT_URI}
 PROBABILITIES = "probabilities"   # a multiclass frame's list column: one probability per class, in class order
 
 
@@ -94,9 +100,11 @@ def _category_text(frame: pd.DataFrame, name: str) -> list:
 def prediction_records(frame: pd.DataFrame, *, features: Sequence[str] | None = None, id: str = "id",
                        ts: str = "ts", score: str = "score", prediction: str = "prediction",
                        exclude: Sequence[str] = ("label",), categorical: Sequence[str] = (),
-                       task: str = "binary", classes: Sequence[str] | None = None) -> list[dict]:
-    """``categorical``: feature columns sent as text (integer codes included). ``task`` and
-    ``classes`` (the model's, from ``GET /v1/schema``) say which output columns to send."""
+                       embedding: Sequence[str] = (), task: str = "binary",
+                       classes: Sequence[str] | None = None) -> list[dict]:
+    """``categorical``: feature columns sent as text (integer codes included); ``embedding``: feature
+    columns of vectors, sent as float32 arrays. ``task`` and ``classes`` (the model's, from
+    ``GET /v1/schema``) say which output columns to send."""
     outputs = _outputs(frame, task, classes, score, prediction)
     if features is None:
         skip = _RESERVED | {id, ts, score, prediction, PROBABILITIES, *exclude}
@@ -106,8 +114,9 @@ def prediction_records(frame: pd.DataFrame, *, features: Sequence[str] | None = 
         raise MissingColumn(f"the frame has no feature column(s) {missing}")
     names = [str(f) for f in features]
     ids = _ids(frame, id)
-    text = set(categorical)
-    columns = [_category_text(frame, f) if f in text else _column(frame, f) for f in features]
+    text, vectors = set(categorical), set(embedding)
+    columns = [_category_text(frame, f) if f in text else _vectors(frame, f) if f in vectors else _column(frame, f)
+               for f in features]
     feature_rows = zip(*columns) if names else iter(lambda: (), None)
     records = [{"id": i, "features": dict(zip(names, row))} for i, row in zip(ids, feature_rows)]
     for key, values in outputs.items():
@@ -115,6 +124,7 @@ def prediction_records(frame: pd.DataFrame, *, features: Sequence[str] | None = 
             record[key] = value
     _attach(records, frame, ts, "ts")
     _attach(records, frame, "model_version", "model_version")
+    _attach(records, frame, INPUT_URI, INPUT_URI)
     if task != "regression" and prediction in frame.columns:
         for record, value in zip(records, _integral(frame, prediction)):
             if value is not None:
@@ -158,6 +168,23 @@ def _probabilities(frame: pd.DataFrame, classes: Sequence[str] | None) -> list:
     shown = ", ".join(proba_column(c) for c in (classes or ["<class>"])[:4])
     raise MissingColumn(f"the frame has neither proba_<class> columns ({shown}, ...) nor a {PROBABILITIES!r} "
                         "column (a list per row) with the class probabilities of a multiclass model")
+
+
+def _vectors(frame: pd.DataFrame, name: str) -> list:
+    """An embedding column: float32 1-D arrays (orjson writes them compactly), None where missing.
+    A value that is not a vector of numbers goes as it is, for the server to name."""
+    out: list = []
+    for value in frame[name].tolist():
+        if _missing_list(value):
+            out.append(None)
+            continue
+        try:
+            vector = np.asarray(value, dtype=np.float32)
+        except (TypeError, ValueError):
+            out.append(value)
+            continue
+        out.append(vector if vector.ndim == 1 else value)
+    return out
 
 
 def _missing_list(value: Any) -> bool:

@@ -121,7 +121,7 @@ class RecordValidator:
         self._numeric = [i for i, f in enumerate(model.features) if f.type == "numeric"]
         self._categorical = [i for i, f in enumerate(model.features) if f.type == "categorical"]
         # Embedding features (position, dim): a list of dim numbers each, stored as float32 bytes.
-        self._embedded = [(i, f.dim) for i, f in enumerate(model.features) if f.type == "embedding"]
+        self._embedded = [(i, f.dim or 0) for i, f in enumerate(model.features) if f.type == "embedding"]
         self._getters = [itemgetter(name) for name in self._names]
         # The configured column names are accepted on the wire as well as the generic keys:
         # with model.target = churned, {"id": "c1", "churned": 1} is a label record.
@@ -370,7 +370,7 @@ class RecordValidator:
                 values.append(None)
                 continue
             check = F.check_number if spec.type == "numeric" else _check_category if spec.type == "categorical" \
-                else partial(F.check_embedding, dim=spec.dim)
+                else partial(F.check_embedding, dim=spec.dim or 0)
             values.append(_check(errors, i, f"features.{spec.name}", check, value))
         return _BAD if errors.count > before else tuple(values)
 

@@ -145,7 +145,7 @@ class PredictionStore:
             with _frame_errors():
                 records = frames.prediction_records(records, features=m.feature_names, score=m.score,
                                                     prediction=m.prediction, id=_id_column(records, m),
-                                                    task=m.task, classes=m.classes)
+                                                    embedding=m.embedding_features, task=m.task, classes=m.classes)
         if model_version is not None:
             records = frames.with_model_version(records, model_version)
         return self.validator.predictions(records)

@@ -465,12 +465,14 @@ class Controller:
     def training_window(self, incident: Incident, forced: bool = False) -> tuple[pd.DataFrame, dict[str, Any], str | None]:
         """The labelled rows to retrain on, and why to wait instead (or None).
 
-        With a change point on the incident: the most recent ``alerts.retrain_rows`` (default
-        ``drift.window_size``) labelled rows from after it, and a wait while fewer than
-        ``training.post_change_rows`` exist (enough for the gate's held-out rows to decide).
-        Without one (gradual drift, data drift): the rows after the last healthy window when there
-        are that many, else the most recent labelled rows."""
-        n = self.cfg.alerts.retrain_rows or self.cfg.drift.window_size
+        With a change point on the incident: every labelled row from after it (the newest
+        ``training.max_rows``), so a retry sees strictly more of the new concept than the try before,
+        and a wait while fewer than ``training.post_change_rows`` exist (enough for the gate's
+        held-out rows to decide). Without one (gradual drift, data drift): the rows after the last
+        healthy window when there are that many, else the most recent ``alerts.retrain_rows``
+        (default ``drift.window_size``) labelled rows."""
+        recent = self.cfg.alerts.retrain_rows or self.cfg.drift.window_size
+        n = self.cfg.training.max_rows
         need = self.cfg.training.post_change_rows
         since = None
         if incident.change_ts is not None:
@@ -492,7 +494,7 @@ class Controller:
             if len(window) < need:
                 since = None
         if since is None:
-            window = self.store.window(last_n=n, labelled_only=True)
+            window = self.store.window(last_n=recent, labelled_only=True)
         span = {"rows": int(len(window)),
                 "start": window["ts"].iloc[0].isoformat() if len(window) else None,
                 "end": window["ts"].iloc[-1].isoformat() if len(window) else None,

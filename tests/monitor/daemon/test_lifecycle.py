@@ -82,6 +82,31 @@ def test_rejected_retrains_wait_for_new_rows_with_back_off_and_escalate(make_dae
     assert "retrain att-" in daemon.run_check_now().action
 
 
+def test_each_retry_learns_from_every_row_since_the_change_up_to_max_rows(make_daemon):
+    """Not the check window: all labelled rows after the change point, so a retry sees strictly more
+    of the new concept than the try before; training.max_rows bounds it, newest first."""
+    overrides = {"drift": {"window_size": 1500}, "alerts": {"retry_rows": 200}, "training": {"max_rows": 2200}}
+    daemon, traffic = make_daemon(overrides, behaviour="reject")
+    daemon.start(scheduler=False)
+    traffic.send(1200, 80, tag_version=True)
+    assert daemon.run_check_now().incident is None
+    traffic.send(300, 81, concept=1.0, tag_version=True)  # the change, inside one check window
+    incident = daemon.run_check_now().incident
+    assert incident is not None and incident.change_ts is not None
+    traffic.send(1500, 82, concept=1.0, tag_version=True)
+    assert "retrain att-" in daemon.run_check_now().action
+    assert daemon.wait_for_retrain(60)
+    [first] = daemon.controller.attempts.for_incident(incident.id)
+    assert first.data_window["since_change"] is not None
+    assert 1700 <= first.rows <= 1800  # every row after the change: more than the 1,500-row check window
+    traffic.send(600, 83, concept=1.0, tag_version=True)
+    assert "retrain att-" in daemon.run_check_now().action
+    assert daemon.wait_for_retrain(60)
+    _, second = daemon.controller.attempts.for_incident(incident.id)  # in start order
+    assert second.rows == 2200  # every row since the change would be more: max_rows, newest first
+    assert pd.Timestamp(second.data_window["start"]) > pd.Timestamp(first.data_window["start"])
+
+
 @pytest.mark.parametrize("state", ["firing", "waiting", "retraining", "promoted", "rejected", "failed"])
 def test_a_breaching_model_is_acted_on_after_a_restart_in_every_state(make_daemon, state):
     """Put an incident in ``state`` as a previous daemon left it, restart, send breaching rows: within

@@ -343,6 +343,21 @@ class DriftConfig(_Section):
                                     "sample before it gets a drift share; fewer: shown, not judged")
     fast_confidence: float = Field(0.99, gt=0.5, lt=1, description="one-sided confidence that the drop after a "
                                    "change point is at least alerts.accuracy_drop, for the fast lane to fire")
+    # Embedding features (type embedding): one two-sample test of the vectors per feature, chosen and
+    # sized by bench/bench_embedding_drift.py (docs/parts/drift.md "Embedding features").
+    embedding_method: Literal["mmd", "classifier", "components", "reconstruction"] = Field(
+        "mmd", description="test of an embedding feature's vectors: mmd (RBF-kernel MMD, permutation p-value), "
+        "classifier (Evidently's default: ROC AUC of a reference-vs-window logistic classifier), components (K-S per "
+        "principal component, Benjamini-Hochberg), reconstruction (NannyML's PCA reconstruction error)")
+    embedding_threshold: float | None = Field(None, gt=0, description="the embedding test's threshold; unset uses "
+                                              "the method's: p < 0.05 (mmd, components), AUC >= 0.55 (classifier), "
+                                              "|z| >= 3 (reconstruction)")
+    embedding_sample_rows: int = Field(2000, ge=100, le=5000, description="vectors per side an embedding test uses "
+                                       "at most (a seeded uniform sample; mmd holds a (2 x rows)² kernel: 128 MB at "
+                                       "2000); the reference also fits its projection on as many other rows")
+    embedding_components: int = Field(32, ge=2, le=256, description="principal components (fitted on the "
+                                      "reference, once per champion) an embedding feature's vectors are projected "
+                                      "on before the test")
 
 
 RULE_METRICS = ("accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate",
@@ -405,7 +420,10 @@ class AlertsConfig(_Section):
                                       "drift.min_labels labels confirm it); off: a suspected incident alerts and waits")
     retrain_cron: str | None = Field(None, description="crontab expression, e.g. '0 3 * * *'")
     healthy_windows: int = Field(1, ge=1, description="healthy checks in a row that resolve an incident")
-    retrain_rows: int | None = Field(None, ge=10, description="most recent labelled rows to retrain on; default drift.window_size")
+    retrain_rows: int | None = Field(None, ge=10, description="most recent labelled rows to retrain on when nothing "
+                                     "bounds the incident's evidence (no change point, no last healthy window); "
+                                     "default drift.window_size. With a bound, every labelled row since it is used "
+                                     "(training.max_rows)")
     max_attempts: int = Field(3, ge=1, description="rejected or failed retrains in a row after which an incident is "
                               "escalated (status, metric, alert); it keeps retrying when new labelled rows allow")
     retry_rows: int | None = Field(None, ge=10, description="new labelled rows needed before retrying after a "
@@ -468,6 +486,10 @@ class TrainingConfig(_Section):
     gradient_checkpointing: bool = Field(False, description="recompute activations in backward (models that support it)")
     threads: int = Field(0, ge=0, description="CPU threads for training; 0 keeps torch's default (one per core)")
     progress: bool = Field(True, description="progress bar on stderr (only when stderr is a terminal)")
+    entrypoint: str | None = Field(None, description="'package.module:Object': your own PyTorch model and data "
+                                   "code (build_model(task, n_outputs), dataset(refs, train), optional embed(model, "
+                                   "x)), trained by driftloop's loop on the rows' input_uri; default: the tabular MLP "
+                                   "(docs/parts/trainer.md, 'Your own training code')")
     compile: bool = Field(False, description="torch.compile the model for training: faster steps on a GPU once compiled, "
                           "but the first steps wait for compilation (tens of seconds) and it needs a C++ compiler; "
                           "worth it for long runs, not for short retrains")
@@ -482,6 +504,9 @@ class TrainingConfig(_Section):
                                    "champion on the champion's reference sample (bounds forgetting; regression: max relative rise of its MAE "
                                    "there)")
     reference_sample: int = Field(5000, ge=100, description="rows in a baseline's reference sample, held-out rows first")
+    max_rows: int = Field(50_000, ge=100, description="labelled rows a retrain learns from at most: every row since "
+                          "the incident's change point (or its last healthy window), newest first up to this many, so "
+                          "each retry of an incident sees all the evidence gathered since the change")
     min_post_change_rows: int | None = Field(None, ge=10, description="labelled rows after the detected change point "
                                              "before retraining starts (fewer means wait, not train on the old concept); "
                                              "default max(training.min_rows, 300 / training.holdout_fraction)")

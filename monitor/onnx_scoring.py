@@ -1,8 +1,9 @@
 """Scoring a raw feature DataFrame with an exported ONNX model (trainer/export.py), without torch.
 
-An exported model takes one 1-D input per feature, named like the feature: ``float32`` for a
-numeric one (NaN = missing; the graph imputes and flags it as the PyTorch model does) and
-``string`` for a categorical one (the vocabulary lookup is in the graph; an unseen category falls
+An exported model takes one input per feature, named like the feature: ``float32 [batch]`` for a
+numeric one (NaN = missing; the graph imputes and flags it as the PyTorch model does),
+``float32 [batch, dim]`` for an embedding (a column of vectors, the frame contract; a missing
+vector is a NaN row) and ``string [batch]`` for a categorical one (the vocabulary lookup is in the graph; an unseen category falls
 into the unknown bucket). Its one output is the model's served output, by ``task``: ``score``
 P(label = 1) ``[batch]`` (binary), ``probabilities`` ``[batch, K]`` in the order of ``classes``
 (multiclass), ``prediction`` the value in the target's units ``[batch]`` (regression). The
@@ -29,6 +30,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from monitor.embeddings import matrix
 from monitor.errors import UserInputError
 from monitor.tasks import proba_column
 
@@ -42,7 +44,7 @@ OUTPUT_TEXT = {"binary": "score: P(label = 1), float32 [batch]",
                "regression": "prediction: the predicted value in the target's units, float32 [batch]"}
 
 
-def feeds(frame: pd.DataFrame, features: list[dict[str, str]]) -> dict[str, np.ndarray]:
+def feeds(frame: pd.DataFrame, features: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     """``{feature: 1-D array}`` for an exported model; ValueError naming a missing, non-numeric or
     infinite feature (the PyTorch model's messages, so both runtimes refuse the same rows).
 
@@ -52,7 +54,20 @@ def feeds(frame: pd.DataFrame, features: list[dict[str, str]]) -> dict[str, np.n
     if absent:
         raise ValueError(f"missing feature columns: {', '.join(absent)}")
     return {f["name"]: _categories(frame, f["name"]) if f["type"] == "categorical"
+            else _vectors(frame[f["name"]], f["name"], int(f["dim"])) if f["type"] == "embedding"
             else _numeric(frame[f["name"]], f["name"]) for f in features}
+
+
+def _vectors(column: pd.Series, name: str, dim: int) -> np.ndarray:
+    """An embedding column as ``float32 [n, dim]``, NaN rows where missing (trainer.model.embedding_values' rule)."""
+    try:
+        values = matrix(column, dim)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"feature {name!r}: {exc}") from None
+    infinite = np.isinf(values)
+    if infinite.any():
+        raise ValueError(f"feature {name!r} has {int(infinite.sum())} infinite value(s)")
+    return np.ascontiguousarray(values)
 
 
 def _categories(frame: pd.DataFrame, name: str) -> np.ndarray:
@@ -111,7 +126,7 @@ class OnnxScorer:
         source = model if isinstance(model, bytes) else str(model)
         self.session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
         self.manifest = dict(manifest)
-        self.features: list[dict[str, str]] = list(self.manifest["features"])
+        self.features: list[dict[str, Any]] = list(self.manifest["features"])
         self.task: str = str(self.manifest.get("task") or "binary")
         self.classes: list[str] | None = self.manifest.get("classes")
         if self.task == "multiclass" and not self.classes:

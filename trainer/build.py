@@ -35,11 +35,13 @@ def build_model(cfg: DriftloopConfig, data: pd.DataFrame, seed: int | None = Non
     Weights are initialised from ``seed`` (default ``training.seed``), so builds are reproducible."""
     m = cfg.model
     outputs = m.n_classes if m.task == "multiclass" else 1
-    vocab, mean, std = TabularModel.preprocessing_from(data, m.numeric_features, m.categorical_features)
+    # Embedding features: dim standardised inputs each (trainer/model.py).
+    embeddings = {name: m.embedding_dim(name) for name in m.embedding_features}
+    vocab, mean, std = TabularModel.preprocessing_from(data, m.numeric_features, m.categorical_features, embeddings)
     cardinalities = [len(vocab[c]) + 1 for c in m.categorical_features]
-    # A missing indicator for each numeric feature with gaps in the training rows (trainer/model.py).
-    indicated = [c for c in m.numeric_features if data[c].isna().any()]
-    inputs = len(m.numeric_features) + len(indicated)
+    # A missing indicator for each numeric feature (each embedding) with gaps in the training rows.
+    indicated = [c for c in [*m.numeric_features, *embeddings] if data[c].isna().any()]
+    inputs = len(m.numeric_features) + sum(embeddings.values()) + len(indicated)
     torch.manual_seed(cfg.training.seed if seed is None else seed)
     if m.factory:
         factory = load_factory(m.factory)
@@ -51,4 +53,4 @@ def build_model(cfg: DriftloopConfig, data: pd.DataFrame, seed: int | None = Non
         net = MLP(inputs, cardinalities, cfg.training.hidden, cfg.training.dropout, n_outputs=outputs)
     scaling = TabularModel.target_scaling_from(data[m.target].to_numpy()) if m.task == "regression" else (0.0, 1.0)
     return TabularModel(net, m.numeric_features, m.categorical_features, vocab, mean, std, indicated,
-                        task=m.task, classes=m.classes, target_scaling=scaling)
+                        task=m.task, classes=m.classes, target_scaling=scaling, embeddings=embeddings)

@@ -259,6 +259,12 @@ def fingerprint(*frames: pd.DataFrame) -> str:
     """A short content hash of the training rows, so a checkpoint is never resumed on other data."""
     h = hashlib.sha256()
     for df in frames:
-        h.update(pd.util.hash_pandas_object(df, index=False).to_numpy().tobytes())
+        try:
+            hashed = pd.util.hash_pandas_object(df, index=False)
+        except TypeError:  # embedding columns hold arrays, which pandas cannot hash: their float32 bytes
+            hashed = pd.util.hash_pandas_object(df.assign(**{
+                c: [v if not isinstance(v, (np.ndarray, list)) else np.asarray(v, np.float32).tobytes() for v in df[c]]
+                for c in df.columns if df[c].dtype == object}), index=False)
+        h.update(hashed.to_numpy().tobytes())
         h.update(",".join(map(str, df.columns)).encode())
     return h.hexdigest()[:16]

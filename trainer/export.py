@@ -6,7 +6,8 @@ The PyTorch part (standardising, imputing NaN, missing indicators, the network, 
 TorchScript exporter (``dynamo=False``): it takes well under a second for these models where
 the dynamo exporter takes seconds, and every registration pays for it. The vocabulary lookup,
 which PyTorch does in Python (``TabularModel.encode``), is prepended as ONNX-ML ``LabelEncoder``
-nodes, so the graph takes the raw features, one 1-D input per feature, and its one output is
+nodes, so the graph takes the raw features, one 1-D input per feature (``[batch, dim]`` float32 for an
+embedding feature, NaN rows where missing), and its one output is
 named by the task (:data:`monitor.onnx_scoring.OUTPUTS`; monitor/onnx_scoring.py).
 
 INT8 is ONNX Runtime's *static* quantization (QDQ; int8 per-channel weights, uint8 activations),
@@ -38,9 +39,14 @@ ML_OPSET = 3  # ai.onnx.ml, for LabelEncoder
 _PREFIX = "driftloop/"
 
 
-def features_of(model: Any) -> list[dict[str, str]]:
+def features_of(model: Any) -> list[dict[str, Any]]:
     return ([{"name": n, "type": "numeric"} for n in model.numeric]
-            + [{"name": n, "type": "categorical"} for n in model.categorical])
+            + [{"name": n, "type": "categorical"} for n in model.categorical]
+            + [{"name": n, "type": "embedding", "dim": d} for n, d in _embeddings(model).items()])
+
+
+def _embeddings(model: Any) -> dict[str, int]:
+    return dict(getattr(model, "embeddings", None) or {})  # none on models pickled before them
 
 
 def task_of(model: Any) -> str:
@@ -54,7 +60,7 @@ def _scoring_module(model: Any) -> Any:
     features (no zero-width inputs)."""
     import torch
 
-    has_num, has_cat = bool(model.numeric), bool(model.categorical)
+    has_num, has_cat = bool(model.numeric or _embeddings(model)), bool(model.categorical)
     output = getattr(model, "output", torch.sigmoid)  # a model from before tasks: binary
 
     class Scoring(torch.nn.Module):
@@ -76,8 +82,9 @@ def _traced(model: Any, sample: pd.DataFrame) -> Any:
     import torch
 
     x_num, x_cat = model.encode(sample)
-    names = (["x_num"] if model.numeric else []) + (["x_cat"] if model.categorical else [])
-    args = tuple(t for t, keep in ((x_num, model.numeric), (x_cat, model.categorical)) if keep)
+    has_num = bool(model.numeric or _embeddings(model))
+    names = (["x_num"] if has_num else []) + (["x_cat"] if model.categorical else [])
+    args = tuple(t for t, keep in ((x_num, has_num), (x_cat, model.categorical)) if keep)
     output = OUTPUTS[task_of(model)]
     buffer = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
@@ -124,6 +131,10 @@ def to_onnx(model: Any, sample: pd.DataFrame) -> bytes:
                 source = name
             parts.append(f"{_PREFIX}{name}/column")
             nodes.append(helper.make_node("Unsqueeze", [source, axis.name], [parts[-1]]))
+        if kind is not None:  # each embedding's components follow the numeric features (TabularModel.encode)
+            for name, dim in _embeddings(model).items():
+                inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", dim]))
+                parts.append(name)
         if parts:
             nodes.append(helper.make_node("Concat", parts, [block], axis=1))
     graph.initializer.append(axis)
@@ -174,7 +185,7 @@ def _excluded(data: bytes, task: str) -> list[str]:
     return first if task == "binary" else list(dict.fromkeys(first + _last_matmul(data)))
 
 
-def to_int8(fp32: bytes, calibration: pd.DataFrame, features: list[dict[str, str]], task: str = "binary") -> bytes:
+def to_int8(fp32: bytes, calibration: pd.DataFrame, features: list[dict[str, Any]], task: str = "binary") -> bytes:
     """Static INT8 quantization (QDQ, per-channel weights) of an exported model, activation ranges
     calibrated on ``calibration`` (raw feature rows: the reference sample). Left fp32: the input
     layer and, for a multiclass or regression model, the output layer (:func:`_last_matmul`)."""

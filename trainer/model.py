@@ -13,10 +13,18 @@ training data can teach its weight: one that was never 1 in training would add a
 weight the first time it is. So the raw row a service scored, nulls and all, is the row the
 model is retrained on, and data without gaps gets exactly the network it had before.
 
+An embedding feature (``{type: embedding, dim: N}``: a sentence encoder's or an image model's
+vector, the frame contract's object column of float32 arrays) enters as ``N`` more numeric inputs,
+each standardised on the training rows like a numeric feature; a missing vector is all zeros (the
+training mean) and, when training rows had missing vectors, one missing indicator for the whole
+vector. That is how a text or image model enters the loop "through embeddings": the encoder runs
+upstream, this network is the head. Inputs are ordered numeric features, then each embedding's
+components, then the indicators.
+
 A network (the default :class:`MLP`, or a user's own from ``model.factory = "pkg.mod:build"``)
 is called as ``net(x_num, x_cat) -> raw output`` where ``x_num`` is ``float32 [B, n_numeric]``,
 already standardised and imputed, followed by the 0/1 missing indicators (a factory's
-``n_numeric`` counts both: ``len(numeric) + len(indicated)``), and ``x_cat`` is ``int64 [B, n_categorical]`` with
+``n_numeric`` counts all: ``len(numeric) + sum(embedding dims) + len(indicated)``), and ``x_cat`` is ``int64 [B, n_categorical]`` with
 0 meaning unknown. A factory is called as ``build(n_numeric, cardinalities, training_cfg)``;
 ``cardinalities[i]`` counts the unknown bucket. A network that sets ``supports_checkpointing = True`` and has
 ``set_gradient_checkpointing(flag)`` gets gradient checkpointing when the config asks for it.
@@ -74,6 +82,22 @@ def numeric_values(df: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
                 raise ValueError(f"feature {c!r} must be numeric; row {int(np.argmax(bad.to_numpy()))} holds "
                                  f"{col[bad].iloc[0]!r}") from None
             out[:, j] = coerced.to_numpy(np.float64, na_value=np.nan)
+    return out
+
+
+def embedding_values(column: pd.Series, dim: int) -> np.ndarray:
+    """float32 ``[n, dim]`` of an embedding column (1-D arrays or lists, None/NaN where missing:
+    all-NaN rows). ValueError naming the row of a vector of another length.
+    (monitor.embeddings.matrix's rule, repeated: this module may import nothing of driftloop.)"""
+    values = column.tolist()
+    out = np.full((len(values), dim), np.nan, dtype=np.float32)
+    for i, v in enumerate(values):
+        if v is None or (isinstance(v, float) and v != v):
+            continue
+        row = np.asarray(v, dtype=np.float32)
+        if row.shape != (dim,):
+            raise ValueError(f"feature {column.name!r}: row {i} holds a vector of shape {row.shape}, expected ({dim},)")
+        out[i] = row
     return out
 
 
@@ -138,7 +162,7 @@ class TabularModel(nn.Module):
     def __init__(self, net: nn.Module, numeric: Sequence[str], categorical: Sequence[str],
                  vocab: dict[str, list[str]], mean: np.ndarray, std: np.ndarray, indicated: Sequence[str] = (), *,
                  task: str = "binary", classes: Sequence[str] | None = None,
-                 target_scaling: tuple[float, float] = (0.0, 1.0)):
+                 target_scaling: tuple[float, float] = (0.0, 1.0), embeddings: dict[str, int] | None = None):
         super().__init__()
         if task not in ("binary", "multiclass", "regression"):
             raise ValueError(f"task must be binary, multiclass or regression, got {task!r}")
@@ -147,8 +171,15 @@ class TabularModel(nn.Module):
         self.net = net
         self.task = task
         self._class_names = None if classes is None else [str(c) for c in classes]
-        # Numeric features with a missing-indicator input (see module doc), as positions in `numeric`.
-        self.indicated = [list(numeric).index(c) for c in indicated]
+        # Embedding features and their dims, in input order after the numeric features.
+        self.embeddings = dict(embeddings or {})
+        # Features with a missing-indicator input (see module doc), as positions in the numeric block
+        # (an embedding's first component: a missing vector is missing as a whole).
+        starts = {c: j for j, c in enumerate(numeric)}
+        offset = len(starts)
+        for name, dim in self.embeddings.items():
+            starts[name], offset = offset, offset + dim
+        self.indicated = [starts[c] for c in indicated]
         self.numeric = list(numeric)
         self.categorical = list(categorical)
         self.vocab = {k: list(v) for k, v in vocab.items()}
@@ -196,16 +227,20 @@ class TabularModel(nn.Module):
 
     @property
     def feature_names(self) -> list[str]:
-        return self.numeric + self.categorical
+        return self.numeric + self.categorical + list(self.embeddings)
 
     @property
     def cardinalities(self) -> list[int]:
         return [len(self.vocab[c]) + 1 for c in self.categorical]
 
     @staticmethod
-    def preprocessing_from(df: pd.DataFrame, numeric: Sequence[str], categorical: Sequence[str]):
-        """Fit scaling statistics and vocabularies on training data: ``(vocab, mean, std)``."""
-        values = numeric_values(df, numeric)
+    def preprocessing_from(df: pd.DataFrame, numeric: Sequence[str], categorical: Sequence[str],
+                           embeddings: dict[str, int] | None = None):
+        """Fit scaling statistics and vocabularies on training data: ``(vocab, mean, std)``; the
+        statistics cover the numeric features, then each embedding's components."""
+        values = np.concatenate([numeric_values(df, numeric),
+                                 *(embedding_values(df[c], d).astype(np.float64) for c, d in (embeddings or {}).items())],
+                                axis=1)
         present = ~np.isnan(values)
         if present.all():  # no gaps: numpy's own mean and std, as models always had
             mean = values.mean(axis=0) if len(df) else np.zeros(values.shape[1])
@@ -231,10 +266,13 @@ class TabularModel(nn.Module):
         if absent:
             raise ValueError(f"missing feature columns: {', '.join(absent)}")
         num = numeric_values(df, self.numeric).astype(np.float32)
+        if self.embeddings:
+            num = np.concatenate([num, *(embedding_values(df[c], d) for c, d in self.embeddings.items())], axis=1)
         # Missing (NaN) is a value the model handles; an infinity is a broken upstream computation.
         bad = np.isinf(num)
         if bad.any():
-            col = self.numeric[int(np.nonzero(bad.any(axis=0))[0][0])]
+            names = self.numeric + [c for c, d in self.embeddings.items() for _ in range(d)]
+            col = names[int(np.nonzero(bad.any(axis=0))[0][0])]
             raise ValueError(f"feature {col!r} has {int(bad.sum())} infinite value(s)")
         cat = np.zeros((len(df), len(self.categorical)), np.int64)
         for j, c in enumerate(self.categorical):
@@ -279,5 +317,6 @@ class TabularModel(nn.Module):
     def __setstate__(self, state):
         state.setdefault("task", "binary")  # pickled before tasks (with this class's code): binary
         state.setdefault("_class_names", None)
+        state.setdefault("embeddings", {})  # pickled before embedding features
         super().__setstate__(state)
         self._index = {k: {v: i + 1 for i, v in enumerate(vals)} for k, vals in self.vocab.items()}

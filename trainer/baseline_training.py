@@ -13,8 +13,9 @@ from monitor.config import DriftloopConfig
 from trainer import distributed
 from trainer import registry as reg
 from trainer.build import build_model
-from trainer.data import check_frame, split
+from trainer.data import split
 from trainer.deployment import export_and_log
+from trainer.entrypoint import add_embeddings, checked_rows, example_rows
 from trainer.loop import LoopConfig, LoopState, peek_checkpoint
 from trainer.metrics import headline, model_figures, served, task_metrics
 from trainer.outcomes import Baseline, TrainOutcome
@@ -31,12 +32,16 @@ def reference_sample(cfg: DriftloopConfig, preferred: pd.DataFrame, *others: pd.
     output as a store window carries it (monitor/tasks.py), so checks compare windows with it:
     binary the score P(1); multiclass the score (the served class's probability), the prediction
     (its index), the target as an index and ``__proba_<i>`` per class; regression the predicted
-    value as score and prediction."""
+    value as score and prediction. A ``training.entrypoint`` model's rows keep their ``input_uri``
+    (a retrain replays them) and get the embedding ``embed`` gives, computed by ``model``: the
+    baseline's embeddings change with the champion, as the served ones do."""
+    from monitor.embeddings import INPUT_URI
     from monitor.tasks import internal_proba_column
     m = cfg.model
     rows = pd.concat([preferred, *others], ignore_index=True).iloc[: cfg.training.reference_sample]
     rows = rows.sample(frac=1.0, random_state=seed).reset_index(drop=True)
-    out = rows[m.feature_names + [m.target]].copy()
+    keep = [c for c in [*m.feature_names, INPUT_URI] if c in rows.columns]
+    out = add_embeddings(model, rows[keep + [m.target]].copy())
     if m.task == "binary":
         out[m.score] = model.predict_proba(out)
         return out
@@ -65,7 +70,7 @@ def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "
     check_trigger(trigger)
     t = cfg.training
     reports = check_reports(report_paths)
-    rows = check_frame(data, cfg.model, what="training data", min_rows=t.min_rows)
+    rows = checked_rows(cfg, data, what="training data", min_rows=t.min_rows)
     target, task = cfg.model.target, cfg.model.task
     rest, test = split(rows, t.holdout_fraction, target, t.seed, what="training data", part="test", task=task)
     fit_rows, val_rows = split(rest, t.validation_fraction, target, t.seed + 1, what="training data", task=task)
@@ -86,7 +91,8 @@ def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "
             if saved is None:
                 mlflow.log_params(loop_params(loop, rows=len(rows), fit_rows=len(fit_rows), val_rows=len(val_rows),
                                               test_rows=len(test), features=",".join(cfg.model.feature_names),
-                                              factory=cfg.model.factory or "mlp", **task_params(cfg)))
+                                              factory=cfg.model.factory or "mlp", **task_params(cfg),
+                                              **({"entrypoint": t.entrypoint} if t.entrypoint else {})))
             log_reports(reports)
             result = fit_frames(model, fit_rows, val_rows, target, loop, checkpoint_path=checkpoint, resume=resume,
                                  extra={"run_id": run.info.run_id}, on_epoch_end=epoch_logger(),
@@ -98,7 +104,7 @@ def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "
                                 "samples_per_second": result.samples_per_second})
             reference = reference_sample(cfg, test, val_rows, fit_rows, model=model, seed=t.seed)
             reg.log_baseline(Baseline(reference=reference, metrics=metrics))
-            version = reg.log_model(model, test[cfg.model.feature_names].head(5), registry)
+            version = reg.log_model(model, example_rows(cfg, model, test), registry)
             export_and_log(model, reference, test, cfg, version)  # records its own failures; never raises
             became_champion = registry.alias_version(reg.CHAMPION) is None
             if became_champion:

@@ -29,10 +29,14 @@ def load_factory(spec: str) -> Callable[..., nn.Module]:
     return factory
 
 
-def build_model(cfg: DriftloopConfig, data: pd.DataFrame, seed: int | None = None) -> TabularModel:
+def build_model(cfg: DriftloopConfig, data: pd.DataFrame, seed: int | None = None) -> Any:
     """A fresh, untrained model whose scaling and vocabularies (and, for regression, the target's
     scaling) are fitted on ``data`` (rows checked by :func:`trainer.data.check_frame`).
-    Weights are initialised from ``seed`` (default ``training.seed``), so builds are reproducible."""
+    Weights are initialised from ``seed`` (default ``training.seed``), so builds are reproducible.
+    With ``training.entrypoint``, the user's network (trainer/entrypoint.py) instead of a TabularModel."""
+    if cfg.training.entrypoint:
+        from trainer.entrypoint import build_entrypoint_model
+        return build_entrypoint_model(cfg, data, seed)
     m = cfg.model
     outputs = m.n_classes if m.task == "multiclass" else 1
     # Embedding features: dim standardised inputs each (trainer/model.py).

@@ -24,7 +24,8 @@ A form is published (logged as ``onnx/model.onnx`` / ``onnx/model.int8.onnx``) o
 parity is within tolerance (``training.export_parity_tolerance`` for fp32,
 ``training.int8_parity_tolerance`` for INT8) and it keeps its held-out figure as above; otherwise
 the tag ``driftloop.export.<form>`` says why. Exporting never fails a training run: any error is
-recorded (tag ``driftloop.export.error``) and training goes on.
+recorded (tag ``driftloop.export.error``) and training goes on. A ``training.entrypoint`` model is
+exported by trainer/entrypoint_export.py (a tensor input; refused with the reason where it does not trace).
 """
 from __future__ import annotations
 
@@ -193,6 +194,9 @@ def export_forms(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg
 
     import torch
 
+    if getattr(model, "spec", None):  # a training.entrypoint model: its input is a tensor, not columns
+        from trainer.entrypoint_export import export_forms as export_entrypoint
+        return export_entrypoint(model, reference, holdout, cfg, version=version, clock=clock)
     t, target, threshold = cfg.training, cfg.model.target, cfg.model.threshold
     model = model.cpu().eval()
     task = task_of(model)

@@ -25,23 +25,31 @@ import pandas as pd
 
 
 class TabularPyfunc(PythonModel):
-    def __init__(self, model: Any, prediction: str = "prediction"):
+    def __init__(self, model: Any, prediction: str = "prediction", score: str = "score"):
         self.model = model
         self.prediction = prediction  # the prediction column's name (model.prediction)
+        self.score = score  # binary with an embedding: P(1)'s column (model.score)
 
     def predict(self, context: Any, model_input: pd.DataFrame, params: dict | None = None) -> np.ndarray | pd.DataFrame:
         frame = pd.DataFrame(model_input)
         out = self.model.predict_proba(frame)
         task = getattr(self.model, "task", "binary")  # a model pickled before tasks is binary
         column = getattr(self, "prediction", "prediction")
+        embedding = getattr(self.model, "embedding_feature", None)  # a training.entrypoint model with embed
         if task == "multiclass":
             names = list(self.model.classes)
             served = [names[i] for i in np.argmax(out, axis=1)] if len(out) else []
             probabilities = pd.DataFrame(out, columns=[output_proba_column(c) for c in names], index=frame.index)
-            return pd.concat([pd.DataFrame({column: served}, index=frame.index, dtype=object), probabilities], axis=1)
-        if task == "regression":
-            return pd.DataFrame({column: out}, index=frame.index)
-        return out
+            result = pd.concat([pd.DataFrame({column: served}, index=frame.index, dtype=object), probabilities], axis=1)
+        elif task == "regression":
+            result = pd.DataFrame({column: out}, index=frame.index)
+        elif not embedding:
+            return out
+        else:
+            result = pd.DataFrame({getattr(self, "score", "score"): out}, index=frame.index)
+        if embedding:  # one list of floats per row, as a service sends it (monitor.client)
+            result[embedding] = [v.tolist() for v in self.model.embeddings(frame)]
+        return result
 
 
 def output_proba_column(name: str) -> str:
@@ -54,8 +62,11 @@ def output_proba_column(name: str) -> str:
 def pickled_by_value(model: Any) -> Iterator[None]:
     """While logging, make cloudpickle embed the code of the model's classes (ours and a user's
     factory module) instead of referencing modules the serving side may not have."""
-    names = {"trainer.model", "trainer.pyfunc"}
-    for module in (type(model), type(getattr(model, "net", None))):
+    names = {"trainer.model", "trainer.pyfunc", "trainer.entrypoint_model"}
+    # A training.entrypoint model pickles its spec and weights, not the user's classes (they are
+    # imported where it is loaded): trainer/entrypoint_model.py.
+    nets = () if getattr(model, "spec", None) else (type(getattr(model, "net", None)),)
+    for module in (type(model), *nets):
         name = getattr(module, "__module__", None)
         if name and not name.startswith(("torch", "builtins")) and name in sys.modules:
             names.add(name)

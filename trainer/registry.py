@@ -231,15 +231,27 @@ def log_model(model: Any, example: pd.DataFrame, registry: Registry) -> str:
     example = example.reset_index(drop=True)
     m = registry.cfg.model
     task = getattr(model, "task", "binary")
-    signature = input_signature(model.numeric, model.categorical, task=task, classes=getattr(model, "classes", None),
-                                prediction=m.prediction)
-    schema = {**{n: "numeric" for n in model.numeric}, **{n: "categorical" for n in model.categorical}}
+    spec = getattr(model, "spec", None)  # a training.entrypoint model (trainer/entrypoint_model.py)
+    embedding = getattr(model, "embedding_feature", None)
+    if spec:
+        from monitor.embeddings import INPUT_URI
+        from trainer.entrypoint import code_paths
+        signature = input_signature([INPUT_URI, m.id], [], task=task, classes=getattr(model, "classes", None),
+                                    prediction=m.prediction, embedding=embedding, score=m.score)
+        schema = {f.name: f.type for f in m.features}
+        extra: dict[str, Any] = {"code_paths": code_paths(spec)}
+    else:
+        signature = input_signature(model.numeric, model.categorical, task=task,
+                                    classes=getattr(model, "classes", None), prediction=m.prediction)
+        schema = {**{n: "numeric" for n in model.numeric}, **{n: "categorical" for n in model.categorical}}
+        extra = {}
     requirements = [f"torch=={torch.__version__.split('+')[0]}", f"pandas=={pd.__version__}",
                     f"mlflow=={mlflow.__version__}", "cloudpickle"]
     with pickled_by_value(model), _quiet("mlflow.pyfunc", "mlflow.models.signature"):
-        info = mlflow.pyfunc.log_model(name="model", python_model=TabularPyfunc(model, m.prediction), signature=signature,
-                                       input_example=example, pip_requirements=requirements,
-                                       metadata={SCHEMA_TAG: schema})
+        info = mlflow.pyfunc.log_model(name="model", python_model=TabularPyfunc(model, m.prediction, m.score),
+                                       signature=signature, input_example=example, pip_requirements=requirements,
+                                       metadata={SCHEMA_TAG: schema, **({"entrypoint": spec} if spec else {})},
+                                       **extra)
     run = mlflow.active_run()
     assert run is not None  # log_model logged into the caller's run
     version = registry.register(info.model_uri, run.info.run_id, info.model_id)
@@ -252,7 +264,8 @@ def log_model(model: Any, example: pd.DataFrame, registry: Registry) -> str:
 
 
 def input_signature(numeric: list[str], categorical: list[str], *, task: str = "binary",
-                    classes: list[str] | None = None, prediction: str = "prediction") -> Any:
+                    classes: list[str] | None = None, prediction: str = "prediction",
+                    embedding: str | None = None, score: str = "score") -> Any:
     """The pyfunc's signature: every feature by name, of MLflow's ``Any`` type and not required;
     the outputs per task (trainer/pyfunc.py): binary one double, multiclass the prediction column
     (the class name) and ``proba_<class>`` doubles, regression the prediction column (a double).
@@ -261,9 +274,11 @@ def input_signature(numeric: list[str], categorical: list[str], *, task: str = "
     column against ``double`` ("Can not safely convert int64 to float64"), a pandas ``category``
     or nullable ``Int64``/``boolean`` column, a null in a serving request. The model's own
     preprocessing (trainer/model.py) converts and checks each column and names the bad one;
-    the numeric/categorical schema is in the model's metadata and its version tag ``driftloop.schema``."""
+    the numeric/categorical schema is in the model's metadata and its version tag ``driftloop.schema``.
+    With ``embedding`` (a training.entrypoint model with ``embed``) the outputs also hold that
+    column, a list of floats per row, and a binary model's P(1) is the ``score`` column of a DataFrame."""
     from mlflow.models import ModelSignature
-    from mlflow.types.schema import AnyType, ColSpec, DataType, Schema
+    from mlflow.types.schema import AnyType, Array, ColSpec, DataType, Schema
 
     from trainer.pyfunc import output_proba_column
 
@@ -273,8 +288,12 @@ def input_signature(numeric: list[str], categorical: list[str], *, task: str = "
                           *(ColSpec(DataType.double, output_proba_column(c)) for c in classes or [])])
     elif task == "regression":
         outputs = Schema([ColSpec(DataType.double, prediction)])
+    elif embedding:
+        outputs = Schema([ColSpec(DataType.double, score)])
     else:
         outputs = Schema([ColSpec(DataType.double)])
+    if embedding:
+        outputs = Schema([*outputs.inputs, ColSpec(Array(DataType.float), embedding)])
     return ModelSignature(inputs=inputs, outputs=outputs)
 
 

@@ -21,6 +21,7 @@ from trainer import distributed
 from trainer import registry as reg
 from trainer.baseline_training import reference_sample, task_params
 from trainer.data import check_frame, split
+from trainer.entrypoint import checked_rows, example_rows
 from trainer.deployment import export_and_log
 from trainer.gate import Decision, Floors, cost_refusals, floors_of, judge
 from trainer.live import compare_and_log
@@ -117,7 +118,7 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
     check_trigger(trigger)
     t, target, task = cfg.training, cfg.model.target, cfg.model.task
     reports = check_reports(report_paths)
-    recent = check_frame(window, cfg.model, what="recent window", min_rows=t.min_rows)
+    recent = checked_rows(cfg, window, what="recent window", min_rows=t.min_rows)
     rest, holdout = split(recent, t.holdout_fraction, target, t.seed, what="recent window", part="holdout", task=task)
     champion: Champion = reg.load_champion(cfg)  # checks reachability; RegistryError if no champion
     kind = getattr(champion.model, "task", "binary")
@@ -169,7 +170,8 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
             if saved is None:
                 mlflow.log_params(loop_params(loop, window_rows=len(recent), holdout_rows=len(holdout),
                                               recent_train_rows=len(rest), replay_rows=len(replayed),
-                                              parent_version=champion.version, **task_params(cfg)))
+                                              parent_version=champion.version, **task_params(cfg),
+                                              **({"entrypoint": t.entrypoint} if t.entrypoint else {})))
             log_reports(reports)
             result = fit_frames(model, fit_rows, val_rows, target, loop, checkpoint_path=checkpoint, resume=resume,
                                  extra={"run_id": run.info.run_id}, on_epoch_end=epoch_logger(),
@@ -202,7 +204,7 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
             # The baseline a promoted challenger brings: the recent rows (the new normal), held-out first.
             new_reference = reference_sample(cfg, holdout, rest, model=model, seed=t.seed)
             reg.log_baseline(Baseline(reference=new_reference, metrics=challenger_m))
-            version = reg.log_model(model, holdout[cfg.model.feature_names].head(5), registry)
+            version = reg.log_model(model, example_rows(cfg, model, holdout), registry)
             registry.client.set_registered_model_alias(registry.name, reg.CHALLENGER, version)
 
             exported = export_and_log(model, new_reference, holdout, cfg, version)  # never raises

@@ -114,8 +114,15 @@ def fit_checked(*args: Any, **kwargs: Any):
 
 def fit_frames(model: Any, fit: Any, val: Any, target: str, loop: Any, *, checkpoint_path: Path, resume: bool,
              **kwargs: Any):
-    """:func:`fit_checked` on DataFrames: the tensors and the checkpoint fingerprint come from the rows
-    (every torchrun rank, and rank 0 inside its MLflow run, train through here)."""
+    """:func:`fit_checked` on DataFrames: the tensors (a ``training.entrypoint`` model: its Dataset of
+    the rows' inputs) and the checkpoint fingerprint come from the rows (every torchrun rank, and
+    rank 0 inside its MLflow run, train through here)."""
     from trainer.data import fingerprint, tensors
+    if hasattr(model, "training_data"):  # a training.entrypoint model: its Dataset, keyed by input_uri and target
+        from monitor.embeddings import INPUT_URI
+        keys = [INPUT_URI, target]
+        return fit_checked(model, model.training_data(fit, target, True), model.training_data(val, target, False),
+                           loop, checkpoint_path=checkpoint_path, resume=resume,
+                           fingerprint=fingerprint(fit[keys], val[keys]), **kwargs)
     return fit_checked(model, tensors(model, fit, target), tensors(model, val, target), loop,
                        checkpoint_path=checkpoint_path, resume=resume, fingerprint=fingerprint(fit, val), **kwargs)

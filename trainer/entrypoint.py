@@ -1,0 +1,185 @@
+"""``training.entrypoint = "package.module:Object"``: the user's own PyTorch model and data code, run
+by driftloop's trainer with everything driftloop's own model gets (AMP, gradient accumulation,
+checkpoints and bit-identical resume, early stopping, DDP, MLflow, the gate, the registry, export).
+
+The protocol. ``Object`` is a class (made with no arguments) or an object; driftloop calls:
+
+- ``build_model(task, n_outputs) -> torch.nn.Module`` (required). ``forward(x)`` takes one batch of
+  what the dataset yields, collated by torch's ``default_collate``, and returns raw outputs:
+  ``[N, n_outputs]`` logits (multiclass), ``[N]`` or ``[N, 1]`` (binary logit, regression value
+  on the standardised target).
+- ``dataset(refs, train) -> torch.utils.data.Dataset`` (required). Item i is the input of
+  ``refs[i]``, the row's ``input_uri`` (its id where it has none). driftloop pairs items with
+  labels itself. ``train=True`` for training rows (augmentation allowed, drawn from torch's RNG so
+  a resumed run is bit-identical), False for evaluation and scoring (items must not vary).
+- ``embed(model, x) -> Tensor[N, dim]`` (optional): the embedding a service sends for the model's
+  embedding feature; the reference sample's embeddings are recomputed with each new version, and
+  the pyfunc outputs it as a list column named after the feature.
+- ``embedding_feature`` (optional attribute): which embedding feature ``embed`` fills (default:
+  the model's only one).
+
+This module loads and checks the object (every problem is a ConfigError naming the spec), builds
+:class:`~trainer.entrypoint_model.EntrypointModel` for a config, and prepares frames (refs from the
+id column, embedding columns the model computes). Code pickled into the MLflow model lives in
+trainer/entrypoint_model.py.
+"""
+from __future__ import annotations
+
+import importlib.util
+import site
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from monitor.config import DriftloopConfig, ModelConfig
+from monitor.embeddings import INPUT_URI
+from monitor.errors import ConfigError, DataError
+from trainer.entrypoint_model import EntrypointModel, load_object
+
+REQUIRED = ("build_model", "dataset")
+
+
+def load_entrypoint(spec: str) -> Any:
+    """The user's object, checked for the required methods; ConfigError naming ``spec`` otherwise."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"training.entrypoint must look like 'package.module:Object', got {spec!r}")
+    try:
+        importlib.import_module(module_name)
+    except Exception as exc:  # an ImportError, or whatever the module raises while importing
+        raise ConfigError(f"training.entrypoint {spec!r}: cannot import {module_name!r}: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    if not hasattr(sys.modules[module_name], attr):
+        raise ConfigError(f"training.entrypoint {spec!r}: module {module_name!r} has no attribute {attr!r}")
+    try:
+        obj = load_object(spec)
+    except Exception as exc:
+        raise ConfigError(f"training.entrypoint {spec!r}: {attr}() failed: {type(exc).__name__}: {exc}") from exc
+    absent = [name for name in REQUIRED if not callable(getattr(obj, name, None))]
+    if absent:
+        raise ConfigError(f"training.entrypoint {spec!r}: {attr} lacks the required method(s) "
+                          f"{', '.join(absent)} (see docs/parts/trainer.md, 'Your own training code')")
+    return obj
+
+
+def embedding_feature(cfg: DriftloopConfig, user: Any) -> str | None:
+    """The embedding feature ``embed`` fills: the object's ``embedding_feature``, else the model's
+    only embedding feature; None without ``embed``. ConfigError when it cannot be told."""
+    if not callable(getattr(user, "embed", None)):
+        return None
+    spec, features = cfg.training.entrypoint, cfg.model.embedding_features
+    named = getattr(user, "embedding_feature", None)
+    if named is not None:
+        if named not in features:
+            raise ConfigError(f"training.entrypoint {spec!r}: embedding_feature {named!r} is not an embedding "
+                              f"feature of the model (model.features: {', '.join(features) or 'none'})")
+        return str(named)
+    if len(features) > 1:
+        raise ConfigError(f"training.entrypoint {spec!r}: the model has embedding features {', '.join(features)}; "
+                          "say which one embed() fills with an embedding_feature attribute")
+    return features[0] if features else None
+
+
+def build_entrypoint_model(cfg: DriftloopConfig, data: pd.DataFrame, seed: int | None = None) -> EntrypointModel:
+    """A fresh model of the entrypoint for ``cfg``'s task, weights drawn from ``seed``
+    (default ``training.seed``); a regression target's scaling is fitted on ``data``."""
+    from trainer.model import TabularModel
+    spec, m = str(cfg.training.entrypoint), cfg.model
+    user = load_entrypoint(spec)
+    n_outputs = m.n_classes if m.task == "multiclass" else 1
+    torch.manual_seed(cfg.training.seed if seed is None else seed)
+    try:
+        net = user.build_model(m.task, n_outputs)
+    except Exception as exc:
+        raise ConfigError(f"training.entrypoint {spec!r}: build_model({m.task!r}, {n_outputs}) failed: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(net, nn.Module):
+        raise ConfigError(f"training.entrypoint {spec!r}: build_model returned {type(net).__name__}, "
+                          "expected a torch.nn.Module")
+    scaling = TabularModel.target_scaling_from(data[m.target].to_numpy()) if m.task == "regression" else (0.0, 1.0)
+    return EntrypointModel(spec, net, user, task=m.task, classes=m.classes, target_scaling=scaling,
+                           embedding_feature=embedding_feature(cfg, user), id_column=m.id)
+
+
+def with_refs(df: pd.DataFrame, cfg: DriftloopConfig, what: str) -> pd.DataFrame:
+    """``df`` with ``input_uri`` filled from the id column (``model.id``, a store window's ``id``)
+    where a row has none; DataError naming the rows that have neither."""
+    n = len(df)
+    uris = df[INPUT_URI] if INPUT_URI in df.columns else pd.Series([None] * n, index=df.index, dtype=object)
+    id_col = cfg.model.id if cfg.model.id in df.columns else "id" if "id" in df.columns else None
+    absent = uris.isna() | (uris.astype(str) == "")
+    if id_col is not None:
+        ids = df[id_col]
+        uris = uris.astype(object).where(~absent, ids.astype(str).where(ids.notna(), None))
+        absent = uris.isna()
+    if absent.any():
+        rows = np.nonzero(absent.to_numpy())[0]
+        raise DataError(f"{what}: {len(rows)} row(s) have neither {INPUT_URI!r} nor an id column "
+                        f"({cfg.model.id!r}) for training.entrypoint to read their input by (first at row {rows[0]})")
+    out = df.copy()
+    out[INPUT_URI] = uris.astype(object).to_numpy()
+    return out
+
+
+def frame_model(cfg: DriftloopConfig, df: pd.DataFrame) -> ModelConfig:
+    """``cfg.model`` for checking ``df``: without the embedding feature that ``embed`` fills when
+    ``df`` lacks it (absent or empty): the trained model computes it (:func:`add_embeddings`)."""
+    user = load_entrypoint(str(cfg.training.entrypoint))
+    name = embedding_feature(cfg, user)
+    if name is None or (name in df.columns and df[name].notna().any()):
+        return cfg.model
+    return cfg.model.model_copy(update={"features": [f for f in cfg.model.features if f.name != name]})
+
+
+def add_embeddings(model: Any, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the model's embedding column (one float32 array per row), computed by the
+    model: the reference's embeddings change with each version, as a service's would."""
+    name = getattr(model, "embedding_feature", None)
+    if not name:
+        return frame
+    vectors = model.embeddings(frame)
+    column = np.empty(len(frame), dtype=object)
+    for i in range(len(frame)):
+        column[i] = vectors[i].astype(np.float32)
+    frame[name] = column
+    return frame
+
+
+def code_paths(spec: str) -> list[str]:
+    """What MLflow's ``code_paths`` must carry for the spec's module to import where the model is
+    loaded: its top-level package directory (or module file) when it is local code, nothing when
+    it is installed (site-packages, the standard library)."""
+    top = spec.partition(":")[0].split(".")[0]
+    found = importlib.util.find_spec(top)
+    if found is None:
+        return []
+    where = list(found.submodule_search_locations or []) or ([found.origin] if found.origin else [])
+    installed = [*site.getsitepackages(), site.getusersitepackages(), sysconfig.get_paths()["stdlib"]]
+    local = [p for p in where if Path(p).exists() and not any(str(Path(p)).startswith(str(Path(i))) for i in installed)]
+    return local[:1]
+
+
+def checked_rows(cfg: DriftloopConfig, df: pd.DataFrame, *, what: str, min_rows: int = 1) -> pd.DataFrame:
+    """:func:`trainer.data.check_frame` of ``df``; with ``training.entrypoint`` first every row's
+    ``input_uri`` (:func:`with_refs`), and the embedding column ``embed`` fills is optional."""
+    from trainer.data import check_frame
+    if not cfg.training.entrypoint:
+        return check_frame(df, cfg.model, what=what, min_rows=min_rows)
+    if not isinstance(df, pd.DataFrame) or len(df) == 0:
+        return check_frame(df, cfg.model, what=what, min_rows=min_rows)  # its error for these
+    df = with_refs(df, cfg, what)
+    return check_frame(df, frame_model(cfg, df), what=what, min_rows=min_rows)
+
+
+def example_rows(cfg: DriftloopConfig, model: Any, rows: pd.DataFrame) -> pd.DataFrame:
+    """The input example logged with a model version: the raw features, or (an entrypoint model)
+    the rows' ``input_uri``."""
+    if hasattr(model, "training_data"):
+        return rows[[INPUT_URI]].head(5)
+    return rows[cfg.model.feature_names].head(5)

@@ -1,0 +1,161 @@
+"""The deployment forms of a ``training.entrypoint`` model (trainer/entrypoint.py): the same table
+as trainer/deployment.py (PyTorch, ONNX fp32, ONNX INT8; size, parity on the reference rows,
+held-out figures, latencies), for a network whose input is what the user's dataset yields.
+
+The graph takes one tensor ``input`` (a batch of ``dataset(refs, train=False)`` items, dynamic
+batch axis) and returns the task's served output (:data:`monitor.onnx_scoring.OUTPUTS`), traced by
+``torch.onnx.export`` (TorchScript exporter, as trainer/export.py) on a batch of reference inputs.
+A model that does not trace is refused, with the reason on the run (tag
+``driftloop.export.error``), and training goes on: the exporter failing, more than one input
+tensor, or a *TracerWarning*, which says the trace took a Python branch or constant from this
+batch's values (``if x.mean() > 0``, ``.item()``, numpy) and so may be wrong for another batch.
+INT8 is static quantization as for tabular models, of the Conv, Gemm and MatMul nodes (the output
+layer of a multiclass or regression model stays fp32), calibrated on the reference inputs.
+Latencies include reading the inputs through the user's dataset, as a service scores a row.
+"""
+from __future__ import annotations
+
+import io
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+import torch
+
+from monitor.config import DriftloopConfig
+from monitor.errors import ExportError
+from monitor.onnx_scoring import FORMATS, OUTPUT_TEXT, OUTPUTS
+from trainer.deployment import (ExportResult, _form, _latencies, _quiet_quantizer, _refusal, _torch_threads,
+                                held_out_figures, target_scale)
+from trainer.export import OPSET, _last_matmul
+
+INPUT = "input"
+LATENCY_REPEATS = 30  # single-row timings: each reads the row's input through the user's dataset
+QUANTIZED = ["Conv", "Gemm", "MatMul"]
+
+
+def _inputs(model: Any, rows: pd.DataFrame) -> np.ndarray:
+    """The rows' inputs (train=False) as one float32 block; ExportError for more than one tensor."""
+    parts = []
+    for batch in model.batches(rows):
+        if len(batch) != 1:
+            raise ExportError(f"the model takes {len(batch)} input tensors; ONNX export handles one")
+        parts.append(batch[0].cpu())
+    if not parts:
+        raise ExportError("no reference rows to trace the model with")
+    return torch.cat(parts).float().numpy()
+
+
+def _trace(model: Any, example: np.ndarray) -> bytes:
+    task = model.task
+
+    class Scoring(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.model.output(self.model(x))
+
+    out, buffer = OUTPUTS[task], io.BytesIO()
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        try:
+            torch.onnx.export(Scoring().eval(), (torch.from_numpy(example),), buffer,  # type: ignore[arg-type]
+                              input_names=[INPUT], output_names=[out], opset_version=OPSET, dynamo=False,
+                              dynamic_axes={INPUT: {0: "batch"}, out: {0: "batch"}})
+        except Exception as exc:  # the exporter raises anything from TypeError to its own errors
+            raise ExportError(f"the model does not trace: torch.onnx.export failed: {type(exc).__name__}: "
+                              f"{str(exc)[:300]}") from exc
+    tracer = [w for w in caught if issubclass(w.category, torch.jit.TracerWarning)]
+    if tracer:
+        raise ExportError(f"the model does not trace: {str(tracer[0].message)[:300]}")
+    return buffer.getvalue()
+
+
+def _int8(fp32: bytes, calibration: np.ndarray, task: str) -> bytes:
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Batches(CalibrationDataReader):
+        def __init__(self) -> None:
+            self._items = iter([{INPUT: calibration[i:i + 256]} for i in range(0, len(calibration), 256)])
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self._items, None)
+
+    with tempfile.TemporaryDirectory() as tmp, _quiet_quantizer():
+        source, target = Path(tmp) / "model.onnx", Path(tmp) / "model.int8.onnx"
+        source.write_bytes(fp32)
+        try:
+            quantize_static(str(source), str(target), Batches(), quant_format=QuantFormat.QDQ, per_channel=True,
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                            op_types_to_quantize=QUANTIZED,
+                            nodes_to_exclude=[] if task == "binary" else _last_matmul(fp32))
+        except Exception as exc:
+            raise ExportError(f"INT8 quantization failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
+        return target.read_bytes()
+
+
+def _session(data: bytes) -> Callable[[np.ndarray], np.ndarray]:
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = 1, 1
+    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    return lambda x: np.asarray(session.run(None, {INPUT: x})[0], dtype=np.float64)
+
+
+def _scorer(model: Any, run: Callable[[np.ndarray], np.ndarray]) -> Callable[[pd.DataFrame], np.ndarray]:
+    """Rows -> the form's output, reading the inputs as a service would."""
+    return lambda rows: run(_inputs(model, rows))
+
+
+def export_forms(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg: DriftloopConfig, *,
+                 version: str | None = None, clock: Callable[[], float] = time.perf_counter) -> ExportResult:
+    """trainer.deployment.export_forms for an entrypoint model; never raises for a model that
+    cannot be exported (``error`` says why)."""
+    t, target, threshold = cfg.training, cfg.model.target, cfg.model.threshold
+    model = model.cpu().eval()
+    task = model.task
+    manifest: dict[str, Any] = {"version": version, "model": cfg.model.name, "task": task, "classes": model.classes,
+                                "entrypoint": model.spec, "opset": OPSET, "formats": {},
+                                "inputs": f"{INPUT}: a batch of what the entrypoint's dataset(refs, train=False) yields",
+                                "output": OUTPUT_TEXT[task]}
+    if task == "binary":
+        manifest["threshold"] = threshold
+    result = ExportResult(manifest=manifest, task=task)
+    scale = target_scale(model, reference, target) if task == "regression" else 1.0
+    if task == "regression":
+        result.target_scale = scale
+    y = holdout[target].to_numpy()
+    with _torch_threads(1):
+        reference_output = model.predict_proba(reference)
+        buffer = io.BytesIO()
+        torch.save(model.state_dict(), buffer)
+        result.forms["torch"] = _form("torch", buffer.getbuffer().nbytes, 0.0,
+                                      held_out_figures(task, y, model.predict_proba(holdout), threshold),
+                                      _latencies(model.predict_proba, holdout, clock, LATENCY_REPEATS))
+        try:
+            ref_x, hold_x = _inputs(model, reference), _inputs(model, holdout)
+            fp32 = _trace(model, ref_x[:8])
+            built = {"onnx": fp32, "onnx-int8": _int8(fp32, ref_x, task)}
+        except ExportError as exc:
+            result.error = str(exc)
+            return result
+        tolerances = {"onnx": t.export_parity_tolerance, "onnx-int8": t.int8_parity_tolerance}
+        for name, data in built.items():
+            run = _session(data)
+            parity = float(np.max(np.abs(run(ref_x) - reference_output))) / scale
+            figures = held_out_figures(task, y, run(hold_x), threshold)
+            form = _form(name, len(data), parity, figures,
+                         _latencies(_scorer(model, run), holdout, clock, LATENCY_REPEATS))
+            form.reason = _refusal(task, form, result.forms["torch"], tolerances[name], t.int8_min_accuracy_ratio)
+            form.published = not form.reason
+            result.forms[name] = form
+            if form.published:
+                result.files[FORMATS[name]] = data
+                manifest["formats"][name] = FORMATS[name]
+    return result

@@ -1,0 +1,188 @@
+"""The model of a user's own training code (``training.entrypoint = "package.module:Object"``):
+their network behind the interface driftloop's own model has (``task``, ``classes``,
+``n_outputs``, ``output``, ``predict_proba(df)``), plus ``embeddings(df)`` when the object has
+``embed``. The protocol and the loading live in :mod:`trainer.entrypoint`.
+
+Like trainer/model.py this module imports only torch, numpy and pandas: it is pickled *by value*
+into the MLflow model. The user's object is not: a pickle holds the entrypoint spec and the
+network's ``state_dict``, and loading imports the spec again and calls ``build_model(task,
+n_outputs)`` (:func:`restore`), so the user's module must be importable where the model is loaded
+(driftloop logs a local module with MLflow's ``code_paths``, which puts it on ``sys.path``).
+
+The input of a row is its ``input_uri``, or its id where it has none (the id column named at
+build time, else ``id``): the user's ``dataset(refs, train=False)`` turns those into tensors,
+collated with torch's ``default_collate``, and the network's raw output becomes the served one as
+in :class:`trainer.model.TabularModel`: binary P(1) ``[N]``, multiclass probabilities ``[N, K]``,
+regression the value in the target's units (the network learns the standardised target).
+"""
+from __future__ import annotations
+
+import importlib
+import math
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, default_collate
+
+INPUT_URI = "input_uri"  # monitor.embeddings.INPUT_URI, repeated: serving must not import driftloop
+SCORING_BATCH = 256      # rows per forward when scoring: images, not table rows
+
+
+def load_object(spec: str) -> Any:
+    """The object a spec names: an instance of a class (made with no arguments) or the object itself.
+    Raises ImportError / AttributeError; trainer.entrypoint turns them into a ConfigError."""
+    module_name, _, attr = spec.partition(":")
+    obj = getattr(importlib.import_module(module_name), attr)
+    return obj() if isinstance(obj, type) else obj
+
+
+class LabelledDataset(Dataset):
+    """The user's dataset with driftloop's labels: item i is ``(x_i, y_i)``. ``targets`` holds every
+    label, so the loop reads class weights without touching an input."""
+
+    def __init__(self, inputs: Dataset, targets: torch.Tensor):
+        self.inputs, self.targets = inputs, targets
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitem__(self, i: int) -> tuple[Any, torch.Tensor]:
+        return self.inputs[i], self.targets[i]
+
+
+class EntrypointModel(nn.Module):
+    """A user's network with driftloop's model interface (see the module doc)."""
+
+    target_mean: torch.Tensor  # regression only: the target's scaling
+    target_std: torch.Tensor
+
+    def __init__(self, spec: str, net: nn.Module, user: Any, *, task: str, classes: Sequence[str] | None,
+                 target_scaling: tuple[float, float] = (0.0, 1.0), embedding_feature: str | None = None,
+                 id_column: str = "id"):
+        super().__init__()
+        self.spec, self.net, self.user, self.task = spec, net, user, task
+        self._class_names = None if classes is None else [str(c) for c in classes]
+        self.embedding_feature = embedding_feature if hasattr(user, "embed") else None
+        self.id_column = id_column
+        if task == "regression":
+            self.register_buffer("target_mean", torch.tensor(float(target_scaling[0]), dtype=torch.float32))
+            self.register_buffer("target_std", torch.tensor(float(target_scaling[1]), dtype=torch.float32))
+
+    @property
+    def classes(self) -> list[str] | None:
+        return self._class_names  # stored under another name: see TabularModel.classes
+
+    @property
+    def n_outputs(self) -> int:
+        return len(self.classes or ()) if self.task == "multiclass" else 1
+
+    def scaled_target(self, y: np.ndarray) -> np.ndarray:
+        if self.task != "regression":
+            return np.asarray(y)
+        return (np.asarray(y, dtype=np.float64) - float(self.target_mean)) / float(self.target_std)
+
+    def output(self, raw: torch.Tensor) -> torch.Tensor:
+        if self.task == "multiclass":
+            return torch.softmax(raw, dim=-1)
+        if self.task == "regression":
+            return raw * self.target_std + self.target_mean
+        return torch.sigmoid(raw)
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        raw = self.net(*inputs)
+        if self.task == "multiclass":
+            return raw.reshape(raw.shape[0], self.n_outputs)
+        return raw.reshape(-1)
+
+    # -- inputs ----------------------------------------------------------------------------------
+    def refs(self, df: pd.DataFrame) -> list[str]:
+        """Each row's ``input_uri``, or its id where it has none; ValueError naming the rows with neither."""
+        n = len(df)
+        uris = df[INPUT_URI].tolist() if INPUT_URI in df.columns else [None] * n
+        id_col = self.id_column if self.id_column in df.columns else "id" if "id" in df.columns else None
+        ids = df[id_col].tolist() if id_col is not None else [None] * n
+        out, missing = [], []
+        for i, (uri, rid) in enumerate(zip(uris, ids)):
+            ref = uri if _present(uri) else rid if _present(rid) else None
+            if ref is None:
+                missing.append(i)
+            out.append("" if ref is None else str(ref))
+        if missing:
+            shown = ", ".join(map(str, missing[:5])) + (" ..." if len(missing) > 5 else "")
+            raise ValueError(f"{len(missing)} row(s) have neither {INPUT_URI!r} nor an id "
+                             f"({self.id_column!r}) to find their input by (rows {shown})")
+        return out
+
+    def inputs(self, df: pd.DataFrame, train: bool = False) -> Dataset:
+        """The user's dataset of ``df``'s rows."""
+        return self.user.dataset(self.refs(df), train)
+
+    def training_data(self, df: pd.DataFrame, target: str, train: bool) -> LabelledDataset:
+        """``(x, y)`` items for the loop: y float32 0/1 (binary), int64 class indices (multiclass) or
+        the standardised target (regression), as trainer.data.tensors gives a TabularModel."""
+        y = df[target].to_numpy()
+        dtype = torch.int64 if self.task == "multiclass" else torch.float32
+        return LabelledDataset(self.inputs(df, train), torch.as_tensor(self.scaled_target(y), dtype=dtype))
+
+    def batches(self, df: pd.DataFrame, batch_size: int = SCORING_BATCH):
+        """``df``'s inputs (train=False) in collated batches, on the model's device."""
+        device = next(self.parameters(), torch.empty(0)).device
+        loader = DataLoader(self.inputs(df, False), batch_size=batch_size, collate_fn=default_collate)
+        for batch in loader:
+            parts = batch if isinstance(batch, (list, tuple)) else [batch]
+            yield [t.to(device) for t in parts]
+
+    # -- scoring ---------------------------------------------------------------------------------
+    @torch.no_grad()
+    def predict_proba(self, df: pd.DataFrame, batch_size: int = SCORING_BATCH) -> np.ndarray:
+        """TabularModel.predict_proba's output: P(1) ``(n,)``, class probabilities ``(n, K)`` or values ``(n,)``."""
+        with _evaluating(self):
+            out = [self.output(self(*x).float()) for x in self.batches(df, batch_size)]
+        if not out:
+            return np.zeros((0, self.n_outputs) if self.task == "multiclass" else 0)
+        return torch.cat(out).cpu().numpy().astype(np.float64)
+
+    @torch.no_grad()
+    def embeddings(self, df: pd.DataFrame, batch_size: int = SCORING_BATCH) -> np.ndarray:
+        """float32 ``(n, dim)``: the user's ``embed(net, x)`` of each row. ValueError without ``embed``."""
+        if not hasattr(self.user, "embed"):
+            raise ValueError(f"training.entrypoint {self.spec!r} has no embed(model, x)")
+        with _evaluating(self):
+            out = [self.user.embed(self.net, *x).float().reshape(len(x[0]), -1) for x in self.batches(df, batch_size)]
+        return torch.cat(out).cpu().numpy() if out else np.zeros((0, 0), np.float32)
+
+    def __reduce__(self):
+        state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
+        scaling = (float(self.target_mean), float(self.target_std)) if self.task == "regression" else (0.0, 1.0)
+        return restore, (self.spec, self.task, self.classes, scaling, self.embedding_feature, self.id_column, state)
+
+
+def restore(spec: str, task: str, classes: list[str] | None, scaling: tuple[float, float],
+            embedding_feature: str | None, id_column: str, state: dict[str, torch.Tensor]) -> EntrypointModel:
+    """Rebuild a pickled model: the user's network from the spec, then the saved weights."""
+    user = load_object(spec)
+    n_outputs = len(classes or ()) if task == "multiclass" else 1
+    model = EntrypointModel(spec, user.build_model(task, n_outputs), user, task=task, classes=classes,
+                            target_scaling=scaling, embedding_feature=embedding_feature, id_column=id_column)
+    model.load_state_dict(state)
+    return model.eval()
+
+
+def _present(value: Any) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value)) and str(value) != ""
+
+
+class _evaluating:
+    """Eval mode for the block, the previous mode after."""
+
+    def __init__(self, model: nn.Module):
+        self.model, self.was = model, model.training
+
+    def __enter__(self) -> None:
+        self.model.eval()
+
+    def __exit__(self, *exc: object) -> None:
+        self.model.train(self.was)

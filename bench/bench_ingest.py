@@ -12,6 +12,13 @@ each against a raw baseline measured in the same run on the same SQLite file.
   included) against the same server.
 * Window: ``PredictionStore.window()`` for the newest N rows (joined with labels, half labelled).
   Baseline: ``pandas.read_sql_query`` of the same SQL on a sqlite3 connection.
+
+    .venv/bin/python bench/bench_ingest.py --embedding-dim 768 --embedding-rows 3000
+
+* Embeddings (this mode alone): rows of one ``dim``-long embedding feature against the same
+  numbers as ``dim`` numeric columns (``x0..x767``): ingest rate (the server's work per batch: the
+  JSON body parsed with orjson, validated, stored in one transaction; no HTTP) and the SQLite file's
+  bytes per row (growth of the file after a checkpoint / rows). A fresh store per repeat; medians.
 """
 from __future__ import annotations
 
@@ -223,6 +230,58 @@ def window_times(store, rows: int, args: argparse.Namespace) -> dict:
     return {"ours": statistics.median(ours), "base": statistics.median(base)}
 
 
+def embedding_ingest(workdir: Path, args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """Median ingest rate (rows/s) and stored bytes per row for ``--embedding-dim`` as one embedding
+    feature ("embedding") and as that many numeric columns ("numeric"), from the same vectors."""
+    import numpy as np
+    import orjson
+
+    from monitor.config import load_config
+    from monitor.store import PredictionStore
+    dim, n, batch = args.embedding_dim, args.embedding_rows, args.batch
+    vectors = np.random.default_rng(0).normal(size=(n, dim)).astype(np.float32).tolist()
+    shapes = {"embedding": ([{"name": "emb", "type": "embedding", "dim": dim}], lambda v: {"emb": v}),
+              "numeric": ([{"name": f"x{j}"} for j in range(dim)], lambda v: {f"x{j}": x for j, x in enumerate(v)})}
+    out: dict[str, dict[str, float]] = {}
+    for kind, (features, as_features) in shapes.items():
+        bodies = [orjson.dumps([{"id": f"r{i}", "ts": 1_790_000_000.0 + i, "features": as_features(vectors[i]),
+                                 "score": 0.5} for i in range(start, min(n, start + batch))])
+                  for start in range(0, n, batch)]
+        rates, sizes = [], []
+        for repeat in range(args.repeats):
+            home = workdir / f"emb-{kind}-{repeat}"
+            cfg = load_config(environ={}, overrides={"home": str(home), "model": {"name": "bench", "features": features},
+                                                     "server": {"max_batch_records": 1_000_000}})
+            with PredictionStore.from_config(cfg) as store:
+                path = Path(store.engine.url.database)
+                store.engine.dispose()
+                before = path.stat().st_size
+                t0 = time.perf_counter()
+                for body in bodies:
+                    store.add_predictions(orjson.loads(body))
+                rates.append(n / (time.perf_counter() - t0))
+                with sqlite3.connect(path) as conn:
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                store.engine.dispose()
+                sizes.append((path.stat().st_size - before) / n)
+        out[kind] = {"rate": statistics.median(rates), "bytes": statistics.median(sizes),
+                     "body": statistics.median(len(b) for b in bodies) / batch}
+    return out
+
+
+def print_embedding_table(result: dict[str, dict[str, float]], args: argparse.Namespace) -> None:
+    e, x = result["embedding"], result["numeric"]
+    print(f"\ndriftloop embedding ingest: {args.embedding_rows:,} rows x {args.embedding_dim} values, batches of "
+          f"{args.batch}, SQLite, median of {args.repeats}, {os.cpu_count()} CPUs\n")
+    print(f"| measurement | 1 embedding feature (dim {args.embedding_dim}) | {args.embedding_dim} numeric columns "
+          "| ratio |")
+    print("| --- | ---: | ---: | ---: |")
+    print(f"| ingest (parse + validate + store) | {e['rate']:,.0f} rows/s | {x['rate']:,.0f} rows/s "
+          f"| {e['rate'] / x['rate']:.2f} |")
+    print(f"| stored bytes per row (SQLite file) | {e['bytes']:,.0f} | {x['bytes']:,.0f} | {e['bytes'] / x['bytes']:.2f} |")
+    print(f"| JSON body bytes per record | {e['body']:,.0f} | {x['body']:,.0f} | {e['body'] / x['body']:.2f} |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("role", nargs="?", default="bench", choices=["bench", "_serve", "_post", "_client"],
@@ -237,6 +296,9 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3, help="window reads per size (median reported)")
     p.add_argument("--quick", action="store_true", help="20k records, windows of 20k and 100k rows")
     p.add_argument("--workdir", help="keep the data here instead of a temporary folder")
+    p.add_argument("--embedding-dim", type=int, help="run only the embedding mode: one feature of this dim "
+                                                     "against as many numeric columns")
+    p.add_argument("--embedding-rows", type=int, default=3000, help="rows per repeat in the embedding mode")
     for internal in ("--home", "--url", "--prefix"):  # used by the subprocess roles
         p.add_argument(internal, help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -252,6 +314,13 @@ def main() -> None:
             if getattr(args, name) == p.get_default(name):
                 setattr(args, name, value)
     sizes = [int(s) for s in args.window_rows.split(",") if s]
+    if args.embedding_dim:
+        workdir = Path(args.workdir or tempfile.mkdtemp(prefix="driftloop-bench-"))
+        try:
+            return print_embedding_table(embedding_ingest(workdir, args), args)
+        finally:
+            if not args.workdir:
+                shutil.rmtree(workdir, ignore_errors=True)
 
     from monitor.store import PredictionStore
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="driftloop-bench-"))

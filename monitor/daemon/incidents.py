@@ -166,7 +166,9 @@ class IncidentStore:
             return [_incident(r) for r in conn.execute(q)]
 
     def transition(self, incident_id: str, to: str, message: str, **fields: Any) -> Incident:
-        """Move ``incident_id`` to ``to`` if allowed from its current state; record an event."""
+        """Move ``incident_id`` to ``to`` if allowed from its current state; record an event. The
+        incident's ``detail`` (what it is doing or waiting for now) becomes ``message`` unless the
+        caller gives one: a detail never outlives the state it described."""
         if to not in STATES:
             raise ValueError(f"unknown incident state {to!r}")
         sources = [s for s, targets in TRANSITIONS.items() if to in targets]
@@ -176,9 +178,10 @@ class IncidentStore:
             values["resolved_at"] = now
         if to == "retraining":
             values["attempts"] = incidents.c.attempts + 1
-        for key in ("run_id", "version", "detail"):
+        for key in ("run_id", "version"):
             if key in fields:
                 values[key] = fields[key]
+        values["detail"] = fields.get("detail", message)
         if "outcome_reasons" in fields:
             values["outcome_reasons"] = json.dumps(list(fields["outcome_reasons"]))
         with write_transaction(self._engine) as conn:

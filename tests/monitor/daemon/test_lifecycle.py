@@ -103,6 +103,8 @@ def test_each_retry_learns_from_every_row_since_the_change_up_to_max_rows(make_d
     assert "retrain att-" in daemon.run_check_now().action
     assert daemon.wait_for_retrain(60)
     _, second = daemon.controller.attempts.for_incident(incident.id)  # in start order
+    now = daemon.controller.incidents.get(incident.id)
+    assert now.state == "rejected" and now.detail.startswith("rejected"), now.detail  # no stale "waiting for"
     assert second.rows == 2200  # every row since the change would be more: max_rows, newest first
     assert pd.Timestamp(second.data_window["start"]) > pd.Timestamp(first.data_window["start"])
 

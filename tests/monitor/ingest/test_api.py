@@ -63,7 +63,7 @@ def test_invalid_batch_is_422_naming_index_and_field_and_stores_nothing(api, sto
     assert r.status_code == 422
     body = r.json()
     assert body["errors"] == [
-        {"index": 1, "field": "surprise", "message": "unknown field (allowed: features, id, model_version, prediction, score, ts)"},
+        {"index": 1, "field": "surprise", "message": "unknown field (allowed: features, id, input_uri, model_version, prediction, score, ts)"},
         {"index": 3, "field": "features.x1", "message": "expected a finite number, got 'abc'"},
     ]
     assert "2 problem(s)" in body["error"]

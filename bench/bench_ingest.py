@@ -253,7 +253,7 @@ def embedding_ingest(workdir: Path, args: argparse.Namespace) -> dict[str, dict[
             cfg = load_config(environ={}, overrides={"home": str(home), "model": {"name": "bench", "features": features},
                                                      "server": {"max_batch_records": 1_000_000}})
             with PredictionStore.from_config(cfg) as store:
-                path = Path(store.engine.url.database)
+                path = Path(str(store.engine.url.database))
                 store.engine.dispose()
                 before = path.stat().st_size
                 t0 = time.perf_counter()

@@ -20,7 +20,7 @@ from tests.monitor.store.factories import T0
 
 DIM = 8
 FEATURES = [{"name": "x0"}, {"name": "emb", "type": "embedding", "dim": DIM}]
-OUTPUTS = {"binary": {"score": 0.7}, "multiclass": {"probabilities": {"a": 0.25, "b": 0.75}},
+OUTPUTS: dict[str, dict] = {"binary": {"score": 0.7}, "multiclass": {"probabilities": {"a": 0.25, "b": 0.75}},
            "regression": {"prediction": 12.5}}
 
 

@@ -11,6 +11,12 @@ Those columns are what ``monitor.client.log_predictions`` takes, so a service se
 The model object, with its preprocessing, is cloudpickled *by value* (its classes travel with it),
 so ``mlflow.pyfunc.load_model(uri).predict(df)`` works wherever torch, pandas and mlflow are
 installed, without driftloop or the factory module of a user's network.
+
+A ``training.entrypoint`` model (trainer/entrypoint_model.py) takes a frame with ``input_uri`` (or
+the id) and needs the user's module importable where it is loaded (it is logged with MLflow's
+``code_paths`` when local). With the user's ``embed``, the output also holds the embedding as a
+list column named after the feature, and a binary model's P(1) is then the ``model.score`` column
+of a DataFrame.
 """
 from __future__ import annotations
 

@@ -9,10 +9,17 @@ from importlib.metadata import PackageNotFoundError, version
 from monitor.lazy import lazy_attributes
 
 __all__ = ["DriftloopConfig", "DriftloopError", "load_config"]
-try:
-    __version__ = version("driftloop")  # one source: pyproject.toml
-except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
-    __version__ = "0+unknown"
+
+def _version() -> str:
+    for dist in ("driftloop", "driftloop-client"):  # the full install, or the light client (scripts/build_client.py)
+        try:
+            return version(dist)  # one source: pyproject.toml
+        except PackageNotFoundError:
+            continue
+    return "0+unknown"  # a source tree that was never installed
+
+
+__version__ = _version()
 
 __getattr__, __dir__ = lazy_attributes(__name__, {
     "DriftloopConfig": "monitor.config", "load_config": "monitor.config", "DriftloopError": "monitor.errors"})

@@ -1,0 +1,143 @@
+"""Build ``driftloop-client``: the client and the torch-free ONNX scorer, as a wheel of their own.
+
+A model service needs two things from driftloop: :class:`monitor.client.DriftloopClient` (send
+predictions and labels) and a way to score with the champion — :class:`monitor.onnx_scoring.OnnxScorer`
+on a folder written by ``driftloop export``, or :class:`monitor.client.Champion` (``runtime="onnx"``)
+following the ``champion`` alias in MLflow. None of them needs torch, Evidently, pydantic or the
+daemon, but ``pip install driftloop`` brings all of those (torch alone is hundreds of MB).
+
+This script builds a second distribution from the same source files, so the two cannot drift apart:
+the modules the client and the scorer import (found by walking their imports with ``ast``,
+function-local imports included) are copied into a staging folder with a generated
+``pyproject.toml``, and ``pip wheel`` builds it. Its dependencies: numpy, pandas, httpx, orjson,
+onnxruntime; the extra ``[registry]`` adds ``mlflow-skinny`` for ``Champion`` (an MLflow tracking
+server over HTTP; skinny has no SQL store).
+
+    python scripts/build_client.py --out dist          # -> dist/driftloop_client-<version>-py3-none-any.whl
+    pip install 'dist/driftloop_client-<version>-py3-none-any.whl[registry]'
+
+It installs the same ``monitor`` package name (a subset), so code written against the full install
+runs unchanged; install one or the other in an environment, not both. The build fails when a module
+of the closure would import a heavy dependency (``FORBIDDEN``) at import time.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+ROOTS = ("monitor.client", "monitor.onnx_scoring")
+# What a module of the light client must never import (at any level): each would pull in the server side.
+FORBIDDEN = ("torch", "evidently", "pydantic", "sqlalchemy", "fastapi", "sklearn", "trainer", "monitor.config",
+             "monitor.daemon", "monitor.drift", "monitor.store", "monitor.ingest")
+DEPENDENCIES = ["numpy>=1.24", "pandas>=2.0,<3", "httpx>=0.27", "orjson>=3.9", "onnxruntime>=1.17"]
+
+
+def _module_path(name: str) -> Path | None:
+    base = REPO.joinpath(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, function-local imports included (``from a import b`` gives
+    ``a`` and, when it is a module, ``a.b``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def closure(roots: tuple[str, ...] = ROOTS) -> list[str]:
+    """The ``monitor`` modules the roots need (their packages' ``__init__`` included), sorted.
+    ValueError naming the importer when one of them imports something in ``FORBIDDEN``."""
+    seen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        path = _module_path(name)
+        if path is None:
+            continue  # an attribute (from monitor.x import Name), not a module
+        seen.add(name)
+        parts = name.split(".")
+        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))  # parent packages
+        for imported in _imports(path):
+            bad = [f for f in FORBIDDEN if imported == f or imported.startswith(f + ".")]
+            if bad:
+                raise ValueError(f"{name} imports {imported}: the light client must not need it")
+            if imported == "monitor" or imported.startswith("monitor."):
+                todo.append(imported)
+    return sorted(seen)
+
+
+def stage(folder: Path) -> list[str]:
+    """Copy the closure into ``folder`` with a pyproject.toml; the modules staged."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    modules = closure()
+    for name in modules:
+        src = _module_path(name)
+        assert src is not None
+        dst = folder / src.relative_to(REPO)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
+    packages = sorted({".".join(m.split(".")[:-1]) if not _module_path(m).name == "__init__.py" else m  # type: ignore[union-attr]
+                       for m in modules})
+    deps = ", ".join(f'"{d}"' for d in DEPENDENCIES)
+    mlflow = next((d for d in project["dependencies"] if d.startswith("mlflow")), "mlflow")
+    (folder / "pyproject.toml").write_text(f'''[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "driftloop-client"
+version = "{project["version"]}"
+description = "driftloop's client (send predictions and labels) and its torch-free ONNX scorer"
+requires-python = "{project.get("requires-python", ">=3.10")}"
+dependencies = [{deps}]
+
+[project.optional-dependencies]
+registry = ["{mlflow.replace("mlflow", "mlflow-skinny", 1)}"]
+
+[tool.setuptools]
+packages = [{", ".join(f'"{p}"' for p in packages)}]
+''')
+    return modules
+
+
+def build(out: Path) -> Path:
+    """Build the wheel into ``out``; its path."""
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        stage(Path(tmp))
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                        "-w", str(out), tmp], check=True)
+    return max(out.glob("driftloop_client-*.whl"), key=lambda p: p.stat().st_mtime)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=REPO / "dist", help="folder for the wheel [dist]")
+    parser.add_argument("--list", action="store_true", help="print the modules it would contain and exit")
+    args = parser.parse_args()
+    if args.list:
+        print("\n".join(closure()))
+        return
+    print(build(args.out))
+
+
+if __name__ == "__main__":
+    main()

@@ -29,6 +29,7 @@ from monitor.drift.estimation import (Calibrator, MulticlassCalibrator, estimate
 from monitor.drift.loss_estimation import LossEstimator, estimate_loss
 from monitor.drift.columns import evidently_columns, label_plan, output_plans, performance_frames
 from monitor.drift.columns import plan as column_plan
+from monitor.drift.embedding import EmbeddingDrift, embedding_drifts
 from monitor.drift.frames import (Labelled, PreparedReference, Side, class_names, missing_ratio, prepare_reference,
                                   prepare_side, scored_rows, unseen_categories)
 from monitor.drift.methods import CATEGORICAL, NUMERIC
@@ -68,6 +69,14 @@ def _feature_drift(name: str, plan: runner.ColumnPlan | str, verdicts: dict[str,
     return FeatureDrift(name, v.method, v.score, v.threshold, v.drifted)
 
 
+def _embedding_feature(name: str, verdict: EmbeddingDrift | str) -> FeatureDrift:
+    """An embedding feature's test as one feature of the check (it counts once in the drift share)."""
+    if isinstance(verdict, str):
+        return FeatureDrift(name, None, None, None, False, skipped=verdict)
+    return FeatureDrift(name, verdict.method, verdict.score, verdict.threshold, verdict.drifted,
+                        details=verdict.to_dict())
+
+
 def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.DataFrame, model_cfg: ModelConfig,
                     drift_cfg: DriftConfig, baseline_metrics: Mapping[str, Any] | None, *, rng_seed: int = 0,
                     clock: Callable[[], float] = time.time) -> CheckResult:
@@ -87,11 +96,13 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
     if not cur.has_score:
         raise DataError(f"the current window lacks the score column {model_cfg.score!r}")
 
-    kinds = {f.name: (NUMERIC if f.type == "numeric" else CATEGORICAL) for f in model_cfg.features}
+    kinds = {f.name: (NUMERIC if f.type == "numeric" else CATEGORICAL) for f in model_cfg.features
+             if f.type != "embedding"}
     plans = {name: column_plan(name, kind, ref, cur, current[name], drift_cfg) for name, kind in kinds.items()}
     tested = [p for p in plans.values() if not isinstance(p, str)]
-    if not tested:
-        reasons = "; ".join(f"{n}: {p}" for n, p in plans.items())
+    embedded = embedding_drifts(ref.embeddings, current, model_cfg, drift_cfg, rng_seed)
+    if not tested and all(isinstance(e, str) for e in embedded.values()):
+        reasons = "; ".join(f"{n}: {p}" for n, p in {**plans, **embedded}.items())
         raise DataError(f"no feature can be tested for drift ({reasons})")
     _warn_noisy_categories(tested, ref, cur, drift_cfg.stattest_threshold)
     score_plan = (column_plan(model_cfg.score, NUMERIC, ref, cur, current[model_cfg.score], drift_cfg)
@@ -118,14 +129,16 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
             metadata=metadata, label_drift=labels if isinstance(labels, runner.ColumnPlan) else None,
             threshold=drift_cfg.stattest_threshold)
         metadata = {**metadata, "labelled_rows": str(perf.rows), "performance_sample_rows": str(len(frames.current))}
-        snapshot = runner.merge(snapshot, perf_snapshot, metadata=metadata)
+        snapshot = runner.merge(*((snapshot, perf_snapshot) if snapshot is not None else (perf_snapshot,)),
+                                metadata=metadata)
 
     estimated = _estimates(ref, current, labelled, model_cfg, drift_cfg, perf.accuracy)
     codes: dict[str, Any] = {}  # one factorisation per categorical column, for segments and unseen categories
     segments = segment_performance(current, model_cfg, drift_cfg, ref.segments,
                                    ref.calibrator if drift_cfg.estimate and isinstance(ref.calibrator, Calibrator) else None,
                                    (cur.positions, cur.sample), codes)
-    features = [_feature_drift(name, plans[name], verdicts) for name in kinds]
+    features = [_embedding_feature(f.name, embedded[f.name]) if f.type == "embedding"
+                else _feature_drift(f.name, plans[f.name], verdicts) for f in model_cfg.features]
     evaluated = [f for f in features if f.skipped is None]
     if len(evaluated) < len(features):
         log.warning("drift not tested for %s", ", ".join(f"{f.name} ({f.skipped})" for f in features if f.skipped))
@@ -254,7 +267,8 @@ class DriftEvaluator:
 
     def prepared(self, reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg: DriftConfig,
                  reference_key: Any = None) -> PreparedReference:
-        settings = (drift_cfg.sample_size, drift_cfg.estimate, model_cfg.model_dump_json(), self._rng_seed)
+        settings = (drift_cfg.sample_size, drift_cfg.estimate, drift_cfg.embedding_sample_rows,
+                    drift_cfg.embedding_components, model_cfg.model_dump_json(), self._rng_seed)
         key = (reference_key if reference_key is not None else ("id", id(reference)), settings)
         with self._lock:
             entry = self._cache.get(key)

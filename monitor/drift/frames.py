@@ -194,12 +194,12 @@ class Side:
 
 def prepare_side(frame: pd.DataFrame, model_cfg: ModelConfig, drift_cfg: DriftConfig,
                  rng: np.random.Generator, side: str) -> Side:
-    features = model_cfg.feature_names
-    _check_columns(frame, features, side)
+    _check_columns(frame, model_cfg.feature_names, side)
     if len(frame) == 0:
         raise DataError(f"the {side} is empty; nothing to compare")
     has_score = model_cfg.score in frame.columns
-    columns = features + ([model_cfg.score] if has_score else [])
+    # Embedding columns (one vector per row) stay out of the sample: monitor.drift.embedding tests them.
+    columns = model_cfg.tabular_features + ([model_cfg.score] if has_score else [])
     positions = sample_positions(len(frame), drift_cfg.sample_size, rng)
     sample = _take(frame, positions, columns)
     sample = _numeric_columns(sample, model_cfg.numeric_features + ([model_cfg.score] if has_score else []), side)
@@ -265,6 +265,9 @@ class PreparedReference:
     # The champion's precision, recall, f1 (labelled rows) and served positive_rate (all scored rows)
     # on its reference at model.threshold: the bars of alerts.rules (its MLflow baseline lacks them).
     metrics: dict[str, float] = field(default_factory=dict)
+    # Per embedding feature: its projection and held-out projected rows (monitor.drift.embedding), or
+    # why it cannot be tested.
+    embeddings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:
@@ -289,10 +292,12 @@ def prepare_reference(reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg
     labelled = side.labelled
     # Fitting costs up to seconds per champion (regression's loss models): only when estimates are wanted.
     calibrator = fit_estimator(model_cfg, reference, labelled) if drift_cfg.estimate else None
+    from monitor.drift.embedding import prepare_embeddings
     from monitor.drift.segment_reference import reference_segments  # it imports this module
     return PreparedReference(side, full_counts, distinct, missing_ratio(reference, model_cfg.feature_names),
                              calibrator, reference_segments(reference, model_cfg),
-                             _reference_metrics(model_cfg, labelled, scored_rows(reference, model_cfg, "reference")))
+                             _reference_metrics(model_cfg, labelled, scored_rows(reference, model_cfg, "reference")),
+                             prepare_embeddings(reference, model_cfg, drift_cfg, rng_seed))
 
 
 def _reference_metrics(model_cfg: ModelConfig, labelled: Labelled | None, scored: Scored | None) -> dict[str, float]:

@@ -30,6 +30,11 @@ class FeatureDrift:
     ``score`` is a distance (drifted when ``score >= threshold``) or a p-value (drifted when
     ``score < threshold``), as Evidently defines for that method. ``score`` is None when the
     column had no values on one side; ``skipped`` then says why.
+
+    An embedding feature (:mod:`monitor.drift.embedding`) has ``method`` ``mmd``, ``classifier``,
+    ``components`` or ``reconstruction`` (p-values for ``mmd`` and ``components``) and ``details``:
+    the raw ``statistic`` (MMD², AUC, share of drifted components, error ratio), the vectors used
+    per side (``reference_rows``, ``current_rows``), the ``components`` projected on, and ``seconds``.
     """
 
     name: str
@@ -38,10 +43,15 @@ class FeatureDrift:
     threshold: float | None
     drifted: bool
     skipped: str | None = None
+    details: dict[str, Any] | None = None   # embedding features only
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "method": self.method, "score": _num(self.score),
-                "threshold": _num(self.threshold), "drifted": bool(self.drifted), "skipped": self.skipped}
+        out: dict[str, Any] = {"name": self.name, "method": self.method, "score": _num(self.score),
+                               "threshold": _num(self.threshold), "drifted": bool(self.drifted),
+                               "skipped": self.skipped}
+        if self.details is not None:
+            out["details"] = {k: _num(v) if isinstance(v, float) else v for k, v in self.details.items()}
+        return out
 
 
 @dataclass

@@ -98,18 +98,22 @@ class PerformanceFrames:
 def run_drift(reference: pd.DataFrame, current: pd.DataFrame, features: list[ColumnPlan],
               score: ColumnPlan | None, *, drift_share: float, threshold: float | None,
               timestamp: float, metadata: dict[str, str],
-              outputs: list[ColumnPlan] | None = None) -> tuple[Snapshot, dict[str, ColumnVerdict]]:
+              outputs: list[ColumnPlan] | None = None) -> tuple[Snapshot | None, dict[str, ColumnVerdict]]:
     """Run the drift report on the two samples; return its snapshot and a verdict per column.
-    ``outputs``: model output columns tested one by one beside the score (not in the drift share)."""
+    ``outputs``: model output columns tested one by one beside the score (not in the drift share).
+    ``features`` may be empty (a model whose features are all embeddings); with no column at all
+    there is no report (None)."""
     singles = ([score] if score is not None else []) + list(outputs or [])
     plans = features + singles
+    if not plans:
+        return None, {}
     definition = DataDefinition(
         numerical_columns=[p.name for p in plans if p.kind == "numeric"],
         categorical_columns=[p.name for p in plans if p.kind == "categorical"],
     )
     pinned = {p.name: p.method for p in features if p.method is not None}
     items: list = [DataDriftPreset(columns=[p.name for p in features], drift_share=drift_share,
-                                   per_column_method=pinned or None, threshold=threshold)]
+                                   per_column_method=pinned or None, threshold=threshold)] if features else []
     items += [ValueDrift(column=p.name, method=p.method, threshold=threshold) for p in singles]
     columns = [p.name for p in plans]
     try:

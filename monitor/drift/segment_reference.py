@@ -185,6 +185,6 @@ def reference_segments(reference: pd.DataFrame, model_cfg: ModelConfig) -> Refer
             if found is not None:
                 keys[s] = found
     binnings = {f.name: binning_of(reference[f.name], f.type == "numeric")
-                for f in model_cfg.features if f.name in reference.columns}
+                for f in model_cfg.features if f.name in reference.columns and f.type != "embedding"}
     binned = _shifted([b.apply(reference[f]) for f, b in binnings.items()], _offsets(binnings)) if binnings else None
     return ReferenceSegments(keys, correct, label, binnings, binned, abs_error=abs_error)

@@ -165,3 +165,22 @@ def test_prometheus_series_of_an_embedding_feature(emb_cfg):
     assert got[("driftloop_model_feature_drift_score", labels)] == pytest.approx(result.feature("emb").score)
     assert got[("driftloop_model_feature_drift_threshold", labels)] == 0.05
     assert got[("driftloop_model_feature_drifted", (("feature", "emb"), ("model", "demo")))] == 1
+
+
+def test_a_window_read_from_the_store_through_the_check(tmp_path, emb_cfg):
+    """Vectors sent as lists, stored as float32 BLOBs, read back by the store's window, then checked."""
+    from monitor.store import PredictionStore
+    from tests.monitor.store.conftest import Clock
+    from tests.monitor.store.factories import T0
+
+    cur = frame(600, seed=3, shift=1.0)
+    records = [{"id": f"r{i}", "ts": T0 + i, "score": float(cur["score"].iloc[i]),
+                "features": {"x0": float(cur["x0"].iloc[i]), "x1": float(cur["x1"].iloc[i]),
+                             "region": cur["region"].iloc[i], "emb": cur["emb"].iloc[i].tolist()}}
+               for i in range(len(cur))]
+    with PredictionStore(f"sqlite:///{tmp_path / 'store.db'}", emb_cfg.model, clock=Clock()) as store:
+        assert store.add_predictions(records).stored == 600
+        window = store.window()
+    result = evaluate_window(frame(1500, seed=1), window, emb_cfg.model, emb_cfg.drift, {})
+    emb = result.feature("emb")
+    assert emb.drifted is True and emb.details is not None and emb.details["current_rows"] == 600

@@ -416,6 +416,9 @@ class AlertsConfig(_Section):
     cooldown_seconds: float = Field(300.0, ge=0, description="seconds before retrying after a retrain that *failed* "
                                     "(crashed, MLflow down); rejected retrains wait for new labelled rows instead")
     retrain_on_drift: bool = Field(False, description="retrain on dataset drift without a performance drop")
+    drift_impact_windows: int = Field(3, ge=1, description="a data-drift incident (no retrain) is resolved as 'drift "
+                                      "without performance impact' after this many judged checks in a row with the "
+                                      "labelled performance within thresholds, while the drift goes on")
     retrain_on_estimate: bool = Field(False, description="retrain on an estimated drop (a suspected incident, before "
                                       "drift.min_labels labels confirm it); off: a suspected incident alerts and waits")
     retrain_cron: str | None = Field(None, description="crontab expression, e.g. '0 3 * * *'")

@@ -127,6 +127,7 @@ class Controller:
         self.last_result: Any = None  # the latest successful check's CheckResult
         self.unrecorded_errors = 0    # checks that failed so badly not even their row could be written
         self._healthy_streak = 0
+        self._impactless_streak = 0  # judged windows in a row a drift incident's model performed well
         self._last_healthy_end: float | None = None
         self.last_versions: dict[str, Any] = {}
         self.levels = ReferenceLevels(store.engine, cfg.model.name)
@@ -194,6 +195,9 @@ class Controller:
         if current.state == "suspected":
             return self._judge_suspected(current, outcome, verdict)
         current = self._follow_evidence(current, outcome, verdict)
+        impactless = self._drift_without_impact(current, verdict)
+        if impactless is not None:
+            return impactless
         healthy = self._healthy_for(current, verdict)
         if healthy:
             self._healthy_streak += 1
@@ -341,6 +345,28 @@ class Controller:
         self.incidents.set_fields(incident.id, report_paths=kept)
         return self.incidents.get(incident.id)
 
+    def _drift_without_impact(self, incident: Incident, verdict: Verdict) -> str | None:
+        """A data-drift incident (no retrain asked) whose model keeps performing: drift goes on, but
+        the labelled performance stays within thresholds for ``alerts.drift_impact_windows`` judged
+        checks in a row. It is resolved as drift without performance impact (its reports stay with
+        it), instead of sitting open for as long as the new normal lasts. None: not that case."""
+        if incident.reason != "drift" or incident.retrain or verdict.healthy_for("drift"):
+            self._impactless_streak = 0
+            return None
+        if not verdict.performance_known:
+            return None  # not judged: the streak neither grows nor breaks
+        if not verdict.healthy_for("performance"):
+            self._impactless_streak = 0
+            return None
+        self._impactless_streak += 1
+        need = self.cfg.alerts.drift_impact_windows
+        if self._impactless_streak < need:
+            return (f"incident {incident.id}: drift goes on, performance within thresholds "
+                    f"{self._impactless_streak}/{need} judged window(s)")
+        self._resolve(incident, f"drift without performance impact: performance within thresholds on "
+                                f"{self._impactless_streak} judged window(s) in a row ({verdict.message})")
+        return f"resolved incident {incident.id} (drift without performance impact)"
+
     @staticmethod
     def _healthy_for(incident: Incident, verdict: Verdict) -> bool | None:
         if incident.reason == "drift" and not incident.retrain:
@@ -354,6 +380,7 @@ class Controller:
         except TransitionError as exc:
             log.info("%s", exc)
         self._healthy_streak = 0
+        self._impactless_streak = 0
 
     # -- retrains -------------------------------------------------------------------------
     def maybe_retrain(self, incident: Incident, trigger: str, respect_cooldown: bool = True,

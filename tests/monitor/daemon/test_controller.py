@@ -129,6 +129,30 @@ def test_drift_without_labels_alerts_without_retraining(make_daemon):
     assert report.incident is None and "resolved" in report.action
 
 
+def test_drift_that_does_not_hurt_the_model_ends_as_drift_without_impact(make_daemon):
+    """The inputs moved for good but the labelled performance holds: after alerts.drift_impact_windows
+    judged checks the drift incident is resolved as such, not left open for as long as it lasts."""
+    # Thresholds the shifted inputs stay within (this covariate shift costs the model a few points of
+    # ROC AUC: wider bars stand for a model the drift does not hurt).
+    daemon, traffic = make_daemon({"alerts": {"drift_impact_windows": 2, "accuracy_drop": 0.3, "auc_drop": 0.3},
+                                   "drift": {"drift_share": 0.3}})
+    daemon.start(scheduler=False)
+    traffic.send(1500, 150, covariate=1.5)
+    report = daemon.run_check_now()
+    incident = report.incident
+    assert incident is not None and incident.reason == "drift" and not incident.retrain, (report.action, report.verdict)
+    actions = []
+    for seed in (151, 152):
+        traffic.send(1500, seed, covariate=1.5)
+        actions.append(daemon.run_check_now().action)
+    assert "performance within thresholds 1/2" in actions[0], actions
+    assert "drift without performance impact" in actions[1], actions
+    resolved = daemon.controller.incidents.get(incident.id)
+    assert resolved.state == "resolved" and resolved.detail.startswith("drift without performance impact")
+    assert resolved.report_paths  # the evidence stays with it
+    assert daemon.controller.attempts.recent() == []
+
+
 def test_no_champion_and_empty_window_are_reported_not_raised(make_daemon):
     daemon, _ = make_daemon(with_champion=False, name="empty-home")
     daemon.start(scheduler=False)

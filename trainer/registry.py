@@ -34,7 +34,7 @@ CHAMPION, CHALLENGER, PREVIOUS = "champion", "challenger", "previous-champion"
 HISTORY_TAG = "driftloop.champion_history"
 HISTORY_KEEP = 100
 BASELINE_DIR = "baseline"
-SCHEMA_TAG = "driftloop.schema"  # {feature: "numeric" | "categorical"} of a model version, as JSON
+SCHEMA_TAG = "driftloop.schema"  # {feature: "numeric" | "categorical" | {"type": "embedding", "dim": N}}, as JSON
 COLUMNS_TAG = "driftloop.columns"  # {"target", "id", "score", "prediction": column name, "task", "classes"}, as JSON
 TASK_TAG = "driftloop.task"  # binary | multiclass | regression, for people browsing the registry
 
@@ -238,12 +238,14 @@ def log_model(model: Any, example: pd.DataFrame, registry: Registry) -> str:
         from trainer.entrypoint import code_paths
         signature = input_signature([INPUT_URI, m.id], [], task=task, classes=getattr(model, "classes", None),
                                     prediction=m.prediction, embedding=embedding, score=m.score)
-        schema = {f.name: f.type for f in m.features}
+        schema = {f.name: f.type if f.dim is None else {"type": f.type, "dim": f.dim} for f in m.features}  # dataschema.schema_of's form
         extra: dict[str, Any] = {"code_paths": code_paths(spec)}
     else:
-        signature = input_signature(model.numeric, model.categorical, task=task,
+        vectors = dict(getattr(model, "embeddings", None) or {})  # the MLP's embedding features: {name: dim}
+        signature = input_signature([*model.numeric, *vectors], model.categorical, task=task,
                                     classes=getattr(model, "classes", None), prediction=m.prediction)
-        schema = {**{n: "numeric" for n in model.numeric}, **{n: "categorical" for n in model.categorical}}
+        schema = {**{n: "numeric" for n in model.numeric}, **{n: "categorical" for n in model.categorical},
+                  **{n: {"type": "embedding", "dim": int(d)} for n, d in vectors.items()}}
         extra = {}
     requirements = [f"torch=={torch.__version__.split('+')[0]}", f"pandas=={pd.__version__}",
                     f"mlflow=={mlflow.__version__}", "cloudpickle"]
@@ -297,7 +299,7 @@ def input_signature(numeric: list[str], categorical: list[str], *, task: str = "
     return ModelSignature(inputs=inputs, outputs=outputs)
 
 
-def recorded_schema(registry: "Registry", version: str) -> tuple[dict[str, str], dict[str, str]] | None:
+def recorded_schema(registry: "Registry", version: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """``({feature: type}, {"target", "id", "score", "prediction": column, "task": task, "classes": [...]})``
     a model version was trained with (None for versions older than these tags; versions from before
     tasks lack ``task`` and are binary)."""

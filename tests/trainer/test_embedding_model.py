@@ -90,3 +90,23 @@ def test_a_vector_of_another_length_is_refused_naming_the_feature(cfg):
     bad.at[bad.index[3], "emb"] = np.zeros(DIM - 1, dtype=np.float32)
     with pytest.raises(ValueError, match="'emb': row 3"):
         model.predict_proba(bad)
+
+
+def test_a_registered_version_records_the_embedding_with_its_dim(tmp_path, mlflow_template):
+    """The version's schema tag keeps the vector's length (serve, check and retrain rebuild the
+    features from it when none are configured) and its pyfunc scores vectors sent as lists."""
+    from monitor.dataschema import feature_spec
+    from trainer import load_champion, train_baseline
+    from trainer.schema_check import champion_schema
+    cfg = make_config(tmp_path / "home", mlflow_template, model={"name": "m", "features": [
+        {"name": "x"}, {"name": "emb", "type": "embedding", "dim": DIM}]}, training={"epochs": 5})
+    train_baseline(cfg, embedded_rows(1200))
+    version, _, recorded = champion_schema(cfg)
+    assert version == "1" and recorded is not None
+    features, columns = recorded
+    assert features == {"x": "numeric", "emb": {"type": "embedding", "dim": DIM}}
+    assert [feature_spec(n, e) for n, e in features.items()] == list(cfg.model.features)
+    live = embedded_rows(50, seed=3).drop(columns="label")
+    as_lists = live.assign(emb=[v.tolist() for v in live["emb"]])
+    champion = load_champion(cfg)
+    assert np.allclose(champion.predict_proba(as_lists), champion.predict_proba(live), atol=1e-6)

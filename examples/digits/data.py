@@ -13,8 +13,9 @@ ink levels scaled to 0..255.
 
 The index (``index.csv``) has one row per image: ``input_uri`` (a ``file://`` URI, what a service
 sends and the trainer reads back), ``label`` (the digit as a class name, "0".."9") and ``split``:
-``train`` (what the baseline is trained on; driftloop's trainer holds out its own test rows from
-it) or ``stream`` (never trained on by the baseline; live traffic is drawn from these).
+``train`` (what the baseline is trained on, each image once with the stream's jitter; driftloop's
+trainer holds out its own test rows from it) or ``stream`` (never trained on by the baseline;
+live traffic is drawn from these).
 
 Why a stream with jitter: 1,797 images are few for a streaming loop, so :class:`DigitStream`
 samples ``stream`` images with replacement and gives each draw a light random change (ink scaled
@@ -154,16 +155,18 @@ def read_index(folder: str | Path) -> pd.DataFrame:
 
 
 class DigitStream:
-    """Live traffic: ``stream`` images drawn with replacement, each jittered and written as a new
-    file, optionally changed by a drift. ``batch(number, n)`` is the same for the same seed."""
+    """Traffic from one split's images (``stream`` by default), each jittered and written as a new
+    file, optionally changed by a drift. ``batch(number, n)`` draws with replacement and is the
+    same for the same seed; ``every()`` is each image of the split once, jittered the same way
+    (what the baseline is trained on, so its reference looks like live traffic)."""
 
-    def __init__(self, folder: str | Path, index: pd.DataFrame, *, seed: int = 0,
+    def __init__(self, folder: str | Path, index: pd.DataFrame, *, split: str = "stream", seed: int = 0,
                  angle: tuple[float, float] = (20.0, 30.0), noise_sigma: float = 60.0):
         self.folder = Path(folder)
-        pool = index[index["split"] == "stream"].reset_index(drop=True)
+        pool = index[index["split"] == split].reset_index(drop=True)
         if pool.empty:
-            raise ValueError("the index has no 'stream' rows to draw live traffic from")
-        self.pool = pool
+            raise ValueError(f"the index has no {split!r} rows to draw traffic from")
+        self.pool, self.split = pool, split
         self.images = [np.rint(read_image(uri) * 255.0).astype(np.uint8) for uri in pool["input_uri"]]
         self.seed, self.angle, self.noise_sigma = seed, angle, noise_sigma
         self.suffix = image_format()
@@ -171,12 +174,23 @@ class DigitStream:
     def batch(self, number: int, n: int, drift: str | None = None) -> pd.DataFrame:
         """``n`` requests: ``request_id``, ``input_uri`` (a new file), ``label``; ``drift`` is one
         of :data:`DRIFTS` or None (the writers the baseline was trained on)."""
+        rng = np.random.default_rng([self.seed, number])
+        return self._write(f"{drift or 'base'}-{number:05d}", rng.integers(0, len(self.pool), size=n), rng,
+                           np.random.default_rng([self.seed, number, 1]), drift)
+
+    def every(self, drift: str | None = None) -> pd.DataFrame:
+        """Each image of the split once, jittered (and changed by ``drift``)."""
+        rng = np.random.default_rng([self.seed, 1 << 30])
+        return self._write(f"{self.split}-{drift or 'base'}", np.arange(len(self.pool)), rng,
+                           np.random.default_rng([self.seed, 1 << 30, 1]), drift)
+
+    def _write(self, name: str, picks: np.ndarray, rng: np.random.Generator, changes: np.random.Generator,
+               drift: str | None) -> pd.DataFrame:
+        """``changes`` has its own draws, so a drifted batch has the same picks and jitter as the
+        plain batch of the same number."""
         if drift is not None and drift not in DRIFTS:
             raise ValueError(f"drift must be one of {', '.join(DRIFTS)} or None, got {drift!r}")
-        rng = np.random.default_rng([self.seed, number])
-        changes = np.random.default_rng([self.seed, number, 1])  # its own draws: a drift keeps the jitter
-        picks = rng.integers(0, len(self.pool), size=n)
-        out = self.folder / "images" / "stream" / f"{drift or 'base'}-{number:05d}"
+        out = self.folder / "images" / "stream" / name
         uris = []
         for i, k in enumerate(picks):
             img = jitter(self.images[k], rng)
@@ -187,7 +201,7 @@ class DigitStream:
             elif drift == "thick":
                 img = thicken(img)
             uris.append(uri_of(write_image(out / f"{i:05d}.{self.suffix}", img)))
-        return pd.DataFrame({"request_id": [f"{drift or 'base'}-{number}-{i}" for i in range(n)],
+        return pd.DataFrame({"request_id": [f"{name}-{i}" for i in range(len(picks))],
                              "input_uri": uris, "label": self.pool["label"].to_numpy()[picks]})
 
 

@@ -78,3 +78,12 @@ def test_noise_and_thicker_strokes(written):
     assert (thick >= plain - 1e-6).all() and thick.sum() > plain.sum() * 1.2  # dilation only adds ink
     with pytest.raises(ValueError, match="drift must be one of"):
         stream.batch(0, 3, drift="sideways")
+
+
+def test_every_writes_each_image_of_a_split_once_jittered(written):
+    folder, index = written
+    train = data.DigitStream(folder, index, split="train", seed=3).every()
+    originals = index[index["split"] == "train"]
+    assert len(train) == len(originals) and (train["label"].to_numpy() == originals["label"].to_numpy()).all()
+    jittered, plain = data.pixels_of(train["input_uri"][:50]), data.pixels_of(originals["input_uri"][:50])
+    assert 0 < np.abs(jittered - plain).mean() < 0.1  # changed a little, not a different digit

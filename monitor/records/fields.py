@@ -72,10 +72,10 @@ def check_model_version(value: object) -> str:
 
 
 def check_number(value: object) -> float:
-    # bool is an int subclass in Python; `true` is never a meaningful feature value.
+    # bool is an int subclass in Python: a score, a label or a predicted value of `true` is a
+    # client's bug, refused (a numeric *feature* takes booleans: check_feature_number).
     if type(value) not in (int, float):
-        hint = " (send a boolean feature as 0 or 1)" if type(value) is bool else ""
-        raise FieldError(f"expected a finite number, got {describe(value)}{hint}")
+        raise FieldError(f"expected a finite number, got {describe(value)}")
     try:
         out = float(cast(float, value))  # an int or a float, checked above
     except OverflowError:
@@ -83,6 +83,17 @@ def check_number(value: object) -> float:
     if not math.isfinite(out):
         raise FieldError(f"expected a finite number, got {describe(value)}")
     return out
+
+
+def check_feature_number(value: object) -> float:
+    """A numeric feature's value: a finite number, or a JSON ``true``/``false`` as 1.0/0.0. A column
+    of booleans in the user's data is a numeric 0/1 feature (``driftloop init`` infers it so), and a
+    service serialising that column's values sends booleans; the fast column-wise path in
+    :mod:`monitor.records.validation` and the client's frames (:mod:`monitor.records.frames`) apply
+    the same rule."""
+    if type(value) is bool:
+        return 1.0 if value else 0.0
+    return check_number(value)
 
 
 def check_score(value: object) -> float:

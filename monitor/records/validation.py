@@ -26,6 +26,8 @@ from monitor.tasks import PROBA_SUM_TOLERANCE, class_name
 MAX_LISTED_ERRORS = 50
 _NUMBER = frozenset({int, float})
 _OPTIONAL_NUMBER = frozenset({int, float, type(None)})
+# A numeric feature also takes JSON booleans, as 1.0 / 0.0 (fields.check_feature_number).
+_OPTIONAL_FEATURE_NUMBER = frozenset({int, float, bool, type(None)})
 _STR = {str}
 _OPTIONAL_STR = frozenset({str, type(None)})
 _NONE = {type(None)}
@@ -180,12 +182,12 @@ class RecordValidator:
                     return None
             if self._numeric:
                 types = set(map(type, chain.from_iterable(cols[j] for j in self._numeric)))
-                if not types <= _OPTIONAL_NUMBER:
+                if not types <= _OPTIONAL_FEATURE_NUMBER:
                     return None
                 present = [cols[j] for j in self._numeric]
                 if type(None) in types:
                     present = [[v for v in col if v is not None] for col in present]
-                if int in types:
+                if int in types or bool in types:  # float(True) is 1.0: the slow path's rule
                     for j in self._numeric:  # stored as float; OverflowError -> slow path
                         cols[j] = [v if v is None else float(v) for v in cols[j]] if type(None) in types \
                             else list(map(float, cols[j]))
@@ -369,7 +371,7 @@ class RecordValidator:
             if value is None:  # a missing value (a missing vector): stored as NULL
                 values.append(None)
                 continue
-            check = F.check_number if spec.type == "numeric" else _check_category if spec.type == "categorical" \
+            check = F.check_feature_number if spec.type == "numeric" else _check_category if spec.type == "categorical" \
                 else partial(F.check_embedding, dim=spec.dim or 0)
             values.append(_check(errors, i, f"features.{spec.name}", check, value))
         return _BAD if errors.count > before else tuple(values)

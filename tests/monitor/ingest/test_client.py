@@ -266,7 +266,7 @@ def _column_text(frame):
 
 def test_a_boolean_column_with_missing_values_from_a_csv_is_sent_as_0_1(base_url, store, tmp_path):
     """read_csv leaves a bool column with blanks as object (True/False/NaN); the wire takes 0/1, and
-    a JSON boolean for a numeric feature is refused with a hint."""
+    a JSON boolean for a numeric feature (records as dicts) is taken as 1/0 too."""
     import io
     csv = "id,ts,x0,x1,region,score\n" + "\n".join(
         f"b{i},2026-11-30T00:00:0{i}Z,1.5,{['True', 'False', ''][i % 3]},eu,0.5" for i in range(6))
@@ -274,7 +274,8 @@ def test_a_boolean_column_with_missing_values_from_a_csv_is_sent_as_0_1(base_url
     assert frame["x1"].dtype == object
     with DriftloopClient(base_url, token=TOKEN) as dl:
         assert dl.log_predictions(frame).stored == 6
-        with pytest.raises(RequestRejected, match="x1: expected a finite number, got true .send a boolean"):
-            dl.log_predictions([{"id": "b9", "features": {"x0": 1.0, "x1": True, "region": "eu"}, "score": 0.5}])
+        assert dl.log_predictions([{"id": "b9", "features": {"x0": 1.0, "x1": True, "region": "eu"},
+                                    "score": 0.5}]).stored == 1
     x1 = store.window()["x1"].tolist()
     assert x1[:2] == [1.0, 0.0] and x1[3:5] == [1.0, 0.0] and np.isnan(x1[2]) and np.isnan(x1[5])
+    assert x1[6] == 1.0

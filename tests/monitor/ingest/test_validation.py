@@ -56,7 +56,6 @@ def _with_feature(name, value) -> dict:
     (_with(features=[1, 2]), "features", "expected an object of feature values, got a list"),
     (_with_feature("x1", "abc"), "features.x1", "expected a finite number, got 'abc'"),
     (_with_feature("x1", float("inf")), "features.x1", "expected a finite number, got inf"),
-    (_with_feature("x1", False), "features.x1", "expected a finite number, got false"),
     (_with_feature("region", 3), "features.region", "expected a string (categorical feature), got 3"),
     (_with_feature("color", "red"), "features.color", "unknown feature (model 'm' has: x0, x1, region)"),
 ])
@@ -192,6 +191,23 @@ def test_label_paths_agree(records):
                 max_size=6))
 def test_valid_label_batches_always_take_the_fast_path(records):
     assert validator._fast_labels(records, 7) == validator.slow_labels(records, 7)
+
+
+def test_a_json_boolean_for_a_numeric_feature_is_1_or_0_on_both_paths():
+    """A boolean column of the user's data is a numeric 0/1 feature (driftloop init says so), and a
+    service serialising its values sends JSON true/false: stored as 1.0/0.0 by the fast and the
+    slow path alike. A score, a regression label or a category stays strict."""
+    records = [_with_feature("x1", True), {**_with_feature("x1", False), "id": "other"}]
+    fresh = RecordValidator(small_model(), clock=lambda: NOW)
+    batch = fresh.predictions(records)
+    assert fresh.paths["prediction", "fast"] == 1
+    assert batch == fresh.slow_predictions(records, int(NOW * 1_000_000))
+    x1 = batch.features[small_model().feature_names.index("x1")]
+    assert x1 == [1.0, 0.0] and all(type(v) is float for v in x1)
+    mixed = [_with_feature("x1", True), {**_with_feature("x1", None), "id": "b"}, {**_with_feature("x1", 2), "id": "c"}]
+    assert fresh.predictions(mixed).features[small_model().feature_names.index("x1")] == [1.0, None, 2.0]
+    assert _errors([_with(score=True)])[0]["message"] == "expected a finite number in [0, 1], got true"
+    assert "got true" in _errors([_with_feature("region", True)])[0]["message"]
 
 
 def test_valid_batch_takes_the_fast_path():

@@ -6,12 +6,15 @@ marker line ``<!-- driftloop:generate NAME -->``; :func:`on_page_markdown` repla
 - ``config``: every key of :class:`monitor.config.DriftloopConfig` (type, default, environment variable,
   the field's description);
 - ``cli``: every ``driftloop`` command's ``--help``, from the click commands in monitor/cli.py;
+- ``commands``: the table of commands (name and one-line help), from the same click group;
 - ``http-api``: the endpoints of the daemon's FastAPI app, from its OpenAPI schema (also published
   as ``reference/openapi.json``);
 - ``metrics``: the metric tables of docs/CONTRACTS.md (a test checks them against a live /metrics);
 - ``runbooks``: the alerts of rules/*.yml with links to their runbook pages.
 
-A runbook page (``runbooks/<alert>.md``) also gets its rule appended, read from rules/*.yml.
+A runbook page (``runbooks/<alert>.md``) also gets its rule appended, read from rules/*.yml, with its
+summary and description as an alert shows them: the rendering that the rule's promtool unit test
+(rules/tests/) expects, so the page shows values, not ``{{ $labels.model }}``.
 Nothing here touches the network; the generators are plain functions that the tests call too.
 """
 from __future__ import annotations
@@ -142,6 +145,16 @@ def cli_help(args: list[str]) -> str:
     return result.output.rstrip()
 
 
+def commands_markdown() -> str:
+    """The table of commands: each one's name and the one line ``driftloop --help`` shows."""
+    from monitor.cli import COMMANDS
+
+    out = ["| command | what |", "| --- | --- |"]
+    out += [f"| [`driftloop {name}`](reference/cli.md#driftloop-{name}) | {summary} |"
+            for name, (_, summary) in COMMANDS.items()]
+    return "\n".join(out)
+
+
 def cli_markdown() -> str:
     from monitor.cli import COMMANDS
 
@@ -253,26 +266,52 @@ def runbook_page(alert_name: str) -> str:
     return f"runbooks/{alert_name.lower()}.md"
 
 
+def rendered_examples() -> dict[str, dict[str, Any]]:
+    """Per alert, the first firing alert its promtool unit test expects (``exp_labels``,
+    ``exp_annotations``): the summary and description as Prometheus renders them, checked by
+    ``promtool test rules``."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted((REPO / "rules" / "tests").glob("*.yml")):
+        for case in yaml.safe_load(path.read_text()).get("tests", []):
+            for check in case.get("alert_rule_test", []):
+                for exp in check.get("exp_alerts") or []:
+                    if exp.get("exp_annotations"):
+                        out.setdefault(check["alertname"], exp)
+    return out
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
 def runbooks_markdown() -> str:
-    out = ["| alert | severity | team | component | summary |", "| --- | --- | --- | --- | --- |"]
+    examples = rendered_examples()
+    out = ["| alert | severity | team | component | for | summary (an example) |",
+           "| --- | --- | --- | --- | --- | --- |"]
     for a in alerts():
-        summary = a["annotations"]["summary"].replace("|", "\\|")
+        summary = examples.get(a["alert"], {}).get("exp_annotations", {}).get("summary", "")
         out.append(f"| [{a['alert']}]({a['alert'].lower()}.md) | {a['labels']['severity']} | "
-                   f"{a['labels']['team']} | {a['labels']['component']} | {summary} |")
+                   f"{a['labels']['team']} | {a['labels']['component']} | {a.get('for', '–')} | {_cell(summary)} |")
     return "\n".join(out)
 
 
 def rule_markdown(alert: dict[str, Any]) -> str:
     labels = ", ".join(f"`{k}={v}`" for k, v in alert.get("labels", {}).items())
-    return "\n".join([
-        "## The rule", "", f"From `{alert['_file']}`; labels {labels}; fires after `{alert.get('for', '0s')}`.", "",
-        "```promql", alert["expr"].strip(), "```", "",
-        f"**Summary:** {alert['annotations']['summary']}", "",
-        f"**Description:** {alert['annotations']['description']}", ""])
+    out = ["## The rule", "", f"From `{alert['_file']}`; labels {labels}; fires after `{alert.get('for', '0s')}`.", "",
+           "```promql", alert["expr"].strip(), "```", ""]
+    example = rendered_examples().get(alert["alert"])
+    if example:
+        series = ", ".join(f"`{k}={v}`" for k, v in example.get("exp_labels", {}).items())
+        notes = example["exp_annotations"]
+        out += ["What the alert says, for example (the rendering its unit test in `rules/tests/` expects, "
+                f"for an alert with {series}):", "",
+                f"**Summary:** {_cell(notes['summary'])}", "",
+                f"**Description:** {_cell(notes['description'])}", ""]
+    return "\n".join(out)
 
 
 # -- MkDocs hooks --------------------------------------------------------------------------------
-GENERATORS = {"config": config_markdown, "cli": cli_markdown, "http-api": http_markdown,
+GENERATORS = {"config": config_markdown, "cli": cli_markdown, "commands": commands_markdown, "http-api": http_markdown,
               "metrics": metrics_markdown, "runbooks": runbooks_markdown}
 
 
@@ -314,19 +353,27 @@ def runbook_url(alert_name: str, base: str | None = None) -> str:
     return f"{base or site_url()}runbooks/{alert_name.lower()}/"
 
 
+# The base the rules ship with: no site answers there (.invalid is reserved, RFC 2606), so a link
+# that was never set up fails visibly instead of opening someone's localhost.
+PLACEHOLDER = "https://driftloop-docs.invalid/"
+_RUNBOOK_URL = re.compile(r'^(\s*runbook_url: ")[^"]*?(runbooks/[a-z0-9]+/")', re.M)
+
+
 def set_site_url(new: str) -> list[Path]:
     """Publish the site at ``new``: rewrite site_url in mkdocs.yml and every runbook_url in rules/
-    (the rule files and their unit tests). Returns the files changed."""
+    (the rule files and their unit tests), whatever base they had. Idempotent; returns the files
+    changed."""
+    if not new.startswith(("https://", "http://")):
+        raise ValueError(f"{new!r} is not an http(s) URL")
     if not new.endswith("/"):
         new += "/"
-    old = site_url()
     changed = []
     for path in [REPO / "mkdocs.yml", *sorted((REPO / "rules").rglob("*.yml"))]:
         text = path.read_text()
         if path.name == "mkdocs.yml":
-            updated = text.replace(f"site_url: {old}", f"site_url: {new}")
+            updated = re.sub(r"^site_url:.*$", f"site_url: {new}", text, count=1, flags=re.M)
         else:
-            updated = text.replace(f'runbook_url: "{old}runbooks/', f'runbook_url: "{new}runbooks/')
+            updated = _RUNBOOK_URL.sub(lambda m: f"{m.group(1)}{new}{m.group(2)}", text)
         if updated != text:
             path.write_text(updated)
             changed.append(path)
@@ -338,7 +385,13 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser(description="Docs site helpers (the generators run inside mkdocs build).")
     parser.add_argument("--set-site-url", metavar="URL", required=True,
-                        help="publish the site at URL: rewrites site_url in mkdocs.yml and the rules' runbook_url")
+                        help="where the docs site (or your wiki's copy of the runbooks) is published: rewrites "
+                             "site_url in mkdocs.yml and every rule's runbook_url (run once at install)")
     args = parser.parse_args()
-    for path in set_site_url(args.set_site_url):
+    try:
+        changed = set_site_url(args.set_site_url)
+    except ValueError as exc:
+        raise SystemExit(f"Error: {exc}") from None
+    for path in changed:
         print(f"updated {path.relative_to(REPO)}")
+    print(f"runbook_url base: {site_url()}")

@@ -29,7 +29,8 @@ def _port_free(host: str, port: int) -> bool:
 @click.pass_context
 def command(ctx: click.Context, home: Path, port: int | None, fast: bool, keep_serving: bool) -> None:
     """Train a baseline, replay drifting traffic through the real API, and watch the daemon
-    detect the drift, retrain, promote and recover. Finishes in about two minutes on a laptop CPU."""
+    detect the drift, retrain, promote and recover. The whole run takes about a minute on a 2-core
+    machine."""
     from monitor.demo import DemoPlan, demo_config, prepare_home, run_demo
 
     base = config_from(ctx)

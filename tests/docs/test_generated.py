@@ -66,3 +66,14 @@ def test_the_demo_duration_is_said_the_same_everywhere():
     said = {k: v for k, v in said.items() if v}
     assert "driftloop demo --help" in said and len(said) >= 3
     assert len({d.lower() for v in said.values() for d in v}) == 1, said
+
+
+def test_the_benchmarks_page_shows_current_figures_with_their_commands():
+    """History (issue numbers, before/after rows) lives in the changelog; every row of the summary
+    table names the command that reproduces it."""
+    text = (REPO / "docs" / "benchmarks.md").read_text()
+    assert not re.findall(r"\bissues? \d+|\(issue", text, flags=re.I)
+    assert not re.findall(r"^\|[^|\n]*\((?:rerun )?(?:before|after)\b[^|\n]*\|", text, flags=re.M)
+    summary = text.split("\n\n")[2].splitlines()[2:]
+    assert summary and all("bench/" in row.split("|")[2] or "make " in row.split("|")[2] for row in summary), summary
+    assert "changelog.md" in text and "Changelog: changelog.md" in (REPO / "mkdocs.yml").read_text()

@@ -131,7 +131,9 @@ class ServerConfig(_Section):
 
 class StoreConfig(_Section):
     url: str | None = Field(None, description="SQLAlchemy URL; default sqlite file under home")
-    retention_days: float | None = Field(30.0, gt=0, description="rows older than this are deleted by the daemon; null keeps all")
+    retention_days: float | None = Field(30.0, gt=0, description="rows received longer ago than this many days "
+                                         "are deleted by the daemon (from arrival, not ts: backfills are kept); "
+                                         "null keeps all")
     busy_timeout_seconds: float = Field(30.0, gt=0, description="SQLite: how long a writer waits for the lock "
                                         "(and how long /readyz waits before calling a locked store not ready)")
     min_free_bytes: int = Field(64 * 1024 * 1024, ge=0, description="SQLite: free space the store's filesystem "

@@ -92,6 +92,9 @@ def build_tables(model: ModelConfig) -> ModelTables:
         # A path or key of the raw input (an image, a document) the sender keeps; never fetched here.
         sa.Column(INPUT_URI, sa.Text(), nullable=True),
         sa.Index(f"{pname}_ts", "ts", "seq"),
+        # Retention deletes by received_at (when driftloop got the row, not the prediction's ts, so a
+        # backfill of old predictions is kept). "_r": the name fits PostgreSQL's 63 characters.
+        sa.Index(received_index(pname), "received_at"),
     )
     labels = sa.Table(
         lname, meta,
@@ -100,9 +103,23 @@ def build_tables(model: ModelConfig) -> ModelTables:
         sa.Column("ts", sa.BigInteger(), nullable=False),
         sa.Column("received_at", sa.BigInteger(), nullable=False),
         sa.Index(f"{lname}_ts", "ts"),
+        sa.Index(received_index(lname), "received_at"),
         sqlite_with_rowid=False,  # the join probes labels by id: one B-tree search instead of two
     )
     return ModelTables(predictions, labels)
+
+
+def received_index(table: str) -> str:
+    return f"{table}_r"
+
+
+def _ensure_received_indexes(conn: Connection, tables: ModelTables) -> None:
+    """Tables made before retention counted from ``received_at`` get its index (IF NOT EXISTS: SQLite
+    and PostgreSQL both have it). On a large PostgreSQL table this build blocks writes while it runs."""
+    prep = conn.dialect.identifier_preparer
+    for table in (tables.predictions, tables.labels):
+        conn.exec_driver_sql(f"CREATE INDEX IF NOT EXISTS {prep.quote(received_index(table.name))} "
+                             f"ON {prep.quote(table.name)} (received_at)")
 
 
 def _kind_of(sql_type: sa.types.TypeEngine) -> str:
@@ -164,6 +181,7 @@ def sync_model_tables(conn: Connection, model: ModelConfig, clock: Callable[[], 
             raise StoreError(f"model {model.name!r}: its stored labels are {'numbers' if numeric else 'classes'} "
                              f"but the model is a {model.task} model; use a new model.name for a model of "
                              "another task (new tables)")
+    _ensure_received_indexes(conn, tables)
     _register(conn, model, tables, int(clock()))
     return tables
 

@@ -256,15 +256,28 @@ class PredictionStore:
 
     # ---- housekeeping ------------------------------------------------------------------------
     def apply_retention(self, days: float, chunk_rows: int = 5000) -> int:
-        """Delete predictions and labels whose ts is more than ``days`` old; returns rows deleted.
-        Works in chunks of ``chunk_rows``, each its own short transaction, so ingestion goes on."""
+        """Delete rows driftloop *received* more than ``days`` ago; returns rows deleted.
+
+        Age counts from ``received_at``, not from the prediction's ``ts``: a backfill of predictions
+        timestamped two years back is kept for ``days`` after it was loaded, not deleted on the next
+        run. A label goes when it was received before the cutoff *and* its prediction is no longer
+        stored, so a kept prediction always keeps its label (the window's join is unchanged) and a
+        label sent before its prediction is not dropped early. Works in chunks of ``chunk_rows``,
+        each its own short transaction, so ingestion goes on."""
         if not days > 0:
             raise ValueError(f"retention days must be positive, got {days!r}")
         cutoff = self._now_us() - int(days * 86_400 * 1_000_000)
+        p, lab = self._q(self.tables.predictions.name), self._q(self.tables.labels.name)
+        statements = (
+            (self.tables.predictions.name,
+             f"DELETE FROM {p} WHERE seq IN (SELECT seq FROM {p} WHERE received_at < ? LIMIT ?)"),
+            (self.tables.labels.name,
+             f"DELETE FROM {lab} WHERE id IN (SELECT l.id FROM {lab} l WHERE l.received_at < ?"
+             f" AND NOT EXISTS (SELECT 1 FROM {p} p WHERE p.id = l.id) LIMIT ?)"),
+        )
         total = 0
-        for table, key in ((self.tables.predictions.name, "seq"), (self.tables.labels.name, "id")):
-            t = self._q(table)
-            sql = driver_sql(self.engine, f"DELETE FROM {t} WHERE {key} IN (SELECT {key} FROM {t} WHERE ts < ? LIMIT ?)")
+        for table, statement in statements:  # predictions first: their labels go in the same run
+            sql = driver_sql(self.engine, statement)
             while True:
                 with self._writing(f"retention of {table}") as conn:
                     deleted = conn.exec_driver_sql(sql, (cutoff, chunk_rows)).rowcount
@@ -272,7 +285,7 @@ class PredictionStore:
                 if deleted < chunk_rows:
                     break
         if total:
-            log.info("retention: deleted %d rows older than %s days", total, days)
+            log.info("retention: deleted %d rows received more than %s days ago", total, days)
         return total
 
     def close(self) -> None:

@@ -214,10 +214,14 @@ def test_restart_replays_the_policy_streak(make_daemon):
 
 
 def test_retention_removes_old_rows_but_no_counts(make_daemon, clock):
-    daemon, traffic = make_daemon({"store": {"retention_days": 0.1}})  # 8640 s; the traffic is 20 000 s old
+    daemon, traffic = make_daemon({"store": {"retention_days": 0.1}})  # 8640 s
     traffic.send(300, 130)
     daemon.controller.checklog.record(CheckOutcome(clock(), "error", "evaluation failed: boom"))
     clock.advance(86_400)
+    # Retention counts from when a row was received (the store's own clock, not the injected one).
+    with daemon.store.write_transaction() as conn:
+        for table in (daemon.store.tables.predictions, daemon.store.tables.labels):
+            conn.exec_driver_sql(f'UPDATE "{table.name}" SET received_at = received_at - {86_400 * 10**6}')
     daemon.apply_retention()
     assert daemon.store.row_counts() == {"predictions": 0, "labels": 0}
     assert daemon.controller.checklog.recent() == []

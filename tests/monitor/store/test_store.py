@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 
 import pandas as pd
 import pytest
+import sqlalchemy as sa
 
 from monitor.errors import ConflictError, ValidationError
 from tests.monitor.store.factories import T0, labels, prediction, predictions, small_model
@@ -181,11 +182,13 @@ def test_last_label_time_and_row_counts(store):
     assert store.row_counts() == {"predictions": 3, "labels": 2}
 
 
-def test_retention_deletes_old_rows_in_chunks(store, clock):
+def test_retention_deletes_rows_received_long_ago_in_chunks(store, clock):
+    clock.t = T0
+    store.add_predictions(predictions(7, ts=T0))                     # received 40 days before retention runs
+    store.add_labels(labels(["r0", "r1"], ts=T0))
     clock.t = T0 + 40 * 86400
-    store.add_predictions(predictions(7, ts=T0))                     # 40 days old
     store.add_predictions(predictions(2, prefix="new", ts=clock.t - 3600))
-    store.add_labels(labels(["r0", "r1"], ts=T0) + labels(["new0"], ts=clock.t - 60))
+    store.add_labels(labels(["new0"], ts=clock.t - 60))
     removed = store.apply_retention(30, chunk_rows=3)
     assert removed == 7 + 2
     assert store.window()["id"].tolist() == ["new0", "new1"]
@@ -193,6 +196,36 @@ def test_retention_deletes_old_rows_in_chunks(store, clock):
     assert store.apply_retention(30) == 0
     with pytest.raises(ValueError):
         store.apply_retention(0)
+
+
+def _received_days_ago(store, table, ids, days, clock):
+    """Move rows' received_at into the past, as if they had been sent ``days`` ago."""
+    q = store.engine.dialect.identifier_preparer.quote
+    when = int((clock() - days * 86400) * 1_000_000)
+    with store.write_transaction() as conn:
+        for rid in ids:
+            conn.execute(sa.text(f"UPDATE {q(table.name)} SET received_at = :t WHERE id = :id"), {"t": when, "id": rid})
+
+
+def test_retention_keeps_a_backfill_of_old_predictions(store, clock):
+    """Issue 23: historic predictions (ts two years old) loaded today are not retention's to delete;
+    age counts from when driftloop received a row. Their labels stay joined."""
+    two_years = clock() - 730 * 86400
+    store.add_predictions(predictions(50, prefix="old", ts=two_years))
+    store.add_labels(labels([f"old{i}" for i in range(50)], ts=two_years + 3600))
+    assert store.apply_retention(30) == 0
+    assert store.row_counts() == {"predictions": 50, "labels": 50}
+    assert store.window(labelled_only=True)["label"].notna().sum() == 50
+
+    # Received 31 days ago: gone, with its label. A label received long ago whose prediction is
+    # still stored stays with it; one whose prediction is gone (or never came) goes.
+    store.add_labels(labels(["orphan"], ts=two_years))
+    _received_days_ago(store, store.tables.predictions, ["old0", "old1"], 31, clock)
+    _received_days_ago(store, store.tables.labels, ["old0", "old2", "orphan"], 31, clock)
+    assert store.apply_retention(30) == 2 + 2   # predictions old0, old1; labels old0 (no prediction), orphan
+    assert store.row_counts() == {"predictions": 48, "labels": 49}
+    frame = store.window(labelled_only=True)
+    assert "old0" not in set(frame["id"]) and "old2" in set(frame["id"]) and len(frame) == 48
 
 
 def test_generic_reader_matches_the_fast_one(open_sqlite_store):

@@ -93,6 +93,21 @@ def alerts(prom: Prometheus) -> list[dict]:
     return httpx.get(f"{prom.url}/api/v1/alerts", timeout=10).json()["data"]["alerts"]
 
 
+def unrendered_annotations(prom: Prometheus) -> list[str]:
+    """What the active alerts say, as Prometheus rendered it: an annotation that still shows a
+    template, or a label its text uses that the alert lacks (it would render empty)."""
+    templates = {r["alert"]: r["annotations"] for r in load_rules() if "alert" in r}
+    bad = []
+    for alert in alerts(prom):
+        name, labels = alert["labels"]["alertname"], alert["labels"]
+        for key, template in templates.get(name, {}).items():
+            text = alert["annotations"].get(key, "")
+            used = re.findall(r"\{\{\s*\$labels\.(\w+)", template)  # not `{{ with $labels.x }}`
+            if not text or "{{" in text or "<no value>" in text or [u for u in used if not labels.get(u)]:
+                bad.append(f"{name} {key}: {text!r} (labels {labels})")
+    return bad
+
+
 def wait_alert(prom: Prometheus, name: str, timeout: float = 20, **labels: str) -> dict:
     """Wait until alert ``name`` (with ``labels``) is pending or firing, and return it."""
     def active() -> dict | None:
@@ -144,4 +159,4 @@ def entrypoint_script(tmp_path) -> str:
 
 
 __all__ = ["Alertmanager", "entrypoint_script", "image_script", "start_alertmanager_like_ours", "Query", "alerts", "empty_queries", "query_range", "rule_selectors_without_data", "rules_health",
-           "start_like_ours", "variable_values", "wait_alert", "wait_rules_evaluated"]
+           "start_like_ours", "unrendered_annotations", "variable_values", "wait_alert", "wait_rules_evaluated"]

@@ -17,8 +17,9 @@ from monitor.gpu.fake import FakeBackend
 from monitor.gpu.server import ExporterServer
 from tests.conftest import free_port
 from tests.support.services import wait_answering
+from scripts import docs_gen
 from tests.observability.live import (alerts, empty_queries, rule_selectors_without_data, start_like_ours,
-                                      wait_alert, wait_rules_evaluated)
+                                      unrendered_annotations, wait_alert, wait_rules_evaluated)
 from tests.observability.promql import load_dashboards, load_rules
 
 pytestmark = pytest.mark.slow
@@ -124,4 +125,8 @@ def test_gpu_dashboard_queries_and_gpu_alerts(stack):
     stack["sim"].terminate()
     stack["sim"].wait(10)
     wait_alert(prom, "DriftloopGpuExporterDown", instance=stack["sim_target"])
-
+    # What the alerts say renders real values (GET /api/v1/alerts), links included.
+    active = alerts(prom)
+    assert len({a["labels"]["alertname"] for a in active}) >= 7
+    assert unrendered_annotations(prom) == []
+    assert all(a["annotations"]["runbook_url"] == docs_gen.runbook_url(a["labels"]["alertname"]) for a in active)

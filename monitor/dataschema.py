@@ -24,6 +24,16 @@ comments) and by ``driftloop train`` when no features are configured, so both ag
   its inputs in the user's file (``y_pred``, ``proba_<class>``) are not inputs: learning from them
   is leakage, and a live service does not send them as features.
 
+* a column named like one the records reserve (``id``, ``ts``, ``label_ts``, ``score``,
+  ``prediction``: :data:`RESERVED_COLUMNS`) cannot be a feature: refused, naming the column, what
+  the name is reserved for and the ways out (``--ignore``, ``--id``, renaming it).
+
+The record id: :func:`propose_id` finds the column ``driftloop init`` takes as the id when none is
+given (a passenger or customer number): present and unique on every row, and either integers
+(not floats, not booleans) named like an id (``PassengerId``, ``customer_number``, ``account_no``)
+or counting up one by one (a row number), or text named like an id (``customerID``). Such a
+column is no feature: every later row brings a value training never saw.
+
 The target, the id column and ignored columns are never features. :func:`resolve_task` says which
 task (``monitor.tasks``) the target asks for, or checks the one asked for against it.
 """
@@ -43,6 +53,10 @@ from monitor.errors import DataError
 from monitor.tasks import MAX_CLASSES, PROBA_SUM_TOLERANCE, InferredTask, sorted_classes, infer_task
 
 SAMPLE_ROWS = 100_000      # rows looked at; enough to see every common category
+# Names a record (or a window's frame) uses for itself, and why: a feature may not take them.
+RESERVED_COLUMNS = {"id": "on the wire a record's id is always the key id", "ts": "the prediction's time",
+                    "label_ts": "the label's time", "score": "the model's score column (model.score)",
+                    "prediction": "the model's predicted label (model.prediction)"}
 FEW_VALUES = 10            # integer columns with at most this many values get a "codes?" comment
 ID_LIKE_SHARE = 0.5        # text columns with more distinct values than this share of rows are refused
 MIN_ROWS_FOR_ID_RULE = 20  # below this, every small table would look like ids
@@ -344,11 +358,17 @@ def infer_schema(data: pd.DataFrame, target: str, *, id: str | None = "id",
         result = infer_column(name, sample[name])
         if isinstance(result, LeftOut) and len(sample) < len(data):
             result = infer_column(name, data[name])
-        if isinstance(result, str):
-            problems.append(result)
-            continue
         if isinstance(result, LeftOut):
             left_out.append(result)
+            continue
+        if name in RESERVED_COLUMNS:  # the reason that holds whatever the values (a text id, dates)
+            record_id = f", --id {name} if it is the record id," if name == "id" else ""
+            problems.append(f"column {name!r} has a name reserved for {RESERVED_COLUMNS[name]}, so it cannot be a "
+                            f"feature: pass --ignore {name}{record_id} or rename the column in your data "
+                            f"(e.g. {name}_value) to keep it as a feature")
+            continue
+        if isinstance(result, str):
+            problems.append(result)
             continue
         try:
             result.spec()
@@ -366,6 +386,50 @@ def infer_schema(data: pd.DataFrame, target: str, *, id: str | None = "id",
         raise DataError("; ".join(problems))
     left_out.sort(key=lambda c: columns.index(c.name))  # file order, as the features
     return InferredSchema(found, left_out, tuple(f.name for f in found if f.name in kept))
+
+
+def _snake(name: str) -> str:
+    """``PassengerId`` -> ``passenger_id``, ``customerID`` -> ``customer_id``, ``Row Number`` -> ``row_number``."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name.strip())
+    return re.sub(r"[^a-z0-9]+", "_", spaced.lower()).strip("_")
+
+
+_ID_NAME = re.compile(r"id|ids|uuid|guid|(.+_)(id|no|nr|num|number|key|uuid|guid)|(.+_)?number")
+
+
+def id_like_name(name: str) -> bool:
+    """Whether ``name`` reads as a record id's: ``id``, ``PassengerId``, ``customerID``,
+    ``customer_number``, ``account_no``, ``RowNumber`` (not ``idle_minutes``, ``width``, ``number_of_kids``)."""
+    return _ID_NAME.fullmatch(_snake(name)) is not None
+
+
+@dataclass(frozen=True)
+class ProposedId:
+    name: str
+    why: str  # for the user: what made init take it
+
+
+def propose_id(data: pd.DataFrame, skip: Sequence[str] = ()) -> ProposedId | None:
+    """The column of ``data`` (not in ``skip``) that is the record id by the rules in the module
+    docstring, or None. Columns named like an id come first, then file order."""
+    if len(data) < MIN_ROWS_FOR_ID_RULE:
+        return None
+    columns = [str(c) for c in data.columns if str(c) not in skip]
+    for name in sorted(columns, key=lambda c: not id_like_name(c)):
+        series = data[name]
+        dtype = series.dtype
+        if series.isna().any() or pd.api.types.is_bool_dtype(dtype) or not series.is_unique:
+            continue
+        named = id_like_name(name)
+        if pd.api.types.is_integer_dtype(dtype):
+            counting = bool((series.diff().iloc[1:] == 1).all())
+            if named or counting:
+                what = "named like an id" if named else "counting up by one (a row number)"
+                return ProposedId(name, f"integers, unique on every row, {what}")
+        elif named and not pd.api.types.is_numeric_dtype(dtype) and \
+                bool(series.map(lambda v: isinstance(v, str)).all()):
+            return ProposedId(name, "text, unique on every row, named like an id")
+    return None
 
 
 def with_features(model: ModelConfig, features: list[FeatureSpec]) -> ModelConfig:

@@ -63,9 +63,10 @@ def champion_pyfunc(cwd: Path):
 
 @pytest.mark.slow
 def test_own_csv_and_service_through_the_whole_loop(project: Path):
-    # init: the id column is refused as a feature until declared; then a commented config.
-    refused = error_line(driftloop(project, "init", "--data", "churn.csv", "--target", "churned", ok=False))
-    assert "'customer_id'" in refused and "--id customer_id" in refused
+    # init: the customer number (text, unique on every row, named like an id) is taken as the record
+    # id and said so; --id names it explicitly; then a commented config.
+    taken = driftloop(project, "init", "--data", "churn.csv", "--target", "churned").stderr
+    assert "Using column 'customer_id' as the record id (text, unique on every row, named like an id" in taken
     out = driftloop(project, "init", "--data", "churn.csv", "--target", "churned", "--id", "customer_id").stdout
     assert "4 numeric and 2 categorical" in out
     text = (project / "driftloop.yaml").read_text()

@@ -43,7 +43,7 @@ def _task_lines(task: InferredTask, chosen: bool) -> list[str]:
 
 def render(*, data_path: str, rows: int, name: str, target: str, id: str | None, ignore: list[str],
            features: list, left_out: list | None = None, task: InferredTask | None = None,
-           task_chosen: bool = False) -> str:
+           task_chosen: bool = False, id_why: str | None = None, min_labels: tuple[int, str] | None = None) -> str:
     """The file's text: every choice on its own line with the reason as a comment."""
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
@@ -55,6 +55,8 @@ def render(*, data_path: str, rows: int, name: str, target: str, id: str | None,
         "# is refused as an id (--id) or free text (--ignore); constant and all-missing columns are",
         "# left out (listed under ignore: no signal to learn, and drift on them would mean nothing), and so",
         "# are a model's outputs (y_pred, score, proba_<class>...): --keep COLUMN keeps one as a feature.",
+        "# Without --id, a column unique on every row that is integers named like an id (PassengerId) or",
+        "# counting up by one, or text named like an id (customerID), is taken as the record id.",
         "# A column of equal-length numeric vectors is an embedding (dim: its length); input_uri and",
         "# columns of paths or URIs are the raw inputs' references, sent as input_uri, not features.",
         "# Any key can be overridden by an environment variable DRIFTLOOP_SECTION__KEY.",
@@ -64,7 +66,8 @@ def render(*, data_path: str, rows: int, name: str, target: str, id: str | None,
         f"  target: {_yaml_name(target)}    # {_target_comment(target, task or InferredTask('binary', None, ''))}",
     ]
     if id:
-        lines.append(f"  id: {_yaml_name(id)}    # record id column of files and frames; not a feature")
+        chosen = f"taken by init: {id_why}; --id chooses another. " if id_why else ""
+        lines.append(f"  id: {_yaml_name(id)}    # {chosen}record id column of files and frames; not a feature")
     left_out = left_out or []
     if ignore or left_out:
         names = [*ignore, *(c.name for c in left_out)]
@@ -78,13 +81,56 @@ def render(*, data_path: str, rows: int, name: str, target: str, id: str | None,
     width = max(map(len, entries))
     for f, entry in zip(features, entries):
         lines.append(f"{entry.ljust(width)}  # {f.note}")
+    if min_labels:
+        value, why = min_labels
+        lines += ["drift:", f"  min_labels: {value}    # {why}"]
     return "\n".join(lines) + "\n"
 
 
+# Words a data file's name carries about its role, not about the model: stripped from the end.
+_ROLE_WORDS = ("reference", "ref", "train", "training", "trainset", "test", "testing", "valid", "validation",
+               "val", "eval", "holdout", "data", "dataset", "sample", "full", "clean", "raw", "final")
+
+
+def _name_part(text: str) -> str:
+    """Lower case, runs of anything but letters and digits as one ``_``: a table-safe name."""
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+
+
+def _without_roles(name: str) -> str:
+    words = name.split("_")
+    while words and (words[-1] in _ROLE_WORDS or words[-1].isdigit()):
+        words.pop()
+    while words and words[0] in _ROLE_WORDS:
+        words.pop(0)
+    return "_".join(words)
+
+
 def default_name(path: str) -> str:
-    stem = Path(path).name.split(".")[0]
-    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "_", stem).lstrip("_.-")[:48]
-    return cleaned or "model"
+    """The model's name from the data file's: lower case and table-safe, without the words that say
+    the file's role (``Titanic_reference.csv`` -> ``titanic``, ``churn-train-2024.parquet`` ->
+    ``churn``); a file named only by its role (``data/titanic/train.csv``) takes its folder's name;
+    ``model`` when nothing is left."""
+    file = Path(path)
+    for part in (file.name.split(".")[0], file.resolve().parent.name):
+        name = _without_roles(_name_part(part))[:48].strip("_")
+        if name:
+            return name
+    return "model"
+
+
+def _min_labels(rows: int, data_path: str) -> tuple[int, str] | None:
+    """A ``drift.min_labels`` that data of ``rows`` rows can reach, with why, when the default cannot."""
+    from monitor.config import DriftConfig
+
+    default = DriftConfig().min_labels
+    if rows >= default:
+        return None
+    value = max(30, min(rows, rows // 2 // 50 * 50 or rows // 2))
+    margin = 1.96 * (0.25 / value) ** 0.5
+    return value, (f"{data_path} has {rows} rows, fewer than the default {default} labelled rows a window needs "
+                   f"before performance (accuracy, ROC AUC) is judged; {value} labels judge accuracy "
+                   f"within about +-{margin:.2f} (95%): raise it as labels allow")
 
 
 @click.command("init")
@@ -94,11 +140,15 @@ def default_name(path: str) -> str:
               help="The outcome column: 0/1 or two values (binary), 3-100 classes (multiclass) or a number (regression).")
 @click.option("--task", type=click.Choice(TASKS), default=None,
               help="binary, multiclass or regression [default: inferred from the target].")
-@click.option("--id", "id_column", default=None, help="Record id column (e.g. customer_id): kept out of the features.")
+@click.option("--id", "id_column", default=None,
+              help="Record id column (e.g. customer_id): kept out of the features [default: a column named id, "
+                   "else one unique on every row that is integers named like an id or counting up by one, or "
+                   "text named like an id (PassengerId, customerID)].")
 @click.option("--ignore", multiple=True, help="A column that is not a feature (repeat for several).")
 @click.option("--keep", multiple=True,
               help="A column named or shaped like a model output (score, y_pred, proba_*) to use as a feature anyway.")
-@click.option("--name", default=None, help="Model name [default: the data file's name].")
+@click.option("--name", default=None, help="Model name [default: the data file's name in lower case, without "
+              "words like _reference, _train, _test, _data; e.g. titanic_reference.csv: titanic].")
 @click.option("--output", "-o", default="driftloop.yaml", show_default=True, type=click.Path(dir_okay=False),
               help="Where to write the config.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
@@ -111,11 +161,13 @@ def command(data_path: str, target: str, task: str | None, id_column: str | None
     become numeric features, text becomes categorical. A text column with a different value on
     (almost) every row is refused with a hint: it is an id (--id) or free text (--ignore).
     Columns that look like a model's outputs (y_pred, score, proba_<class>, probabilities that
-    sum to 1) are left out with a warning; --keep keeps one. Edit the file afterwards to make
-    integer codes categorical.
+    sum to 1) are left out with a warning; --keep keeps one. Without --id, a passenger or customer
+    number (unique on every row, named like an id or counting up by one) is taken as the record
+    id, said so. Data smaller than drift.min_labels gets a smaller value written, said so. Edit
+    the file afterwards to make integer codes categorical.
     """
-    from monitor.config import ModelConfig
-    from monitor.dataschema import SAMPLE_ROWS, infer_schema, resolve_task, with_features
+    from monitor.config import DriftConfig, ModelConfig
+    from monitor.dataschema import SAMPLE_ROWS, infer_schema, propose_id, resolve_task, with_features
     from trainer import read_table
 
     out = Path(output)
@@ -123,6 +175,10 @@ def command(data_path: str, target: str, task: str | None, id_column: str | None
         raise UserInputError(f"{out} exists; pass --force to overwrite it")
     data = read_table(data_path)
     id_name = id_column or ("id" if "id" in data.columns else None)
+    proposed = None
+    if id_name is None:
+        proposed = propose_id(data, skip=[target, *ignore, *keep])
+        id_name = proposed.name if proposed else None
     inferred = resolve_task(data[target], task) if target in data.columns else None
     schema = infer_schema(data, target, id=id_name, ignore=list(ignore), keep=list(keep),
                           classes=inferred.classes if inferred else None)
@@ -135,16 +191,26 @@ def command(data_path: str, target: str, task: str | None, id_column: str | None
     try:  # the file must load: the same validation `train` and `serve` will run
         with_features(ModelConfig.model_validate(settings), [f.spec() for f in features])
     except ValueError as exc:
-        raise UserInputError(f"cannot write a valid config: {str(exc).splitlines()[-1].strip()}") from None
+        raise UserInputError(f"cannot write a valid config: {_reasons(exc)}") from None
+    min_labels = _min_labels(len(data), data_path)
     text = render(data_path=data_path, rows=min(len(data), SAMPLE_ROWS), name=model_name, target=target,
-                  id=id_column, ignore=list(ignore), features=features, left_out=left_out, task=inferred,
-                  task_chosen=task is not None)
+                  id=proposed.name if proposed else id_column, ignore=list(ignore), features=features,
+                  left_out=left_out, task=inferred, task_chosen=task is not None,
+                  id_why=proposed.why if proposed else None, min_labels=min_labels)
     out.write_text(text, encoding="utf-8")
     kinds = {t: sum(f.type == t for f in features) for t in ("numeric", "categorical", "embedding")}
     what = f"{inferred.task}" + (f" ({len(inferred.classes)} classes)" if inferred.task == "multiclass"
                                  and inferred.classes else "")
     click.echo(f"Wrote {out}: model {model_name!r}, {what}, target {target!r}, {kinds['numeric']} numeric, "
                f"{kinds['categorical']} categorical and {kinds['embedding']} embedding feature(s). Next: driftloop train --data {data_path}")
+    if proposed:
+        click.echo(f"Using column {proposed.name!r} as the record id ({proposed.why}; not a feature). "
+                   "Pass --id COLUMN to choose another", err=True)
+    if min_labels:
+        click.echo(f"Note: {len(data)} rows are fewer than drift.min_labels' default "
+                   f"({DriftConfig().min_labels}, labelled rows before performance alerts can fire); wrote "
+                   f"drift.min_labels: {min_labels[0]} (set it in the file or as DRIFTLOOP_DRIFT__MIN_LABELS)",
+                   err=True)
     for name in schema.kept_outputs:
         click.echo(f"Warning: column {name!r} looks like a model output; kept as a feature (--keep)", err=True)
     for c in left_out:
@@ -157,3 +223,11 @@ def command(data_path: str, target: str, task: str | None, id_column: str | None
         else:
             click.echo(f"Left out column {c.name!r}: {c.why}; no signal to learn, and drift on it would mean "
                        "nothing (listed under ignore in the file)", err=True)
+
+
+def _reasons(exc: ValueError) -> str:
+    """What a pydantic error says, without its type names and documentation links."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        return "; ".join(str(e.get("msg", "")).removeprefix("Value error, ") for e in errors())
+    return str(exc).splitlines()[-1].strip()

@@ -154,13 +154,13 @@ def test_init_then_train_on_a_three_class_file_with_the_models_outputs(tmp_path)
     import mlflow
 
     from tests.test_own_model import driftloop
-    scored_three_classes(600).to_csv(tmp_path / "reference.csv", index=False)
-    init_out = driftloop(tmp_path, "init", "--data", "reference.csv", "--target", "y_true")
+    scored_three_classes(600).to_csv(tmp_path / "tickets_reference.csv", index=False)
+    init_out = driftloop(tmp_path, "init", "--data", "tickets_reference.csv", "--target", "y_true")
     assert "Warning: column 'y_pred_proba_dog' looks like a model output" in init_out.stderr
-    trained = driftloop(tmp_path, "train", "--data", "reference.csv", "--epochs", "3", "-q")
-    assert "Registered driftloop-reference v1 (champion) (multiclass)" in trained.stdout, trained.stdout
+    trained = driftloop(tmp_path, "train", "--data", "tickets_reference.csv", "--epochs", "3", "-q")
+    assert "Registered driftloop-tickets v1 (champion) (multiclass)" in trained.stdout, trained.stdout
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'driftloop-data' / 'mlflow.db'}")
-    version = client.get_model_version_by_alias("driftloop-reference", "champion")
+    version = client.get_model_version_by_alias("driftloop-tickets", "champion")
     assert set(yaml.safe_load(version.tags["driftloop.schema"])) == {"f0", "f1", "f2", "colour"}
     columns = yaml.safe_load(version.tags["driftloop.columns"])
     assert (columns["task"], columns["classes"]) == ("multiclass", CLASSES)

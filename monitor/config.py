@@ -137,8 +137,8 @@ class StoreConfig(_Section):
     busy_timeout_seconds: float = Field(30.0, gt=0, description="SQLite: how long a writer waits for the lock "
                                         "(and how long /readyz waits before calling a locked store not ready)")
     min_free_bytes: int = Field(64 * 1024 * 1024, ge=0, description="SQLite: free space the store's filesystem "
-                                "needs for /readyz and driftloop_store_writable; below it the store counts as "
-                                "full. 0 turns the check off")
+                                "needs; below it ingestion answers 503 (nothing stored), /readyz is 503 and "
+                                "driftloop_store_writable 0. 0 turns the check off")
     # FULL syncs the WAL on every commit (one fsync per batch): a power cut loses no acknowledged batch.
     sqlite_synchronous: Literal["FULL", "NORMAL"] = Field("FULL", description="FULL fsyncs the WAL per batch (no acknowledged batch lost to a power cut); NORMAL is faster")
 

@@ -22,11 +22,9 @@ def probe_sqlite_writes(path: Path, timeout: float) -> None:
         conn.close()
 
 
-def sqlite_write_problem(path: Path, timeout: float, min_free_bytes: int = 0) -> str | None:
-    """Why the SQLite file at ``path`` cannot take a write now, or None when it can: a read-only
-    filesystem, less than ``min_free_bytes`` free on it, or :func:`probe_sqlite_writes` failing
-    (read-only file, locked beyond ``timeout``, missing)."""
-    folder = path.parent
+def space_problem(folder: Path, min_free_bytes: int = 0) -> str | None:
+    """Why the filesystem of ``folder`` cannot take writes (read-only, or less than ``min_free_bytes``
+    free), or None. One ``statvfs``: cheap enough for ingestion to ask before each batch."""
     try:
         fs = os.statvfs(folder)
     except OSError as exc:
@@ -37,6 +35,16 @@ def sqlite_write_problem(path: Path, timeout: float, min_free_bytes: int = 0) ->
     if free < min_free_bytes:
         return (f"the filesystem of {folder} is full: {free} bytes free, less than store.min_free_bytes="
                 f"{min_free_bytes}")
+    return None
+
+
+def sqlite_write_problem(path: Path, timeout: float, min_free_bytes: int = 0) -> str | None:
+    """Why the SQLite file at ``path`` cannot take a write now, or None when it can: a read-only
+    filesystem, less than ``min_free_bytes`` free on it, or :func:`probe_sqlite_writes` failing
+    (read-only file, locked beyond ``timeout``, missing)."""
+    problem = space_problem(path.parent, min_free_bytes)
+    if problem is not None:
+        return problem
     try:
         probe_sqlite_writes(path, timeout)
     except sqlite3.Error as exc:

@@ -28,7 +28,7 @@ from prometheus_client.exposition import choose_encoder
 from monitor.config import DriftloopConfig
 from monitor.errors import ConflictError, RegistryError, StoreError, UnavailableError, ValidationError
 from monitor.ingest import openapi, parsing, security
-from monitor.ingest.health import Readiness
+from monitor.ingest.health import Readiness, SpaceGuard
 from monitor.ingest.metrics import IngestMetrics
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,8 @@ def _error(status: int, message: str, errors: list[dict] | None = None,
 
 
 RETRY_AFTER_SECONDS = 1
+# A full or read-only disk is not freed in a second; clients retry less eagerly.
+FULL_RETRY_AFTER_SECONDS = 30
 # What a dependency that is down (the store, MLflow) raises; answered 503 + Retry-After on every
 # endpoint, since the request may succeed when re-sent (ids make writes idempotent).
 DEPENDENCY_ERRORS: tuple[type[Exception], ...] = (
@@ -79,6 +81,10 @@ class IngestHandler:
         self.max_body = cfg.server.max_body_bytes
         self.max_records = cfg.server.max_batch_records
         self._limiter: anyio.CapacityLimiter | None = None
+        # store.min_free_bytes, enforced here as well as in /readyz (statvfs at most once a second).
+        probe = getattr(store, "space_problem", None)
+        min_free = cfg.store.min_free_bytes
+        self.space = SpaceGuard(lambda: probe(min_free) if probe is not None else None)
         # The version a record without model_version is stored with: the daemon's champion when it
         # arrived (set by the daemon; None keeps such rows "unknown").
         self.assumed_version: Callable[[], str | None] = lambda: None
@@ -92,6 +98,11 @@ class IngestHandler:
         except parsing.BodyError as exc:
             self.metrics.rejected(kind, exc.reason)
             return _error(exc.status, str(exc))
+        problem = self.space.problem()
+        if problem is not None:
+            self.metrics.rejected(kind, "unavailable")
+            return _error(503, f"the store cannot take writes; retry later ({problem})",
+                          headers={"Retry-After": str(FULL_RETRY_AFTER_SECONDS)})
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(INGEST_CONCURRENCY)
         count = [0]

@@ -21,6 +21,34 @@ log = logging.getLogger(__name__)
 Check = Callable[[], None]
 
 
+class SpaceGuard:
+    """``store.min_free_bytes`` enforced at ingest: ``problem()`` is the reason the store's
+    filesystem cannot take a batch (read-only, or below the threshold), or None. The probe (one
+    ``statvfs``) is asked at most once per ``ttl`` seconds while the answer is "fine", so a burst of
+    batches does not pay it each: a disk that fills is refused within ``ttl``. While it is not fine
+    every batch asks again (a refusal is cheap), so a freed disk takes the next batch."""
+
+    def __init__(self, probe: Callable[[], str | None], ttl: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self._probe = probe
+        self._ttl = ttl
+        self._clock = clock
+        self._cached: tuple[float, str | None] | None = None
+
+    def problem(self) -> str | None:
+        now = self._clock()
+        cached = self._cached
+        if cached is not None and cached[1] is None and now - cached[0] < self._ttl:
+            return None
+        try:
+            reason = self._probe()
+        except Exception as exc:  # the write itself will say what is wrong, if anything
+            log.warning("free-space probe failed: %s", exc)
+            reason = None
+        self._cached = (now, reason)
+        return reason
+
+
 class Readiness:
     def __init__(self, checks: dict[str, Check] | None = None, ttl: float = 2.0,
                  clock: Callable[[], float] = time.monotonic):

@@ -33,7 +33,7 @@ from monitor.store.engine import driver_sql, lock_schema, make_engine, safe_url,
 from monitor.store.migrations import Migration, migrate
 from monitor.embeddings import INPUT_URI
 from monitor.store.schema import proba_columns, stored_column, sync_model_tables
-from monitor.writable import sqlite_write_problem
+from monitor.writable import space_problem, sqlite_write_problem
 
 log = logging.getLogger(__name__)
 
@@ -246,6 +246,13 @@ class PredictionStore:
         reason = sqlite_write_problem(path, self._busy_timeout, min_free_bytes)
         if reason is not None:
             raise StoreError(f"store {self.url}: cannot take writes: {reason}")
+
+    def space_problem(self, min_free_bytes: int) -> str | None:
+        """Why a SQLite store's filesystem cannot take writes now (read-only, or less than
+        ``min_free_bytes`` free), else None; None for PostgreSQL, whose disk is not ours to see.
+        One ``statvfs``, no lock: ingestion asks it before storing a batch."""
+        path = sqlite_path(self.engine)
+        return None if path is None else space_problem(path.parent, min_free_bytes)
 
     def _scalar(self, sql: str, params: tuple = ()) -> Any:
         try:

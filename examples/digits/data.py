@@ -208,3 +208,24 @@ class DigitStream:
 def pixels_of(refs: Sequence[str]) -> np.ndarray:
     """Many images as one float32 ``[N, 8, 8]`` array (tests and quick looks)."""
     return np.stack([read_image(r) for r in refs]) if len(refs) else np.zeros((0, SIZE, SIZE), np.float32)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m examples.digits.data FOLDER``: the images, ``index.csv``, and ``train.csv`` (the
+    ``train`` split jittered as live traffic is: ``request_id``, ``input_uri``, ``label``), the
+    table ``driftloop train --data`` takes with ``training.entrypoint``."""
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m examples.digits.data", description=main.__doc__)
+    ap.add_argument("folder", type=Path)
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args(argv)
+    index = write_digits(args.folder, seed=args.seed)
+    train = DigitStream(args.folder, index, split="train", seed=args.seed).every()
+    train.to_csv(args.folder / "train.csv", index=False)
+    print(f"{len(index)} images under {args.folder / 'images'}; {args.folder / INDEX}; "
+          f"{args.folder / 'train.csv'} ({len(train)} rows)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -8,6 +8,7 @@ FastAPI, MLflow or Evidently.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from monitor.lazy import lazy_attributes
@@ -41,9 +42,12 @@ def read_status(cfg: DriftloopConfig, limit: int) -> dict:
     from monitor.store import PredictionStore
 
     store = PredictionStore.from_config(cfg)
+    # A read: an embedded registry that does not exist yet is "no champion", not created empty.
+    db = cfg.tracking_uri.removeprefix("sqlite:///") if cfg.tracking_uri.startswith("sqlite:///") else None
+    lookup = (lambda: None) if db and db != ":memory:" and not Path(db).exists() else mlflow_alias_lookup(cfg)
     try:
         engine, model = store.engine, cfg.model.name
-        return collect_status(model, mlflow_alias_lookup(cfg),
+        return collect_status(model, lookup,
                               CheckLog(engine, model, time.time), IncidentStore(engine, model, time.time),
                               AttemptStore(engine, model, time.time), limit=limit,
                               levels=ReferenceLevels(engine, model))

@@ -27,6 +27,9 @@ def test_unknown_command_is_a_usage_error(capsys):
 def test_global_options_work_after_the_subcommand_too(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "x.yaml").write_text(f"home: {tmp_path / 'home'}\nmodel: {{name: after}}\n")
+    from monitor.config import load_config
+    from monitor.store import PredictionStore
+    PredictionStore.from_config(load_config(tmp_path / "x.yaml", environ={})).close()  # status reads, never creates
     for argv in (["--config", "x.yaml", "status", "--json"], ["status", "--json", "--config", "x.yaml"],
                  ["status", "-c", "x.yaml", "--log-level", "info", "--json"]):
         assert main(argv) == 0, argv

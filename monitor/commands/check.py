@@ -19,16 +19,20 @@ from monitor.errors import DriftloopError, RegistryError
                    "alerts.rules metric breaches its threshold (for scripts and CI).")
 @click.pass_context
 def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: bool) -> int:
-    """Evaluate the current window against the champion's baseline and print the result.
+    """Evaluate the current window against the daemon's bar and print the result.
 
-    The window is the last drift.window_size predictions (or drift.window_seconds). This
-    reads the store and the registry and writes only the report files: it does not record
-    the check, open incidents or retrain (the running daemon does that).
+    The window is the last drift.window_size predictions (or drift.window_seconds). Accuracy and
+    ROC AUC (regression: MAE) are judged as the daemon judges them: against the champion's
+    baseline raised to the reference level the loop keeps (a retrained champion must earn back
+    the level its predecessor had before the drift). This reads the store and the registry and
+    writes only the report files: it does not record the check, set the level, open incidents
+    or retrain (the running daemon does that).
     """
     cfg = config_from(ctx)
     cfg = with_champion_schema(cfg)
 
-    from monitor.daemon.facade import AlertPolicy, CheckJob, check_rules_fit, default_champion, render_check
+    from monitor.daemon.facade import (AlertPolicy, CheckJob, ReferenceLevels, check_rules_fit, default_champion,
+                                       render_check)
     check_rules_fit(cfg)  # the champion's task is known now
     from monitor.drift import evaluate_window, save_report
     from monitor.store import PredictionStore
@@ -41,6 +45,8 @@ def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: 
     store = PredictionStore.from_config(cfg)
     try:
         outcome = CheckJob(cfg, store, default_champion(cfg), evaluate_window, save, time.time).run()
+        # The daemon's bar: the reference level it would judge this champion against (read, not set).
+        level = ReferenceLevels(store.engine, cfg.model.name).peek(outcome) if outcome.result is not None else None
     finally:
         store.close()
     breaches = None
@@ -48,18 +54,20 @@ def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: 
     segments: list = []
     if outcome.result is not None:
         policy = AlertPolicy(cfg.alerts, cfg.drift.min_labels)
-        segments = policy.segment_breaches(_observation(outcome))
-        breaches = policy.performance_breaches(_observation(outcome))
+        observed = _observation(outcome, level)
+        segments = policy.segment_breaches(observed)
+        breaches = policy.performance_breaches(observed)
         if breaches is None:  # no labels to judge: what the estimate alone says
-            suspected = (policy.estimated_breaches(_observation(outcome)) or ([], True))[0]
+            suspected = (policy.estimated_breaches(observed) or ([], True))[0]
     if as_json:
         body = outcome.to_dict()
         body["breaches"] = None if breaches is None else [b.key for b in breaches]
         body["suspected"] = [b.key for b in suspected]
         body["segment_breaches"] = [b.segment for b in segments]
+        body["reference_level"] = None if level is None else level._asdict()
         click.echo(json.dumps(body, indent=2, default=str))
     else:
-        click.echo(render_check(outcome, breaches, cfg.drift.min_labels))
+        click.echo(render_check(outcome, breaches, cfg.drift.min_labels, level))
         for b in suspected:
             click.echo(f"SUSPECTED  {b.describe()} (labels will confirm or clear it)")
         for b in segments:
@@ -73,6 +81,6 @@ def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: 
     return 0
 
 
-def _observation(outcome):
+def _observation(outcome, level=None):
     from monitor.daemon.facade import observation
-    return observation(outcome)
+    return observation(outcome, level)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __getattr__, __dir__ = lazy_attributes(__name__, {
     "AttemptStore": "monitor.daemon.attempts",
     "AlertPolicy": "monitor.daemon.policy",
+    "ReferenceLevels": "monitor.daemon.levels",
     "CheckJob": "monitor.daemon.checks",
     "check_rules_fit": "monitor.daemon.rules",
     "default_champion": "monitor.daemon.daemon:_default_champion",

@@ -70,18 +70,29 @@ class ReferenceLevels:
 
     def current(self, outcome: Any) -> Level:
         """The level for a check's champion, set or reset by the rules in the module docstring."""
+        level, reset = self._decide(outcome)
+        if reset:
+            self.write(outcome.champion_version, level.accuracy, level.roc_auc, level.mae)
+        return level
+
+    def peek(self, outcome: Any) -> Level:
+        """The level :meth:`current` would judge ``outcome`` against, without writing it: for
+        ``driftloop check``, which only reads, so it holds a window to the daemon's bar."""
+        return self._decide(outcome)[0]
+
+    def _decide(self, outcome: Any) -> tuple[Level, bool]:
+        """The level for the check's champion, and whether it (re)sets the stored one."""
         version = outcome.champion_version
         result = outcome.result
         if version is None or result is None:
-            return Level()
+            return Level(), False
         stored = self.read()
         stored_version = None if stored is None else stored.get("reference_version")
         same = stored_version is not None and _finite(version) == stored_version
         mae = getattr(result, "baseline_mae", None)
         if stored is None or (not same and not self.promoted_by_loop(version)):
-            self.write(version, result.baseline_accuracy, result.baseline_roc_auc, mae)
-            return Level(_finite(result.baseline_accuracy), _finite(result.baseline_roc_auc), _finite(mae))
-        return Level(stored.get("reference_accuracy"), stored.get("reference_roc_auc"), stored.get("reference_mae"))
+            return Level(_finite(result.baseline_accuracy), _finite(result.baseline_roc_auc), _finite(mae)), True
+        return Level(stored.get("reference_accuracy"), stored.get("reference_roc_auc"), stored.get("reference_mae")), False
 
     def reset(self, version: str, accuracy: float | None, roc_auc: float | None, mae: float | None = None) -> None:
         """Accept ``version``'s baseline as the level (a person decided the old level is gone)."""

@@ -7,7 +7,8 @@ from monitor.daemon.checks import CheckOutcome
 from monitor.daemon.policy import Breach
 from monitor.daemon.segment_view import aggregate_bar, render_worst
 from monitor.daemon.status import iso
-from monitor.daemon.task_view import class_rows, estimated_rows, realised_rows, task_of
+from monitor.daemon.policy import _level
+from monitor.daemon.task_view import baseline_of, class_rows, estimated_rows, realised_rows, task_of, worse
 from monitor.tasks import LOWER_IS_BETTER
 
 
@@ -21,7 +22,23 @@ def _ci(ci: Any) -> str:
     return f"[{ci[0]:.4f}, {ci[1]:.4f}]"
 
 
-def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_labels: int) -> str:
+def _bars(d: dict[str, Any], reference: Any) -> dict[str, float]:
+    """The figures whose bar the reference level raises above the champion's baseline (lowers,
+    for MAE): the daemon judges those against the level (monitor.daemon.policy)."""
+    if reference is None:
+        return {}
+    out = {}
+    for name, level in (("accuracy", reference.accuracy), ("roc_auc", reference.roc_auc), ("mae", reference.mae)):
+        bar, against = _level(baseline_of(d, name), level, name in LOWER_IS_BETTER)
+        if against == "reference level" and bar is not None:
+            out[name] = bar
+    return out
+
+
+def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_labels: int,
+                 reference: Any = None) -> str:
+    """``reference``: the reference level (monitor.daemon.levels.Level) the daemon judges this
+    champion against; where it is above the baseline it is the bar shown and the drop is from it."""
     head = f"check {iso(outcome.ts)}  status {outcome.status}"
     if outcome.champion_version:
         head += f"  champion v{outcome.champion_version}"
@@ -37,10 +54,13 @@ def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_label
     task = task_of(d)
     breached = {b.key: b for b in breaches or [] if not b.estimated}
     w = 11 if task == "multiclass" else 10  # weighted_f1
-    lines += ["", f"{'metric':<{w}} {'live':>8} {'CI':>18} {'baseline':>9} {'worse' if task == 'regression' else 'drop':>8}"
+    raised = _bars(d, reference)
+    lines += ["", f"{'metric':<{w}} {'live':>8} {'CI':>18} {'bar':>9} {'worse' if task == 'regression' else 'drop':>8}"
               "  verdict"]
     for name, live, ci, base, change in realised_rows(d):
         lower = name in LOWER_IS_BETTER
+        if name in raised:
+            base, change = raised[name], worse(name, live, raised[name])
         if breaches is None:
             verdict = f"not judged: {outcome.labelled_rows} < {min_labels} labels"
         elif name in breached:
@@ -48,7 +68,13 @@ def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_label
         else:
             verdict = "ok" if live is not None else "undefined"
         shown = "-" if change is None else format(change, "+.1%") if lower else _f(change)
-        lines.append(f"{name:<{w}} {_f(live):>8} {_ci(ci):>18} {_f(base):>9} {shown:>8}  {verdict}")
+        lines.append(f"{name:<{w}} {_f(live):>8} {_ci(ci):>18} {_f(base) + ('*' if name in raised else ''):>9} "
+                     f"{shown:>8}  {verdict}")
+    if raised:
+        own = ", ".join(f"{n} {_f(baseline_of(d, n))}" for n in raised)
+        lines.append(f"* the reference level, the daemon's bar: stricter than champion v{outcome.champion_version}'s "
+                     f"own baseline ({own}) until the loop earns it back (POST /v1/reference/reset accepts the "
+                     "baseline)")
     table = {name for name, *_ in realised_rows(d)}
     lines += [f"{'rule':<10} BREACH {b.describe()} (alerts.rules)" for b in breaches or []
               if b.key not in table]

@@ -68,3 +68,50 @@ def test_status_reads_the_store_or_asks_the_daemon(live_daemon, tmp_path, capsys
     assert kinds[0] == "opened" and "resolved" in " ".join(kinds) and "promoted" in trail.split("retrains\n")[1]
     assert main(["status", "--incident", "nope", "--config", path]) == 2
     assert "no incident 'nope'" in capsys.readouterr().err
+
+
+def test_check_judges_against_the_daemons_bar_the_reference_level(make_config, tmp_path, capsys):
+    """After a concept change the loop keeps the reference level above a retrained champion's own
+    baseline; `driftloop check` must judge the window against that bar, as the daemon does, and
+    read the level without setting it."""
+    from monitor.daemon.controller import observation
+    from monitor.daemon.levels import ReferenceLevels
+    from monitor.daemon.policy import AlertPolicy
+
+    cfg = make_config()
+    path = config_file(cfg, tmp_path)
+    with PredictionStore.from_config(cfg) as store:
+        Traffic(cfg, store).send(1500, 7)  # the concept the champion learnt: no drop from its baseline
+    assert main(["--config", path, "check", "--json", "--no-report", "--fail-on-breach"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    own = body["result"]["baseline_accuracy"]
+    assert body["breaches"] == [] and body["result"]["accuracy"] > own - cfg.alerts.accuracy_drop
+    with PredictionStore.from_config(cfg) as store:
+        levels = ReferenceLevels(store.engine, cfg.model.name)
+        assert levels.read() is None  # check set nothing
+        # What the daemon keeps for this champion after its predecessor's level (the loop promoted it).
+        levels.write(body["champion_version"], own + 0.1, body["result"]["baseline_roc_auc"])
+        stored = levels.read()
+
+    assert main(["--config", path, "check", "--no-report", "--fail-on-breach"]) == 3
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("accuracy"))
+    assert f"{own + 0.1:.4f}*" in row and "BREACH (drop >= 0.03)" in row
+    assert "* the reference level, the daemon's bar: stricter than champion v1's own baseline (accuracy " \
+           f"{own:.4f})" in out
+    assert main(["--config", path, "check", "--json", "--no-report"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["breaches"] == ["accuracy"] and body["reference_level"]["accuracy"] == own + 0.1
+
+    # The daemon's verdict on the same window: the same breaches (it would also write the level; it is there).
+    from monitor.daemon.checks import CheckJob
+    from monitor.daemon.daemon import _default_champion
+    from monitor.drift import evaluate_window
+    with PredictionStore.from_config(cfg) as store:
+        outcome = CheckJob(cfg, store, _default_champion(cfg), evaluate_window, lambda r, t: (None, None),
+                           __import__("time").time).run()
+        levels = ReferenceLevels(store.engine, cfg.model.name)
+        daemon = AlertPolicy(cfg.alerts, cfg.drift.min_labels).performance_breaches(
+            observation(outcome, levels.current(outcome)))
+        assert levels.read() == stored
+    assert [b.key for b in daemon] == body["breaches"]

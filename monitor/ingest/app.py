@@ -29,6 +29,7 @@ from monitor.config import DriftloopConfig
 from monitor.errors import ConflictError, RegistryError, StoreError, UnavailableError, ValidationError
 from monitor.ingest import openapi, parsing, security
 from monitor.ingest.health import Readiness, SpaceGuard
+from monitor.ingest.scrape import Snapshots
 from monitor.ingest.metrics import IngestMetrics
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,10 @@ def _error(status: int, message: str, errors: list[dict] | None = None,
 
 
 RETRY_AFTER_SECONDS = 1
+# How long /readyz waits for its checks, and /metrics for a collection (which reads the store), before
+# answering without them: a probe or a scrape must not wait out a locked store's busy timeout.
+READY_WAIT_SECONDS = 0.8
+METRICS_WAIT_SECONDS = 0.5
 # A full or read-only disk is not freed in a second; clients retry less eagerly.
 FULL_RETRY_AFTER_SECONDS = 30
 # What a dependency that is down (the store, MLflow) raises; answered 503 + Retry-After on every
@@ -154,6 +159,7 @@ def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | N
     app.state.registry = registry
     app.state.ingest_metrics = metrics
     app.state.readiness = readiness
+    snapshots = Snapshots(registry, cfg.model.name, wait=METRICS_WAIT_SECONDS)
 
     def on_reject(path: str, reason: str) -> None:
         if path in _KIND_BY_PATH:
@@ -195,13 +201,14 @@ def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | N
 
     @app.get("/livez", tags=["operations"], summary="Liveness: the process answers",
              responses={200: {"description": "Alive", "content": openapi.HEALTH}})
-    def livez() -> Response:
+    async def livez() -> Response:
         """200 whenever the server answers at all; restart the process when this fails. Says
-        nothing about the store or MLflow (see `/readyz`)."""
+        nothing about the store or MLflow (see `/readyz`). Answered on the event loop: no worker
+        thread (all of which may be waiting on a locked store) is needed."""
         return JSONResponse({"status": "ok"})
 
-    def ready() -> Response:
-        results = readiness.results(max_age=0)
+    async def ready() -> Response:
+        results = await readiness.results_within(READY_WAIT_SECONDS)
         failing = {name: reason for name, reason in results.items() if reason is not None}
         body = {"status": "unavailable" if failing else "ok", "model": cfg.model.name,
                 "store": store.engine.dialect.name,
@@ -216,26 +223,28 @@ def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | N
 
     @app.get("/readyz", tags=["operations"], summary="Readiness: the store takes writes (and MLflow answers)",
              responses=ready_doc)
-    def readyz() -> Response:
+    async def readyz() -> Response:
         """503 with the reason while the store cannot take a write (down, read-only, full disk,
-        locked beyond `store.busy_timeout_seconds`) or, in the daemon, MLflow cannot be used."""
-        return ready()
+        locked beyond `store.busy_timeout_seconds`) or, in the daemon, MLflow cannot be used;
+        also 503 when the checks do not answer within 0.8 s (a locked or slow store)."""
+        return await ready()
 
     @app.get("/healthz", tags=["operations"], summary="Alias of /readyz", responses=ready_doc)
-    def healthz() -> Response:
+    async def healthz() -> Response:
         """The same answer as `/readyz` (kept for existing health checks)."""
-        return ready()
+        return await ready()
 
     @app.get("/metrics", tags=["operations"], summary="Prometheus metrics", response_class=PlainTextResponse,
              responses={200: {"description": "Prometheus text exposition format",
                               "content": {"text/plain": {"schema": {"type": "string"}}}}})
-    def prometheus_metrics(request: Request) -> Response:
+    async def prometheus_metrics(request: Request) -> Response:
         """Not ``prometheus_client.make_asgi_app``: that collects on the event loop, and our collectors
-        query the store (row counts; up to ``store.busy_timeout_seconds`` while it is locked), which
-        would stall every request on the loop. A sync route collects in the thread pool; the
-        encoding and gzip follow ``make_asgi_app``'s (Prometheus asks for gzip)."""
+        query the store (row counts; up to ``store.busy_timeout_seconds`` while it is locked). The
+        registry is collected in its own thread (scrape.py), waited for at most 0.5 s, else the last
+        collection is served with its age (``driftloop_store_stats_age_seconds``). The encoding and
+        gzip follow ``make_asgi_app``'s (Prometheus asks for gzip)."""
         encoder, content_type = choose_encoder(request.headers.get("accept", ""))
-        body = encoder(registry)
+        body = encoder(await snapshots.current())  # type: ignore[arg-type]  # duck-typed registry
         if "gzip" in request.headers.get("accept-encoding", ""):
             return Response(gzip.compress(body), media_type=content_type, headers={"Content-Encoding": "gzip"})
         return Response(body, media_type=content_type)

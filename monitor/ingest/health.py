@@ -3,9 +3,10 @@
 
 Live means the process answers HTTP. Ready means it can do its job now: each named check (the
 store can take a write; the daemon adds MLflow) raises :class:`~monitor.errors.DriftloopError`
-with the reason when it cannot. ``/readyz`` always asks afresh; scrapes take an answer up to
-``ttl`` seconds old. Checks run one round at a time (a lock), so a locked store holds one round
-for its busy timeout, not one per caller.
+with the reason when it cannot. ``/readyz`` always asks afresh, but waits for the round under a second
+(:func:`Readiness.results_within`) and then says not ready; scrapes take
+an answer up to ``ttl`` seconds old. Checks run one round at a time (a lock), so a locked store
+holds one round for its busy timeout, not one per caller, and no caller holds a thread meanwhile.
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import logging
 import threading
 import time
 from typing import Callable
+
+import anyio
 
 from monitor.errors import DriftloopError
 
@@ -58,6 +61,8 @@ class Readiness:
         self._lock = threading.Lock()
         self._cached: tuple[float, dict[str, str | None]] | None = None
         self._refreshing = threading.Event()
+        self._round_lock = threading.Lock()
+        self._round: threading.Event | None = None
 
     def add(self, name: str, check: Check) -> None:
         with self._lock:
@@ -88,6 +93,33 @@ class Readiness:
                     log.warning("not ready: %s: %s", name, reason)
             self._cached = (self._clock(), out)
             return out
+
+    async def results_within(self, wait: float) -> dict[str, str | None]:
+        """A fresh round of checks (one at a time: joins a round already running), waited for at
+        most ``wait`` seconds on the event loop, holding no thread; a round still running then
+        answers every check "no answer within ``wait`` s" (a store locked or slow is not ready)."""
+        with self._round_lock:
+            if self._round is None:
+                done = threading.Event()
+                self._round = done
+                threading.Thread(target=self._run_round, args=(done,), name="readiness-round", daemon=True).start()
+            done = self._round
+        deadline = time.monotonic() + wait
+        while not done.is_set() and time.monotonic() < deadline:
+            await anyio.sleep(0.005)
+        cached = self._cached
+        if done.is_set() and cached is not None:
+            return cached[1]
+        return {name: f"no answer within {wait:g} s (locked or slow; the check goes on in the background)"
+                for name in self._checks}
+
+    def _run_round(self, done: threading.Event) -> None:
+        try:
+            self.results(max_age=0)
+        finally:
+            with self._round_lock:
+                self._round = None
+            done.set()
 
     def ok(self, name: str) -> bool | None:
         """Whether check ``name`` passed (None when there is no such check), without waiting on a

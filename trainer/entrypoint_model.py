@@ -3,7 +3,8 @@ their network behind the interface driftloop's own model has (``task``, ``classe
 ``n_outputs``, ``output``, ``predict_proba(df)``), plus ``embeddings(df)`` when the object has
 ``embed``. The protocol and the loading live in :mod:`trainer.entrypoint`.
 
-Like trainer/model.py this module imports only torch, numpy and pandas: it is pickled *by value*
+Like trainer/model.py this module imports only torch, numpy, pandas and trainer/model.py (for
+:class:`~trainer.model.TaskHead`): both are pickled *by value*
 into the MLflow model. The user's object is not: a pickle holds the entrypoint spec and the
 network's ``state_dict``, and loading imports the spec again and calls ``build_model(task,
 n_outputs)`` (:func:`restore`), so the user's module must be importable where the model is loaded
@@ -26,6 +27,8 @@ import pandas as pd
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, default_collate
+
+from trainer.model import TaskHead  # pickled by value too (trainer/pyfunc.py)
 
 INPUT_URI = "input_uri"  # monitor.embeddings.INPUT_URI, repeated: serving must not import driftloop
 SCORING_BATCH = 256      # rows per forward when scoring: images, not table rows
@@ -53,11 +56,8 @@ class LabelledDataset(Dataset):
         return self.inputs[i], self.targets[i]
 
 
-class EntrypointModel(nn.Module):
+class EntrypointModel(TaskHead, nn.Module):
     """A user's network with driftloop's model interface (see the module doc)."""
-
-    target_mean: torch.Tensor  # regression only: the target's scaling
-    target_std: torch.Tensor
 
     def __init__(self, spec: str, net: nn.Module, user: Any, *, task: str, classes: Sequence[str] | None,
                  target_scaling: tuple[float, float] = (0.0, 1.0), embedding_feature: str | None = None,
@@ -67,29 +67,7 @@ class EntrypointModel(nn.Module):
         self._class_names = None if classes is None else [str(c) for c in classes]
         self.embedding_feature = embedding_feature if hasattr(user, "embed") else None
         self.id_column = id_column
-        if task == "regression":
-            self.register_buffer("target_mean", torch.tensor(float(target_scaling[0]), dtype=torch.float32))
-            self.register_buffer("target_std", torch.tensor(float(target_scaling[1]), dtype=torch.float32))
-
-    @property
-    def classes(self) -> list[str] | None:
-        return self._class_names  # stored under another name: see TabularModel.classes
-
-    @property
-    def n_outputs(self) -> int:
-        return len(self.classes or ()) if self.task == "multiclass" else 1
-
-    def scaled_target(self, y: np.ndarray) -> np.ndarray:
-        if self.task != "regression":
-            return np.asarray(y)
-        return (np.asarray(y, dtype=np.float64) - float(self.target_mean)) / float(self.target_std)
-
-    def output(self, raw: torch.Tensor) -> torch.Tensor:
-        if self.task == "multiclass":
-            return torch.softmax(raw, dim=-1)
-        if self.task == "regression":
-            return raw * self.target_std + self.target_mean
-        return torch.sigmoid(raw)
+        self.register_target_scaling(target_scaling)
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
         raw = self.net(*inputs)

@@ -48,7 +48,7 @@ tasks existed has no ``task`` attribute: it is binary (``getattr(model, "task", 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
 import pandas as pd
@@ -151,13 +151,58 @@ class MLP(nn.Module):
         return out.squeeze(-1) if self.n_outputs == 1 else out
 
 
-class TabularModel(nn.Module):
+class TaskHead:
+    """The task's side of a model, shared by :class:`TabularModel` and a ``training.entrypoint``
+    model (trainer/entrypoint_model.py): class names, the raw output's width, the regression
+    target's scaling and the served output of a raw one. A mixin of an ``nn.Module`` that sets
+    ``task`` and ``_class_names`` and, for regression, the ``target_mean``/``target_std`` buffers
+    (:meth:`register_target_scaling`)."""
+
+    task: str
+    _class_names: list[str] | None
+    target_mean: torch.Tensor  # regression only: the target's scaling
+    target_std: torch.Tensor
+
+    def register_target_scaling(self, target_scaling: tuple[float, float]) -> None:
+        """Regression only (a classifier's state dict stays what it always was)."""
+        if self.task == "regression":
+            module = cast(nn.Module, self)
+            module.register_buffer("target_mean", torch.tensor(float(target_scaling[0]), dtype=torch.float32))
+            module.register_buffer("target_std", torch.tensor(float(target_scaling[1]), dtype=torch.float32))
+
+    @property
+    def classes(self) -> list[str] | None:
+        """The class names in output order (multiclass), [negative, positive] (binary with named
+        classes) or None. Stored under another name: cloudpickle, pickling this module by value,
+        takes a function that uses ``torch`` and an attribute ``classes`` to need ``torch.classes``,
+        which cannot be pickled."""
+        return self._class_names
+
+    @property
+    def n_outputs(self) -> int:
+        """Width of the raw output: K logits for multiclass, one number otherwise."""
+        return len(self.classes or ()) if self.task == "multiclass" else 1
+
+    def scaled_target(self, y: np.ndarray) -> np.ndarray:
+        """A regression target on the scale the network learns (identity for classifiers)."""
+        if self.task != "regression":
+            return np.asarray(y)
+        return (np.asarray(y, dtype=np.float64) - float(self.target_mean)) / float(self.target_std)
+
+    def output(self, raw: torch.Tensor) -> torch.Tensor:
+        """The served output of a raw output (see the module doc's table)."""
+        if self.task == "multiclass":
+            return torch.softmax(raw, dim=-1)
+        if self.task == "regression":
+            return raw * self.target_std + self.target_mean
+        return torch.sigmoid(raw)
+
+
+class TabularModel(TaskHead, nn.Module):
     """Preprocessing + network. ``predict_proba(df)`` is the whole serving path."""
 
     mean: torch.Tensor  # buffers (register_buffer): moved with the module, saved in its state dict
     std: torch.Tensor
-    target_mean: torch.Tensor  # regression only: the target's scaling
-    target_std: torch.Tensor
 
     def __init__(self, net: nn.Module, numeric: Sequence[str], categorical: Sequence[str],
                  vocab: dict[str, list[str]], mean: np.ndarray, std: np.ndarray, indicated: Sequence[str] = (), *,
@@ -186,9 +231,7 @@ class TabularModel(nn.Module):
         self._index = {k: {v: i + 1 for i, v in enumerate(vals)} for k, vals in self.vocab.items()}
         self.register_buffer("mean", torch.as_tensor(mean, dtype=torch.float32))
         self.register_buffer("std", torch.as_tensor(std, dtype=torch.float32))
-        if task == "regression":  # only here: a classifier's state dict stays what it always was
-            self.register_buffer("target_mean", torch.tensor(float(target_scaling[0]), dtype=torch.float32))
-            self.register_buffer("target_std", torch.tensor(float(target_scaling[1]), dtype=torch.float32))
+        self.register_target_scaling(target_scaling)
 
     @staticmethod
     def target_scaling_from(y: np.ndarray) -> tuple[float, float]:
@@ -198,32 +241,6 @@ class TabularModel(nn.Module):
         std = float(values.std()) if len(values) else 1.0
         return mean, (std if math.isfinite(std) and std > 1e-12 else 1.0)
 
-    @property
-    def classes(self) -> list[str] | None:
-        """The class names in output order (multiclass), [negative, positive] (binary with named
-        classes) or None. Stored under another name: cloudpickle, pickling this module by value,
-        takes a function that uses ``torch`` and an attribute ``classes`` to need ``torch.classes``,
-        which cannot be pickled."""
-        return self._class_names
-
-    @property
-    def n_outputs(self) -> int:
-        """Width of the raw output: K logits for multiclass, one number otherwise."""
-        return len(self.classes or ()) if self.task == "multiclass" else 1
-
-    def scaled_target(self, y: np.ndarray) -> np.ndarray:
-        """A regression target on the scale the network learns (identity for classifiers)."""
-        if self.task != "regression":
-            return np.asarray(y)
-        return (np.asarray(y, dtype=np.float64) - float(self.target_mean)) / float(self.target_std)
-
-    def output(self, raw: torch.Tensor) -> torch.Tensor:
-        """The served output of a raw output (see the module doc's table)."""
-        if self.task == "multiclass":
-            return torch.softmax(raw, dim=-1)
-        if self.task == "regression":
-            return raw * self.target_std + self.target_mean
-        return torch.sigmoid(raw)
 
     @property
     def feature_names(self) -> list[str]:

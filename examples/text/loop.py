@@ -30,7 +30,8 @@ class TextPlan:
     baseline_rows: int = 2000
     batch: int = 250
     before: int = 3
-    after: int = 7
+    after: int = 8
+    post_change_rows: int = 750  # labelled rows of the new vocabulary before the retrain starts
     shift: float = 1.0           # share of topic words from the new vocabulary after the onset
     check_interval: float = 1.0
     seed: int = 5
@@ -46,7 +47,7 @@ def settings(home: Path, port: int, plan: TextPlan) -> dict[str, Any]:
                   "min_labels": 2 * plan.batch, "reports_keep": 10},
         "alerts": {"cooldown_seconds": 0},
         "training": {"epochs": 30, "retrain_epochs": 15, "hidden": [64, 32], "checkpoint_every_minutes": 60,
-                     "progress": False, "threads": 1, "export_onnx": False, "min_post_change_rows": 2 * plan.batch,
+                     "progress": False, "threads": 1, "export_onnx": False, "min_post_change_rows": plan.post_change_rows,
                      "seed": plan.seed},
     }
 

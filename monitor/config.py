@@ -333,7 +333,11 @@ class DriftConfig(_Section):
                         "kl_div", "ks", "mannw", "psi", "t_test", "wasserstein"] | None = Field(None, description="one Evidently stattest for every numeric column; unset keeps Evidently's choice, made on the full data")
     cat_method: Literal["TVD", "chisquare", "fisher_exact", "g_test", "hellinger", "jensenshannon", "kl_div",
                         "psi", "z"] | None = Field(None, description="one Evidently stattest for every categorical column; unset keeps Evidently's choice")
-    reports_keep: int = Field(50, ge=0, description="newest Evidently snapshots kept on disk; 0 keeps all")
+    reports_keep: int = Field(50, ge=0, description="newest Evidently snapshots kept on disk (report files and "
+                              "workspace snapshots alike; an open incident's are kept too); 0 keeps all")
+    workspace: str = Field("evidently", description="Evidently workspace each check's snapshot is added to (one "
+                           "project per model with a dashboard; view it with `evidently ui --workspace <folder>`); "
+                           "relative to home; empty turns it off")
     confidence: float = Field(0.95, gt=0, lt=1, description="level of the accuracy and ROC AUC intervals")
     estimate: bool = Field(True, description="estimate accuracy, ROC AUC, precision, recall and F1 from the scores "
                            "alone (CBPE: the champion's scores calibrated on its reference sample), before labels arrive")
@@ -615,6 +619,11 @@ class DriftloopConfig(_Section):
     @property
     def reports_dir(self) -> Path:
         return self.home / "reports"
+
+    @property
+    def evidently_workspace(self) -> Path | None:
+        """Where ``drift.workspace`` puts the Evidently workspace; None when it is off."""
+        return self.home / self.drift.workspace if self.drift.workspace else None
 
     @property
     def checkpoints_dir(self) -> Path:

@@ -61,7 +61,10 @@ class CheckOutcome:
 
     @property
     def report_paths(self) -> list[str]:
-        return [str(p) for p in (self.report_html, self.report_json) if p]
+        """The check's report files; with the static summary page when it was written (it is the one
+        MLflow's artifact viewer can render, so a retrain attaches it too)."""
+        summary = Path(self.report_html).with_suffix(".summary.html") if self.report_html else None
+        return [str(p) for p in (self.report_html, summary, self.report_json) if p and (p != summary or p.is_file())]
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -129,7 +129,24 @@ class Daemon:
     def _save_report(self, result: Any, ts: float) -> tuple[Any, Any]:
         from monitor.drift import save_report
         paths = save_report(result, self.cfg.reports_dir, keep=self.cfg.drift.reports_keep)
+        self._add_to_workspace(result)
         return paths.html, paths.json
+
+    def _add_to_workspace(self, result: Any) -> None:
+        """The snapshot into the Evidently workspace (``drift.workspace``), pruned like the report
+        files but keeping the checks an open incident cites. Best effort: a workspace that cannot be
+        written is logged and the check goes on (the report files are the record)."""
+        folder = self.cfg.evidently_workspace
+        if folder is None:
+            return
+        from monitor.drift.reports import report_check_ids
+        from monitor.drift.workspace import add_snapshot
+        try:
+            cited = [p for i in self.controller.incidents.open_incidents() for p in i.report_paths]
+            add_snapshot(result, folder, keep=self.cfg.drift.reports_keep,
+                         protect=report_check_ids(cited, self.cfg.model.name))
+        except Exception as exc:
+            log.warning("could not add check %s to the Evidently workspace %s: %s", result.check_id, folder, exc)
 
     def build_app(self) -> Any:
         """The FastAPI app: ingestion (``/v1/predictions``, ``/v1/labels``, ``/metrics``,

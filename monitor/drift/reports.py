@@ -1,4 +1,6 @@
-"""Evidently snapshots on disk: ``<model>-<UTC timestamp>-<check id>.html`` and ``.json``.
+"""Evidently snapshots on disk: ``<model>-<UTC timestamp>-<check id>.html`` and ``.json``, plus a
+static ``.summary.html`` (:mod:`monitor.drift.summary`: no script, bounded size) that renders where
+the interactive report cannot, such as MLflow's artifact viewer.
 
 Files are written atomically (temporary name, then ``os.replace``), so a reader or a crash never
 leaves half a report. The JSON is Evidently's ``snapshot.dict()`` (``metrics``, ``tests``) with
@@ -15,7 +17,7 @@ import os
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 from monitor.drift.result import CheckResult
 from monitor.files import READABLE, atomic_write_text
@@ -36,7 +38,12 @@ def report_stem(model: str, checked_at: float, check_id: str) -> str:
 
 
 def _pattern(model: str) -> re.Pattern[str]:
-    return re.compile(rf"^{re.escape(model)}-(\d{{8}}T\d{{6}}Z)-([0-9a-zA-Z]+)\.(html|json)$")
+    return re.compile(rf"^{re.escape(model)}-(\d{{8}}T\d{{6}}Z)-([0-9a-zA-Z]+)\.(summary\.html|html|json)$")
+
+
+def summary_path(html: str | os.PathLike[str]) -> Path:
+    """The static summary page beside an interactive report ``<stem>.html``."""
+    return Path(html).with_suffix(".summary.html")
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -45,7 +52,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def save_report(result: CheckResult, reports_dir: str | os.PathLike[str], *, keep: int = 50,
                 checked_at: float | None = None) -> ReportPaths:
-    """Write the check's snapshot as HTML and JSON, then prune old ones; ``(None, None)`` when the
+    """Write the check's snapshot as HTML and JSON (and the static summary beside the HTML), then prune old ones; ``(None, None)`` when the
     result carries no snapshot. ``keep`` 0 keeps everything."""
     if result.snapshot is None:
         return ReportPaths(None, None)
@@ -57,6 +64,8 @@ def save_report(result: CheckResult, reports_dir: str | os.PathLike[str], *, kee
     body["driftloop"] = result.to_dict()
     _write_atomic(js, json.dumps(_json_safe(body), allow_nan=False))
     _write_atomic(html, result.snapshot.get_html_str(as_iframe=False))
+    from monitor.drift.summary import summary_html
+    _write_atomic(summary_path(html), summary_html(result, interactive_name=html.name))
     prune_reports(folder, result.model, keep)
     return ReportPaths(html, js)
 
@@ -96,6 +105,12 @@ def list_reports(reports_dir: str | os.PathLike[str], model: str) -> list[tuple[
         return stamp, max(f.stat().st_mtime for f in files)
 
     return [(stamp, cid, sorted(files)) for (stamp, cid), files in sorted(checks.items(), key=order)]
+
+
+def report_check_ids(paths: Iterable[str | os.PathLike[str]], model: str) -> set[str]:
+    """The check ids named by report file paths of ``model`` (an incident's evidence)."""
+    pattern = _pattern(model)
+    return {m.group(2) for p in paths if (m := pattern.match(Path(p).name))}
 
 
 def prune_reports(reports_dir: str | os.PathLike[str], model: str, keep: int) -> int:

@@ -53,10 +53,10 @@ def test_retention_keeps_the_newest_checks_of_this_model_only(tmp_path, result):
         saved.append(save_report(r, folder, keep=3))
     remaining = list_reports(folder, "demo")
     assert [cid for _, cid, _ in remaining] == ["c2", "c3", "c4"]
-    assert all(len(files) == 2 for _, _, files in remaining)
+    assert all(len(files) == 3 for _, _, files in remaining)  # html, summary, json
     assert not saved[0].html.exists() and not saved[1].json.exists() and saved[4].html.exists()
     assert all(f.exists() for f in unrelated)
-    assert prune_reports(folder, "demo", 1) == 4
+    assert prune_reports(folder, "demo", 1) == 6
     assert [cid for _, cid, _ in list_reports(folder, "demo")] == ["c4"]
 
 

@@ -1,0 +1,113 @@
+"""A check's static summary page: ``<stem>.summary.html`` beside Evidently's interactive report.
+
+Why it exists: MLflow's artifact viewer shows an HTML artifact in an ``<iframe sandbox="allow-scripts">``
+loaded from a blob URL, so the page runs with an opaque origin. Evidently's interactive report is a
+3-4 MB single-page app whose bundle reads ``window.localStorage`` without guarding it (material-table's
+column groupings); in an opaque origin that throws a ``SecurityError`` and the app renders nothing, so
+the report is a blank pane exactly where users look. This page needs no script at all: plain HTML
+and inline CSS, readable in any sandbox, mail client or file browser.
+
+Its size is bounded: at most ``MAX_FEATURES`` feature rows (drifted features first, then the rest
+by name; the page says how many were left out) and every text cell cut to ``MAX_CELL`` characters,
+so a summary stays well under ``MAX_BYTES`` whatever the model's width.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from html import escape
+from typing import Any
+
+MAX_FEATURES = 50        # feature rows shown; the interactive report and the JSON keep all of them
+MAX_CELL = 120           # characters per text cell (names, methods, notes)
+MAX_BYTES = 64 * 1024    # what a summary stays under (asserted by the tests at the row cap)
+
+_CSS = ("body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}"
+        "table{border-collapse:collapse;margin:.5em 0 1.5em}"
+        "td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}"
+        "th{background:#f3f3f3}.bad{color:#b00020;font-weight:600}.ok{color:#1b5e20}"
+        "caption{text-align:left;font-weight:600;padding:.3em 0}")
+
+
+def _cell(value: Any) -> str:
+    text = str(value)
+    return escape(text if len(text) <= MAX_CELL else text[:MAX_CELL - 1] + "…")
+
+
+def _num(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, (int, float)):
+        return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
+    return _cell(value)
+
+
+def _ci(ci: Any) -> str:
+    return f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else ""
+
+
+def _table(caption: str, head: list[str], rows: list[list[str]]) -> str:
+    th = "".join(f"<th>{h}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><caption>{caption}</caption><tr>{th}</tr>{body}</table>"
+
+
+def _performance(result: Any) -> list[list[str]]:
+    rows: list[list[str]] = []
+
+    def add(name: str, value: Any, ci: Any = None, baseline: Any = None) -> None:
+        if value is not None or baseline is not None:
+            rows.append([name, _num(value) + _ci(ci), _num(baseline)])
+
+    add("accuracy", result.accuracy, result.accuracy_ci, result.baseline_accuracy)
+    add("ROC AUC", result.roc_auc, result.roc_auc_ci, result.baseline_roc_auc)
+    add("precision", result.precision)
+    add("recall", result.recall)
+    add("MAE", result.mae, result.mae_ci, result.baseline_mae)
+    add("RMSE", result.rmse, result.rmse_ci)
+    add("estimated accuracy", result.estimated_accuracy, result.estimated_accuracy_ci)
+    add("estimated ROC AUC", result.estimated_roc_auc, result.estimated_roc_auc_ci)
+    add("estimated MAE", result.estimated_mae, result.estimated_mae_ci)
+    return rows
+
+
+def _feature_row(f: Any) -> list[str]:
+    state = ('<span class="bad">drifted</span>' if f.drifted
+             else f"skipped: {_cell(f.skipped)}" if f.skipped else '<span class="ok">stable</span>')
+    note = ""
+    if f.details:  # embedding features: say what was measured, briefly
+        note = _cell(", ".join(f"{k}={_num(v) if isinstance(v, (int, float)) else v}"
+                               for k, v in list(f.details.items())[:6]))
+    return [_cell(f.name), state, _num(f.score), _num(f.threshold), _cell(f.method or "–"), note]
+
+
+def summary_html(result: Any, *, interactive_name: str | None = None) -> str:
+    """The page for ``result`` (a :class:`monitor.drift.result.CheckResult`); no ``<script>``."""
+    when = datetime.fromtimestamp(result.checked_at, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    share = (f'<span class="{"bad" if result.dataset_drift else "ok"}">{result.drift_share:.0%}</span> of features '
+             f"drifted (threshold {result.drift_share_threshold:.0%}; "
+             f"{'dataset drift' if result.dataset_drift else 'no dataset drift'})")
+    head = [f"<h1>Drift check: {_cell(result.model)}</h1>",
+            f"<p>Check <code>{_cell(result.check_id)}</code> at {when}: {result.window_rows} rows in the window, "
+            f"{result.labelled_rows} labelled, reference {result.reference_rows} rows.</p>",
+            f"<p>{share}.</p>"]
+    if interactive_name:
+        head.append(f"<p>Interactive Evidently report: <code>{_cell(interactive_name)}</code> (open it as a file "
+                    "or in <code>evidently ui</code>; it needs scripts and local storage).</p>")
+    parts = head
+    perf = _performance(result)
+    if perf:
+        parts.append(_table("Performance (labelled rows; 95% interval)", ["metric", "value", "baseline"], perf))
+    features = sorted(result.features, key=lambda f: (not f.drifted, f.name))
+    shown = features[:MAX_FEATURES]
+    rows = [_feature_row(f) for f in shown]
+    cut = len(features) - len(shown)
+    caption = f"Features ({len(features)})" + (f": {cut} stable ones not shown" if cut else "")
+    parts.append(_table(caption, ["feature", "state", "score", "threshold", "method", "details"], rows))
+    outputs = [result.prediction_drift, *result.output_drift[:MAX_FEATURES]]
+    if result.label_drift is not None:
+        outputs.append(result.label_drift)
+    parts.append(_table("Model outputs and labels", ["column", "state", "score", "threshold", "method", "details"],
+                        [_feature_row(f) for f in outputs]))
+    body = "".join(parts)
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Drift check '
+            f"{_cell(result.model)} {when}</title><style>{_CSS}</style></head><body>{body}</body></html>")

@@ -1,0 +1,83 @@
+"""Reports that render where users look: the static summary page (no script, bounded size, the
+figures) and the Evidently workspace (a project per model with a dashboard, one snapshot per check,
+pruned like the report files, an open incident's snapshot kept)."""
+import dataclasses
+import json
+
+import pytest
+
+from monitor.drift import evaluate_window, save_report
+from monitor.drift.reports import list_reports, summary_path
+from monitor.drift.result import FeatureDrift
+from monitor.drift.summary import MAX_BYTES, MAX_FEATURES, summary_html
+from monitor.drift.workspace import add_snapshot, snapshot_checks
+from tests.monitor.drift.conftest import window
+
+T0 = 1_764_460_800.0  # 2025-11-30T00:00:00Z
+
+
+@pytest.fixture(scope="module")
+def result(cfg, ref_frame):
+    return evaluate_window(ref_frame, window(1500, seed=21, covariate_shift=1.0, labelled=0.5), cfg.model, cfg.drift,
+                           {"accuracy": 0.8, "roc_auc": 0.85}, clock=lambda: T0)
+
+
+def test_summary_is_written_beside_the_report_small_without_script_with_the_figures(tmp_path, result):
+    paths = save_report(result, tmp_path, keep=5)
+    page = summary_path(paths.html)
+    assert page.is_file() and page.name.endswith(".summary.html")
+    html = page.read_text()
+    assert "<script" not in html.lower() and "localstorage" not in html.lower()
+    assert len(html.encode()) < 20_000 < paths.html.stat().st_size
+    assert f"{result.drift_share:.0%}" in html and result.check_id in html
+    assert f"{result.accuracy:.4g}" in html and f"{result.roc_auc:.4g}" in html
+    for f in result.features:
+        assert f">{f.name}<" in html
+        if f.score is not None:
+            assert f"{f.score:.4g}" in html
+    assert "drifted" in html and paths.html.name in html
+    # retention treats the three files as one check
+    assert [len(files) for _, _, files in list_reports(tmp_path, "demo")] == [3]
+
+
+def test_summary_is_bounded_and_escapes_names(result):
+    wide = [FeatureDrift(name=f"f{i}<b>" + "x" * 500, method="wasserstein", score=0.01 * i, threshold=0.1,
+                         drifted=i % 7 == 0) for i in range(2000)]
+    emb = FeatureDrift(name="emb", method="domain_classifier", score=0.91, threshold=0.55, drifted=True,
+                       details={"method": "domain_classifier", "roc_auc": 0.91, "dim": 768})
+    html = summary_html(dataclasses.replace(result, features=[emb, *wide]))
+    assert len(html.encode()) < MAX_BYTES
+    assert html.count("<tr>") <= MAX_FEATURES + 20
+    assert "<b>" not in html and "&lt;b&gt;" in html
+    assert "stable ones not shown" in html
+    assert "emb" in html and "domain_classifier" in html and "roc_auc=0.91" in html
+
+
+def test_workspace_gets_a_project_with_a_dashboard_and_one_snapshot_per_check(tmp_path, result):
+    from evidently.ui.workspace import Workspace
+    folder = tmp_path / "evidently"
+    ids = []
+    for i in range(5):
+        r = dataclasses.replace(result, check_id=f"c{i}", checked_at=T0 + 3600 * i)
+        ids.append(add_snapshot(r, folder, keep=3, protect={"c0"}))
+    assert snapshot_checks(folder, "demo") == ["c0", "c2", "c3", "c4"]  # c0: an open incident's evidence
+    ws = Workspace(str(folder))
+    [project] = ws.list_projects()
+    assert project.name == "demo"
+    runs = {str(s) for s in ws.list_runs(project.id)}
+    assert runs == {ids[0], ids[2], ids[3], ids[4]}
+    dashboard = ws.get_dashboard(project.id)
+    titles = {p.title for p in dashboard.panels}
+    assert {"Drift share", "Accuracy", "ROC AUC"} <= titles
+    snap = ws.get_run(project.id, ids[4])
+    assert snap.name == "c4"
+    assert add_snapshot(dataclasses.replace(result, snapshot=None), folder) is None
+    index = json.loads((folder / ".driftloop-demo.json").read_text())
+    assert index["project_id"] == str(project.id)
+
+
+def test_an_incidents_report_paths_name_its_checks(tmp_path, result):
+    from monitor.drift.reports import report_check_ids
+    paths = save_report(result, tmp_path, keep=5)
+    kept = [str(tmp_path / "incidents" / "i1" / p.name) for p in (paths.html, summary_path(paths.html), paths.json)]
+    assert report_check_ids([*kept, "/x/notes.txt", "/x/other-20200101T000000Z-abc.json"], "demo") == {result.check_id}

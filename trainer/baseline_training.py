@@ -12,6 +12,7 @@ import pandas as pd
 from monitor.config import DriftloopConfig
 from trainer import distributed
 from trainer import registry as reg
+from trainer import story
 from trainer.build import build_model
 from trainer.data import split
 from trainer.deployment import export_and_log
@@ -20,7 +21,7 @@ from trainer.loop import LoopConfig, LoopState, peek_checkpoint
 from trainer.metrics import headline, model_figures, served, task_metrics
 from trainer.outcomes import Baseline, TrainOutcome
 from trainer.runs import (check_reports, check_trigger, epoch_logger, fit_frames, lineage_tags, log_reports,
-                          loop_params, mlflow_run, run_name)
+                          loop_params, mlflow_run)
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +63,11 @@ def task_params(cfg: DriftloopConfig) -> dict[str, str]:
 
 
 def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "manual",
-                   report_paths: Any = (), resume: bool = False,
+                   report_paths: Any = (), resume: bool = False, data_source: str | None = None,
                    should_stop: Callable[[LoopState], bool] | None = None) -> TrainOutcome | None:
     """Train from scratch on ``data`` (features + target), register a version, make it champion if
-    the registered model has none. DataError before anything starts when the data are unusable.
+    the registered model has none. ``data_source`` (the file's path) is the logged dataset's
+    source. DataError before anything starts when the data are unusable.
     Under torchrun every rank calls this; only rank 0 talks to MLflow (the others return None)."""
     check_trigger(trigger)
     t = cfg.training
@@ -87,12 +89,17 @@ def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "
         registry = reg.Registry(cfg)
         experiment = registry.experiment_id()
         tags = lineage_tags(cfg, "baseline", trigger, data_window={"rows": len(rows)})
-        with mlflow_run(experiment, run_name("train", trigger), tags, run_id=(saved or {}).get("run_id")) as run:
+        with mlflow_run(experiment, story.readable_name("baseline", trigger), tags, run_id=(saved or {}).get("run_id")) as run:
             if saved is None:
                 mlflow.log_params(loop_params(loop, rows=len(rows), fit_rows=len(fit_rows), val_rows=len(val_rows),
                                               test_rows=len(test), features=",".join(cfg.model.feature_names),
                                               factory=cfg.model.factory or "mlp", **task_params(cfg),
                                               **({"entrypoint": t.entrypoint} if t.entrypoint else {})))
+                source = data_source or "driftloop train --data"
+                story.log_dataset(rest, name=f"{cfg.model.name} training data", source=source, context="training",
+                                  target=target)
+                story.log_dataset(test, name=f"{cfg.model.name} test rows", source=source, context="holdout",
+                                  target=target)
             log_reports(reports)
             result = fit_frames(model, fit_rows, val_rows, target, loop, checkpoint_path=checkpoint, resume=resume,
                                  extra={"run_id": run.info.run_id}, on_epoch_end=epoch_logger(),
@@ -105,12 +112,16 @@ def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "
             reference = reference_sample(cfg, test, val_rows, fit_rows, model=model, seed=t.seed)
             reg.log_baseline(Baseline(reference=reference, metrics=metrics))
             version = reg.log_model(model, example_rows(cfg, model, test), registry)
-            export_and_log(model, reference, test, cfg, version)  # records its own failures; never raises
+            exported = export_and_log(model, reference, test, cfg, version)  # records its own failures; never raises
             became_champion = registry.alias_version(reg.CHAMPION) is None
             if became_champion:
                 registry.make_champion(version)
             mlflow.set_tags({"driftloop.version": version, "driftloop.champion": str(became_champion).lower()})
             registry.client.set_model_version_tag(registry.name, version, "driftloop.kind", "baseline")
+            story.record(registry, run.info.run_id, version, story.baseline_note(
+                trigger=trigger, version=version, metrics=metrics, champion=became_champion, exported=exported,
+                rows={"rows": len(rows), "fit": len(fit_rows), "val": len(val_rows), "test": len(test)},
+                features=list(cfg.model.feature_names)), story.readable_name("baseline", trigger, version=version))
     log.info("trained v%s (%s): test %s%s", version, task, headline(task, metrics),
              " (champion)" if became_champion else "")
     return TrainOutcome(version=version, run_id=run.info.run_id,

@@ -121,13 +121,17 @@ def reinstate(cfg: Any, registry: Any, recalled: Recalled, champion: Champion, t
     import mlflow
 
     from trainer import registry as reg
+    from trainer import story
     from trainer.outcomes import RetrainOutcome
-    from trainer.runs import lineage_tags, mlflow_run, run_name
+    from trainer.runs import lineage_tags, mlflow_run
 
     version = recalled.version
     reasons = [f"earlier version {version} fits the current concept: {recalled.decision.reasons[0]}"]
     tags = lineage_tags(cfg, "retrain", trigger, incident_id, champion.version, data_window)
-    with mlflow_run(registry.experiment_id(), run_name("retrain", trigger, champion.version, incident_id), tags) as run:
+    reason = story.reason_of(data_window)
+    name = story.readable_name("reinstate", trigger, reason=reason, incident_id=incident_id, parent=champion.version,
+                               version=version)
+    with mlflow_run(registry.experiment_id(), name, tags) as run:
         current = registry.alias_version(reg.CHAMPION)
         promote = current == champion.version
         if not promote:
@@ -143,6 +147,11 @@ def reinstate(cfg: Any, registry: Any, recalled: Recalled, champion: Champion, t
                          "driftloop.reasons": "\n".join(reasons + recalled.tried)[:4900],
                          "driftloop.version": version, "driftloop.champion_before": champion.version,
                          "driftloop.champion_after": version if promote else (current or "")})
+        note = story.reinstate_note(trigger=trigger, incident_id=incident_id, reason=reason, data_window=data_window,
+                                    parent=champion.version, version=version, outcome=outcome,
+                                    reasons=reasons + recalled.tried, challenger=recalled.metrics,
+                                    champion=recalled.champion_metrics)
+        story.record(registry, run.info.run_id, None, note, name)
         if promote:
             registry.client.set_model_version_tag(registry.name, version, "driftloop.reinstated_from", champion.version)
             registry.client.set_model_version_tag(registry.name, version, "driftloop.reinstated_by_run", run.info.run_id)

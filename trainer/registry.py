@@ -36,6 +36,7 @@ HISTORY_KEEP = 100
 BASELINE_DIR = "baseline"
 SCHEMA_TAG = "driftloop.schema"  # {feature: "numeric" | "categorical" | {"type": "embedding", "dim": N}}, as JSON
 COLUMNS_TAG = "driftloop.columns"  # {"target", "id", "score", "prediction": column name, "task", "classes"}, as JSON
+CHAMPION_RUN_TAG = "driftloop.champion"  # on runs: "true" only on the champion version's run (the alias decides)
 TASK_TAG = "driftloop.task"  # binary | multiclass | regression, for people browsing the registry
 
 
@@ -128,14 +129,18 @@ class Registry:
         self.client = MlflowClient(tracking_uri=cfg.tracking_uri, registry_uri=cfg.tracking_uri)
 
     def experiment_id(self) -> str:
+        from trainer.story import CLASSIC_ML, EXPERIMENT_KIND_TAG
         exp = self.client.get_experiment_by_name(self.cfg.experiment_name)
         if exp is not None:
+            if EXPERIMENT_KIND_TAG not in exp.tags:  # made by an older driftloop: open it on its runs too
+                self.client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, CLASSIC_ML)
             return exp.experiment_id
         local = self.cfg.tracking_uri.startswith("sqlite:")
         # With a tracking server, the server decides where artifacts go (its --default-artifact-root).
         location = (self.cfg.artifact_root / self.cfg.experiment_name).as_uri() if local else None
         return self.client.create_experiment(self.cfg.experiment_name, artifact_location=location,
-                                             tags={"driftloop.model": self.cfg.model.name})
+                                             tags={"driftloop.model": self.cfg.model.name,
+                                                   EXPERIMENT_KIND_TAG: CLASSIC_ML})
 
     def alias_version(self, alias: str) -> str | None:
         from mlflow.exceptions import MlflowException
@@ -147,13 +152,20 @@ class Registry:
             raise
 
     def register(self, model_uri: str, run_id: str, model_id: str | None) -> str:
-        """A new version of our registered model (created on first use) for a logged model."""
+        """A new version of our registered model (created on first use) for a logged model; the
+        model's description (what it predicts, from which features) follows the configuration."""
         from mlflow.exceptions import MlflowException
+
+        from trainer.story import model_description
+        description = model_description(self.cfg)
         try:
-            self.client.create_registered_model(self.name, tags={"driftloop.model": self.cfg.model.name})
+            self.client.create_registered_model(self.name, tags={"driftloop.model": self.cfg.model.name},
+                                                description=description)
         except MlflowException as exc:
             if exc.error_code not in ("RESOURCE_ALREADY_EXISTS", "ALREADY_EXISTS"):
                 raise
+            if self.client.get_registered_model(self.name).description != description:
+                self.client.update_registered_model(self.name, description=description)
         mv = self.client.create_model_version(self.name, source=model_uri, run_id=run_id, model_id=model_id)
         return str(mv.version)
 
@@ -183,7 +195,17 @@ class Registry:
         if old is not None and old not in history:
             history.insert(len(history) - 1, old)
         self._set_history(history)
+        self._mark_champion(version, old)
         return old
+
+    def _mark_champion(self, new: str, old: str | None) -> None:
+        """Keep the runs' ``driftloop.champion`` tag true only on the champion's run: the alias is
+        the truth, and a stale ``true`` on an old version's run misleads whoever browses the runs."""
+        if old is not None and old != new:
+            old_run, new_run = self.run_id_of(old), self.run_id_of(new)
+            if old_run != new_run:
+                self.client.set_tag(old_run, CHAMPION_RUN_TAG, "false")
+        self.client.set_tag(self.run_id_of(new), CHAMPION_RUN_TAG, "true")
 
     def roll_back(self) -> tuple[str, str]:
         current = self.alias_version(CHAMPION)
@@ -208,6 +230,7 @@ class Registry:
         self._set_history(earlier)
         self.client.set_model_version_tag(self.name, current, "driftloop.rolled_back", "true")
         self.client.set_model_version_tag(self.name, target, "driftloop.restored_from", current)
+        self._mark_champion(target, current)
         return current, target
 
 

@@ -19,6 +19,7 @@ from monitor.config import DriftloopConfig
 from monitor.errors import ConfigError
 from trainer import distributed
 from trainer import registry as reg
+from trainer import story
 from trainer.baseline_training import reference_sample, task_params
 from trainer.data import check_frame, split
 from trainer.entrypoint import checked_rows, example_rows
@@ -31,7 +32,7 @@ from trainer.outcomes import Baseline, Champion, RetrainOutcome
 from trainer.previous import best_previous, recall_allowed, reinstate
 from trainer.rule_gate import rule_metrics, rule_regressions
 from trainer.runs import (check_reports, check_trigger, epoch_logger, fit_frames, lineage_tags, log_reports,
-                          loop_params, mlflow_run, run_name)
+                          loop_params, mlflow_run)
 from trainer.shadow import hold
 
 log = logging.getLogger(__name__)
@@ -165,13 +166,20 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
                              len(holdout), started)
         tags = lineage_tags(cfg, "retrain", trigger, incident_id, champion.version,
                             data_window if data_window is not None else {"rows": len(recent)})
-        name = run_name("retrain", trigger, champion.version, incident_id)
+        reason = story.reason_of(data_window)
+        name = story.readable_name("retrain", trigger, reason=reason, incident_id=incident_id,
+                                   parent=champion.version)
         with mlflow_run(registry.experiment_id(), name, tags, run_id=(saved or {}).get("run_id")) as run:
             if saved is None:
                 mlflow.log_params(loop_params(loop, window_rows=len(recent), holdout_rows=len(holdout),
                                               recent_train_rows=len(rest), replay_rows=len(replayed),
                                               parent_version=champion.version, **task_params(cfg),
                                               **({"entrypoint": t.entrypoint} if t.entrypoint else {})))
+                source = story.window_source(cfg, data_window)
+                story.log_dataset(rest, name=f"{cfg.model.name} recent window", source=source, context="training",
+                                  target=target)
+                story.log_dataset(holdout, name=f"{cfg.model.name} gate holdout", source=source, context="holdout",
+                                  target=target)
             log_reports(reports)
             result = fit_frames(model, fit_rows, val_rows, target, loop, checkpoint_path=checkpoint, resume=resume,
                                  extra={"run_id": run.info.run_id}, on_epoch_end=epoch_logger(),
@@ -250,6 +258,13 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
             for key in ("driftloop.outcome", "driftloop.reasons", "driftloop.champion_before"):
                 registry.client.set_model_version_tag(registry.name, version, key, outcome_tags[key])
             registry.client.set_model_version_tag(registry.name, version, "driftloop.kind", "retrain")
+            story.record(registry, run.info.run_id, version, story.retrain_note(
+                trigger=trigger, incident_id=incident_id, reason=reason, data_window=data_window or {"rows": len(recent)},
+                parent=champion.version, version=version, outcome=outcome, reasons=reasons, challenger=challenger_m,
+                champion=champion_m, concept=concept, figure=figure, start=start_kind, exported=exported,
+                rows={"train": len(fit_rows), "replay": len(replayed), "holdout": len(holdout)}),
+                story.readable_name("retrain", trigger, reason=reason, incident_id=incident_id,
+                                    parent=champion.version, version=version))
     duration = time.perf_counter() - started
     log.info("retrain v%s -> v%s: %s (%s)", champion.version, version, outcome, "; ".join(reasons))
     return RetrainOutcome(outcome=outcome, challenger_version=version,

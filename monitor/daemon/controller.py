@@ -435,7 +435,8 @@ class Controller:
                 # Reports are kept in the incident's folder while it is open; skip any removed by hand.
                 reports = [p for p in incident.report_paths if Path(p).is_file()]
                 return RetrainJob(attempt.id, incident.id, trigger, window, config, report_paths=reports,
-                                  data_window={**data_window, "attempt_id": attempt.id})
+                                  data_window={**data_window, "attempt_id": attempt.id,
+                                               "reason": incident.reason})
             try:
                 attempt = self.supervisor.launch(job_for, incident.id, trigger, rows=len(window), data_window=data_window)
             except BusyError as exc:  # another daemon on the same store got there first

@@ -23,7 +23,7 @@ def test_baseline_is_registered_logged_and_becomes_champion(tcfg, champion):
     assert str(c.get_model_version_by_alias(tcfg.registered_model_name, "champion").version) == "1"
     run = c.get_run(champion.run_id)
     assert run.info.status == "FINISHED"
-    assert run.info.run_name.startswith("train-manual-")
+    assert run.info.run_name == "first model by hand v1"
     assert run.data.tags["driftloop.trigger"] == "manual" and run.data.tags["driftloop.kind"] == "baseline"
     assert run.data.params["loop.batch_size"] == str(tcfg.training.batch_size)
     assert 0.8 < run.data.metrics["test_accuracy"] < 0.95 and run.data.metrics["test_roc_auc"] > 0.85

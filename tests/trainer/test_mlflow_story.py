@@ -1,0 +1,70 @@
+"""What a person browsing MLflow sees: the experiment opens on its runs (classic ML), each run and
+version describes itself, the training windows are logged datasets, and the champion tag on runs
+follows the alias through promotion and rollback. A real MLflow SQLite store throughout."""
+from __future__ import annotations
+
+from mlflow import MlflowClient
+
+from trainer import retrain, rollback
+from trainer.story import CLASSIC_ML, EXPERIMENT_KIND_TAG, NOTE_TAG, runs_url
+from trainer.synthetic import make_dataset
+
+
+def client(cfg) -> MlflowClient:
+    return MlflowClient(tracking_uri=cfg.tracking_uri, registry_uri=cfg.tracking_uri)
+
+
+def champion_tag(c: MlflowClient, cfg, version: str) -> str | None:
+    run_id = c.get_model_version(cfg.registered_model_name, version).run_id
+    return c.get_run(run_id).data.tags.get("driftloop.champion")
+
+
+def test_runs_explain_themselves_and_tags_follow_the_alias(tcfg, champion):
+    c = client(tcfg)
+    exp = c.get_experiment_by_name(tcfg.experiment_name)
+    assert exp.tags[EXPERIMENT_KIND_TAG] == CLASSIC_ML == "custom_model_development"
+    assert runs_url("http://127.0.0.1:5000/", exp.experiment_id) == \
+        f"http://127.0.0.1:5000/#/experiments/{exp.experiment_id}/runs"
+
+    base = c.get_run(champion.run_id)
+    assert base.info.run_name == "first model by hand v1"
+    assert "First model v1" in base.data.tags[NOTE_TAG] and "accuracy" in base.data.tags[NOTE_TAG]
+    model = c.get_registered_model(tcfg.registered_model_name)
+    assert "binary classification" in model.description and f"`{tcfg.model.target}`" in model.description
+    assert all(f"`{f}`" in model.description for f in tcfg.model.feature_names)
+
+    window = make_dataset(1500, seed=21, concept_shift=1.0)
+    out = retrain(tcfg, window, trigger="alert", incident_id="inc-7",
+                  data_window={"rows": 1500, "start": "2026-11-30T00:00:00", "end": "2026-11-30T06:00:00",
+                               "since_change": "2026-11-30T02:00:00", "reason": "accuracy_drop"})
+    assert out.outcome == "promoted", out.reasons
+    run = c.get_run(out.run_id)
+    assert run.info.run_name == "retrain after accuracy drop (incident inc-7) v1→v2"
+    note = run.data.tags[NOTE_TAG]
+    m = out.metrics
+    for text in ("alert", "accuracy drop", "inc-7", "change point 2026-11-30T02:00:00", "**promoted**",
+                 f"{m['challenger_accuracy']:.4f}", f"{m['champion_accuracy']:.4f}",
+                 f"{m['challenger_roc_auc']:.4f}", "#### Export"):
+        assert text in note, (text, note)
+    assert c.get_model_version(tcfg.registered_model_name, "2").description == note
+
+    inputs = {(d.dataset.name, [t.value for t in d.tags if t.key == "mlflow.data.context"][0])
+              for d in run.inputs.dataset_inputs}
+    assert inputs == {(f"{tcfg.model.name} recent window", "training"), (f"{tcfg.model.name} gate holdout", "holdout")}
+    ds = next(d.dataset for d in run.inputs.dataset_inputs if "holdout" in d.dataset.name)
+    assert ds.digest and '"num_rows": 450' in ds.profile and tcfg.model.feature_names[0] in ds.schema
+    assert len(c.get_run(champion.run_id).inputs.dataset_inputs) == 2
+
+    # The alias is the truth: the runs' champion tag follows it through promotion and rollback.
+    assert (champion_tag(c, tcfg, "1"), champion_tag(c, tcfg, "2")) == ("false", "true")
+    assert rollback(tcfg) == ("2", "1")
+    assert (champion_tag(c, tcfg, "1"), champion_tag(c, tcfg, "2")) == ("true", "false")
+
+
+def test_an_existing_experiment_is_marked_classic_ml(tcfg):
+    from trainer import registry as reg
+    c = client(tcfg)
+    exp_id = c.create_experiment(tcfg.experiment_name)
+    with reg.session(tcfg):
+        assert reg.Registry(tcfg).experiment_id() == exp_id
+    assert c.get_experiment(exp_id).tags[EXPERIMENT_KIND_TAG] == CLASSIC_ML

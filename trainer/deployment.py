@@ -190,19 +190,36 @@ def export_forms(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg
                  version: str | None = None, clock: Callable[[], float] = time.perf_counter) -> ExportResult:
     """Build, check and time the ONNX forms of ``model``; never raises for a model that cannot be
     exported (``error`` / each form's ``reason`` say why)."""
-    import io
-
-    import torch
-
     if getattr(model, "spec", None):  # a training.entrypoint model: its input is a tensor, not columns
         from trainer.entrypoint_export import export_forms as export_entrypoint
         return export_entrypoint(model, reference, holdout, cfg, version=version, clock=clock)
-    t, target, threshold = cfg.training, cfg.model.target, cfg.model.threshold
     model = model.cpu().eval()
     task = task_of(model)
     features = features_of(model)
     manifest = _manifest(model, cfg, version, task)
-    result = ExportResult(manifest=manifest, task=task)
+
+    def build() -> dict[str, bytes]:
+        fp32 = to_onnx(model, reference)
+        with _quiet_quantizer():
+            return {"onnx": fp32, "onnx-int8": to_int8(fp32, reference, features, task)}
+
+    return check_forms(model, reference, holdout, cfg, ExportResult(manifest=manifest, task=task), build,
+                       lambda data: OnnxScorer(data, manifest).predict_proba, clock=clock)
+
+
+def check_forms(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg: DriftloopConfig,
+                result: ExportResult, build: Callable[[], dict[str, bytes]],
+                scorer: Callable[[bytes], Callable[[pd.DataFrame], np.ndarray]], *,
+                clock: Callable[[], float] = time.perf_counter, repeats: int = SINGLE_ROW_REPEATS) -> ExportResult:
+    """What every kind of model's export shares: the PyTorch form's size, held-out figures and
+    latencies; then each form ``build()`` makes (an ExportError is the result's ``error``), scored
+    by ``scorer(bytes)`` (rows -> the bare output, as ``predict_proba``): parity with PyTorch on the
+    reference rows, held-out figures, latencies and the verdict that publishes it or not."""
+    import io
+
+    import torch
+
+    t, target, threshold, task = cfg.training, cfg.model.target, cfg.model.threshold, result.task
     scale = target_scale(model, reference, target) if task == "regression" else 1.0
     if task == "regression":
         result.target_scale = scale
@@ -213,27 +230,25 @@ def export_forms(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg
         torch.save(model.state_dict(), buffer)
         result.forms["torch"] = _form("torch", buffer.getbuffer().nbytes, 0.0,
                                       held_out_figures(task, y, model.predict_proba(holdout), threshold),
-                                      _latencies(model.predict_proba, holdout, clock))
+                                      _latencies(model.predict_proba, holdout, clock, repeats))
         try:
-            fp32 = to_onnx(model, reference)
-            with _quiet_quantizer():
-                built = {"onnx": fp32, "onnx-int8": to_int8(fp32, reference, features, task)}
+            built = build()
         except ExportError as exc:
             result.error = str(exc)
             return result
         tolerances = {"onnx": t.export_parity_tolerance, "onnx-int8": t.int8_parity_tolerance}
         for name, data in built.items():
-            scorer = OnnxScorer(data, manifest)
-            parity = (float(np.max(np.abs(scorer.predict_proba(reference) - reference_output))) / scale
+            score = scorer(data)
+            parity = (float(np.max(np.abs(score(reference) - reference_output))) / scale
                       if len(reference) else 0.0)
-            figures = held_out_figures(task, y, scorer.predict_proba(holdout), threshold)
-            form = _form(name, len(data), parity, figures, _latencies(scorer.predict_proba, holdout, clock))
+            form = _form(name, len(data), parity, held_out_figures(task, y, score(holdout), threshold),
+                         _latencies(score, holdout, clock, repeats))
             form.reason = _refusal(task, form, result.forms["torch"], tolerances[name], t.int8_min_accuracy_ratio)
             form.published = not form.reason
             result.forms[name] = form
             if form.published:
                 result.files[FORMATS[name]] = data
-                manifest["formats"][name] = FORMATS[name]
+                result.manifest["formats"][name] = FORMATS[name]
     return result
 
 

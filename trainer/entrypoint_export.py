@@ -28,9 +28,8 @@ import torch
 
 from monitor.config import DriftloopConfig
 from monitor.errors import ExportError
-from monitor.onnx_scoring import FORMATS, OUTPUT_TEXT, OUTPUTS
-from trainer.deployment import (ExportResult, _form, _latencies, _quiet_quantizer, _refusal, _torch_threads,
-                                held_out_figures, target_scale)
+from monitor.onnx_scoring import OUTPUT_TEXT, OUTPUTS
+from trainer.deployment import ExportResult, _quiet_quantizer, check_forms
 from trainer.export import OPSET, _last_matmul
 
 INPUT = "input"
@@ -117,7 +116,7 @@ def export_forms(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg
                  version: str | None = None, clock: Callable[[], float] = time.perf_counter) -> ExportResult:
     """trainer.deployment.export_forms for an entrypoint model; never raises for a model that
     cannot be exported (``error`` says why)."""
-    t, target, threshold = cfg.training, cfg.model.target, cfg.model.threshold
+    threshold = cfg.model.threshold
     model = model.cpu().eval()
     task = model.task
     manifest: dict[str, Any] = {"version": version, "model": cfg.model.name, "task": task, "classes": model.classes,
@@ -126,36 +125,11 @@ def export_forms(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg
                                 "output": OUTPUT_TEXT[task]}
     if task == "binary":
         manifest["threshold"] = threshold
-    result = ExportResult(manifest=manifest, task=task)
-    scale = target_scale(model, reference, target) if task == "regression" else 1.0
-    if task == "regression":
-        result.target_scale = scale
-    y = holdout[target].to_numpy()
-    with _torch_threads(1):
-        reference_output = model.predict_proba(reference)
-        buffer = io.BytesIO()
-        torch.save(model.state_dict(), buffer)
-        result.forms["torch"] = _form("torch", buffer.getbuffer().nbytes, 0.0,
-                                      held_out_figures(task, y, model.predict_proba(holdout), threshold),
-                                      _latencies(model.predict_proba, holdout, clock, LATENCY_REPEATS))
-        try:
-            ref_x, hold_x = _inputs(model, reference), _inputs(model, holdout)
-            fp32 = _trace(model, ref_x[:8])
-            built = {"onnx": fp32, "onnx-int8": _int8(fp32, ref_x, task)}
-        except ExportError as exc:
-            result.error = str(exc)
-            return result
-        tolerances = {"onnx": t.export_parity_tolerance, "onnx-int8": t.int8_parity_tolerance}
-        for name, data in built.items():
-            run = _session(data)
-            parity = float(np.max(np.abs(run(ref_x) - reference_output))) / scale
-            figures = held_out_figures(task, y, run(hold_x), threshold)
-            form = _form(name, len(data), parity, figures,
-                         _latencies(_scorer(model, run), holdout, clock, LATENCY_REPEATS))
-            form.reason = _refusal(task, form, result.forms["torch"], tolerances[name], t.int8_min_accuracy_ratio)
-            form.published = not form.reason
-            result.forms[name] = form
-            if form.published:
-                result.files[FORMATS[name]] = data
-                manifest["formats"][name] = FORMATS[name]
-    return result
+
+    def build() -> dict[str, bytes]:
+        ref_x = _inputs(model, reference)
+        fp32 = _trace(model, ref_x[:8])
+        return {"onnx": fp32, "onnx-int8": _int8(fp32, ref_x, task)}
+
+    return check_forms(model, reference, holdout, cfg, ExportResult(manifest=manifest, task=task), build,
+                       lambda data: _scorer(model, _session(data)), clock=clock, repeats=LATENCY_REPEATS)

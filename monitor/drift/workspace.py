@@ -3,8 +3,8 @@
 Why: Evidently users look at monitoring over time in Evidently's own UI, which reads a workspace (a
 folder of projects and snapshots), not loose report files. One project per model (named after it),
 created with a dashboard of the series a person watches: drift share, accuracy, ROC AUC and, when
-the check estimated them, estimated accuracy and ROC AUC (the figures are the snapshot's own metrics,
-so the UI plots them against the check's timestamp).
+the check estimated them, estimated accuracy and ROC AUC (from a one-row estimates snapshot per check,
+see :func:`_estimates_snapshot`). Every figure is a snapshot metric, plotted at the check's timestamp.
 
 Retention mirrors ``drift.reports_keep``: the newest ``keep`` snapshots of the model stay, older
 ones are deleted, except those of checks named in ``protect`` (an open incident's evidence). Which
@@ -37,9 +37,42 @@ def _panels() -> list[Any]:
         line_plot_panel("Drift share", [metric("DriftedColumnsCount", "share of drifted features",
                                                value_type="share")],
                         description="share of monitored features that drifted, per check", size="full"),
-        line_plot_panel("Accuracy", [metric("Accuracy", "accuracy (labelled rows)")], size="half"),
-        line_plot_panel("ROC AUC", [metric("RocAuc", "ROC AUC (labelled rows)")], size="half"),
+        line_plot_panel("Accuracy", [metric("Accuracy", "accuracy (labelled rows)"),
+                                     metric("MeanValue", "estimated accuracy (from scores)",
+                                            column="estimated_accuracy")], size="half"),
+        line_plot_panel("ROC AUC", [metric("RocAuc", "ROC AUC (labelled rows)"),
+                                    metric("MeanValue", "estimated ROC AUC (from scores)",
+                                           column="estimated_roc_auc")], size="half"),
+        line_plot_panel("Estimated performance", [
+            metric("MeanValue", "estimated accuracy", column="estimated_accuracy"),
+            metric("MeanValue", "estimated ROC AUC", column="estimated_roc_auc")],
+            description="accuracy and ROC AUC estimated from the scores alone (CBPE), before labels arrive",
+            size="full"),
     ]
+
+
+ESTIMATES = ("estimated_accuracy", "estimated_roc_auc")
+
+
+def _estimates_snapshot(result: Any) -> Any:
+    """A small snapshot of the check's estimated performance, or None when it estimated nothing.
+    Why a second snapshot: the estimates are driftloop's own figures, not metrics of Evidently's
+    report; a one-row table through Evidently's built-in ``MeanValue`` puts them on the dashboard
+    as series any ``evidently ui`` can read (a custom metric class would need driftloop installed
+    in the UI's environment)."""
+    values = {k: getattr(result, k, None) for k in ESTIMATES}
+    values = {k: float(v) for k, v in values.items() if v is not None}
+    if not values:
+        return None
+    from datetime import datetime, timezone
+
+    import pandas as pd
+    from evidently import Report
+    from evidently.metrics import MeanValue
+    report = Report([MeanValue(column=k) for k in values])
+    return report.run(pd.DataFrame([values]), None, name=f"{result.check_id} estimates",
+                      timestamp=datetime.fromtimestamp(result.checked_at, tz=timezone.utc),
+                      tags=["driftloop-estimates"], metadata={"model": result.model, "check_id": result.check_id})
 
 
 def _index_path(root: Path, model: str) -> Path:
@@ -60,15 +93,19 @@ def project_for(workspace: Any, model: str) -> Any:
         if project.name == model:
             return project
     project = workspace.create_project(model, description=f"driftloop checks of model {model}")
-    for panel in _panels():
-        project.dashboard.add_panel(panel, tab=DASHBOARD_TAB)
+    # One save of the whole dashboard: Evidently 0.7's add_panel lists a panel twice in an existing tab.
+    from evidently.sdk.models import DashboardModel, DashboardTabModel
+    panels = _panels()
+    workspace.save_dashboard(project.id, DashboardModel(
+        tabs=[DashboardTabModel(title=DASHBOARD_TAB, panels=[p.id for p in panels])], panels=panels))
     return project
 
 
 def add_snapshot(result: Any, folder: str | os.PathLike[str], *, keep: int = 50,
                  protect: Iterable[str] = ()) -> str | None:
-    """Add ``result.snapshot`` to the workspace at ``folder`` (named after the check), then prune;
-    return the snapshot id, or None when the result carries no snapshot."""
+    """Add ``result.snapshot`` to the workspace at ``folder`` (named after the check; with a small
+    estimates snapshot when the check estimated performance), then prune; return the report's
+    snapshot id, or None when the result carries no snapshot."""
     if result.snapshot is None:
         return None
     from evidently.ui.workspace import Workspace
@@ -77,11 +114,14 @@ def add_snapshot(result: Any, folder: str | os.PathLike[str], *, keep: int = 50,
     workspace = Workspace(str(root))
     project = project_for(workspace, result.model)
     ref = workspace.add_run(project.id, result.snapshot, name=result.check_id)
+    ids = [str(ref.id)]
+    estimates = _estimates_snapshot(result)
+    if estimates is not None:
+        ids.append(str(workspace.add_run(project.id, estimates).id))
     index_path = _index_path(root, result.model)
     index = _read_index(index_path)
     index["project_id"] = str(project.id)
-    index["snapshots"].append({"check_id": result.check_id, "snapshot_id": str(ref.id),
-                               "checked_at": result.checked_at})
+    index["snapshots"].append({"check_id": result.check_id, "snapshot_ids": ids, "checked_at": result.checked_at})
     index["snapshots"] = _prune(workspace, project.id, index["snapshots"], keep, set(protect))
     atomic_write_text(index_path, json.dumps(index), mode=READABLE)
     return str(ref.id)
@@ -98,9 +138,10 @@ def _prune(workspace: Any, project_id: Any, entries: list[dict[str, Any]], keep:
             kept.append(entry)
             continue
         try:
-            workspace.delete_run(project_id, entry["snapshot_id"])
+            for snapshot_id in entry.get("snapshot_ids", []):
+                workspace.delete_run(project_id, snapshot_id)
         except Exception as exc:  # one stuck snapshot must not stop the check; it stays indexed
-            log.warning("could not delete old Evidently snapshot %s: %s", entry.get("snapshot_id"), exc)
+            log.warning("could not delete the old Evidently snapshots of check %s: %s", entry.get("check_id"), exc)
             kept.append(entry)
     return sorted(kept, key=lambda e: e.get("checked_at") or 0)
 

@@ -3,6 +3,12 @@ figures) and the Evidently workspace (a project per model with a dashboard, one 
 pruned like the report files, an open incident's snapshot kept)."""
 import dataclasses
 import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -60,15 +66,19 @@ def test_workspace_gets_a_project_with_a_dashboard_and_one_snapshot_per_check(tm
     for i in range(5):
         r = dataclasses.replace(result, check_id=f"c{i}", checked_at=T0 + 3600 * i)
         ids.append(add_snapshot(r, folder, keep=3, protect={"c0"}))
+        assert len(Workspace(str(folder)).list_projects()) == 1
     assert snapshot_checks(folder, "demo") == ["c0", "c2", "c3", "c4"]  # c0: an open incident's evidence
     ws = Workspace(str(folder))
     [project] = ws.list_projects()
     assert project.name == "demo"
     runs = {str(s) for s in ws.list_runs(project.id)}
-    assert runs == {ids[0], ids[2], ids[3], ids[4]}
+    assert result.estimated_accuracy is not None  # so each check also adds its estimates snapshot
+    assert {ids[0], ids[2], ids[3], ids[4]} <= runs and len(runs) == 8
     dashboard = ws.get_dashboard(project.id)
     titles = {p.title for p in dashboard.panels}
     assert {"Drift share", "Accuracy", "ROC AUC"} <= titles
+    [tab] = dashboard.tabs
+    assert sorted(map(str, tab.panels)) == sorted(str(p.id) for p in dashboard.panels)  # each panel once
     snap = ws.get_run(project.id, ids[4])
     assert snap.name == "c4"
     assert add_snapshot(dataclasses.replace(result, snapshot=None), folder) is None
@@ -81,3 +91,65 @@ def test_an_incidents_report_paths_name_its_checks(tmp_path, result):
     paths = save_report(result, tmp_path, keep=5)
     kept = [str(tmp_path / "incidents" / "i1" / p.name) for p in (paths.html, summary_path(paths.html), paths.json)]
     assert report_check_ids([*kept, "/x/notes.txt", "/x/other-20200101T000000Z-abc.json"], "demo") == {result.check_id}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _call(url: str, body: dict | None = None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def test_evidently_ui_serves_every_dashboard_panel_with_data(tmp_path, result):
+    """The real ``evidently ui --workspace``: the project is listed and each panel's series has a
+    value per check, at the checks' own timestamps."""
+    folder = tmp_path / "evidently"
+    for i in range(2):
+        add_snapshot(dataclasses.replace(result, check_id=f"u{i}", checked_at=T0 + 3600 * i,
+                                         snapshot=_at(result.snapshot, T0 + 3600 * i)), folder, keep=5)
+    port = _free_port()
+    exe = Path(sys.executable).with_name("evidently")
+    proc = subprocess.Popen([str(exe), "ui", "--workspace", str(folder), "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}/api"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                projects = _call(f"{base}/projects")
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.5)
+        [project] = projects
+        assert project["name"] == "demo"
+        dashboard = _call(f"{base}/v2/dashboards/{project['id']}")
+        panels = {p["title"]: p for p in dashboard["panels"]}
+        for title in ("Drift share", "Accuracy", "ROC AUC", "Estimated performance"):
+            filters = [{"tags": [], "metadata": {}, "metric": v["metric"], "metric_labels": v["metric_labels"]}
+                       for v in panels[title]["values"]]
+            data = _call(f"{base}/v2/snapshots/{project['id']}/data_series_batch", {"series_filter": filters})
+            for i in range(len(filters)):
+                values = [v for s in data["series"] if s["filter_index"] == i for v in s["values"] if v is not None]
+                assert len(values) == 2, (title, filters[i], data["series"])
+            if title == "Drift share":
+                assert data["series"][0]["values"][0] == pytest.approx(result.drift_share)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _at(snapshot, ts):
+    """The same Evidently snapshot stamped at another time (as a later check's would be)."""
+    from datetime import datetime, timezone
+    copy = snapshot.__class__.__new__(snapshot.__class__)
+    copy.__dict__.update(snapshot.__dict__)
+    copy._timestamp = datetime.fromtimestamp(ts, tz=timezone.utc)
+    return copy

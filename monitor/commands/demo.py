@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import socket
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,9 @@ def command(ctx: click.Context, home: Path, port: int | None, fast: bool, keep_s
             s.bind((base.server.host, 0))
             port = s.getsockname()[1]
     if example == "digits":
+        # The service thread loads each new champion from MLflow; its progress bars would cut the timeline.
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        warnings.filterwarnings("ignore", category=UserWarning, module="mlflow")  # hints about its own inference
         loop = _digits_loop()
         digits_plan = loop.DigitsPlan.fast() if fast else loop.DigitsPlan()
         prepare_home(home)

@@ -63,3 +63,11 @@ def test_the_cnn_trains_with_fp16_amp_on_cuda(tmp_path, mlflow_template):
     assert base.metrics["accuracy"] >= 0.9, base.metrics
     params = mlflow.MlflowClient(cfg.tracking_uri).get_run(base.run_id).data.params
     assert params["loop.amp"] == "fp16" and params["loop.device"] == "cuda", params
+
+
+def test_the_examples_configuration_loads():
+    from pathlib import Path
+
+    from monitor.config import load_config
+    cfg = load_config(Path(__file__).resolve().parents[2] / "examples" / "digits" / "driftloop.yaml", environ={})
+    assert cfg.training.entrypoint == "examples.digits.model:Digits" and cfg.model.embedding_dim("image_emb") == 32

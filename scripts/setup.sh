@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything driftloop and its tests need on a fresh Debian machine:
-# Debian packages (Prometheus, promtool, Alertmanager, PostgreSQL) when missing and we are root,
+# Debian packages (Prometheus, promtool, Alertmanager, PostgreSQL, Chromium) when missing and we are root,
 # then a virtual environment in .venv with the project and its dev extras.
 # Idempotent and quick when nothing changed.
 set -euo pipefail
@@ -12,6 +12,8 @@ command -v promtool >/dev/null || need+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || need+=(prometheus-alertmanager)
 command -v amtool >/dev/null || need+=(prometheus-alertmanager)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+# Headless browser for the tests that look at MLflow's and Evidently's UIs as a user would.
+command -v chromium >/dev/null || command -v chromium-browser >/dev/null || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "setup: installing Debian packages: ${need[*]}" >&2

@@ -325,7 +325,9 @@ def _print_summary(cfg: DriftloopConfig, r: DemoResult, echo: Callable[[str], No
     echo(f"      accuracy before the drift {_fmt(r.pre_drift_accuracy)}; after recovery {_fmt(r.recovered_accuracy)}"
          f"; champion v{r.baseline_version} -> v{r.final_champion}; {len(r.alerts)} alert event(s); {r.seconds:.0f} s")
     echo("Where to look:")
+    from trainer.story import experiment_link
     echo(f"  MLflow runs and versions:  mlflow ui --backend-store-uri {cfg.tracking_uri} --port 5000")
+    echo(f"                             then open {experiment_link(cfg)}")
     echo(f"  Evidently reports (HTML):  {(home / 'reports')}")
     echo(f"  Status and one check now:  DRIFTLOOP_HOME={home} driftloop status   (and ... driftloop check)")
     echo("  Prometheus + Grafana:      GF_ADMIN_PASSWORD=... docker compose up  (then http://127.0.0.1:3000)")

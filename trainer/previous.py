@@ -155,6 +155,8 @@ def reinstate(cfg: Any, registry: Any, recalled: Recalled, champion: Champion, t
         if promote:
             registry.client.set_model_version_tag(registry.name, version, "driftloop.reinstated_from", champion.version)
             registry.client.set_model_version_tag(registry.name, version, "driftloop.reinstated_by_run", run.info.run_id)
+            story.append_version_note(registry, version, f"**Reinstated** as champion over v{champion.version} "
+                                      f"({name}; run `{run.info.run_id}`)")
     log.info("retrain v%s: %s earlier version v%s (%s)", champion.version,
              "reinstated" if promote else "did not reinstate", version, "; ".join(reasons))
     return RetrainOutcome(outcome=outcome, challenger_version=version,

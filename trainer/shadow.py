@@ -71,6 +71,8 @@ def _save(registry: Any, state: ShadowState) -> None:
 def _end(registry: Any, state: ShadowState, outcome: str) -> str:
     registry.client.delete_registered_model_tag(registry.name, SHADOW_TAG)
     registry.client.set_model_version_tag(registry.name, state.version, SHADOW_TAG, outcome[:4900])
+    from trainer.story import append_version_note
+    append_version_note(registry, state.version, f"**Shadow:** {outcome}")
     message = f"shadow v{state.version}: {outcome}"
     log.info("%s", message)
     return message

@@ -4,7 +4,8 @@ marked as classic machine learning so its link opens on the runs list.
 
 MLflow 3 opens an experiment on its GenAI "Overview" (traces) unless the experiment's tag
 ``mlflow.experimentKind`` says ``custom_model_development`` ("Machine learning" in its kind
-selector); with it, ``#/experiments/<id>`` shows the runs. Descriptions are MLflow's own places for
+selector); with it the experiment page shows runs, not traces. The UI as a whole also starts in
+its GenAI view unless the link says ``workflowType=machine_learning`` (:func:`runs_url`). Descriptions are MLflow's own places for
 them: a run's tag ``mlflow.note.content`` (the run page's "Description"), the registered model's
 and each version's description. Everything here only writes text; none of it is read back by
 driftloop, which keeps its state in tags and aliases (trainer/registry.py).
@@ -25,8 +26,10 @@ REASON_WORDS = {"accuracy_drop": "accuracy drop", "auc_drop": "ROC AUC drop", "d
 
 
 def runs_url(base: str, experiment_id: str) -> str:
-    """The link to an experiment's runs (the model-training view) on an MLflow UI at ``base``."""
-    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs"
+    """The link to an experiment's runs on an MLflow UI at ``base``, in its "Model training" view:
+    MLflow 3.17's UI starts in its GenAI view (a global switch kept in the browser), where even a
+    ``/runs`` link shows GenAI navigation; ``workflowType=machine_learning`` switches a fresh browser."""
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
 
 
 def _words(reason: Any) -> str:
@@ -201,3 +204,21 @@ def record(registry: Any, run_id: str, version: str | None, note: str, name: str
     registry.client.update_run(run_id, name=name)
     if version is not None:
         registry.client.update_model_version(registry.name, version, description=note[:4900])
+
+
+def experiment_link(cfg: Any, base: str = "http://127.0.0.1:5000") -> str:
+    """The runs list of the model's experiment on an MLflow UI at ``base`` (the experiments list when
+    the experiment does not exist yet); reads the store, creates nothing, never raises."""
+    try:
+        from mlflow import MlflowClient
+        exp = MlflowClient(tracking_uri=cfg.tracking_uri).get_experiment_by_name(cfg.experiment_name)
+    except Exception:
+        exp = None
+    return runs_url(base, exp.experiment_id) if exp is not None else f"{base.rstrip('/')}/#/experiments"
+
+
+def append_version_note(registry: Any, version: str, line: str) -> None:
+    """Add ``line`` (what happened to the version later: shadow verdict, reinstatement) to its description."""
+    current = registry.client.get_model_version(registry.name, version).description or ""
+    text = f"{current}\n\n{line}" if current else line
+    registry.client.update_model_version(registry.name, version, description=text[-4900:])

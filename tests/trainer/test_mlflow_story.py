@@ -3,10 +3,16 @@ version describes itself, the training windows are logged datasets, and the cham
 follows the alias through promotion and rollback. A real MLflow SQLite store throughout."""
 from __future__ import annotations
 
+import shutil
+import subprocess
+
+import pytest
 from mlflow import MlflowClient
 
+from tests.support.mlflow_server import start_mlflow_server
+
 from trainer import retrain, rollback
-from trainer.story import CLASSIC_ML, EXPERIMENT_KIND_TAG, NOTE_TAG, runs_url
+from trainer.story import CLASSIC_ML, EXPERIMENT_KIND_TAG, NOTE_TAG, experiment_link, runs_url
 from trainer.synthetic import make_dataset
 
 
@@ -24,7 +30,8 @@ def test_runs_explain_themselves_and_tags_follow_the_alias(tcfg, champion):
     exp = c.get_experiment_by_name(tcfg.experiment_name)
     assert exp.tags[EXPERIMENT_KIND_TAG] == CLASSIC_ML == "custom_model_development"
     assert runs_url("http://127.0.0.1:5000/", exp.experiment_id) == \
-        f"http://127.0.0.1:5000/#/experiments/{exp.experiment_id}/runs"
+        f"http://127.0.0.1:5000/#/experiments/{exp.experiment_id}/runs?workflowType=machine_learning"
+    assert experiment_link(tcfg) == runs_url("http://127.0.0.1:5000", exp.experiment_id)
 
     base = c.get_run(champion.run_id)
     assert base.info.run_name == "first model by hand v1"
@@ -68,3 +75,41 @@ def test_an_existing_experiment_is_marked_classic_ml(tcfg):
     with reg.session(tcfg):
         assert reg.Registry(tcfg).experiment_id() == exp_id
     assert c.get_experiment(exp_id).tags[EXPERIMENT_KIND_TAG] == CLASSIC_ML
+
+
+def chromium() -> str | None:
+    return next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p), None)
+
+
+def rendered(browser: str, url: str, tmp_path) -> str:
+    """The DOM of ``url`` after MLflow's single-page app has fetched and rendered (headless Chromium)."""
+    out = subprocess.run([browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                          f"--user-data-dir={tmp_path / 'chromium'}", "--virtual-time-budget=20000",
+                          "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    return out.stdout
+
+
+def test_the_printed_link_lands_on_the_runs_in_a_browser(tcfg, champion, tmp_path):
+    """A fresh browser following the link driftloop prints sees the runs in MLflow's model-training
+    view (not its GenAI overview) with readable names and datasets; a run page renders its description."""
+    browser = chromium()
+    if browser is None:
+        pytest.skip("chromium is not installed (scripts/setup.sh installs it)")
+    out = retrain(tcfg, make_dataset(800, seed=21, concept_shift=1.0), trigger="alert", incident_id="inc-8",
+                  data_window={"rows": 800, "reason": "accuracy_drop"})
+    workdir = tmp_path / "server"
+    workdir.mkdir()
+    shutil.copy(tcfg.tracking_uri[len("sqlite:///"):], workdir / "mlflow.db")
+    server = start_mlflow_server(workdir)
+    try:
+        link = experiment_link(tcfg, server.url)  # what `driftloop demo` prints
+        dom = rendered(browser, link, tmp_path)
+        for text in ("first model by hand v1", "retrain after accuracy drop (incident inc-8) v1→v2",
+                     f"{tcfg.model.name} recent window", "Model registry"):  # runs, datasets, the ML navigation
+            assert text in dom, (text, dom[-2000:])
+        assert "Detect Issues" not in dom and "Training runs" not in dom  # not the GenAI view
+        exp_id = link.split("/experiments/")[1].split("/")[0]
+        dom = rendered(browser, f"{server.url}/#/experiments/{exp_id}/runs/{out.run_id}", tmp_path)
+        assert "Retrain of v1" in dom and "inc-8" in dom and "Held-out figures" in dom, dom[-2000:]
+    finally:
+        server.stop()

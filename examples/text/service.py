@@ -35,7 +35,7 @@ def create_app(champion: Champion, driftloop: DriftloopClient, id_column: str = 
     def predict(rows: list[dict[str, Any]]) -> dict[str, Any]:
         frame = pd.DataFrame(rows)  # request_id, text
         frame[EMBEDDING] = embedding_column(frame["text"])
-        version, output = champion.score(frame)
+        version, output = champion.score(frame[[EMBEDDING]])  # the model's one input
         driftloop.log_predictions(frame.join(output), model_version=version)  # the text itself is not sent
         probabilities = output.filter(like=PROBA_PREFIX).rename(columns=lambda c: c.removeprefix(PROBA_PREFIX))
         return {"model_version": version,

@@ -3,6 +3,7 @@ figures) and the Evidently workspace (a project per model with a dashboard, one 
 pruned like the report files, an open incident's snapshot kept)."""
 import dataclasses
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -141,6 +142,16 @@ def test_evidently_ui_serves_every_dashboard_panel_with_data(tmp_path, result):
                 assert len(values) == 2, (title, filters[i], data["series"])
             if title == "Drift share":
                 assert data["series"][0]["values"][0] == pytest.approx(result.drift_share)
+        browser = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser")) if p), None)
+        if browser is not None:  # what a person sees: the dashboard drawn, one point per check and series
+            dom = subprocess.run([browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                                  f"--user-data-dir={tmp_path / 'chromium'}", "--virtual-time-budget=20000",
+                                  "--window-size=1400,1400", "--dump-dom",
+                                  f"http://127.0.0.1:{port}/projects/{project['id']}"],
+                                 capture_output=True, text=True, timeout=180).stdout
+            for text in ("Drift share", "accuracy (labelled rows)", "ROC AUC (labelled rows)", "estimated accuracy"):
+                assert text in dom, dom[-3000:]
+            assert dom.count("<circle") >= 2 * 7, dom[-3000:]  # 7 series (1 + 2 + 2 + 2), 2 checks
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -40,7 +40,7 @@ from torch import nn
 from monitor.config import DriftloopConfig, ModelConfig
 from monitor.embeddings import INPUT_URI
 from monitor.errors import ConfigError, DataError
-from trainer.entrypoint_model import EntrypointModel, load_object
+from trainer.entrypoint_model import EntrypointModel, import_user_module, load_object
 
 REQUIRED = ("build_model", "dataset")
 
@@ -51,7 +51,7 @@ def load_entrypoint(spec: str) -> Any:
     if not sep or not module_name or not attr:
         raise ConfigError(f"training.entrypoint must look like 'package.module:Object', got {spec!r}")
     try:
-        importlib.import_module(module_name)
+        import_user_module(module_name)
     except Exception as exc:  # an ImportError, or whatever the module raises while importing
         raise ConfigError(f"training.entrypoint {spec!r}: cannot import {module_name!r}: "
                           f"{type(exc).__name__}: {exc}") from exc

@@ -34,11 +34,28 @@ INPUT_URI = "input_uri"  # monitor.embeddings.INPUT_URI, repeated: serving must 
 SCORING_BATCH = 256      # rows per forward when scoring: images, not table rows
 
 
+def import_user_module(module_name: str) -> Any:
+    """Import the user's module; as uvicorn and gunicorn do, the working directory is searched too
+    (the ``driftloop`` console script's own path does not hold the user's project folder), after
+    the installed packages."""
+    import os
+    import sys
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        here = os.getcwd()
+        top = exc.name is not None and (module_name == exc.name or module_name.startswith(exc.name + "."))
+        if not top or here in sys.path:
+            raise  # a module the user's code imports is missing: say that, don't retry
+        sys.path.append(here)
+        return importlib.import_module(module_name)
+
+
 def load_object(spec: str) -> Any:
     """The object a spec names: an instance of a class (made with no arguments) or the object itself.
     Raises ImportError / AttributeError; trainer.entrypoint turns them into a ConfigError."""
     module_name, _, attr = spec.partition(":")
-    obj = getattr(importlib.import_module(module_name), attr)
+    obj = getattr(import_user_module(module_name), attr)
     return obj() if isinstance(obj, type) else obj
 
 

@@ -39,6 +39,20 @@ def test_loading_errors_name_the_spec(spec, words):
     assert spec in str(err.value) and words in str(err.value)
 
 
+def test_a_module_in_the_working_directory_loads_like_uvicorn_apps(tmp_path, monkeypatch):
+    """The `driftloop` console script's path does not hold the user's project: the working
+    directory is searched too; a module the user's code imports that is missing is said as such."""
+    import sys
+    (tmp_path / "my_project_entry.py").write_text(
+        "class Model:\n    def build_model(self, task, n_outputs): ...\n    def dataset(self, refs, train): ...\n")
+    (tmp_path / "my_broken_entry.py").write_text("import no_such_dependency_xyz\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    assert type(load_entrypoint("my_project_entry:Model")).__name__ == "Model"
+    with pytest.raises(ConfigError, match="no_such_dependency_xyz"):
+        load_entrypoint("my_broken_entry:Model")
+
+
 def test_build_model_must_return_a_module(tmp_path):
     spec = "tests.trainer.entry_digits:NotAModule"
     cfg = digits_config(tmp_path / "home", spec=spec)

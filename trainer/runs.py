@@ -1,4 +1,4 @@
-"""What every training run shares: a readable name, lineage tags, params, live epoch metrics,
+"""What every training run shares: lineage tags, params, live epoch metrics,
 and an MLflow run that ends FINISHED, KILLED (interrupted, resumable) or FAILED."""
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import dataclasses
 import json
 import math
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -14,23 +13,6 @@ from monitor.config import DriftloopConfig
 from monitor.errors import UserInputError
 from trainer.loop import LoopConfig, TrainingInterrupted
 from trainer.outcomes import TRIGGERS
-
-
-def utc_stamp(now: datetime | None = None) -> str:
-    return (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%S")
-
-
-def run_name(kind: str, trigger: str, parent_version: str | None = None, incident_id: Any = None,
-             now: datetime | None = None) -> str:
-    """e.g. ``retrain-v3-alert-inc12-20261130T031200`` or ``train-manual-20261130T031200``."""
-    parts = [kind]
-    if parent_version is not None:
-        parts.append(f"v{parent_version}")
-    parts.append(trigger)
-    if incident_id not in (None, ""):
-        parts.append(f"inc{incident_id}")
-    parts.append(utc_stamp(now))
-    return "-".join(parts)
 
 
 def check_trigger(trigger: str) -> None:

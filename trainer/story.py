@@ -32,6 +32,11 @@ def runs_url(base: str, experiment_id: str) -> str:
     return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
 
 
+def run_url(base: str, experiment_id: str, run_id: str) -> str:
+    """A run's page in the "Model training" view (without the switch it opens among GenAI "Evaluation runs")."""
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}?workflowType=machine_learning"
+
+
 def _words(reason: Any) -> str:
     text = str(reason or "")
     return REASON_WORDS.get(text, text.replace("_", " "))
@@ -119,7 +124,7 @@ def retrain_note(*, trigger: str, incident_id: Any, reason: Any, data_window: An
                  concept: dict[str, Any], figure: str, start: str, exported: Any, rows: dict[str, int]) -> str:
     """The retrain run's description: why it ran, on what, what the gate said with the numbers."""
     verdict = "**promoted**: champion moved to" if outcome == "promoted" else "**not promoted**: champion stays"
-    cause = f"{_words(reason)} " if reason else ""
+    cause = f"{_words(reason)}; " if reason else ""
     incident = f"incident `{incident_id}`" if incident_id not in (None, "") else "no incident"
     holds = "still holds" if concept.get("holds") else "no longer holds"
     return "\n".join([
@@ -154,7 +159,7 @@ def reinstate_note(*, trigger: str, incident_id: Any, reason: Any, data_window: 
     incident = f"incident `{incident_id}`" if incident_id not in (None, "") else "no incident"
     return "\n".join([
         f"### Earlier version v{version} reinstated over v{parent}: {outcome}", "",
-        f"- **Trigger:** {trigger} ({(_words(reason) + ' ') if reason else ''}{incident})",
+        f"- **Trigger:** {trigger} ({(_words(reason) + '; ') if reason else ''}{incident})",
         f"- **Data window:** {window_text(data_window)}",
         "- **No training:** an earlier champion passed the gate on the held-out recent rows", "",
         "| reason |", "|---|", *(f"| {r.replace('|', '/')} |" for r in reasons or ["—"]), "",

@@ -12,7 +12,7 @@ from mlflow import MlflowClient
 from tests.support.mlflow_server import start_mlflow_server
 
 from trainer import retrain, rollback
-from trainer.story import CLASSIC_ML, EXPERIMENT_KIND_TAG, NOTE_TAG, experiment_link, runs_url
+from trainer.story import CLASSIC_ML, EXPERIMENT_KIND_TAG, NOTE_TAG, experiment_link, run_url, runs_url
 from trainer.synthetic import make_dataset
 
 
@@ -109,7 +109,9 @@ def test_the_printed_link_lands_on_the_runs_in_a_browser(tcfg, champion, tmp_pat
             assert text in dom, (text, dom[-2000:])
         assert "Detect Issues" not in dom and "Training runs" not in dom  # not the GenAI view
         exp_id = link.split("/experiments/")[1].split("/")[0]
-        dom = rendered(browser, f"{server.url}/#/experiments/{exp_id}/runs/{out.run_id}", tmp_path)
-        assert "Retrain of v1" in dom and "inc-8" in dom and "Held-out figures" in dom, dom[-2000:]
+        dom = rendered(browser, run_url(server.url, exp_id, out.run_id), tmp_path)
+        for text in ("Retrain of v1", "accuracy drop; incident", "inc-8", "Model registry"):
+            assert text in dom, (text, dom[-2000:])
+        assert "Evaluation runs" not in dom
     finally:
         server.stop()

@@ -45,12 +45,20 @@ def test_concept_drift_retrains_promotes_and_recovers(make_config, daemon_for):
     # The reports it cites are kept in the incident's own folder: report retention cannot remove them.
     kept = [p for p in incident.report_paths if p.endswith(report.outcome.report_html.name)]
     assert kept and f"incidents/{incident.id}/" in kept[0] and open(kept[0]).read() == report.outcome.report_html.read_text()
+    summary = [p for p in incident.report_paths if p.endswith(".summary.html")]  # the page MLflow's viewer renders
+    assert summary and f"incidents/{incident.id}/" in summary[0] and "<script" not in open(summary[0]).read()
+    from monitor.drift.workspace import snapshot_checks  # each check's snapshot went to the Evidently workspace
+    assert snapshot_checks(cfg.evidently_workspace, cfg.model.name)[-1] == report.outcome.result.check_id
+    assert len(snapshot_checks(cfg.evidently_workspace, cfg.model.name)) == 2
     assert daemon.wait_for_retrain(300)
 
     incident = daemon.controller.incidents.get(incident.id)
     attempt = daemon.controller.attempts.for_incident(incident.id)[0]
     assert incident.state == "promoted", (incident.outcome_reasons, attempt.error)
     assert attempt.status == "promoted" and attempt.challenger_version == "2" and attempt.samples_per_second > 0
+    from mlflow import MlflowClient  # the retrain run carries the summary page MLflow's viewer renders
+    attached = [a.path for a in MlflowClient(tracking_uri=cfg.tracking_uri).list_artifacts(attempt.run_id, "reports")]
+    assert any(p.endswith(".summary.html") for p in attached), attached
     # Trained on the rows after the last healthy window, not on the stationary ones before.
     assert attempt.rows == 1500 and incident.window_start is not None
     assert pd.Timestamp(attempt.data_window["start"]).timestamp() > incident.window_start

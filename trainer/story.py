@@ -21,8 +21,11 @@ EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 CLASSIC_ML = "custom_model_development"
 NOTE_TAG = "mlflow.note.content"
 TRIGGER_WORDS = {"alert": "after an alert", "schedule": "on schedule", "manual": "by hand"}
-REASON_WORDS = {"accuracy_drop": "accuracy drop", "auc_drop": "ROC AUC drop", "drift": "data drift",
-                "data_drift": "data drift", "mae_rise": "MAE rise", "rule": "alert rule"}
+REASON_WORDS = {  # the daemon's incident reasons (monitor/daemon/incidents.py REASONS) in words
+    "accuracy": "accuracy drop", "roc_auc": "ROC AUC drop", "precision": "precision drop", "recall": "recall drop",
+    "f1": "F1 drop", "positive_rate": "positive rate shift", "macro_f1": "macro F1 drop",
+    "weighted_f1": "weighted F1 drop", "mae": "MAE rise", "rmse": "RMSE rise", "mape": "MAPE rise", "r2": "R² drop",
+    "drift": "data drift", "alertmanager": "an Alertmanager alert", "schedule": "schedule", "manual": "request"}
 
 
 def runs_url(base: str, experiment_id: str) -> str:
@@ -39,6 +42,9 @@ def run_url(base: str, experiment_id: str, run_id: str) -> str:
 
 def _words(reason: Any) -> str:
     text = str(reason or "")
+    metric, _, cls = text.partition("[")  # a per-class reason: precision[cat]
+    if cls and metric in REASON_WORDS:
+        return f"{REASON_WORDS[metric]} ({cls.rstrip(']')})"
     return REASON_WORDS.get(text, text.replace("_", " "))
 
 
@@ -47,7 +53,8 @@ def readable_name(kind: str, trigger: str, *, reason: Any = None, incident_id: A
     """e.g. ``retrain after accuracy drop (incident 12) v3→v4`` or ``first model by hand v1``:
     what happened and why, in the words a person reads, short enough for the runs table."""
     head = "first model" if kind == "baseline" else ("reinstate" if kind == "reinstate" else "retrain")
-    why = f"after {_words(reason)}" if reason else TRIGGER_WORDS.get(trigger, trigger)
+    why = (f"after {_words(reason)}" if reason and reason not in TRIGGER_WORDS
+           else TRIGGER_WORDS.get(trigger, trigger))
     parts = [head, why]
     if incident_id not in (None, ""):
         parts.append(f"(incident {incident_id})")

@@ -43,7 +43,7 @@ def test_runs_explain_themselves_and_tags_follow_the_alias(tcfg, champion):
     window = make_dataset(1500, seed=21, concept_shift=1.0)
     out = retrain(tcfg, window, trigger="alert", incident_id="inc-7",
                   data_window={"rows": 1500, "start": "2026-11-30T00:00:00", "end": "2026-11-30T06:00:00",
-                               "since_change": "2026-11-30T02:00:00", "reason": "accuracy_drop"})
+                               "since_change": "2026-11-30T02:00:00", "reason": "accuracy"})
     assert out.outcome == "promoted", out.reasons
     run = c.get_run(out.run_id)
     assert run.info.run_name == "retrain after accuracy drop (incident inc-7) v1→v2"
@@ -96,7 +96,7 @@ def test_the_printed_link_lands_on_the_runs_in_a_browser(tcfg, champion, tmp_pat
     if browser is None:
         pytest.skip("chromium is not installed (scripts/setup.sh installs it)")
     out = retrain(tcfg, make_dataset(800, seed=21, concept_shift=1.0), trigger="alert", incident_id="inc-8",
-                  data_window={"rows": 800, "reason": "accuracy_drop"})
+                  data_window={"rows": 800, "reason": "accuracy"})
     workdir = tmp_path / "server"
     workdir.mkdir()
     shutil.copy(tcfg.tracking_uri[len("sqlite:///"):], workdir / "mlflow.db")

@@ -505,7 +505,8 @@ class Controller:
         since = None
         if incident.change_ts is not None:
             # A located step: rows before it are the old concept. Wait for enough rows after it.
-            since = pd.Timestamp(incident.change_ts, unit="s", tz="UTC")
+            # Stored times are whole microseconds; float seconds can miss one by a fraction of a microsecond.
+            since = pd.Timestamp(incident.change_ts, unit="s", tz="UTC").round("us")
             window = self.store.window(last_n=n, since=since, labelled_only=True)
             if len(window) < need and not forced:
                 msg = (f"waiting for {need - len(window)} more labelled rows after the change at "
@@ -516,7 +517,7 @@ class Controller:
         elif incident.window_start is not None:
             # No step located (a gradual decline): rows after the last healthy window when there are
             # enough of them, else the most recent rows. Waiting would only let the decline go on.
-            since = pd.Timestamp(incident.window_start, unit="s", tz="UTC")
+            since = pd.Timestamp(incident.window_start, unit="s", tz="UTC").round("us")
             window = self.store.window(last_n=n, since=since, labelled_only=True)
             window = window[window["ts"] > since]
             if len(window) < need:

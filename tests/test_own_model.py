@@ -67,7 +67,8 @@ def test_own_csv_and_service_through_the_whole_loop(project: Path):
     # id and said so; --id names it explicitly; then a commented config.
     taken = driftloop(project, "init", "--data", "churn.csv", "--target", "churned").stderr
     assert "Using column 'customer_id' as the record id (text, unique on every row, named like an id" in taken
-    out = driftloop(project, "init", "--data", "churn.csv", "--target", "churned", "--id", "customer_id").stdout
+    out = driftloop(project, "init", "--data", "churn.csv", "--target", "churned", "--id", "customer_id",
+                    "--force").stdout
     assert "4 numeric and 2 categorical" in out
     text = (project / "driftloop.yaml").read_text()
     assert "{name: is_senior, type: numeric}" in text and "boolean" in text and "{name: plan, type: categorical}" in text

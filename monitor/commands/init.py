@@ -201,8 +201,9 @@ def command(data_path: str, target: str, task: str | None, id_column: str | None
     kinds = {t: sum(f.type == t for f in features) for t in ("numeric", "categorical", "embedding")}
     what = f"{inferred.task}" + (f" ({len(inferred.classes)} classes)" if inferred.task == "multiclass"
                                  and inferred.classes else "")
-    click.echo(f"Wrote {out}: model {model_name!r}, {what}, target {target!r}, {kinds['numeric']} numeric, "
-               f"{kinds['categorical']} categorical and {kinds['embedding']} embedding feature(s). Next: driftloop train --data {data_path}")
+    counts = [f"{n} {t}" for t, n in kinds.items() if n or t != "embedding"]  # embeddings only when there are some
+    click.echo(f"Wrote {out}: model {model_name!r}, {what}, target {target!r}, "
+               f"{', '.join(counts[:-1])} and {counts[-1]} feature(s). Next: driftloop train --data {data_path}")
     if proposed:
         click.echo(f"Using column {proposed.name!r} as the record id ({proposed.why}; not a feature). "
                    "Pass --id COLUMN to choose another", err=True)

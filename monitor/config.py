@@ -341,6 +341,10 @@ class DriftConfig(_Section):
     confidence: float = Field(0.95, gt=0, lt=1, description="level of the accuracy and ROC AUC intervals")
     estimate: bool = Field(True, description="estimate accuracy, ROC AUC, precision, recall and F1 from the scores "
                            "alone (CBPE: the champion's scores calibrated on its reference sample), before labels arrive")
+    estimation_recalibrate_windows: int = Field(3, ge=0, description="labelled windows in a row whose realised "
+                                                "accuracy (regression: MAE) falls outside the estimate's band after "
+                                                "which the estimate is recalibrated on the champion's recent labelled "
+                                                "rows (kept per champion version across restarts); 0 never recalibrates")
     fast_lane: bool = Field(True, description="open an incident as soon as a change point in the champion's labelled "
                             "error stream proves a drop of at least alerts.accuracy_drop (before drift.min_labels rows)")
     fast_min_rows: int = Field(200, ge=30, description="labelled rows after a change point the fast lane needs")

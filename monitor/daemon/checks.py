@@ -94,8 +94,11 @@ class CheckJob:
 
     def __init__(self, cfg: DriftloopConfig, store: WindowSource, champion: ChampionSource,
                  evaluate: Callable[..., Any], save_report: Callable[[Any, float], tuple[Path | None, Path | None]],
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, estimator: Callable[[str], Any] | None = None):
+        """``estimator(version)``: a recalibrated label-free estimator for the champion, or None to
+        keep its reference's (monitor.daemon.estimation_watch); passed to ``evaluate`` as ``estimator``."""
         self._cfg = cfg
+        self._estimator = estimator
         self._store = store
         self._champion = champion
         self._evaluate = evaluate
@@ -160,8 +163,9 @@ class CheckJob:
                                 other_version_rows=other, **span)
         try:
             baseline = champion.baseline
+            override = self._estimator(version) if self._estimator is not None else None
             result = self._evaluate(baseline.reference, window, self._cfg.model, self._cfg.drift,
-                                    dict(baseline.metrics))
+                                    dict(baseline.metrics), **({"estimator": override} if override is not None else {}))
         except DriftloopError as exc:
             return CheckOutcome(ts, "error", f"evaluation failed: {exc}", champion_version=version, **span)
         except Exception as exc:  # a bug or a third-party surprise: log it fully, keep the daemon alive

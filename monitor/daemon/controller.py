@@ -106,11 +106,12 @@ class Controller:
     def __init__(self, cfg: DriftloopConfig, store: ControllerStore, check_job: CheckJob, checklog: CheckLog,
                  incidents: IncidentStore, attempts: AttemptStore, policy: AlertPolicy, launcher: Launcher,
                  champion: Invalidatable, probe: RegistryProbe, clock: Callable[[], float],
-                 shadow: Callable[[pd.DataFrame], str | None] | None = None):
+                 shadow: Callable[[pd.DataFrame], str | None] | None = None, estimation: Any = None):
         self.cfg = cfg
         # training.shadow_windows: each successful check's window goes to the pending shadow
         # challenger (trainer.shadow.observe), outside the lock; it may move the champion alias.
         self.shadow = shadow
+        self.estimation = estimation  # monitor.daemon.estimation_watch.EstimationWatch: recalibrates the estimate
         self.last_shadow: str | None = None
         self.store = store
         self.check_job = check_job
@@ -146,6 +147,8 @@ class Controller:
                 report = CheckReport(outcome, None, self.incidents.current(), outcome.message)
             else:
                 self.last_result = outcome.result
+                if self.estimation is not None:  # labels keep proving the estimate wrong: recalibrate it
+                    self.estimation.observe(outcome, self.incidents)
                 self.last_versions = outcome.versions
                 self._reference = self.levels.current(outcome)  # once per check: it may write
                 verdict = self.policy.observe(observation(outcome, self._reference))

@@ -25,8 +25,9 @@ from monitor.config import DriftloopConfig
 from monitor.daemon.attempts import AttemptStore
 from monitor.daemon.champion import ChampionCache, mlflow_alias_lookup
 from monitor.daemon.checklog import CheckLog
-from monitor.daemon.checks import CheckJob
+from monitor.daemon.checks import CheckJob, champion_rows
 from monitor.daemon.controller import CheckReport, Controller
+from monitor.daemon.estimation_watch import EstimationWatch
 from monitor.daemon.incidents import IncidentStore
 from monitor.daemon.launcher import Launcher, ProcessLauncher
 from monitor.daemon.leader import LeaderElection, NotLeaderError
@@ -89,13 +90,19 @@ class Daemon:
         if save_report is None:
             save_report = self._save_report
         checklog = CheckLog(engine, model, clock)
+        # The label-free estimate, recalibrated on the champion's labelled rows when labels keep
+        # proving it wrong (drift.estimation_recalibrate_windows).
+        self.estimation = EstimationWatch(cfg, self._labelled_rows, clock)
+        check_job = CheckJob(cfg, store, self.champion, evaluate, save_report, clock,
+                             estimator=self.estimation.estimator)
         self.controller = Controller(
-            cfg, store, CheckJob(cfg, store, self.champion, evaluate, save_report, clock), checklog,
+            cfg, store, check_job, checklog,
             IncidentStore(engine, model, clock), AttemptStore(engine, model, clock),
             AlertPolicy(cfg.alerts, cfg.drift.min_labels, cfg.drift.min_rows, cfg.drift),
             launcher or ProcessLauncher(cfg.home / "retrains"),
             self.champion, probe or MlflowProbe(cfg, self.known_champion),
-            clock, shadow=_shadow_observer(cfg) if cfg.training.shadow_windows else None)
+            clock, shadow=_shadow_observer(cfg) if cfg.training.shadow_windows else None,
+            estimation=self.estimation)
         if registry is None:
             registry = CollectorRegistry(auto_describe=True)
             register_self_metrics(registry, "serve")  # process_*, python_*, driftloop_build_info
@@ -116,6 +123,10 @@ class Daemon:
                                          on_elected=self._lead, on_deposed=self._follow)
 
     # -- composition ----------------------------------------------------------------------
+    def _labelled_rows(self, version: str) -> Any:
+        """The champion's labelled rows of the current window (what a recalibration fits on)."""
+        return champion_rows(self.controller.check_job.current_window(labelled_only=True), version)
+
     def _register_model_metrics(self) -> None:
         from monitor.drift import ModelMetricsCollector
         self.registry.register(ModelMetricsCollector(self.cfg.model.name, self._latest_result,

@@ -158,6 +158,15 @@ class DaemonCollector:
         for reason in [r for r in REASONS if r in task_reasons or by_reason.get(r)] + sorted(set(by_reason) - set(REASONS)):
             incidents.add_metric([m, reason], by_reason.get(reason, 0))
         yield incidents
+        watch = getattr(ctl, "estimation", None)
+        if watch is not None:
+            recal = CounterMetricFamily("driftloop_estimation_recalibrations",
+                                        "Recalibrations of the label-free estimate on the champion's labelled rows, "
+                                        "after its realised accuracy (regression: MAE) fell outside the estimate's "
+                                        "band for drift.estimation_recalibrate_windows windows in a row",
+                                        labels=["model"])
+            recal.add_metric([m], watch.recalibrations)
+            yield recal
         by_outcome = ctl.attempts.totals_by_outcome()
         retrains = CounterMetricFamily("driftloop_retrains", "Retrains finished, by outcome", labels=["model", "outcome"])
         for outcome in OUTCOMES:

@@ -11,6 +11,7 @@ tested for drift (:mod:`monitor.drift.columns`).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -33,6 +34,7 @@ from monitor.drift.embedding import EmbeddingDrift, embedding_drifts
 from monitor.drift.frames import (Labelled, PreparedReference, Side, class_names, missing_ratio, prepare_reference,
                                   prepare_side, scored_rows, unseen_categories)
 from monitor.drift.methods import CATEGORICAL, NUMERIC
+from monitor.drift.recalibration import labelled_estimate
 from monitor.drift.result import CheckResult, FeatureDrift
 from monitor.drift.segments import segment_performance
 from monitor.errors import DataError
@@ -133,6 +135,11 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
                                 metadata=metadata)
 
     estimated = _estimates(ref, current, labelled, model_cfg, drift_cfg, perf.accuracy)
+    if drift_cfg.estimate and perf.rows:  # does the estimate hold on the rows labels can judge?
+        judged = labelled_estimate(ref.calibrator, current, model_cfg, drift_cfg.confidence)
+        if judged is not None:
+            estimated["estimation_check"] = judged.to_dict()
+            estimated.setdefault("estimation_error", judged.error)  # regression: realised - estimated MAE
     codes: dict[str, Any] = {}  # one factorisation per categorical column, for segments and unseen categories
     segments = segment_performance(current, model_cfg, drift_cfg, ref.segments,
                                    ref.calibrator if drift_cfg.estimate and isinstance(ref.calibrator, Calibrator) else None,
@@ -286,7 +293,11 @@ class DriftEvaluator:
 
     def __call__(self, reference: pd.DataFrame, current: pd.DataFrame, model_cfg: ModelConfig,
                  drift_cfg: DriftConfig, baseline_metrics: Mapping[str, Any] | None, *,
-                 reference_key: Any = None) -> CheckResult:
+                 reference_key: Any = None, estimator: Any = None) -> CheckResult:
+        """``estimator``: a label-free estimator to use in place of the reference's (the daemon's
+        recalibrated one, :mod:`monitor.daemon.estimation_watch`)."""
         prepared = self.prepared(reference, model_cfg, drift_cfg, reference_key)
+        if estimator is not None:
+            prepared = dataclasses.replace(prepared, calibrator=estimator)
         return evaluate_window(prepared, current, model_cfg, drift_cfg, baseline_metrics,
                                rng_seed=self._rng_seed, clock=self._clock)

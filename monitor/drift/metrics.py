@@ -52,8 +52,8 @@ _SCALARS = (  # (metric name, help, attribute or function of the result)
     ("driftloop_model_estimated_precision", "Precision estimated from the scores alone (CBPE).", "estimated_precision"),
     ("driftloop_model_estimated_recall", "Recall estimated from the scores alone (CBPE).", "estimated_recall"),
     ("driftloop_model_estimated_f1", "F1 estimated from the scores alone (CBPE).", "estimated_f1"),
-    ("driftloop_model_estimation_error", "Realised minus estimated accuracy on the same labelled rows: how far to "
-     "trust the estimate for this model.", "estimation_error"),
+    ("driftloop_model_estimation_error", "Realised minus estimated accuracy (regression: MAE) on the same labelled "
+     "rows: how far to trust the estimate for this model.", "estimation_error"),
     ("driftloop_model_macro_f1", "Multiclass: F1 averaged over the classes (macro), served classes on the labelled "
      "rows.", "macro_f1"),
     ("driftloop_model_weighted_f1", "Multiclass: F1 averaged over the classes weighted by their labelled rows.",

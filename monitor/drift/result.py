@@ -112,6 +112,9 @@ class CheckResult:
     estimated_f1: float | None = None
     # How far to trust the estimate: realised minus estimated accuracy on the same labelled rows.
     estimation_error: float | None = None
+    # The estimate on the labelled rows with its band, beside what they realised
+    # (monitor.drift.recalibration.LabelledEstimate.to_dict): outside the band, the estimate is off.
+    estimation_check: dict[str, Any] | None = None
     # ---- tasks (monitor.tasks). For multiclass, ``accuracy``/``roc_auc`` above are the multiclass
     # accuracy and the one-vs-rest macro ROC AUC, and ``estimated_accuracy``/``estimated_roc_auc``
     # their CBPE estimates; precision / recall / f1 / positive_rate stay binary-only.
@@ -205,6 +208,7 @@ class CheckResult:
             "estimated_recall": _num(self.estimated_recall),
             "estimated_f1": _num(self.estimated_f1),
             "estimation_error": _num(self.estimation_error),
+            "estimation_check": self.estimation_check,
             "task": self.task,
             "classes": list(self.classes) if self.classes is not None else None,
             "macro_f1": _num(self.macro_f1),

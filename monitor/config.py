@@ -348,6 +348,15 @@ class DriftConfig(_Section):
     fast_lane: bool = Field(True, description="open an incident as soon as a change point in the champion's labelled "
                             "error stream proves a drop of at least alerts.accuracy_drop (before drift.min_labels rows)")
     fast_min_rows: int = Field(200, ge=30, description="labelled rows after a change point the fast lane needs")
+    judge_by_interval: bool = Field(True, description="with fewer than drift.min_labels labelled rows (but at least "
+                                    "drift.fast_min_rows), judge a window whose accuracy (regression: MAE) interval "
+                                    "lies wholly past the threshold as a breach: label-starved streams (sampled or "
+                                    "late labels) need not wait for the fixed count; health still needs min_labels")
+    labelled_window: bool = Field(True, description="size the check window by labelled rows: when the last "
+                                  "drift.window_size rows hold fewer than drift.min_labels labels, it reaches back "
+                                  "until it holds that many (at most drift.max_window_rows rows)")
+    max_window_rows: int = Field(50_000, ge=1, description="rows a window sized by labelled rows "
+                                 "(drift.labelled_window) holds at most")
     segment_min_labels: int = Field(300, ge=30, description="labelled rows a segment value needs before its "
                                     "accuracy (or recall) can breach (the segment alert), and rows in the drift "
                                     "sample before it gets a drift share; fewer: shown, not judged")

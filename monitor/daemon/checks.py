@@ -110,7 +110,27 @@ class CheckJob:
         if drift.window_seconds is not None:
             since = pd.Timestamp(self._clock() - drift.window_seconds, unit="s", tz="UTC")
             return self._store.window(since=since, labelled_only=labelled_only)
-        return self._store.window(last_n=drift.window_size, labelled_only=labelled_only)
+        window = self._store.window(last_n=drift.window_size, labelled_only=labelled_only)
+        if drift.labelled_window:
+            window = self._sized_by_labels(window, labelled_only)
+        return window
+
+    def _sized_by_labels(self, window: pd.DataFrame, labelled_only: bool) -> pd.DataFrame:
+        """With sampled or late labels the last ``drift.window_size`` rows may never hold
+        ``drift.min_labels`` labelled ones (20 % labels: 5,000 rows hold 1,000), and performance
+        would never be judged: the window then reaches back to the newest ``min_labels`` labelled
+        rows (at most ``drift.max_window_rows`` rows). Two more reads, only in that case."""
+        drift, target = self._cfg.drift, self._cfg.model.target
+        have = len(window) if labelled_only else (int(window[target].notna().sum()) if len(window) else 0)
+        if have >= drift.min_labels or len(window) < drift.window_size:
+            return window  # enough labels, or the store holds no more rows than the window
+        labelled = self._store.window(last_n=drift.min_labels, labelled_only=True)
+        if len(labelled) <= have or not len(labelled):
+            return window
+        since = labelled["ts"].iloc[0]
+        wider = self._store.window(last_n=max(drift.max_window_rows, drift.window_size), since=since,
+                                   labelled_only=labelled_only)
+        return wider if len(wider) > len(window) else window
 
     def run(self) -> CheckOutcome:
         ts = self._clock()

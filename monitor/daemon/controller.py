@@ -70,7 +70,9 @@ def observation(outcome: CheckOutcome, reference: Level | None = None) -> Observ
                        segments=tuple(getattr(r, "segments", None) or ()),
                        mae=getattr(r, "mae", None), baseline_mae=getattr(r, "baseline_mae", None),
                        reference_mae=reference.mae, estimated_mae=getattr(r, "estimated_mae", None),
-                       estimated_mae_lower=lower(getattr(r, "estimated_mae_ci", None)), **rule_inputs(r))
+                       estimated_mae_lower=lower(getattr(r, "estimated_mae_ci", None)),
+                       accuracy_upper=upper(getattr(r, "accuracy_ci", None)), mae_lower=lower(getattr(r, "mae_ci", None)),
+                       **rule_inputs(r))
 
 
 def unsuccessful_in_a_row(tries: list[Attempt]) -> int:

@@ -105,6 +105,10 @@ class Observation:
     reference_mae: float | None = None
     estimated_mae: float | None = None
     estimated_mae_lower: float | None = None
+    # The realised figure's confidence interval end nearest the bar (drift.confidence): what judges
+    # a window with fewer than drift.min_labels labelled rows (label-starved streams).
+    accuracy_upper: float | None = None
+    mae_lower: float | None = None
 
 
 @dataclass(frozen=True)
@@ -243,7 +247,7 @@ class AlertPolicy:
     def performance_breaches(self, obs: Observation) -> list[Breach] | None:
         """Performance breaches of one check; ``None`` when there are too few labels to judge."""
         if obs.labelled_rows < self._min_labels:
-            return None
+            return self.proven_breaches(obs)
         out: list[Breach] = []
         for reason, value, _, own, reference, threshold, mode in self.default_pair(obs):
             baseline, against = _level(own, reference, lower_is_better(reason))
@@ -255,6 +259,24 @@ class AlertPolicy:
                 out.append(Breach(reason, value, baseline, worse, threshold, against))  # type: ignore[arg-type]
         from monitor.daemon.rules import rule_breaches, rule_readings
         return out + rule_breaches(rule_readings(self._cfg, obs), {b.key for b in out})
+
+    def proven_breaches(self, obs: Observation) -> list[Breach] | None:
+        """A window with fewer than ``drift.min_labels`` labelled rows (but at least
+        ``drift.fast_min_rows``) whose realised accuracy (regression: MAE) interval lies wholly past
+        the threshold: the drop is proven by the labels there are, so it is judged (a breach) without
+        waiting for a fixed count. With labels for 20 % of rows, or late, that count takes five times
+        the rows, or batches. Anything else stays unknown (None): a few labels never prove health."""
+        if not self._drift.judge_by_interval or obs.labelled_rows < self._drift.fast_min_rows:
+            return None
+        reason, value, _, own, reference, threshold, mode = self.default_pair(obs)[0]
+        bound = obs.mae_lower if reason == "mae" else obs.accuracy_upper  # the interval's end nearest the bar
+        baseline, against = _level(own, reference, lower_is_better(reason))
+        if not (_finite(value) and _finite(bound) and _finite(baseline)):
+            return None
+        if worsening(reason, bound, baseline, mode) < threshold - 1e-12:  # type: ignore[arg-type]
+            return None
+        worse = worsening(reason, value, baseline, mode)  # type: ignore[arg-type]
+        return [Breach(reason, value, baseline, worse, threshold, against)]  # type: ignore[arg-type]
 
     def estimated_breaches(self, obs: Observation) -> tuple[list[Breach], bool] | None:
         """Estimated breaches whose whole band is past the threshold (even the band's end nearest
@@ -348,6 +370,9 @@ class AlertPolicy:
             msg = f"{obs.labelled_rows} labelled rows < drift.min_labels={self._min_labels}: performance not judged"
         elif fast is not None and perf_fire and self._perf_streak < need:
             msg = "; ".join(b.describe() for b in perf) + f" (change at row {obs.change.index} of the window)"
+        elif perf and obs.labelled_rows < self._min_labels:
+            msg = "; ".join(b.describe() for b in perf) + (f" (proven on {obs.labelled_rows} labelled rows < "
+                                                          f"drift.min_labels: the interval is past the threshold)")
         elif perf:
             msg = "; ".join(b.describe() for b in perf) + f" ({self._perf_streak}/{need} windows)"
         else:

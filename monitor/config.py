@@ -90,6 +90,16 @@ class ServerConfig(_Section):
                                      "Retry-After. Bounds body memory to this x max_body_bytes")
     body_timeout_seconds: float = Field(30.0, gt=0, description="time a request body may take to arrive whole; "
                                         "a slower sender gets 408 (slow-loris protection)")
+    header_timeout_seconds: float = Field(10.0, gt=0, description="time a connection has to deliver a request's "
+                                          "line and headers whole (from connecting, or from the previous response "
+                                          "plus server.idle_timeout_seconds); then it is closed (408 when part of "
+                                          "them came). Slow-header protection, which uvicorn alone lacks")
+    idle_timeout_seconds: float = Field(5.0, gt=0, description="a keep-alive connection with no new request "
+                                        "for this long is closed")
+    max_connections: int = Field(512, ge=8, description="open connections at most; one more closes the oldest "
+                                 "connection still waiting for its request head, or is answered 503 when all are "
+                                 "busy. serve raises its open-file limit to the hard limit and warns when this "
+                                 "does not fit well below it")
     gpu_metrics: bool = Field(True, description="serve the GPU collector's series on the daemon's /metrics too (--no-gpu turns it off)")
     leader_lease_seconds: float = Field(10.0, gt=0, description="several daemons on one PostgreSQL store: one "
                                         "leader runs the scheduler, alert policy and retrains; a follower takes "
@@ -136,6 +146,10 @@ class StoreConfig(_Section):
                                          "null keeps all")
     busy_timeout_seconds: float = Field(30.0, gt=0, description="SQLite: how long a writer waits for the lock "
                                         "(and how long /readyz waits before calling a locked store not ready)")
+    request_wait_seconds: float = Field(0.5, gt=0, description="how long a store call made for an HTTP request "
+                                        "waits for a lock (this process's other writers and SQLite's write lock "
+                                        "together) before the request is answered 503 + Retry-After; background "
+                                        "jobs wait store.busy_timeout_seconds")
     min_free_bytes: int = Field(64 * 1024 * 1024, ge=0, description="SQLite: free space the store's filesystem "
                                 "needs; below it ingestion answers 503 (nothing stored), /readyz is 503 and "
                                 "driftloop_store_writable 0. 0 turns the check off")
@@ -208,6 +222,10 @@ class ModelConfig(_Section):
                                 "(docs: Segments)")
     segment_top_k: int = Field(10, ge=1, le=50, description="values of a categorical segment kept by row count; "
                                "the rest are pooled as 'other', so a segment never explodes the metric series")
+    max_value_chars: int = Field(1024, ge=1, le=1_000_000, description="longest categorical feature value "
+                                 "ingestion accepts, in characters; a longer one is refused (422 naming the record "
+                                 "and feature), since every value is stored and drawn in reports. Ids are limited "
+                                 "to 200 characters, model_version to 64, input_uri to 2048")
 
     @field_validator("name")
     @classmethod
@@ -335,6 +353,9 @@ class DriftConfig(_Section):
                         "psi", "z"] | None = Field(None, description="one Evidently stattest for every categorical column; unset keeps Evidently's choice")
     reports_keep: int = Field(50, ge=0, description="newest Evidently snapshots kept on disk (report files and "
                               "workspace snapshots alike; an open incident's are kept too); 0 keeps all")
+    report_max_bytes: int = Field(20 * 1024 * 1024, ge=64 * 1024, description="largest report file kept: past it "
+                                  "the interactive HTML is replaced by a note (the static summary stays) and the "
+                                  "JSON keeps driftloop's figures without Evidently's (recorded as report_omitted)")
     workspace: str = Field("evidently", description="Evidently workspace each check's snapshot is added to (one "
                            "project per model with a dashboard; view it with `evidently ui --workspace <folder>`); "
                            "relative to home; empty turns it off")
@@ -536,6 +557,17 @@ class TrainingConfig(_Section):
                                        "(newest first) on the held-out recent rows and reinstate the first that "
                                        "passes the same gate against the champion (a recurring concept: no "
                                        "training, recorded as a promotion); 0 = off")
+    review_interval_checks: int = Field(10, ge=0, description="champion review: every this many successful checks "
+                                        "with no incident open (and after every incident ends), the champion, the last "
+                                        "training.review_versions champions and the first champion are scored on the "
+                                        "latest training.review_rows labelled rows; an earlier version significantly "
+                                        "better by the paired tests (McNemar / DeLong / paired t at 1 - "
+                                        "gate_confidence, Bonferroni over the versions) is reinstated; 0 = off")
+    review_versions: int = Field(3, ge=1, le=10, description="champion review: how many earlier champions "
+                                 "(newest first) it scores besides the first champion; bounded, as each costs one "
+                                 "model load (once, then cached) and one scoring of training.review_rows rows")
+    review_rows: int | None = Field(None, ge=100, description="champion review: the latest labelled rows every "
+                                    "version is scored on; default drift.window_size")
     gate_confidence: float = Field(0.95, gt=0.5, lt=1, description="confidence of the gate's absolute floors: the "
                                    "challenger's ROC AUC and accuracy lower bounds must clear 0.5 and the "
                                    "majority-class rate")

@@ -14,7 +14,7 @@ is kept (``monitor.daemon.levels``).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 import pandas as pd
@@ -101,6 +101,118 @@ def best_previous(cfg: Any, champion: Champion, holdout: pd.DataFrame, reference
     return best
 
 
+@dataclass
+class Scored:
+    """One earlier version against the champion on the review's rows."""
+    version: str
+    metrics: dict[str, float]                  # its figures on the rows (trainer.metrics)
+    better: list[str] = field(default_factory=list)  # where significantly better than the champion, with the test
+    worse: list[str] = field(default_factory=list)   # where significantly worse
+    note: str = ""                             # why it was not scored (not loadable, another task)
+
+
+@dataclass
+class Review:
+    """The champion review (``training.review_interval_checks``): the champion and earlier
+    versions scored on the same latest labelled rows."""
+    champion: str
+    rows: int
+    alpha: float                               # per comparison: (1 - gate_confidence) / versions scored
+    champion_metrics: dict[str, float]
+    scored: list[Scored]
+    best: Scored | None                        # the earlier version to reinstate, if any
+    seconds: float = 0.0                       # scoring time, loads included
+
+    @property
+    def reason(self) -> str | None:
+        if self.best is None:
+            return None
+        return (f"earlier version {self.best.version} is better on the last {self.rows} labelled rows: "
+                + "; ".join(self.best.better))
+
+    def summary(self) -> str:
+        lead = "mae" if "mae" in self.champion_metrics else "accuracy"
+        parts = [f"v{self.champion} (champion) {lead} {self.champion_metrics.get(lead, float('nan')):.4f}"]
+        for s in self.scored:
+            parts.append(f"v{s.version}: {s.note}" if s.note else
+                         f"v{s.version} {lead} {s.metrics.get(lead, float('nan')):.4f}"
+                         + (f", better: {'; '.join(s.better)}" if s.better else "")
+                         + (f", worse: {'; '.join(s.worse)}" if s.worse else ""))
+        return f"on the last {self.rows} labelled rows at p<{self.alpha:.3g}: " + "; ".join(parts)
+
+
+def review_versions(history: list[str], current: str, limit: int) -> list[str]:
+    """The last ``limit`` earlier champions, newest first, then the first champion (the
+    never-retrained baseline) when it is not among them: at most ``limit + 1`` versions."""
+    out = candidates(history, current, limit)
+    if history and history[0] != current and history[0] not in out:
+        out.append(history[0])
+    return out
+
+
+def review(cfg: Any, champion: Champion, rows: pd.DataFrame, versions: list[str],
+           load: Callable[[str], Champion]) -> Review:
+    """Score ``champion`` and each of ``versions`` on ``rows`` (labelled) and compare each earlier
+    version with the champion by the paired tests of :mod:`monitor.paired`: accuracy (exact
+    McNemar) and ROC AUC (DeLong; multiclass: macro), or MAE (paired t) for regression. A version
+    is better when it wins on one at ``alpha`` and loses on none (the live A/B's rule,
+    ``trainer.live``); ``alpha`` is ``1 - gate_confidence`` divided by the versions compared
+    (Bonferroni), because a review runs every few checks and must not churn on chance. Of those
+    better, the best (accuracy then ROC AUC; MAE then RMSE) is ``best``."""
+    import time
+
+    import numpy as np
+
+    started = time.perf_counter()
+    m = cfg.model
+    y = rows[m.target].to_numpy()
+    ours = champion.model.predict_proba(rows)
+    champion_m = model_figures(task_metrics(m.task, y, ours, m.threshold))
+    alpha = (1 - cfg.training.gate_confidence) / max(1, len(versions))
+    scored: list[Scored] = []
+    for version in versions:
+        try:
+            earlier = load(version)
+        except Exception as exc:  # removed artifacts, an old format: the review goes on without it
+            scored.append(Scored(version, {}, note=f"not loadable ({type(exc).__name__}: {exc})"[:300]))
+            continue
+        kind, classes = getattr(earlier.model, "task", "binary"), getattr(earlier.model, "classes", None)
+        if kind != m.task or (m.task == "multiclass" and classes != m.classes):
+            scored.append(Scored(version, {}, note=f"a {kind} model with classes {classes}, not comparable"))
+            continue
+        theirs = earlier.model.predict_proba(rows)
+        found = Scored(version, model_figures(task_metrics(m.task, y, theirs, m.threshold)))
+        for name, test, a, b, p, higher in _paired(m.task, np.asarray(y), ours, theirs, m.threshold):
+            if p is None or p >= alpha or a == b:
+                continue
+            (found.better if (b > a) == higher else found.worse).append(
+                f"{name} {b:.4f} vs {a:.4f} ({test} p={p:.2g})")
+        scored.append(found)
+    winners = [s for s in scored if s.better and not s.worse]
+    best = max(winners, key=lambda s: ranking(m.task, s.metrics)) if winners else None
+    return Review(str(champion.version), len(rows), alpha, champion_m, scored, best, time.perf_counter() - started)
+
+
+def _paired(task: str, y: Any, a: Any, b: Any, threshold: float) -> list[tuple[str, str, float, float, Any, bool]]:
+    """(figure, test, champion's, earlier's, p-value or None, higher is better) per paired test."""
+    import numpy as np
+
+    from monitor.paired import mcnemar, paired_delong, paired_errors, paired_macro_delong
+    from trainer.metrics import served
+    if task == "regression":
+        e = paired_errors(y.astype(np.float64), a, b)
+        return [("MAE", "paired t", e.mae_a, e.mae_b, e.p_value, False)]
+    y = y.astype(np.int64)
+    right_a, right_b = served(task, a, threshold)[0] == y, served(task, b, threshold)[0] == y
+    out = [("accuracy", "McNemar", float(right_a.mean()), float(right_b.mean()), mcnemar(right_a, right_b).p_value,
+            True)]
+    auc = paired_macro_delong(y, a, b) if task == "multiclass" else paired_delong(y, a, b)
+    if auc is not None:
+        out.append(("macro ROC AUC" if task == "multiclass" else "ROC AUC", "DeLong", auc.auc_a, auc.auc_b,
+                    auc.p_value, True))
+    return out
+
+
 def recall_allowed(cfg: Any) -> bool:
     """Earlier versions are tried unless off, or unless promotion needs live evidence that a
     reinstated version has not gathered (``promote_requires_live_win``, ``shadow_windows``), or
@@ -112,10 +224,15 @@ def recall_allowed(cfg: Any) -> bool:
 
 
 def reinstate(cfg: Any, registry: Any, recalled: Recalled, champion: Champion, trigger: str, incident_id: Any,
-              data_window: Any, holdout_rows: int, started: float) -> Any:
+              data_window: Any, holdout_rows: int, started: float, reason: str | None = None) -> Any:
     """Move ``champion`` back to the recalled version, recorded like a promotion: a retrain run
     (tag ``driftloop.start = previous``, metrics as a challenger's) and version tags. Returns the
-    :class:`~trainer.outcomes.RetrainOutcome`; when the alias moved under us, ``rejected``."""
+    :class:`~trainer.outcomes.RetrainOutcome`; when the alias moved under us, ``rejected``.
+    ``reason``: why, in words (default: it passed the gate on the held-out rows).
+
+    The run is tagged with the version it reinstates *before* the alias moves, so a process killed
+    between the two is settled from the registry (``monitor.daemon.registry``): the alias decides
+    whether the reinstatement happened, and the run says whose it was."""
     import time
 
     import mlflow
@@ -126,12 +243,13 @@ def reinstate(cfg: Any, registry: Any, recalled: Recalled, champion: Champion, t
     from trainer.runs import lineage_tags, mlflow_run
 
     version = recalled.version
-    reasons = [f"earlier version {version} fits the current concept: {recalled.decision.reasons[0]}"]
+    reasons = [reason or f"earlier version {version} fits the current concept: {recalled.decision.reasons[0]}"]
     tags = lineage_tags(cfg, "retrain", trigger, incident_id, champion.version, data_window)
     reason = story.reason_of(data_window)
     name = story.readable_name("reinstate", trigger, reason=reason, incident_id=incident_id, parent=champion.version,
                                version=version)
     with mlflow_run(registry.experiment_id(), name, tags) as run:
+        mlflow.set_tags({"driftloop.start": "previous", "driftloop.version": version})  # the intent, first
         current = registry.alias_version(reg.CHAMPION)
         promote = current == champion.version
         if not promote:

@@ -25,7 +25,8 @@ REASON_WORDS = {  # the daemon's incident reasons (monitor/daemon/incidents.py R
     "accuracy": "accuracy drop", "roc_auc": "ROC AUC drop", "precision": "precision drop", "recall": "recall drop",
     "f1": "F1 drop", "positive_rate": "positive rate shift", "macro_f1": "macro F1 drop",
     "weighted_f1": "weighted F1 drop", "mae": "MAE rise", "rmse": "RMSE rise", "mape": "MAPE rise", "r2": "R² drop",
-    "drift": "data drift", "alertmanager": "an Alertmanager alert", "schedule": "schedule", "manual": "request"}
+    "drift": "data drift", "alertmanager": "an Alertmanager alert", "schedule": "schedule", "manual": "request",
+    "review": "champion review"}
 
 
 def runs_url(base: str, experiment_id: str) -> str:

@@ -581,7 +581,7 @@ class Controller:
             log.log(logging.WARNING if status == "failed" else logging.INFO, "incident %s: retrain %s %s",
                     incident.id, attempt.id, message)
             incident = self._maybe_escalate(incident)
-            if incident.reason in ("manual", "schedule") or self._alertmanager_resolved(incident):
+            if incident.reason in ("manual", "schedule", "review") or self._alertmanager_resolved(incident):
                 self._resolve(incident, f"{incident.reason} retrain finished: {status}")
 
     def _maybe_escalate(self, incident: Incident) -> Incident:

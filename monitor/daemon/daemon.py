@@ -34,6 +34,7 @@ from monitor.daemon.leader import LeaderElection, NotLeaderError
 from monitor.daemon.metrics import DaemonCollector
 from monitor.daemon.policy import AlertPolicy
 from monitor.daemon.recovery import recover
+from monitor.daemon.review import ChampionReview
 from monitor.daemon.registry import MlflowProbe, RegistryProbe
 from monitor.daemon.scheduler import build_scheduler
 from monitor.daemon.status import collect_status
@@ -103,6 +104,7 @@ class Daemon:
             self.champion, probe or MlflowProbe(cfg, self.known_champion),
             clock, shadow=_shadow_observer(cfg) if cfg.training.shadow_windows else None,
             estimation=self.estimation)
+        self.review = ChampionReview(self.controller, clock)
         if registry is None:
             registry = CollectorRegistry(auto_describe=True)
             register_self_metrics(registry, "serve")  # process_*, python_*, driftloop_build_info
@@ -253,7 +255,9 @@ class Daemon:
 
     # -- actions --------------------------------------------------------------------------
     def run_check_now(self) -> CheckReport:
-        return self.controller.run_check()
+        report = self.controller.run_check()
+        self.review.after_check(report)  # training.review_interval_checks; never raises
+        return report
 
     def retrain_now(self, trigger: str = "manual", detail: str = "manual retrain") -> TriggerResult:
         """Raises RegistryError (answered 503) while MLflow cannot take the retrain's results, and

@@ -6,6 +6,7 @@
   failed otherwise (the incident is retried by the next breaching check, after the cooldown);
 - an incident ``retraining`` with no running attempt (the daemon died between the two
   writes) is marked failed;
+- a champion review's incident left open (``monitor.daemon.review``) is resolved;
 - the alert policy's streaks are replayed from the latest checks, so "sustained for N windows"
   counts windows from before the restart.
 """
@@ -17,6 +18,7 @@ import signal
 import time
 from pathlib import Path
 
+from monitor.daemon import review
 from monitor.daemon.controller import Controller
 from monitor.daemon.incidents import TransitionError
 from monitor.daemon.launcher import WORKER_MODULE, ChildResult
@@ -58,6 +60,7 @@ def recover(ctl: Controller) -> list[str]:
             ctl.settle(attempt, ChildResult(None, error="the daemon stopped while this retrain was running"))
             settled = ctl.attempts.get(attempt.id)
             done.append(f"retrain {attempt.id} of incident {attempt.incident_id} settled as {settled.status}")
+        done += review.recover(ctl)  # a champion review killed mid-way: its incident resolved, not retried
         for incident in ctl.incidents.open_incidents():
             if incident.state == "retraining" and ctl.attempts.running() is None:
                 try:

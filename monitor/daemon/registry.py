@@ -5,7 +5,8 @@ done twice.
 The trainer tags every retrain run with the incident id (``trainer.retrain(...,
 incident_id=...)``); a registered version points at its run. A version of this incident whose
 run started after the attempt began, and which the ``champion`` alias points at, means the
-attempt promoted.
+attempt promoted; so does a reinstatement run of this incident (an earlier version made champion
+again, ``trainer.previous.reinstate``) whose version the alias points at.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from monitor.config import DriftloopConfig
 from monitor.errors import RegistryError
 
 INCIDENT_TAG = "driftloop.incident_id"  # set by trainer.runs.lineage_tags
+REINSTATED_TAG = "driftloop.version"     # on a reinstatement run: the version it makes champion
 
 
 @dataclass(frozen=True)
@@ -50,13 +52,20 @@ class MlflowProbe:
             runs = registry.client.search_runs([experiment.experiment_id],
                                                filter_string=f"tags.`{INCIDENT_TAG}` = '{incident_id}'",
                                                max_results=100)
-            run_ids = {r.info.run_id for r in runs if r.info.start_time >= (since - 5) * 1000}
-            if not run_ids:
+            ours = [r for r in runs if r.info.start_time >= (since - 5) * 1000]
+            if not ours:
                 return []
+            run_ids = {r.info.run_id for r in ours}
             champion = registry.alias_version(reg.CHAMPION)
             versions = registry.client.search_model_versions(f"name = '{registry.name}'")
-        return sorted((IncidentVersion(str(v.version), str(v.run_id), str(v.version) == str(champion))
-                       for v in versions if v.run_id in run_ids), key=lambda v: int(v.version))
+        found = [IncidentVersion(str(v.version), str(v.run_id), str(v.version) == str(champion))
+                 for v in versions if v.run_id in run_ids]
+        # A reinstatement (trainer.previous.reinstate) registers nothing: its run names the earlier
+        # version it moves the alias to, before moving it; the alias says whether it did.
+        found += [IncidentVersion(str(r.data.tags[REINSTATED_TAG]), r.info.run_id,
+                                  str(r.data.tags[REINSTATED_TAG]) == str(champion))
+                  for r in ours if r.data.tags.get("driftloop.start") == "previous" and r.data.tags.get(REINSTATED_TAG)]
+        return sorted(found, key=lambda v: int(v.version))
 
 
 def promoted_version(probe: RegistryProbe, incident_id: str, since: float,

@@ -1,7 +1,9 @@
 """``driftloop serve``'s body: the daemon with its HTTP server, until SIGTERM or SIGINT.
 
 uvicorn runs in a thread on a socket bound here first (so "address in use" is a one-line
-error, not a traceback), and the main thread owns the signals. Shutdown order: stop taking
+error, not a traceback), and the main thread owns the signals. Its connections are bounded by
+``monitor.ingest.server`` (header and idle timeouts, a connection cap) and every request's store
+calls by ``store.request_wait_seconds``. Shutdown order: stop taking
 requests, stop the scheduler (a running check finishes), abort a running retrain (settled
 against the registry), close the GPU collector and the store.
 """
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from monitor.config import DriftloopConfig
 from monitor.errors import UserInputError
+from monitor.ingest.server import BoundedStoreWait, ConnectionLimits, protocol_class, raise_open_file_limit
 
 if TYPE_CHECKING:
     from monitor.daemon.daemon import Daemon
@@ -69,9 +72,14 @@ def serve(cfg: DriftloopConfig, stop: threading.Event | None = None, *, daemon: 
     server = None
     thread = None
     try:
-        app = daemon.build_app()
-        server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, timeout_graceful_shutdown=10,
-                                               proxy_headers=False, server_header=False))
+        app = BoundedStoreWait(daemon.build_app(), cfg.store.request_wait_seconds)
+        limits = ConnectionLimits(cfg.server.header_timeout_seconds, cfg.server.idle_timeout_seconds,
+                                  cfg.server.max_connections)
+        raise_open_file_limit(limits.max_connections)
+        server = uvicorn.Server(uvicorn.Config(app, http=protocol_class(limits), log_config=None, access_log=False,
+                                               timeout_keep_alive=limits.idle_timeout,  # type: ignore[arg-type]
+                                               timeout_graceful_shutdown=10, proxy_headers=False,
+                                               server_header=False))
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="http", daemon=True)
         thread.start()
         deadline = time.monotonic() + 30

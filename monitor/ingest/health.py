@@ -10,9 +10,11 @@ holds one round for its busy timeout, not one per caller, and no caller holds a 
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Callable
 
 import anyio
@@ -52,6 +54,13 @@ class SpaceGuard:
         return reason
 
 
+@dataclass
+class _Round:
+    """One round of checks under way: who to wake when it is done."""
+    done: bool = False
+    waiters: list[Callable[[], None]] = field(default_factory=list)
+
+
 class Readiness:
     def __init__(self, checks: dict[str, Check] | None = None, ttl: float = 2.0,
                  clock: Callable[[], float] = time.monotonic):
@@ -62,7 +71,7 @@ class Readiness:
         self._cached: tuple[float, dict[str, str | None]] | None = None
         self._refreshing = threading.Event()
         self._round_lock = threading.Lock()
-        self._round: threading.Event | None = None
+        self._round: _Round | None = None
 
     def add(self, name: str, check: Check) -> None:
         with self._lock:
@@ -96,30 +105,48 @@ class Readiness:
 
     async def results_within(self, wait: float) -> dict[str, str | None]:
         """A fresh round of checks (one at a time: joins a round already running), waited for at
-        most ``wait`` seconds on the event loop, holding no thread; a round still running then
-        answers every check "no answer within ``wait`` s" (a store locked or slow is not ready)."""
+        most ``wait`` seconds on the event loop, holding no thread and not polling (the round wakes
+        its waiters: a crowd of probes costs nothing while the store is locked); a round still
+        running then answers every check "no answer within ``wait`` s" (a store locked or slow is
+        not ready)."""
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
+
+        def settle() -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        def wake() -> None:
+            loop.call_soon_threadsafe(settle)
+
         with self._round_lock:
             if self._round is None:
-                done = threading.Event()
-                self._round = done
-                threading.Thread(target=self._run_round, args=(done,), name="readiness-round", daemon=True).start()
-            done = self._round
-        deadline = time.monotonic() + wait
-        while not done.is_set() and time.monotonic() < deadline:
-            await anyio.sleep(0.005)
+                self._round = _Round()
+                threading.Thread(target=self._run_round, args=(self._round,), name="readiness-round",
+                                 daemon=True).start()
+            current = self._round
+            current.waiters.append(wake)
+        with anyio.move_on_after(wait):
+            await woken
         cached = self._cached
-        if done.is_set() and cached is not None:
+        if current.done and cached is not None:
             return cached[1]
         return {name: f"no answer within {wait:g} s (locked or slow; the check goes on in the background)"
                 for name in self._checks}
 
-    def _run_round(self, done: threading.Event) -> None:
+    def _run_round(self, current: "_Round") -> None:
         try:
             self.results(max_age=0)
         finally:
             with self._round_lock:
                 self._round = None
-            done.set()
+                current.done = True
+                waiters = list(current.waiters)
+            for wake in waiters:
+                try:
+                    wake()
+                except RuntimeError:  # that waiter's event loop is closed: nobody to wake
+                    pass
 
     def ok(self, name: str) -> bool | None:
         """Whether check ``name`` passed (None when there is no such check), without waiting on a

@@ -7,6 +7,14 @@ transaction that reads and then writes can fail at once with SQLITE_BUSY when an
 between). :func:`write_transaction` begins ``BEGIN IMMEDIATE``: it takes the write lock up front and
 waits for it under the busy timeout. Reads use a plain deferred ``BEGIN``.
 
+Bounded waits. The writers of one process queue on an in-process lock (:class:`_WriteGate`) before
+asking SQLite for its lock, so they wait for each other in turn (SQLite's busy handler polls with
+sleeps, which is neither fair nor prompt) and SQLite's own wait only ever covers another process.
+Code serving a request runs under :func:`bounded_wait` (the HTTP server sets it for every request;
+worker threads started through anyio inherit it): there a store call waits at most that long, for
+the in-process queue and SQLite's lock together, and then fails like a busy timeout would (an
+``OperationalError``, answered 503 + Retry-After). Background jobs keep the full busy timeout.
+
 PostgreSQL: psycopg 3; ``postgresql://`` and ``postgres://`` URLs are read as ``postgresql+psycopg://``.
 """
 from __future__ import annotations
@@ -14,8 +22,10 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+import weakref
 import zlib
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Iterator
 
@@ -27,8 +37,42 @@ from sqlalchemy.pool import StaticPool
 from monitor.errors import StoreError
 
 _IMMEDIATE = "driftloop_immediate"
+_BUSY_MS = "driftloop_busy_ms"
 # Key of the transaction-scoped advisory lock that serialises schema changes on PostgreSQL.
 SCHEMA_LOCK_KEY = zlib.crc32(b"driftloop.schema")
+
+# Seconds a store call may wait for a lock in this context (None: the engine's busy timeout).
+_REQUEST_WAIT: ContextVar[float | None] = ContextVar("driftloop_store_request_wait", default=None)
+# Monotonic time by which the write transaction under way must hold SQLite's lock.
+_DEADLINE: ContextVar[float | None] = ContextVar("driftloop_store_deadline", default=None)
+
+
+@contextmanager
+def bounded_wait(seconds: float) -> Iterator[None]:
+    """Store calls made in this context wait at most ``seconds`` for a lock (each call; the
+    first that cannot have it fails, so a request fails within about ``seconds``)."""
+    token = _REQUEST_WAIT.set(seconds)
+    try:
+        yield
+    finally:
+        _REQUEST_WAIT.reset(token)
+
+
+def _allowed_wait(busy_timeout: float) -> float:
+    wait = _REQUEST_WAIT.get()
+    return busy_timeout if wait is None else min(wait, busy_timeout)
+
+
+class _WriteGate:
+    """The in-process queue of a SQLite engine's writers (see the module docstring). Re-entrant:
+    a writer that opens a second write transaction meets SQLite's lock as before, not a deadlock."""
+
+    def __init__(self, busy_timeout: float):
+        self.lock = threading.RLock()
+        self.busy_timeout = busy_timeout
+
+
+_GATES: "weakref.WeakKeyDictionary[Engine, _WriteGate]" = weakref.WeakKeyDictionary()
 
 
 def normalise_url(url: str) -> sa.URL:
@@ -80,12 +124,14 @@ def _sqlite_engine(url: sa.URL, busy_timeout_seconds: float, synchronous: str) -
     else:
         kwargs.update(pool_size=8, max_overflow=8)
     engine = sa.create_engine(url, **kwargs)
+    _GATES[engine] = _WriteGate(busy_timeout_seconds)
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, _record) -> None:  # noqa: ANN001
+    def _on_connect(dbapi_conn, record) -> None:  # noqa: ANN001
         dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (see module docstring)
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_seconds * 1000)}")
+        record.info[_BUSY_MS] = int(busy_timeout_seconds * 1000)
         if not memory:
             _ensure_wal(dbapi_conn, busy_timeout_seconds)
         cur.execute(f"PRAGMA synchronous={synchronous}")
@@ -94,6 +140,12 @@ def _sqlite_engine(url: sa.URL, busy_timeout_seconds: float, synchronous: str) -
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
+        deadline = _DEADLINE.get()
+        wait = _allowed_wait(busy_timeout_seconds) if deadline is None else max(0.0, deadline - time.monotonic())
+        busy_ms = int(wait * 1000)
+        if conn.info.get(_BUSY_MS) != busy_ms:  # per connection; one PRAGMA when the bound changes
+            conn.exec_driver_sql(f"PRAGMA busy_timeout={busy_ms}")
+            conn.info[_BUSY_MS] = busy_ms
         immediate = conn.get_execution_options().get(_IMMEDIATE, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
@@ -139,11 +191,27 @@ def _journal_mode(dbapi_conn: sqlite3.Connection, set_to: str | None = None) -> 
 def write_transaction(engine: Engine) -> Iterator[Connection]:
     """A transaction that will write: holds SQLite's write lock from the start (waiting for it up
     to the busy timeout), so a read-then-write inside it cannot fail half-way on lock upgrade.
-    Other parts writing their own tables (the daemon) should use this too."""
-    with engine.connect() as conn:
-        conn.execution_options(**{_IMMEDIATE: True})
-        with conn.begin():
+    Other parts writing their own tables (the daemon) should use this too. On SQLite the wait,
+    in-process queue included, is bounded by :func:`bounded_wait` where one is in force."""
+    gate = _GATES.get(engine)
+    if gate is None:  # PostgreSQL: row locks, no file lock to queue for
+        with engine.connect() as conn, conn.begin():
             yield conn
+        return
+    wait = _allowed_wait(gate.busy_timeout)
+    if not gate.lock.acquire(timeout=wait):
+        # Fails as SQLite's busy timeout does, so every caller handles it the same way.
+        raise sa.exc.OperationalError("BEGIN IMMEDIATE", None, sqlite3.OperationalError(
+            f"database is locked (other writers of this process held it for {wait:g} s)"))
+    token = _DEADLINE.set(time.monotonic() + wait)
+    try:
+        with engine.connect() as conn:
+            conn.execution_options(**{_IMMEDIATE: True})
+            with conn.begin():
+                yield conn
+    finally:
+        _DEADLINE.reset(token)
+        gate.lock.release()
 
 
 def lock_schema(conn: Connection) -> None:

@@ -1,0 +1,189 @@
+"""What the HTTP server needs so that connections cannot hold the daemon: a header timeout, an idle
+timeout and a connection cap (uvicorn alone has only the idle one), and a bounded store wait for
+every request.
+
+uvicorn's HTTP/1.1 protocols start the request's ASGI task only once the request head is parsed, and
+until then nothing times a connection out: a client sending its headers at one byte a second was
+held for 150 s, and 1,100 idle connections exhausted an open-file limit of 1,024 so that ``/livez``
+failed. :func:`protocol_class` returns a subclass of uvicorn's h11 protocol (pinned, so that the
+behaviour does not depend on whether httptools happens to be installed) that
+
+- closes a connection whose request head is not whole ``header_timeout`` seconds after it connected
+  (or after ``idle_timeout + header_timeout`` following its previous response), answering 408 when
+  part of a head came;
+- at ``max_connections``, makes room for a new connection by closing the oldest one still waiting
+  for a request head (idle or slow: they hold nothing but a socket), and answers 503 only when every
+  connection has a request in progress, so a flood of idle sockets cannot lock out a liveness probe.
+
+The keep-alive idle timeout is uvicorn's ``timeout_keep_alive``. The body is bounded elsewhere
+(``security.py``: ``server.body_timeout_seconds``).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import resource
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from monitor.store.engine import bounded_wait
+
+log = logging.getLogger(__name__)
+
+_TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+_FULL_BODY = b'{"error": "too many connections with a request in progress (server.max_connections); retry"}'
+_FULL = (b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-type: application/json\r\n"
+         b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_FULL_BODY), _FULL_BODY))
+# File descriptors kept free for the store, MLflow, reports and logs beside the connections.
+FD_HEADROOM = 256
+LOG_EVERY_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    header_timeout: float
+    idle_timeout: float
+    max_connections: int
+
+
+class _Tally:
+    """Connections cut, logged at most once a minute: under a flood, one line, not one per socket."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.logged: float | None = None  # the first cut is logged at once
+
+    def add(self, what: str, limits: ConnectionLimits) -> None:
+        self.counts[what] = self.counts.get(what, 0) + 1
+        now = time.monotonic()
+        if self.logged is None or now - self.logged >= LOG_EVERY_SECONDS:
+            log.warning("connections closed by the server's limits (header timeout %g s, max %d connections): %s",
+                        limits.header_timeout, limits.max_connections,
+                        ", ".join(f"{n} {k}" for k, n in sorted(self.counts.items())))
+            self.counts.clear()
+            self.logged = now
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a header timeout and a connection cap (see the module docstring).
+    The class attributes are per server: :func:`protocol_class` makes a subclass for each."""
+
+    limits: ClassVar[ConnectionLimits]
+    live: ClassVar[set["GuardedH11Protocol"]]
+    waiting: ClassVar["OrderedDict[GuardedH11Protocol, None]"]  # waiting for a request head, oldest first
+    tally: ClassVar[_Tally]
+
+    _head_timer: asyncio.TimerHandle | None = None
+    _partial = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        cls = type(self)
+        if len(cls.live) >= cls.limits.max_connections:
+            if not cls.waiting:
+                cls.tally.add("refused at the cap (all busy)", cls.limits)
+                transport.write(_FULL)
+                transport.close()
+                return
+            oldest = next(iter(cls.waiting))
+            cls.tally.add("idle closed to make room", cls.limits)
+            oldest._close()
+        cls.live.add(self)
+        self._await_head(cls.limits.header_timeout)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._forget()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._head_timer is not None:
+            self._partial = True
+        super().data_received(data)
+
+    def handle_events(self) -> None:
+        before = self.cycle
+        super().handle_events()
+        if self.cycle is not before:  # a request head was parsed
+            self._stop_waiting()
+
+    def on_response_complete(self) -> None:
+        if not self.transport.is_closing():
+            # Armed first: a pipelined request handled inside super() disarms it again.
+            self._await_head(self.limits.idle_timeout + self.limits.header_timeout)
+        super().on_response_complete()
+
+    # ---- the head timer --------------------------------------------------------------------------
+    def _await_head(self, seconds: float) -> None:
+        self._stop_waiting()
+        self._partial = False
+        self._head_timer = self.loop.call_later(seconds, self._head_timed_out)
+        self.waiting[self] = None
+
+    def _stop_waiting(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        self.waiting.pop(self, None)
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self._partial:
+            self.tally.add("header timeout", self.limits)
+            self.transport.write(_TIMED_OUT)
+        self._close()
+
+    def _forget(self) -> None:
+        self._stop_waiting()
+        self.live.discard(self)
+
+    def _close(self) -> None:
+        self._forget()
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
+def protocol_class(limits: ConnectionLimits) -> type[GuardedH11Protocol]:
+    """A protocol class for one server (pass as ``uvicorn.Config(http=...)``), with its own count
+    of connections."""
+    attrs: dict[str, Any] = {"limits": limits, "live": set(), "waiting": OrderedDict(), "tally": _Tally()}
+    return type("ServerH11Protocol", (GuardedH11Protocol,), attrs)
+
+
+def raise_open_file_limit(max_connections: int) -> int:
+    """Raise this process's soft open-file limit to its hard limit (a server process should be able to
+    use what it is allowed), warn when ``max_connections`` does not leave :data:`FD_HEADROOM` below
+    it, and return the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError) as exc:
+            log.warning("cannot raise the open-file limit from %d to %d: %s", soft, target, exc)
+    if soft != resource.RLIM_INFINITY and max_connections + FD_HEADROOM > soft:
+        log.warning("server.max_connections=%d leaves fewer than %d of the open-file limit (%d) for the store, "
+                    "MLflow and logs: lower it, or raise the limit (ulimit -n, LimitNOFILE=)",
+                    max_connections, FD_HEADROOM, soft)
+    return int(soft)
+
+
+class BoundedStoreWait:
+    """ASGI middleware: every HTTP request's store calls wait at most ``seconds`` for a lock (see
+    :func:`monitor.store.engine.bounded_wait`), so a locked store is a prompt 503 + Retry-After
+    instead of a request held for the busy timeout. Worker threads started through anyio inherit it."""
+
+    def __init__(self, app: Any, seconds: float):
+        self.app = app
+        self.seconds = seconds
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        with bounded_wait(self.seconds):
+            await self.app(scope, receive, send)

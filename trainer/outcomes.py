@@ -35,7 +35,8 @@ class TrainOutcome:
 
 @dataclass
 class RetrainOutcome:
-    outcome: Literal["promoted", "rejected"]
+    # "shadow": passed the gate and is held in shadow (trainer.shadow) until live windows decide.
+    outcome: Literal["promoted", "rejected", "shadow"]
     challenger_version: str
     champion_version: str  # the champion after the decision (the challenger when promoted)
     run_id: str

@@ -228,7 +228,8 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
                 promote, reasons = False, [why]
             elif promote and live.unavailable is None:
                 reasons.append(why)
-            if promote and t.shadow_windows > 0:  # passed: now it must hold its own on live traffic first
+            held = promote and t.shadow_windows > 0
+            if held:  # passed: now it must hold its own on live traffic first
                 hold(registry, version, champion.version, t.shadow_windows, time.time())
                 promote, reasons = False, [f"held in shadow: challenger v{version} scores {t.shadow_windows} check "
                                            "window(s) of live traffic before it can become champion "
@@ -238,7 +239,8 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
                 promote = False
                 reasons.append(f"champion changed during retraining (v{champion.version} -> v{current}); not promoted")
             previous = registry.make_champion(version) if promote else None
-            outcome: Literal["promoted", "rejected"] = "promoted" if promote else "rejected"
+            outcome: Literal["promoted", "rejected", "shadow"] = (
+                "promoted" if promote else "shadow" if held else "rejected")
             figure = "mae" if task == "regression" else "accuracy"  # of the reference and concept checks
             metrics = {
                 **comparison(task, challenger_m, champion_m),

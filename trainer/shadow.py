@@ -15,6 +15,9 @@ meanwhile (a rollback, another promotion), which cancels the shadow instead. One
 time: a newer one replaces an older one.
 
 State lives in the registry, not the daemon, so a restarted daemon (or another leader) continues it.
+:func:`observe` returns a :class:`ShadowNews`: its ``kind`` is what the daemon acts on (a ``promoted``
+shadow settles the retrain attempt that held it as a promotion by the loop, which keeps the
+reference level; ``rejected``/``cancelled`` settle it as rejected), its ``message`` is for people.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import json
 import logging
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import pandas as pd
 
@@ -41,6 +44,22 @@ class ShadowState:
     needed: int                  # training.shadow_windows when it started
     seen: int = 0                # windows counted so far
     since_ns: int = 0            # only rows after this count (the last counted window's end), epoch nanoseconds
+
+
+ShadowKind = Literal["skipped", "counted", "promoted", "rejected", "cancelled"]
+ENDED: tuple[ShadowKind, ...] = ("promoted", "rejected", "cancelled")
+
+
+@dataclass(frozen=True)
+class ShadowNews:
+    """What one observed window did to the pending shadow of challenger ``version``."""
+    kind: ShadowKind
+    version: str
+    message: str
+
+    @property
+    def ended(self) -> bool:
+        return self.kind in ENDED
 
 
 def hold(registry: Any, version: str, champion: str, needed: int, now: float) -> ShadowState:
@@ -68,20 +87,25 @@ def _save(registry: Any, state: ShadowState) -> None:
                                           f"pending: {state.seen}/{state.needed} windows against v{state.champion}")
 
 
-def _end(registry: Any, state: ShadowState, outcome: str) -> str:
+def _end(registry: Any, state: ShadowState, kind: ShadowKind, outcome: str) -> ShadowNews:
     registry.client.delete_registered_model_tag(registry.name, SHADOW_TAG)
     registry.client.set_model_version_tag(registry.name, state.version, SHADOW_TAG, outcome[:4900])
     from trainer.story import append_version_note
     append_version_note(registry, state.version, f"**Shadow:** {outcome}")
     message = f"shadow v{state.version}: {outcome}"
     log.info("%s", message)
-    return message
+    return ShadowNews(kind, state.version, message)
 
 
-def observe(cfg: DriftloopConfig, window: pd.DataFrame, *, clock: Callable[[], float] = time.time) -> str | None:
+def observe(cfg: DriftloopConfig, window: pd.DataFrame, *,
+            clock: Callable[[], float] = time.time) -> ShadowNews | None:
     """Count one check window of live traffic for the pending shadow challenger, and promote or
     reject it when it has seen enough. ``window``: the check's rows as the store returns them.
     Returns what happened, or None when no shadow is pending."""
+    def skipped(state: ShadowState, why: str) -> ShadowNews:
+        return ShadowNews("skipped", state.version, f"shadow v{state.version}: window not counted ({why}); "
+                                                     f"{state.seen}/{state.needed}")
+
     from trainer.live import compare_live
 
     reg.check_reachable(cfg)
@@ -92,26 +116,24 @@ def observe(cfg: DriftloopConfig, window: pd.DataFrame, *, clock: Callable[[], f
             return None
         current = registry.alias_version(reg.CHAMPION)
         if current != state.champion:
-            return _end(registry, state, f"cancelled: the champion moved from v{state.champion} to v{current}")
+            return _end(registry, state, "cancelled", f"cancelled: the champion moved from v{state.champion} to v{current}")
         ts = pd.to_datetime(window["ts"], utc=True).reset_index(drop=True)
         fresh = window.reset_index(drop=True)[(ts > pd.Timestamp(state.since_ns, tz="UTC")).to_numpy()]
         fresh = fresh.reset_index(drop=True)
         if len(fresh) < max(1, cfg.drift.min_rows):
-            return (f"shadow v{state.version}: window not counted ({len(fresh)} rows since the last one < "
-                    f"drift.min_rows {cfg.drift.min_rows}); {state.seen}/{state.needed}")
+            return skipped(state, f"{len(fresh)} rows since the last one < drift.min_rows {cfg.drift.min_rows}")
         challenger = reg.load_version(cfg, registry, state.version).model
         comparison, _ = compare_live(challenger, fresh, fresh, cfg, state.champion, clock=clock)
         if comparison.unavailable:
-            return (f"shadow v{state.version}: window not counted ({comparison.unavailable}); "
-                    f"{state.seen}/{state.needed}")
+            return skipped(state, comparison.unavailable)
         _, worse = comparison.significant(1 - cfg.training.gate_confidence)
         if worse:
-            return _end(registry, state, f"rejected: worse than v{state.champion} on live traffic: {'; '.join(worse)}")
+            return _end(registry, state, "rejected", f"rejected: worse than v{state.champion} on live traffic: {'; '.join(worse)}")
         state.seen += 1
         state.since_ns = int(pd.to_datetime(fresh["ts"], utc=True).max().value)
         if state.seen < state.needed:
             _save(registry, state)
-            return (f"shadow v{state.version}: window {state.seen}/{state.needed} counted "
-                    f"({comparison.rows} rows, {comparison.closeness()})")
+            return ShadowNews("counted", state.version, f"shadow v{state.version}: window {state.seen}/{state.needed} "
+                                                        f"counted ({comparison.rows} rows, {comparison.closeness()})")
         registry.make_champion(state.version)
-        return _end(registry, state, f"promoted after {state.needed} live windows beside v{state.champion}")
+        return _end(registry, state, "promoted", f"promoted after {state.needed} live windows beside v{state.champion}")

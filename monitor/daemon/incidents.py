@@ -3,6 +3,7 @@
 ::
 
     suspected ──► firing (labels confirm the estimated drop) | resolved (labels or the estimate clear it)
+    retraining ──► shadow ──► promoted | rejected (the challenger's live windows decide) | resolved
     firing ──► waiting ──► retraining ──► promoted ─┐
        │          │  ▲          │    └──► rejected ─┼──► resolved
        │          │  │          └───────► failed ───┤
@@ -38,15 +39,17 @@ from monitor.daemon.tables import incident_events, incidents
 from monitor.errors import DriftloopError
 from monitor.store.engine import write_transaction
 
-STATES = ("suspected", "firing", "waiting", "retraining", "promoted", "rejected", "failed", "resolved")
-OPEN_STATES = ("suspected", "firing", "waiting", "retraining", "promoted", "rejected", "failed")
+STATES = ("suspected", "firing", "waiting", "retraining", "shadow", "promoted", "rejected", "failed", "resolved")
+OPEN_STATES = ("suspected", "firing", "waiting", "retraining", "shadow", "promoted", "rejected", "failed")
 OPENING_STATES = ("firing", "suspected")
 OUTCOME_STATES = ("promoted", "rejected", "failed")
 TRANSITIONS: dict[str, tuple[str, ...]] = {
     "suspected": ("firing", "waiting", "retraining", "resolved"),
     "firing": ("waiting", "retraining", "resolved"),
     "waiting": ("retraining", "resolved"),
-    "retraining": OUTCOME_STATES,
+    "retraining": (*OUTCOME_STATES, "shadow"),
+    # The challenger passed the gate and scores live windows first (training.shadow_windows).
+    "shadow": ("promoted", "rejected", "waiting", "retraining", "resolved"),
     "promoted": ("waiting", "retraining", "resolved"),
     "rejected": ("waiting", "retraining", "resolved"),
     "failed": ("waiting", "retraining", "resolved"),

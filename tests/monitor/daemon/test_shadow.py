@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from monitor.daemon.daemon import Daemon
+from monitor.daemon.incidents import STATES
 from tests.monitor.daemon.conftest import Traffic
 from trainer.synthetic import make_dataset
 
@@ -19,7 +20,7 @@ def test_checks_count_live_windows_and_promote_the_shadow_after_them(make_config
     served = champion.predict_proba(window)
     window = window.assign(score=served, prediction=(served > 0.5).astype(int), model_version="1")
     out = trainer.retrain(cfg, window, trigger="manual")
-    assert out.outcome == "rejected" and out.reasons[0].startswith("held in shadow: challenger v2")
+    assert out.outcome == "shadow" and out.reasons[0].startswith("held in shadow: challenger v2")
 
     daemon = Daemon(cfg)
     try:
@@ -37,5 +38,51 @@ def test_checks_count_live_windows_and_promote_the_shadow_after_them(make_config
         assert daemon.controller.last_shadow == "shadow v2: promoted after 2 live windows beside v1"
         assert load_champion(cfg).version == "2"
         assert daemon.run_check_now().outcome.champion_version == "2"
+    finally:
+        daemon.stop(grace=5)
+
+
+def test_a_shadow_promotion_is_a_promotion_by_the_loop(make_config):
+    """A retrain run by the daemon whose challenger is held in shadow: its attempt and incident say
+    ``shadow`` (not a rejection: no doubled retry rows, no escalation), further breaches wait for the
+    shadow instead of retraining again, and the live windows' promotion settles the same attempt and
+    incident as ``promoted`` — so the reference level (the pre-drift bar) survives it."""
+    from trainer.registry import load_champion
+    cfg = make_config({"training": {"shadow_windows": 1, "epochs": 30, "retrain_epochs": 30, "patience": 5}})
+    daemon = Daemon(cfg)
+    try:
+        daemon.start(scheduler=False)
+        before = Traffic(cfg, daemon.store)
+        before.send(1500, 80, tag_version=True)
+        assert daemon.run_check_now().incident is None
+        level = daemon.controller.levels.read()
+        assert level is not None and level["reference_version"] == 1.0
+        before.send(1500, 81, concept=1.0, tag_version=True)
+        incident = daemon.run_check_now().incident
+        assert incident is not None and incident.state == "retraining"
+        assert daemon.wait_for_retrain(300)
+        attempt = daemon.controller.attempts.for_incident(incident.id)[-1]
+        assert (attempt.status, attempt.challenger_version) == ("shadow", "2"), (attempt.reasons, attempt.error)
+        assert daemon.controller.incidents.get(incident.id).state == "shadow"
+        assert load_champion(cfg).version == "1"
+
+        after = Traffic(cfg, daemon.store, start=time.time() + 60)  # live rows after the shadow began
+        after.send(1500, 82, concept=1.0, tag_version=True)
+        report = daemon.run_check_now()  # still breaching on v1: waits for the shadow, which it then counts
+        assert "in shadow" in report.action and daemon.controller.attempts.running() is None
+        assert daemon.controller.last_shadow == "shadow v2: promoted after 1 live windows beside v1"
+        attempt = daemon.controller.attempts.get(attempt.id)
+        assert attempt.status == "promoted" and attempt.champion_version == "2"
+        assert attempt.reasons[-1] == daemon.controller.last_shadow
+        incident = daemon.controller.incidents.get(incident.id)
+        assert incident.state == "promoted" and incident.version == "2"
+        kinds = [e["kind"] for e in daemon.controller.incidents.events(incident.id)]
+        assert [k for k in kinds if k in STATES] == ["retraining", "shadow", "promoted"], kinds
+        assert "retrain_deferred" in kinds  # the breach while in shadow waited for it
+
+        after.send(1500, 83, concept=1.0)
+        assert daemon.run_check_now().outcome.champion_version == "2"
+        level = daemon.controller.levels.read()
+        assert level is not None and level["reference_version"] == 1.0  # kept: the loop promoted v2
     finally:
         daemon.stop(grace=5)

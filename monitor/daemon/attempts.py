@@ -1,7 +1,8 @@
 """Retrain attempts: one row per launched retrain, written *before* the child starts.
 
 The row is what makes a restart safe: a daemon that dies mid-retrain finds an attempt still
-``running`` on start-up and settles it (see :mod:`monitor.daemon.recovery`). The database
+``running`` on start-up (or on taking over as the leader) and settles it (see
+:mod:`monitor.daemon.recovery` and :mod:`monitor.daemon.failover`). The database
 also enforces single-flight: a unique partial index allows one running attempt per model, so
 a second :meth:`AttemptStore.begin` raises :class:`BusyError` even from another process.
 """
@@ -20,7 +21,11 @@ from monitor.daemon.tables import retrain_attempts
 from monitor.errors import DriftloopError
 from monitor.store.engine import write_transaction
 
-OUTCOMES = ("promoted", "rejected", "failed")
+# "shadow": the challenger passed the gate and is held in shadow (trainer/shadow.py); the attempt is
+# settled again as promoted or rejected when the shadow ends (:meth:`AttemptStore.end_shadow`).
+# "interrupted": its daemon died under it (a leader killed mid-retrain). Not a failure of training,
+# so it counts toward neither the cooldown nor the back-off (monitor.daemon.failover).
+OUTCOMES = ("promoted", "rejected", "failed", "shadow", "interrupted")
 
 
 class BusyError(DriftloopError):
@@ -100,6 +105,37 @@ class AttemptStore:
         if done != 1:
             raise ValueError(f"attempt {attempt_id} is not running")
         return self.get(attempt_id)
+
+    def end_shadow(self, version: str, status: str, reason: str) -> Attempt | None:
+        """Settle the attempt whose challenger ``version`` was held in shadow as ``promoted`` or
+        ``rejected`` (the shadow's verdict on live traffic), adding ``reason``. None when no attempt
+        of this model holds ``version`` in shadow (already settled, or the shadow came from a
+        retrain run outside the daemon)."""
+        if status not in ("promoted", "rejected"):
+            raise ValueError(f"a shadow ends promoted or rejected, not {status!r}")
+        q = select(retrain_attempts).where(retrain_attempts.c.model == self._model,
+                                           retrain_attempts.c.status == "shadow",
+                                           retrain_attempts.c.challenger_version == str(version))
+        with write_transaction(self._engine) as conn:
+            row = conn.execute(q).first()
+            if row is None:
+                return None
+            held = _attempt(row)
+            conn.execute(update(retrain_attempts)
+                         .where(retrain_attempts.c.id == held.id, retrain_attempts.c.status == "shadow")
+                         .values(status=status, finished_at=self._clock(),
+                                 champion_version=str(version) if status == "promoted" else held.champion_version,
+                                 reasons=json.dumps([*held.reasons, reason])))
+        return self.get(held.id)
+
+    def in_shadow(self) -> Attempt | None:
+        """The latest attempt whose challenger is still held in shadow."""
+        q = (select(retrain_attempts).where(retrain_attempts.c.model == self._model,
+                                            retrain_attempts.c.status == "shadow")
+             .order_by(retrain_attempts.c.started_at.desc()).limit(1))
+        with self._engine.connect() as conn:
+            row = conn.execute(q).first()
+        return _attempt(row) if row else None
 
     def get(self, attempt_id: str) -> Attempt:
         with self._engine.connect() as conn:

@@ -22,6 +22,12 @@ Scenarios (onset after ``--before`` batches):
 - ``abrupt``        the labelling rule switches to another, equally learnable one
 - ``gradual``       the decision boundary rotates slowly for the rest of the stream
 - ``reversal``      the same boundary, labels flipped
+- ``long_abrupt``   ``abrupt`` with 21,000 post-change rows (52 batches): does the loop keep learning
+                    from all the evidence since the change? Goal: last 20 % within 2 points of pre-drift
+- ``episode``       a passing episode: for 5 batches (10 % of a 50-batch stream) the positive rate
+                    falls by about half (the labelling rule's offset moves), then the world returns.
+                    Goal: last 20 % within 1 point of the never-retrained model, and the
+                    pre-episode champion (or an equal model) serves at the end
 
 ``bench/bench_outside.py`` runs this harness on 14 more streams unlike these (3 and 30 features,
 categorical-heavy, 10 % positives, prior shift, early and late onsets, a recurring concept, labels
@@ -31,8 +37,9 @@ there may set ``features``, ``label_lag``, ``label_share``, ``send_version`` and
 Printed per scenario: detection delay (labelled rows after onset until the first incident),
 incidents (performance / drift), retrain attempts and promotions, served accuracy over the last
 20 % of the stream vs the pre-drift level and vs the never-retrained baseline on the same rows,
-and the longest run of checks that breached with no action (no retrain started, not waiting for
-post-change rows, not escalated).
+the longest run of checks that breached with no action (no retrain started, not waiting for
+post-change rows, not escalated), the champion serving at the end, and what the champion reviews
+cost (``training.review_interval_checks``): the median seconds of a review against a check's.
 """
 from __future__ import annotations
 
@@ -95,16 +102,21 @@ class Scenario:
     learnable: bool          # a model retrained on the new data can get back to the pre-drift level
     control: bool = False    # must open no incident
     expect_incident: bool = True
+    batches: int | None = None    # stream length in batches (None: --batches)
+    before: int | None = None     # onset batch (None: --before)
+    episode: float | None = None  # the drift lasts this share of the drifted part, then the world returns
 
     def batch(self, rng: np.random.Generator, n: int, progress: float | None) -> pd.DataFrame:
         """Rows of one batch; ``progress`` is None before the onset, else 0..1 through the drifted part."""
-        drifted = progress is not None
+        drifted = progress is not None and (self.episode is None or progress < self.episode)
         shift = 1.0 if drifted and self.name == "covariate" else 0.0
         frame = _features(rng, n, shift)
-        angle, flip, reverse = 0.0, 0.0, False
+        angle, flip, reverse, offset = 0.0, 0.0, False, 0.0
         if drifted:
-            if self.name == "abrupt":
+            if self.name in ("abrupt", "long_abrupt"):
                 angle = 90.0
+            elif self.name == "episode":
+                offset = -1.6  # the positive rate falls from about half to about a quarter
             elif self.name == "gradual":
                 angle = 120.0 * progress
             elif self.name == "noise_small":
@@ -113,7 +125,7 @@ class Scenario:
                 flip = 0.0875  # about 7 points
             elif self.name == "reversal":
                 reverse = True
-        y = _labels(rng, _logit(frame, angle), flip)
+        y = _labels(rng, _logit(frame, angle) + offset, flip)
         frame["label"] = 1 - y if reverse else y
         return frame
 
@@ -126,6 +138,8 @@ SCENARIOS = {s.name: s for s in [
     Scenario("abrupt", learnable=True),
     Scenario("gradual", learnable=True),
     Scenario("reversal", learnable=True),
+    Scenario("long_abrupt", learnable=True, batches=52, before=10),
+    Scenario("episode", learnable=True, batches=50, before=5, episode=0.1),
 ]}
 
 
@@ -205,6 +219,9 @@ class Result:
     checks: int = 0
     seconds: float = 0.0
     final_state: str = ""
+    final_champion: str = ""
+    check_seconds: list[float] = field(default_factory=list)   # each check's duration (the daemon's)
+    review_seconds: list[float] = field(default_factory=list)  # each champion review's (monitor/daemon/review.py)
 
     def accuracy(self, part: str, which: str = "served") -> float:
         """Served accuracy (classifiers) or MAE (regression: ``served_correct`` holds |errors|)."""
@@ -326,6 +343,7 @@ def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: i
     label_share = getattr(scenario, "label_share", 1.0)  # share of rows that ever get a label
     send_version = getattr(scenario, "send_version", True)
     last_check = None
+    last_review = ""
     idle = 0
     labelled_after_onset = 0
     try:
@@ -374,6 +392,12 @@ def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: i
             check = status.get("last_check") or {}
             last_check = check.get("id", last_check)
             result.checks += 1
+            if check.get("duration_seconds") is not None:
+                result.check_seconds.append(float(check["duration_seconds"]))
+            review = (status.get("review") or {}).get("last") or ""
+            if review and review != last_review:
+                last_review = review
+                result.review_seconds.append(float(review.rsplit("; ", 1)[-1].rstrip(" s")))
             incidents = status.get("recent_incidents") or []
             if incidents and result.detection_rows is None and drifted:
                 result.detection_rows = labelled_after_onset
@@ -399,6 +423,7 @@ def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: i
         result.incidents = list(final.get("recent_incidents") or [])
         result.attempts = list(final.get("recent_retrains") or [])
         result.final_state = ", ".join(f"{i['state']}" for i in final.get("open_incidents") or []) or "none open"
+        result.final_champion = str((final.get("champion") or {}).get("version") or "")
     finally:
         client.close()
         http.close()
@@ -433,6 +458,12 @@ def report(results: list[Result]) -> None:
         else:
             line = f"{'':<12} ROC AUC pre {r.auc('pre'):.3f} last20% {r.auc('last'):.3f} never {r.auc('last', 'baseline'):.3f}"
         print(line + (f"  ERRORS: {'; '.join(r.errors)}" if r.errors else ""))
+        review = (f"{len(r.review_seconds)} reviews, median {np.median(r.review_seconds):.3f} s" if r.review_seconds
+                  else "no review")
+        check = f"median check {np.median(r.check_seconds):.3f} s" if r.check_seconds else "no check timed"
+        share = (f" ({np.median(r.review_seconds) / np.median(r.check_seconds):.2f} of a check)"
+                 if r.review_seconds and r.check_seconds else "")
+        print(f"{'':<12} champion at the end v{r.final_champion}; {review} vs {check}{share}")
     print("\ndetect: labelled rows after the onset when the first incident opened; incid: incidents opened "
           "(perf/drift by reason); tries/promo: retrain attempts and promotions; pre: served accuracy before "
           "the onset; last20%: served accuracy over the last 20% of the stream; never: the never-retrained "
@@ -445,7 +476,10 @@ def figures(r: "Result") -> dict:
             "attempts": len(r.attempts), "promotions": sum(1 for a in r.attempts if a["status"] == "promoted"),
             "pre": r.accuracy("pre"), "last20": r.accuracy("last"), "never": r.accuracy("last", "baseline"),
             "idle_breach_streak": r.idle_breach_streak, "auc_pre": r.auc("pre"), "auc_last20": r.auc("last"),
-            "auc_never": r.auc("last", "baseline"), "errors": r.errors}
+            "auc_never": r.auc("last", "baseline"), "errors": r.errors, "final_champion": r.final_champion,
+            "check_seconds_median": float(np.median(r.check_seconds)) if r.check_seconds else None,
+            "review_seconds_median": float(np.median(r.review_seconds)) if r.review_seconds else None,
+            "reviews": len(r.review_seconds)}
 
 
 def cli(doc: str | None, scenarios: dict, prefix: str, onset=None) -> int:
@@ -477,7 +511,8 @@ def cli(doc: str | None, scenarios: dict, prefix: str, onset=None) -> int:
         for name in args.names or scenarios:
             scenario = scenarios[name]
             before = args.before if onset is None else onset(scenario, args)
-            r = run_scenario(scenario, batches=args.batches, before=before, batch_rows=args.batch_rows,
+            before = getattr(scenario, "before", None) if onset is None and getattr(scenario, "before", None) else before
+            r = run_scenario(scenario, batches=getattr(scenario, "batches", None) or args.batches, before=before, batch_rows=args.batch_rows,
                              baseline_rows=args.baseline_rows, interval=args.interval, seed=args.seed,
                              workdir=workdir, verbose=args.verbose)
             print(f"{name}: {r.seconds:.0f} s, {len(r.incidents)} incident(s), {len(r.attempts)} attempt(s)"
@@ -490,6 +525,11 @@ def cli(doc: str | None, scenarios: dict, prefix: str, onset=None) -> int:
 
 
 def main() -> int:
+    """Every scenario but the long ones by default (``long_abrupt`` and ``episode`` take 20-40 minutes
+    each on 2 cores: name them)."""
+    long = {"long_abrupt", "episode"}
+    if not any(a in SCENARIOS for a in sys.argv[1:]):
+        sys.argv += [n for n in SCENARIOS if n not in long]
     return cli(__doc__, SCENARIOS, "bench-loop-")
 
 

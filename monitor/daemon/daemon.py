@@ -289,7 +289,8 @@ class Daemon:
         return collect_status(self.cfg.model.name, self.champion.version, c.checklog, c.incidents, c.attempts,
                               limit=limit, levels=c.levels,
                               extra={"daemon": {"running": self._started, "leader": self.is_leader,
-                                                "check_interval_seconds": self.cfg.drift.interval_seconds}})
+                                                "check_interval_seconds": self.cfg.drift.interval_seconds},
+                                     "review": {"last": self.review.last}})
 
     def reset_reference(self) -> dict[str, Any]:
         """Accept the champion's baseline as the reference level (a concept that became harder for

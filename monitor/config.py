@@ -568,17 +568,6 @@ class TrainingConfig(_Section):
                                  "model load (once, then cached) and one scoring of training.review_rows rows")
     review_rows: int | None = Field(None, ge=100, description="champion review: the latest labelled rows every "
                                     "version is scored on; default drift.window_size")
-    review_interval_checks: int = Field(10, ge=0, description="champion review: every this many successful checks "
-                                        "with no incident open (and after every incident ends), the champion, the last "
-                                        "training.review_versions champions and the first champion are scored on the "
-                                        "latest training.review_rows labelled rows; an earlier version significantly "
-                                        "better by the paired tests (McNemar / DeLong / paired t at 1 - "
-                                        "gate_confidence, Bonferroni over the versions) is reinstated; 0 = off")
-    review_versions: int = Field(3, ge=1, le=10, description="champion review: how many earlier champions "
-                                 "(newest first) it scores besides the first champion; bounded, as each costs one "
-                                 "model load (once, then cached) and one scoring of training.review_rows rows")
-    review_rows: int | None = Field(None, ge=100, description="champion review: the latest labelled rows every "
-                                    "version is scored on; default drift.window_size")
     gate_confidence: float = Field(0.95, gt=0.5, lt=1, description="confidence of the gate's absolute floors: the "
                                    "challenger's ROC AUC and accuracy lower bounds must clear 0.5 and the "
                                    "majority-class rate")

@@ -108,9 +108,21 @@ def make_engine(url: str, *, busy_timeout_seconds: float = 30.0, synchronous: st
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed, busy_timeout_seconds, synchronous)
     try:
-        return sa.create_engine(parsed, pool_pre_ping=True, pool_size=pool_size, max_overflow=pool_size)
+        engine = sa.create_engine(parsed, pool_pre_ping=True, pool_size=pool_size, max_overflow=pool_size)
     except (ImportError, sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
         raise StoreError(f"store.url {safe_url(parsed)}: {exc}") from exc
+    if engine.dialect.name == "postgresql":
+        event.listen(engine, "begin", _bounded_postgresql_begin)
+    return engine
+
+
+def _bounded_postgresql_begin(conn: Connection) -> None:
+    """Under :func:`bounded_wait`, a transaction waits for a lock (a row another transaction is
+    writing, a table someone locked) at most that long: PostgreSQL's ``lock_timeout``, for this
+    transaction only."""
+    wait = _REQUEST_WAIT.get()
+    if wait is not None:
+        conn.exec_driver_sql(f"SET LOCAL lock_timeout = {max(1, int(wait * 1000))}")
 
 
 def _sqlite_engine(url: sa.URL, busy_timeout_seconds: float, synchronous: str) -> Engine:

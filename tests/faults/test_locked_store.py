@@ -10,9 +10,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import psycopg
 
 from tests.faults.conftest import AUTH, FIRING, assert_no_5xx_but_503, fault_config, running_daemon
 from tests.faults.test_dependencies import prediction
+from tests.support.postgres import postgres_server  # noqa: F401  (fixture)
 
 
 def _timed(c: httpx.Client, method: str, path: str, **kw) -> tuple[httpx.Response, float]:
@@ -27,7 +29,7 @@ def test_every_endpoint_answers_within_a_second_while_the_store_is_locked(tmp_pa
     with running_daemon(cfg) as (daemon, url), httpx.Client(base_url=url, timeout=30) as c:
         assert c.post("/v1/predictions", json=[prediction(i) for i in range(20)], headers=AUTH).status_code == 200
         assert "driftloop_store_rows" in c.get("/metrics").text
-        assert c.get("/v1/status").status_code == 200  # first use loads MLflow and scipy: not what is timed
+        assert c.get("/v1/status", timeout=120).status_code == 200  # first use loads MLflow and scipy: not timed
         holder = sqlite3.connect(cfg.home / "driftloop.db", isolation_level=None)
         holder.execute("BEGIN EXCLUSIVE")
         try:
@@ -72,3 +74,34 @@ def test_every_endpoint_answers_within_a_second_while_the_store_is_locked(tmp_pa
         # Released: everything answers normally again, and the refused batch can be re-sent.
         assert c.get("/readyz").status_code == 200
         assert c.post("/v1/predictions", json=[prediction(100)], headers=AUTH).json()["stored"] == 1
+
+
+def test_a_locked_postgresql_table_is_a_prompt_503(tmp_path, postgres_server):
+    """PostgreSQL has no file lock but row and table locks: a request's transaction waits for one
+    at most ``store.request_wait_seconds`` (``SET LOCAL lock_timeout``), then 503."""
+    url = postgres_server.create_database()
+    cfg = fault_config(tmp_path / "home", store={"url": url})
+    with running_daemon(cfg) as (daemon, base), httpx.Client(base_url=base, timeout=30) as c:
+        assert c.post("/v1/predictions", json=[prediction(1)], headers=AUTH).status_code == 200
+        assert c.get("/v1/status", timeout=120).status_code == 200  # first use loads MLflow and scipy: not timed
+        tables = f"{daemon.store.tables.predictions.name}, {daemon.store.tables.labels.name}"
+        with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as holder:
+            holder.execute(f"LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE")
+            answers = {
+                "livez": _timed(c, "GET", "/livez"),
+                "metrics": _timed(c, "GET", "/metrics"),
+                "predictions": _timed(c, "POST", "/v1/predictions", json=[prediction(2)], headers=AUTH),
+                "labels": _timed(c, "POST", "/v1/labels", json=[{"id": "p-1", "label": 1}], headers=AUTH),
+                "status": _timed(c, "GET", "/v1/status"),
+            }
+            holder.rollback()
+        print("\nPostgreSQL tables locked: " + ", ".join(f"{k} {r.status_code} in {t * 1000:.0f} ms"
+                                                        for k, (r, t) in answers.items()))
+        slow = {k: round(t, 2) for k, (_, t) in answers.items() if t >= 1.0}
+        assert not slow, f"answered after 1 s or more: {slow}"
+        for name, (r, _) in answers.items():
+            assert_no_5xx_but_503(r, name)
+        assert answers["livez"][0].status_code == 200 and answers["metrics"][0].status_code == 200
+        for name in ("predictions", "labels"):
+            assert answers[name][0].status_code == 503 and "store" in answers[name][0].json()["error"]
+        assert c.post("/v1/predictions", json=[prediction(2)], headers=AUTH).json()["stored"] == 1

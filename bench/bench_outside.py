@@ -17,10 +17,16 @@ current ``@champion``); what differs is the streams and how the service behaves.
 - ``late``            abrupt concept change with 20 % of the stream left
 - ``recurring``       concept A, then B, then A again
 - ``gradual_stop``    the boundary turns 90 degrees over 30 % of the drifted part, then stays
-- ``delayed_labels``  abrupt change; labels arrive 5 batches late
-- ``sampled_labels``  abrupt change; only 20 % of rows ever get a label
+- ``delayed_labels``  abrupt change; labels arrive 5 batches late (goal: last 20 % within 5 points of pre-drift)
+- ``sampled_labels``  abrupt change; only 20 % of rows ever get a label (goal: last 20 % within 5 points
+                      of pre-drift). Both rest on judging by labelled rows (drift.judge_by_interval,
+                      drift.labelled_window; docs/parts/drift.md)
 - ``bursts``          abrupt change; traffic alternates 4x bursts and 1/4 lulls
 - ``no_version``      abrupt change; the service never sends ``model_version``
+
+The estimation check after a promotion trained on a skewed window (realised inside the estimate's
+band after recalibration) is ``bench/bench_estimation_recal.py``: it needs the daemon's per-check
+estimate, which this harness does not record.
 
 Figures are printed by ``bench_loop.report`` (plus ROC AUC and any 5xx / traceback / daemon exit).
 """

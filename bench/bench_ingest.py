@@ -8,6 +8,16 @@ each against a raw baseline measured in the same run on the same SQLite file.
   client process posting pre-serialised JSON batches of ``--batch`` records x ``--features`` features
   on ``--concurrency`` keep-alive connections. Baseline: ``executemany`` of the same rows, as ready
   tuples, into the same table, one transaction per batch.
+
+    .venv/bin/python bench/bench_ingest.py --only load --clients 1,8 --postgres   # ~3 min
+
+* Load (``--only load``, or part of the full run): ``--records`` predictions over HTTP from 1 and 8
+  clients (``--clients``), a fresh store each, medians of ``--repeats``: rows/s, request latency
+  p50/p99, and exact counts (every response's ``stored`` summed, the table's count, and
+  ``--resend`` batches sent again answered as duplicates). ``--postgres`` repeats it on a private
+  PostgreSQL with its default durability (fsync, synchronous commit) started for the run, or on
+  ``--postgres-url`` (an admin URL; a database is created per run). Baselines as above: SQLite
+  ``executemany``; PostgreSQL psycopg ``executemany``, one transaction per batch.
 * Client: ``DriftloopClient.log_predictions(DataFrame)`` in a separate process (DataFrame to JSON
   included) against the same server.
 * Window: ``PredictionStore.window()`` for the newest N rows (joined with labels, half labelled).
@@ -33,18 +43,23 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def _config(home: Path, features: int, categorical: int):
+def _config(home: Path, features: int, categorical: int, store_url: str | None = None):
     from monitor.config import load_config
     feats = [{"name": f"x{i}"} for i in range(features - categorical)]
     feats += [{"name": f"c{i}", "type": "categorical"} for i in range(categorical)]
-    return load_config(environ={}, overrides={"home": str(home), "model": {"name": "bench", "features": feats},
-                                              "server": {"max_batch_records": 1_000_000}})
+    overrides = {"home": str(home), "model": {"name": "bench", "features": feats},
+                 "server": {"max_batch_records": 1_000_000}}
+    if store_url:
+        overrides["store"] = {"url": store_url}
+    return load_config(environ={}, overrides=overrides)
 
 
 def _records(prefix: str, n: int, features: int, categorical: int, seed: int = 0) -> list[dict]:
@@ -74,7 +89,7 @@ def serve(args: argparse.Namespace) -> None:
 
     from monitor.ingest import create_app
     from monitor.store import PredictionStore
-    cfg = _config(Path(args.home), args.features, args.categorical)
+    cfg = _config(Path(args.home), args.features, args.categorical, args.store_url)
     store = PredictionStore.from_config(cfg)
     uvicorn.run(create_app(cfg, store), host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
 
@@ -90,32 +105,45 @@ def post(args: argparse.Namespace) -> None:
     del records
     latencies: list[float] = []
     failures: list[str] = []
+    counts = {"stored": 0, "duplicates": 0}
     lock = threading.Lock()
-    next_body = iter(range(len(bodies)))
 
-    def worker() -> None:
-        with httpx.Client(base_url=args.url, timeout=60) as http:
-            while True:
-                with lock:
-                    k = next(next_body, None)
-                if k is None:
-                    return
-                t = time.perf_counter()
-                r = http.post("/v1/predictions", content=bodies[k], headers={"Content-Type": "application/json"})
-                dt = time.perf_counter() - t
-                with lock:
-                    latencies.append(dt)
-                    if r.status_code != 200:
-                        failures.append(f"{r.status_code} {r.text[:200]}")
+    def run(order: list[int], connections: int, timed: list[float] | None) -> None:
+        pending = iter(order)
 
-    threads = [threading.Thread(target=worker) for _ in range(args.concurrency)]
+        def worker() -> None:
+            with httpx.Client(base_url=args.url, timeout=120) as http:
+                while True:
+                    with lock:
+                        k = next(pending, None)
+                    if k is None:
+                        return
+                    t = time.perf_counter()
+                    r = http.post("/v1/predictions", content=bodies[k], headers={"Content-Type": "application/json"})
+                    dt = time.perf_counter() - t
+                    with lock:
+                        if timed is not None:
+                            timed.append(dt)
+                        if r.status_code != 200:
+                            failures.append(f"{r.status_code} {r.text[:200]}")
+                        else:
+                            for key in counts:
+                                counts[key] += r.json()[key]
+
+        threads = [threading.Thread(target=worker) for _ in range(connections)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
     start = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run(list(range(len(bodies))), args.concurrency, latencies)
     wall = time.perf_counter() - start
-    print(json.dumps({"wall": wall, "latencies": latencies, "failures": failures[:5]}))
+    sent = dict(counts)
+    counts.update(stored=0, duplicates=0)
+    run(list(range(min(args.resend, len(bodies)))), args.concurrency, None)  # idempotent re-sends, untimed
+    print(json.dumps({"wall": wall, "latencies": latencies, "failures": failures[:5], "counts": sent,
+                      "resent": dict(counts)}))
 
 
 def post_client(args: argparse.Namespace) -> None:
@@ -148,16 +176,23 @@ def _subprocess(role: str, args: argparse.Namespace, **extra) -> list[str]:
     return cmd
 
 
+def _rows(batch, now: int) -> list[tuple]:
+    """A validated binary batch as the store's insert tuples (model_version and input_uri empty)."""
+    n = len(batch)
+    return list(zip(batch.ids, batch.ts, *batch.features, batch.scores, batch.predictions, [now] * n,
+                    [None] * n, [None] * n))
+
+
 def raw_insert_rate(store, n: int, args: argparse.Namespace) -> float:
     """Baseline: rows ready as tuples, executemany into the store's table, one commit per batch."""
     records = _records("raw", n, args.features, args.categorical, seed=3)
     batch = store.validator.predictions(records)
     now = int(time.time() * 1e6)
-    rows = list(zip(batch.ids, batch.ts, *batch.features, batch.scores, batch.predictions, [now] * n))
+    rows = _rows(batch, now)
     conn = sqlite3.connect(store.engine.url.database, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")  # as the store (store.sqlite_synchronous default)
-    sql = store._insert_predictions
+    sql = store._prediction_rows.single
     start = time.perf_counter()
     for i in range(0, n, args.batch):
         conn.execute("BEGIN IMMEDIATE")
@@ -168,12 +203,15 @@ def raw_insert_rate(store, n: int, args: argparse.Namespace) -> float:
     return n / wall
 
 
-def http_rates(home: Path, args: argparse.Namespace) -> dict:
+@contextmanager
+def _server(home: Path, args: argparse.Namespace, store_url: str | None = None) -> Iterator[tuple[str, int]]:
+    """A benchmark server on a free port (the store under ``home``, or ``store_url``); yields its URL and pid."""
+    import httpx
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen(_subprocess("_serve", args, home=home, port=port))
+    extra = {"store_url": store_url} if store_url else {}
+    server = subprocess.Popen(_subprocess("_serve", args, home=home, port=port, **extra))
     try:
-        import httpx
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -184,19 +222,115 @@ def http_rates(home: Path, args: argparse.Namespace) -> dict:
             if time.monotonic() > deadline or server.poll() is not None:
                 raise RuntimeError("the benchmark server did not start")
             time.sleep(0.2)
-        out = subprocess.run(_subprocess("_post", args, url=url, records=args.records, prefix="http",
-                                         concurrency=args.concurrency), capture_output=True, text=True, check=True)
-        http = json.loads(out.stdout)
-        if http["failures"]:
-            raise RuntimeError(f"posts failed: {http['failures']}")
-        out = subprocess.run(_subprocess("_client", args, url=url, records=args.client_records, prefix="client"),
-                             capture_output=True, text=True, check=True)
-        client = json.loads(out.stdout)
+        yield url, server.pid
     finally:
         server.terminate()
         server.wait(20)
+
+
+def _post_load(url: str, clients: int, args: argparse.Namespace, prefix: str) -> dict:
+    out = subprocess.run(_subprocess("_post", args, url=url, records=args.records, prefix=prefix,
+                                     concurrency=clients, resend=args.resend), capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"the load client failed: {out.stderr[-2000:]}")
+    result = json.loads(out.stdout)
+    if result["failures"]:
+        raise RuntimeError(f"posts failed: {result['failures']}")
+    return result
+
+
+def http_rates(home: Path, args: argparse.Namespace) -> dict:
+    with _server(home, args) as (url, _):
+        http = _post_load(url, args.concurrency, args, "http")
+        out = subprocess.run(_subprocess("_client", args, url=url, records=args.client_records, prefix="client"),
+                             capture_output=True, text=True, check=True)
+        client = json.loads(out.stdout)
     return {"http_rate": args.records / http["wall"], "lat_median": statistics.median(http["latencies"]),
             "lat_p99": _pct(http["latencies"], 0.99), "client_rate": args.client_records / client["wall"]}
+
+
+def load_run(home: Path, clients: int, args: argparse.Namespace, store_url: str | None = None) -> dict:
+    """One load run into a fresh store: rate, latency and the exact-count checks."""
+    from monitor.store import PredictionStore
+    with _server(home, args, store_url) as (url, pid):
+        cpu = _cpu_seconds(pid)
+        result = _post_load(url, clients, args, "load")
+        cpu = _cpu_seconds(pid) - cpu
+    cfg = _config(home, args.features, args.categorical, store_url)
+    with PredictionStore.from_config(cfg) as store:
+        in_table = store.row_counts()["predictions"]
+    resent_rows = min(args.resend * args.batch, args.records)
+    exact = (result["counts"] == {"stored": args.records, "duplicates": 0} and in_table == args.records
+             and result["resent"] == {"stored": 0, "duplicates": resent_rows})
+    if not exact:
+        raise RuntimeError(f"counts are off: sent {args.records}, answered {result['counts']}, table has "
+                           f"{in_table}, re-sent {resent_rows} answered {result['resent']}")
+    lat = result["latencies"]
+    return {"rate": args.records / result["wall"], "p50": statistics.median(lat), "p99": _pct(lat, 0.99),
+            "cpu": cpu / (args.records + resent_rows) * args.batch}
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc): the server's cost, whatever else runs."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_raw_rate(url: str, args: argparse.Namespace) -> float:
+    """PostgreSQL baseline: psycopg ``executemany`` of ready tuples into the store's table, one
+    transaction per batch (each commit waits for the WAL flush, as the store's do)."""
+    import psycopg
+
+    from monitor.store import PredictionStore
+    cfg = _config(Path(tempfile.gettempdir()), args.features, args.categorical, url)
+    with PredictionStore.from_config(cfg) as store:
+        records = _records("raw", args.records, args.features, args.categorical, seed=3)
+        batch = store.validator.predictions(records)
+        now = int(time.time() * 1e6)
+        rows = _rows(batch, now)
+        sql = store._prediction_rows.single.replace("?", "%s")
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        start = time.perf_counter()
+        for i in range(0, len(rows), args.batch):
+            with conn.transaction(), conn.cursor() as cur:
+                cur.executemany(sql, rows[i:i + args.batch])
+        wall = time.perf_counter() - start
+    return len(rows) / wall
+
+
+def load_table(workdir: Path, args: argparse.Namespace, raw_sqlite: float) -> list[str]:
+    """Markdown rows: each store x each client count, medians of ``--repeats`` runs."""
+    stores: list[tuple[str, Callable[[], str | None], float]] = [("SQLite", lambda: None, raw_sqlite)]
+    server = None
+    if args.postgres or args.postgres_url:
+        admin = args.postgres_url
+        if admin is None:
+            from tests.support.postgres import start_postgres
+            server = start_postgres(durable=True)
+            admin = server.admin_url
+        made = iter(range(1_000_000))
+
+        def fresh() -> str:
+            import psycopg
+            name = f"bench_{os.getpid()}_{next(made)}"
+            with psycopg.connect(admin.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{name}"')
+            return admin.rsplit("/", 1)[0] + "/" + name
+        stores.append(("PostgreSQL", fresh, postgres_raw_rate(fresh(), args)))
+    rows = []
+    try:
+        for name, fresh_url, raw in stores:
+            for clients in args.client_counts:
+                runs = [load_run(workdir / f"load-{name}-{clients}-{r}", clients, args, fresh_url())
+                        for r in range(args.repeats)]
+                rate, p50, p99, cpu = (statistics.median(run[k] for run in runs) for k in ("rate", "p50", "p99", "cpu"))
+                rows.append(f"| {name}, {clients} client{'s' if clients > 1 else ''} | {rate:,.0f} rows/s "
+                            f"| {p50 * 1000:.0f} ms | {p99 * 1000:.0f} ms | {cpu * 1000:.0f} ms | {raw:,.0f} rows/s "
+                            f"| {rate / raw:.2f} | yes |")
+    finally:
+        if server is not None:
+            server.stop()
+    return rows
 
 
 def populate(store, n: int, args: argparse.Namespace) -> None:
@@ -299,7 +433,13 @@ def main() -> None:
     p.add_argument("--embedding-dim", type=int, help="run only the embedding mode: one feature of this dim "
                                                      "against as many numeric columns")
     p.add_argument("--embedding-rows", type=int, default=3000, help="rows per repeat in the embedding mode")
-    for internal in ("--home", "--url", "--prefix"):  # used by the subprocess roles
+    p.add_argument("--only", choices=["all", "load"], default="all",
+                   help="load: only the 1- and 8-client load table (no monitor.client, no windows)")
+    p.add_argument("--clients", default="1,8", help="client counts of the load table, comma-separated")
+    p.add_argument("--resend", type=int, default=8, help="batches re-sent after each load run (must be duplicates)")
+    p.add_argument("--postgres", action="store_true", help="also load a private PostgreSQL (default durability)")
+    p.add_argument("--postgres-url", help="also load this PostgreSQL (admin URL; a database per run)")
+    for internal in ("--home", "--url", "--prefix", "--store-url"):  # used by the subprocess roles
         p.add_argument(internal, help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -314,6 +454,7 @@ def main() -> None:
             if getattr(args, name) == p.get_default(name):
                 setattr(args, name, value)
     sizes = [int(s) for s in args.window_rows.split(",") if s]
+    args.client_counts = [int(c) for c in args.clients.split(",") if c]
     if args.embedding_dim:
         workdir = Path(args.workdir or tempfile.mkdtemp(prefix="driftloop-bench-"))
         try:
@@ -329,15 +470,26 @@ def main() -> None:
         cfg = _config(home, args.features, args.categorical)
         with PredictionStore.from_config(cfg) as store:
             raw_rate = raw_insert_rate(store, args.records, args)
-        http = http_rates(home, args)
-        wcfg = _config(workdir / "window", args.features, args.categorical)
-        with PredictionStore.from_config(wcfg) as store:
-            populate(store, max(sizes), args)
-            windows = {n: window_times(store, n, args) for n in sizes}
+        load = load_table(workdir, args, raw_rate)
+        if args.only == "all":
+            http = http_rates(workdir / "http", args)
+            wcfg = _config(workdir / "window", args.features, args.categorical)
+            with PredictionStore.from_config(wcfg) as store:
+                populate(store, max(sizes), args)
+                windows = {n: window_times(store, n, args) for n in sizes}
     finally:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
 
+    print(f"\ndriftloop ingestion under load: {args.records:,} predictions over HTTP in batches of {args.batch} x "
+          f"{args.features} features ({args.categorical} categorical), median of {args.repeats} runs, "
+          f"{os.cpu_count()} CPUs\n")
+    print("| store, clients | driftloop | p50 latency | p99 latency | server CPU per batch | raw baseline (executemany) "
+          "| ratio | exact counts |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    print("\n".join(load))
+    if args.only == "load":
+        return
     print(f"\ndriftloop ingestion benchmark: batches of {args.batch} x {args.features} features "
           f"({args.categorical} categorical), SQLite, {os.cpu_count()} CPUs\n")
     print("| measurement | driftloop | raw baseline | ratio |")
@@ -351,7 +503,6 @@ def main() -> None:
               f"(pandas.read_sql_query) | {t['ours'] / t['base']:.2f} |")
     print(f"\nHTTP request latency per batch: median {http['lat_median'] * 1000:.1f} ms, "
           f"p99 {http['lat_p99'] * 1000:.1f} ms")
-
 
 if __name__ == "__main__":
     main()

@@ -1,9 +1,11 @@
 """``PredictionStore``: predictions keyed by a caller-given id, labels joined by that id, windows as DataFrames.
 
 Writes are idempotent and atomic per batch. A batch is inserted with ``ON CONFLICT (id) DO NOTHING``
-in one executemany; when fewer rows went in than were sent, the stored versions of the batch's ids
-are compared with the new ones inside the same transaction (conflicts.py): identical ones are
-duplicates (a retry), different ones roll the whole batch back with ConflictError. On SQLite the
+(multi-row statements on SQLite, ``COPY`` on PostgreSQL: inserts.py); when fewer rows went in than
+were sent, the stored versions of the batch's ids are compared with the new ones inside the same
+transaction (conflicts.py): identical ones are duplicates (a retry), different ones roll the whole
+batch back with ConflictError. Batches of concurrent callers share a transaction (group commit,
+writer.py); each call returns after the commit that made its batch durable. On SQLite the
 transaction holds the write lock from the start; on PostgreSQL the unique index makes a concurrent
 insert of the same id wait for the first to commit, after which the comparison sees it.
 """
@@ -30,9 +32,11 @@ from monitor.store import conflicts
 from monitor.store import sqlite_reader as SR
 from monitor.store import window as W
 from monitor.store.engine import driver_sql, lock_schema, make_engine, safe_url, sqlite_path, write_transaction
+from monitor.store.inserts import RowInserter
 from monitor.store.migrations import Migration, migrate
 from monitor.embeddings import INPUT_URI
 from monitor.store.schema import proba_columns, stored_column, sync_model_tables
+from monitor.store.writer import BatchWriter
 from monitor.writable import space_problem, sqlite_write_problem
 
 log = logging.getLogger(__name__)
@@ -89,11 +93,11 @@ class PredictionStore:
         feature_cols = [q(stored_column(f)) for f in model.features]
         pred_cols = ["id", "ts", *feature_cols, "score", "prediction", "received_at", "model_version",
                      *map(q, proba_columns(model)), INPUT_URI]
-        self._insert_predictions = driver_sql(self.engine, (
-            f"INSERT INTO {p} ({', '.join(pred_cols)}) VALUES ({', '.join('?' * len(pred_cols))})"
-            " ON CONFLICT (id) DO NOTHING"))
-        self._insert_labels = driver_sql(self.engine, (
-            f"INSERT INTO {lab} (id, label, ts, received_at) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING"))
+        dialect = self.engine.dialect.name
+        self._prediction_rows = RowInserter(dialect, p, pred_cols)
+        self._label_rows = RowInserter(dialect, lab, ["id", "label", "ts", "received_at"])
+        # Batches from concurrent callers share transactions (group commit, writer.py).
+        self.writer = BatchWriter(lambda: write_transaction(self.engine), name=f"driftloop-writer-{model.name}")
 
     @classmethod
     def from_config(cls, cfg: DriftloopConfig, **kwargs: Any) -> "PredictionStore":
@@ -118,10 +122,14 @@ class PredictionStore:
         uris = repeat(None, n) if batch.input_uris is None else batch.input_uris
         rows = list(zip(batch.ids, batch.ts, *batch.features, batch.scores, batch.predictions, repeat(now, n),
                         versions, *(batch.probas or ()), uris))
-        with self._writing("predictions") as conn:
-            inserted = conn.exec_driver_sql(self._insert_predictions, rows).rowcount
+
+        def write(conn: Connection) -> int:
+            inserted = self._prediction_rows.insert(conn, rows)
             if inserted < n:
                 conflicts.check_predictions(conn, self.tables, self.model, batch)
+            return inserted
+
+        inserted = self._write("predictions", write, n)
         return IngestResult(inserted, n - inserted + batch.duplicates)
 
     def add_labels(self, records: Any) -> IngestResult:
@@ -131,10 +139,14 @@ class PredictionStore:
         if n == 0:
             return IngestResult(0, batch.duplicates)
         rows = list(zip(batch.ids, batch.labels, batch.ts, repeat(self._now_us(), n)))
-        with self._writing("labels") as conn:
-            inserted = conn.exec_driver_sql(self._insert_labels, rows).rowcount
+
+        def write(conn: Connection) -> int:
+            inserted = self._label_rows.insert(conn, rows)
             if inserted < n:
                 conflicts.check_labels(conn, self.tables, batch)
+            return inserted
+
+        inserted = self._write("labels", write, n)
         return IngestResult(inserted, n - inserted + batch.duplicates)
 
     def _prediction_batch(self, records: Any, model_version: str | int | None = None) -> PredictionBatch:
@@ -157,6 +169,14 @@ class PredictionStore:
             with _frame_errors():
                 records = frames.label_records(records, label=self.model.target, id=_id_column(records, self.model))
         return self.validator.labels(records)
+
+    def _write(self, what: str, work: Callable[[Connection], int], rows: int) -> int:
+        """``work`` in a write transaction, possibly shared with other callers' batches; returns
+        once that transaction has committed (see writer.py)."""
+        try:
+            return self.writer.write(work, rows)
+        except sa.exc.SQLAlchemyError as exc:
+            raise StoreError(f"store {self.url}: writing {what} failed: {_reason(exc)}") from exc
 
     @contextmanager
     def _writing(self, what: str) -> Iterator[Connection]:
@@ -296,6 +316,7 @@ class PredictionStore:
         return total
 
     def close(self) -> None:
+        self.writer.close()
         self.engine.dispose()
 
     def __enter__(self) -> "PredictionStore":

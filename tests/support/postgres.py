@@ -97,7 +97,9 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
-def start_postgres(timeout: float = 60.0) -> PostgresServer:
+def start_postgres(timeout: float = 60.0, durable: bool = False) -> PostgresServer:
+    """``durable``: keep PostgreSQL's default fsync and synchronous commit (benchmarks); tests
+    switch them off, the data being disposable."""
     bindir = find_bindir()
     if bindir is None or not (bindir / "postgres").exists():
         _missing("PostgreSQL server binaries (initdb, postgres) not found")
@@ -126,7 +128,7 @@ def start_postgres(timeout: float = 60.0) -> PostgresServer:
     proc = subprocess.Popen(
         [str(bindir / "postgres"), "-D", str(datadir), "-h", "127.0.0.1", "-p", str(port),
          "-k", str(datadir),  # unix socket inside the private folder, not /var/run
-         "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+         *([] if durable else ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]),
          "-c", "max_connections=200", "-c", "shared_buffers=64MB"],
         stdout=log, stderr=subprocess.STDOUT, cwd=base, preexec_fn=_die_with_parent, **_server_user_kwargs())
     def accepts() -> bool:

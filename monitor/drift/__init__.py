@@ -21,14 +21,15 @@ __all__ = [
 _WHERE = {
     "CheckResult": "monitor.drift.result", "FeatureDrift": "monitor.drift.result",
     "evaluate_window": "monitor.drift.evaluate", "DriftEvaluator": "monitor.drift.evaluate",
-    "PreparedReference": "monitor.drift.frames", "prepare_reference": "monitor.drift.frames",
+    "PreparedReference": "monitor.drift.frames", "prepare_reference": "monitor.drift.reference",
     "save_report": "monitor.drift.reports", "prune_reports": "monitor.drift.reports",
     "ReportPaths": "monitor.drift.reports", "ModelMetricsCollector": "monitor.drift.metrics",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
     from monitor.drift.evaluate import DriftEvaluator, evaluate_window
-    from monitor.drift.frames import PreparedReference, prepare_reference
+    from monitor.drift.frames import PreparedReference
+    from monitor.drift.reference import prepare_reference
     from monitor.drift.metrics import ModelMetricsCollector
     from monitor.drift.reports import ReportPaths, prune_reports, save_report
     from monitor.drift.result import CheckResult, FeatureDrift

@@ -31,8 +31,9 @@ from monitor.drift.loss_estimation import LossEstimator, estimate_loss
 from monitor.drift.columns import evidently_columns, label_plan, output_plans, performance_frames
 from monitor.drift.columns import plan as column_plan
 from monitor.drift.embedding import EmbeddingDrift, embedding_drifts
-from monitor.drift.frames import (Labelled, PreparedReference, Side, class_names, missing_ratio, prepare_reference,
-                                  prepare_side, scored_rows, unseen_categories)
+from monitor.drift.frames import (Labelled, PreparedReference, Side, class_names, missing_ratio, prepare_side,
+                                  scored_rows, unseen_categories)
+from monitor.drift.reference import prepare_reference
 from monitor.drift.methods import CATEGORICAL, NUMERIC
 from monitor.drift.recalibration import labelled_estimate
 from monitor.drift.result import CheckResult, FeatureDrift

@@ -163,7 +163,7 @@ def _shifted(columns: list[np.ndarray], offsets: np.ndarray) -> np.ndarray:
 
 
 def reference_segments(reference: pd.DataFrame, model_cfg: ModelConfig) -> ReferenceSegments | None:
-    """Prepared once per champion (monitor.drift.frames.prepare_reference); None without segments."""
+    """Prepared once per champion (monitor.drift.reference.prepare_reference); None without segments."""
     if not model_cfg.segments:
         return None
     correct = label = abs_error = None

@@ -28,7 +28,7 @@ import torch  # noqa: E402
 from monitor.config import load_config  # noqa: E402
 from monitor.onnx_scoring import OnnxScorer, feeds  # noqa: E402
 from trainer.build import build_model  # noqa: E402
-from trainer.deployment import latency  # noqa: E402
+from trainer.forms import latency  # noqa: E402
 from trainer.export import features_of, to_int8, to_onnx  # noqa: E402
 from trainer.loop import LoopConfig  # noqa: E402
 from trainer.metrics import binary_metrics  # noqa: E402

@@ -34,144 +34,19 @@ import logging
 import math
 import tempfile
 import time
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-import numpy as np
 import pandas as pd
 
 from monitor.config import DriftloopConfig
-from monitor.errors import ExportError
-from monitor.onnx_scoring import FORMATS, MANIFEST, OUTPUT_TEXT, OnnxScorer
+from monitor.onnx_scoring import MANIFEST, OUTPUT_TEXT, OnnxScorer
 from trainer.export import OPSET, features_of, task_of, to_int8, to_onnx
-from trainer.metrics import task_metrics
+from trainer.forms import ExportResult, _quiet_quantizer, check_forms
 
 log = logging.getLogger(__name__)
 
 ARTIFACT_DIR = "onnx"
-SINGLE_ROW_REPEATS, BATCH_ROWS, BATCH_REPEATS = 200, 1024, 15
-
-
-@dataclass
-class Form:
-    """One row of the export table; the held-out figures of the task, the others None."""
-    name: str                       # "torch", "onnx" or "onnx-int8"
-    size_bytes: int
-    parity: float                   # max |output - PyTorch's| on the reference rows (see the module doc)
-    accuracy: float | None
-    roc_auc: float | None           # multiclass: one-vs-rest macro ROC AUC
-    latency_ms: dict[str, float]    # p50_1, p99_1, p50_1024, p99_1024
-    published: bool = True
-    reason: str = ""                # why not published
-    mae: float | None = None        # regression
-    rmse: float | None = None
-
-    def figures(self) -> dict[str, float]:
-        """The task's held-out figures by name."""
-        return {k: v for k, v in (("accuracy", self.accuracy), ("roc_auc", self.roc_auc), ("mae", self.mae),
-                                  ("rmse", self.rmse)) if v is not None}
-
-
-@dataclass
-class ExportResult:
-    forms: dict[str, Form] = field(default_factory=dict)
-    manifest: dict[str, Any] = field(default_factory=dict)
-    files: dict[str, bytes] = field(default_factory=dict)   # published forms only
-    error: str | None = None
-    task: str = "binary"
-    target_scale: float | None = None                       # regression: the parity unit (module doc)
-
-    def published(self, name: str) -> Form | None:
-        form = self.forms.get(name)
-        return form if form is not None and form.published else None
-
-    def deployed(self) -> dict[str, float | str] | None:
-        """The form a service would run (INT8 when published, else fp32) for the cost gate."""
-        form = self.published("onnx-int8") or self.published("onnx")
-        if form is None:
-            return None
-        return {"form": form.name, "size_bytes": form.size_bytes, "p99_1_ms": form.latency_ms["p99_1"]}
-
-    def table(self) -> list[dict[str, Any]]:
-        """One row per form, with the held-out figures of its task only."""
-        return [{k: v for k, v in asdict(f).items() if v is not None} for f in self.forms.values()]
-
-
-def latency(score: Callable[[pd.DataFrame], Any], rows: pd.DataFrame, repeats: int,
-            clock: Callable[[], float] = time.perf_counter) -> tuple[float, float]:
-    """(p50, p99) milliseconds of ``score(rows)`` over ``repeats`` calls, after one warm-up call."""
-    score(rows)
-    times = []
-    for _ in range(repeats):
-        start = clock()
-        score(rows)
-        times.append((clock() - start) * 1000.0)
-    p50, p99 = np.percentile(times, [50, 99])
-    return float(p50), float(p99)
-
-
-def _latencies(score: Callable[[pd.DataFrame], Any], rows: pd.DataFrame, clock: Callable[[], float],
-               repeats: int = SINGLE_ROW_REPEATS) -> dict[str, float]:
-    batch = rows.sample(n=BATCH_ROWS, replace=len(rows) < BATCH_ROWS, random_state=0).reset_index(drop=True)
-    p50_1, p99_1 = latency(score, rows.head(1), repeats, clock)
-    p50_b, p99_b = latency(score, batch, max(3, repeats // 13), clock)
-    return {"p50_1": p50_1, "p99_1": p99_1, "p50_1024": p50_b, "p99_1024": p99_b}
-
-
-@contextmanager
-def _torch_threads(n: int) -> Iterator[None]:
-    """PyTorch on as many threads as the ONNX sessions (one), so the latencies compare like for like."""
-    import torch
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-@contextmanager
-def _quiet_quantizer() -> Iterator[None]:
-    """onnxruntime.quantization logs "consider pre-processing" on the root logger on every call."""
-    root = logging.getLogger()
-
-    def drop(record: logging.LogRecord) -> bool:
-        return "pre-processing" not in record.getMessage() and "pre-process" not in record.getMessage()
-
-    root.addFilter(drop)
-    try:
-        yield
-    finally:
-        root.removeFilter(drop)
-
-
-FIGURES = {"binary": ("accuracy", "roc_auc"), "multiclass": ("accuracy", "roc_auc"), "regression": ("mae", "rmse")}
-
-
-def held_out_figures(task: str, y: np.ndarray, output: np.ndarray, threshold: float) -> dict[str, float]:
-    """The export table's figures (:data:`FIGURES`) of one form's ``output`` (``predict_proba``'s
-    shape) on labels ``y`` (0/1, class indices or values), as the trainer computes them."""
-    figures = task_metrics(task, y, output, threshold)
-    return {k: figures[k] for k in FIGURES[task]}
-
-
-def _form(name: str, size: int, parity: float, figures: dict[str, float], latency_ms: dict[str, float]) -> Form:
-    return Form(name, size, parity, figures.get("accuracy"), figures.get("roc_auc"), latency_ms,
-                mae=figures.get("mae"), rmse=figures.get("rmse"))
-
-
-def target_scale(model: Any, reference: pd.DataFrame, target: str) -> float:
-    """A regression model's parity unit: the target's standard deviation on the reference rows, or
-    the training target's (``target_std``) when those have no spread or no target (module doc)."""
-    if target in reference.columns:
-        values = pd.to_numeric(reference[target], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-        values = values[np.isfinite(values)]
-        if len(values) >= 2 and float(values.std()) > 1e-12:
-            return float(values.std())
-    fallback = float(getattr(model, "target_std", 1.0))
-    return fallback if math.isfinite(fallback) and fallback > 1e-12 else 1.0
 
 
 def _manifest(model: Any, cfg: DriftloopConfig, version: str | None, task: str) -> dict[str, Any]:
@@ -205,70 +80,6 @@ def export_forms(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg
 
     return check_forms(model, reference, holdout, cfg, ExportResult(manifest=manifest, task=task), build,
                        lambda data: OnnxScorer(data, manifest).predict_proba, clock=clock)
-
-
-def check_forms(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg: DriftloopConfig,
-                result: ExportResult, build: Callable[[], dict[str, bytes]],
-                scorer: Callable[[bytes], Callable[[pd.DataFrame], np.ndarray]], *,
-                clock: Callable[[], float] = time.perf_counter, repeats: int = SINGLE_ROW_REPEATS) -> ExportResult:
-    """What every kind of model's export shares: the PyTorch form's size, held-out figures and
-    latencies; then each form ``build()`` makes (an ExportError is the result's ``error``), scored
-    by ``scorer(bytes)`` (rows -> the bare output, as ``predict_proba``): parity with PyTorch on the
-    reference rows, held-out figures, latencies and the verdict that publishes it or not."""
-    import io
-
-    import torch
-
-    t, target, threshold, task = cfg.training, cfg.model.target, cfg.model.threshold, result.task
-    scale = target_scale(model, reference, target) if task == "regression" else 1.0
-    if task == "regression":
-        result.target_scale = scale
-    y = holdout[target].to_numpy()
-    with _torch_threads(1):
-        reference_output = model.predict_proba(reference)
-        buffer = io.BytesIO()
-        torch.save(model.state_dict(), buffer)
-        result.forms["torch"] = _form("torch", buffer.getbuffer().nbytes, 0.0,
-                                      held_out_figures(task, y, model.predict_proba(holdout), threshold),
-                                      _latencies(model.predict_proba, holdout, clock, repeats))
-        try:
-            built = build()
-        except ExportError as exc:
-            result.error = str(exc)
-            return result
-        tolerances = {"onnx": t.export_parity_tolerance, "onnx-int8": t.int8_parity_tolerance}
-        for name, data in built.items():
-            score = scorer(data)
-            parity = (float(np.max(np.abs(score(reference) - reference_output))) / scale
-                      if len(reference) else 0.0)
-            form = _form(name, len(data), parity, held_out_figures(task, y, score(holdout), threshold),
-                         _latencies(score, holdout, clock, repeats))
-            form.reason = _refusal(task, form, result.forms["torch"], tolerances[name], t.int8_min_accuracy_ratio)
-            form.published = not form.reason
-            result.forms[name] = form
-            if form.published:
-                result.files[FORMATS[name]] = data
-                result.manifest["formats"][name] = FORMATS[name]
-    return result
-
-
-PARITY_TEXT = {"binary": "max |score difference| vs PyTorch",
-               "multiclass": "max |class probability difference| vs PyTorch",
-               "regression": "max |prediction difference| / the target's std vs PyTorch"}
-
-
-def _refusal(task: str, form: Form, torch_form: Form, tolerance: float, min_ratio: float) -> str:
-    if not math.isfinite(form.parity) or form.parity > tolerance:
-        return f"parity {form.parity:.3g} exceeds tolerance {tolerance:g} ({PARITY_TEXT[task]})"
-    if task == "regression":
-        mae, bar = form.mae, torch_form.mae
-        if mae is not None and bar is not None and not mae <= bar / min_ratio:
-            return f"held-out MAE {mae:.4g} is above PyTorch's {bar:.4g} / {min_ratio:g}"
-        return ""
-    accuracy, bar = form.accuracy, torch_form.accuracy
-    if accuracy is not None and bar is not None and accuracy < min_ratio * bar:
-        return f"held-out accuracy {accuracy:.4f} is below {min_ratio:g} x PyTorch's {bar:.4f}"
-    return ""
 
 
 def log_export(result: ExportResult) -> None:

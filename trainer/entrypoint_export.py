@@ -29,7 +29,7 @@ import torch
 from monitor.config import DriftloopConfig
 from monitor.errors import ExportError
 from monitor.onnx_scoring import OUTPUT_TEXT, OUTPUTS
-from trainer.deployment import ExportResult, _quiet_quantizer, check_forms
+from trainer.forms import ExportResult, _quiet_quantizer, check_forms
 from trainer.export import OPSET, _last_matmul
 
 INPUT = "input"

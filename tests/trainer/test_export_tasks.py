@@ -10,7 +10,8 @@ import pytest
 from monitor.onnx_scoring import OUTPUTS, OnnxScorer
 from tests.trainer.task_data import CLASSES, ROWS, task_config
 from trainer.build import build_model
-from trainer.deployment import Form, _refusal, export_forms
+from trainer.deployment import export_forms
+from trainer.forms import Form, _refusal
 from trainer.export import features_of, to_int8, to_onnx
 from trainer.loop import LoopConfig
 from trainer.pyfunc import TabularPyfunc

@@ -22,6 +22,7 @@ from monitor.daemon import rescan
 from monitor.daemon.attempts import Attempt, AttemptStore, BusyError
 from monitor.daemon.checklog import CheckLog
 from monitor.daemon.checks import CheckJob, CheckOutcome, WindowSource
+from monitor.daemon.failover import stopped_with_its_daemon
 from monitor.daemon.incidents import OUTCOME_STATES, Incident, IncidentStore, TransitionError
 from monitor.daemon.launcher import ChildResult, Launcher, RetrainJob
 from monitor.daemon.levels import Level, ReferenceLevels
@@ -465,6 +466,8 @@ class Controller:
         if not tries:
             return None
         last = tries[-1]
+        if last.status == "interrupted":  # its leader died under it: retried at once (monitor.daemon.failover)
+            return None
         if last.status == "failed":
             left = cooldown_remaining(self.clock(), last.finished_at, self.cfg.alerts.cooldown_seconds)
             if left > 0:
@@ -557,6 +560,8 @@ class Controller:
                     status = "promoted"
                     fields = dict(run_id=found.run_id, challenger_version=found.version,
                                   champion_version=found.version, reasons=["recovered from the registry: " + (result.error or "")])
+                elif result.interrupted:  # its daemon stopped under it: not a failure of training
+                    return stopped_with_its_daemon(self, attempt, f"interrupted: {result.error}")
                 else:
                     status = "failed"
                     fields = dict(error=result.error, reasons=[result.error or "unknown error"],

@@ -51,6 +51,9 @@ class ChildResult:
     exit_code: int | None
     outcome: dict[str, Any] | None = None
     error: str | None = None
+    # Stopped because its daemon stopped (shut down, or deposed as leader): not a failure of
+    # training, so it is settled ``interrupted`` and retried by the next leader (monitor.daemon.failover).
+    interrupted: bool = False
 
     @property
     def ok(self) -> bool:

@@ -1,9 +1,14 @@
-"""Start-up recovery: settle what a previous daemon left half done.
+"""Recovery: settle what a previous leader left half done. Runs whenever this daemon becomes the
+leader: at start-up on SQLite, and on PostgreSQL each time leader election picks it (a follower
+taking over from a leader that died).
 
-- an attempt still ``running``: its child is stopped if it somehow still runs (it normally
-  stops itself within a second of losing its parent), then the attempt is settled against the
-  registry: promoted if a version of its incident, registered after it began, is champion;
-  failed otherwise (the incident is retried by the next breaching check, after the cooldown);
+- an attempt still ``running``: its child is stopped if it somehow still runs here (it normally
+  stops itself within half a second of losing its parent), then the attempt is settled from what
+  the child left (:func:`monitor.daemon.failover.settle_dead_leaders_attempt`): its result file,
+  or the registry (promoted if its version is champion, its recorded verdict if it got past the
+  gate), else ``interrupted``, with any version it registered tagged ``driftloop.fate``;
+- an incident whose latest attempt was interrupted is retried at once: an interruption is not a
+  failure of training, so no cooldown and no back-off apply;
 - an incident ``retraining`` with no running attempt (the daemon died between the two
   writes) is marked failed;
 - a champion review's incident left open (``monitor.daemon.review``) is resolved;
@@ -21,7 +26,8 @@ from pathlib import Path
 from monitor.daemon import review
 from monitor.daemon.controller import Controller
 from monitor.daemon.incidents import TransitionError
-from monitor.daemon.launcher import WORKER_MODULE, ChildResult
+from monitor.daemon.failover import retry_interrupted, settle_dead_leaders_attempt
+from monitor.daemon.launcher import WORKER_MODULE
 
 log = logging.getLogger(__name__)
 
@@ -52,15 +58,16 @@ def _stop_orphan(pid: int, attempt_id: str, grace: float = 10.0) -> None:
 def recover(ctl: Controller) -> list[str]:
     """Settle leftovers; returns one line per thing done (also logged)."""
     done: list[str] = []
+    ctl.supervisor.reopen()  # a deposed leader stopped its supervisor; leading again, it may launch
     with ctl.lock:
         attempt = ctl.attempts.running()
-        if attempt is not None:
+        if attempt is not None and not ctl.supervisor.busy:  # busy: our own child, still running
             if attempt.pid:
                 _stop_orphan(attempt.pid, attempt.id)
-            ctl.settle(attempt, ChildResult(None, error="the daemon stopped while this retrain was running"))
-            settled = ctl.attempts.get(attempt.id)
-            done.append(f"retrain {attempt.id} of incident {attempt.incident_id} settled as {settled.status}")
+            status = settle_dead_leaders_attempt(ctl, attempt)
+            done.append(f"retrain {attempt.id} of incident {attempt.incident_id} settled as {status}")
         done += review.recover(ctl)  # a champion review killed mid-way: its incident resolved, not retried
+        done.extend(retry_interrupted(ctl))
         for incident in ctl.incidents.open_incidents():
             if incident.state == "retraining" and ctl.attempts.running() is None:
                 try:

@@ -80,6 +80,7 @@ class RetrainSupervisor:
                 result = handle.wait(timeout=min(left, 1.0))
             if result is not None and not result.ok and self._stopping:
                 result.error = f"aborted: the daemon is shutting down ({result.error})"
+                result.interrupted = True
             self._finish(attempt, result or ChildResult(None, error="retrain worker vanished"))
         finally:
             with self._lock:
@@ -95,6 +96,12 @@ class RetrainSupervisor:
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until no retrain is running; False if ``timeout`` passed first."""
         return self._idle.wait(timeout)
+
+    def reopen(self) -> None:
+        """Launch again after :meth:`stop`: a deposed leader stops its retrain, and it may be
+        elected again later (recovery calls this when it leads)."""
+        with self._lock:
+            self._stopping = False
 
     def stop(self, grace: float = 10.0) -> None:
         """Abort the running child (SIGTERM, SIGKILL after ``grace``) and wait until it is settled."""

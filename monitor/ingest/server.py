@@ -15,7 +15,10 @@ where httptools is not installed; both get the same limits and the same tests) t
   for a request head (idle or slow: they hold nothing but a socket), and answers 503 only when every
   connection has a request in progress, so a flood of idle sockets cannot lock out a liveness probe.
 
-The keep-alive idle timeout is uvicorn's ``timeout_keep_alive``. The body is bounded elsewhere
+The keep-alive idle timeout is uvicorn's ``timeout_keep_alive``. The hooks used are uvicorn's
+protocol internals (``handle_events``, ``on_headers_complete``, ``on_response_complete``, ``cycle``,
+``pipeline``), not a public API: ``tests/monitor/ingest/test_server.py`` runs every case on the
+installed uvicorn, so an upgrade that moves them fails there first. The body is bounded elsewhere
 (``security.py``: ``server.body_timeout_seconds``).
 """
 from __future__ import annotations

@@ -130,7 +130,8 @@ def test_sigkill_mid_retrain_loses_nothing_and_promotes_once(make_config, served
 
     wait_until(settled, 300, 0.5, restarted.log)
     attempts = rows(cfg, "SELECT id, status FROM retrain_attempts ORDER BY started_at")
-    assert attempts[0] == (attempt_id, "failed") and [s for _, s in attempts] == ["failed", "promoted"]
+    # Interrupted (not failed: no cooldown, not counted) and retried at once (monitor.daemon.failover).
+    assert attempts[0] == (attempt_id, "interrupted") and [s for _, s in attempts] == ["interrupted", "promoted"]
     assert [r[0] for r in rows(cfg, "SELECT id FROM incidents")] == [incident_id]  # the same incident
     from mlflow import MlflowClient
     tags = MlflowClient(tracking_uri=cfg.tracking_uri).get_registered_model(cfg.registered_model_name).tags

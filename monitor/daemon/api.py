@@ -18,8 +18,9 @@ from pydantic import ValidationError as PydanticValidationError
 
 from monitor.daemon.alertmanager import WebhookPayload
 from monitor.daemon.attempts import BusyError
-from monitor.errors import RequestError
+from monitor.errors import RequestError, UnavailableError
 from monitor.ingest import openapi
+from monitor.store.engine import request_wait
 
 if TYPE_CHECKING:
     from monitor.daemon.daemon import Daemon
@@ -72,6 +73,21 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
     async def run(fn: Callable[..., Any], *args: Any) -> Any:
         return await anyio.to_thread.run_sync(fn, *args)
 
+    def controlled(fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` (which takes the controller's lock) with that lock taken first for at most the
+        request's store wait: a check holding it while it waits on a locked store (up to the busy
+        timeout) makes a retrain, an alert or a reset a 503 + Retry-After, not a request held 30 s."""
+        def call(*args: Any) -> Any:
+            lock, wait = daemon.controller.lock, request_wait()
+            if not lock.acquire(timeout=-1 if wait is None else wait):
+                raise UnavailableError(f"the daemon is busy: a check or a retrain's bookkeeping holds its controller "
+                                       f"(e.g. waiting on the store) beyond {wait:g} s; retry later")
+            try:
+                return fn(*args)  # re-takes the (re-entrant) lock at once
+            finally:
+                lock.release()
+        return call
+
     @router.post("/alerts", dependencies=[Depends(require_token)], summary="Alertmanager webhook (version 4)",
                  openapi_extra=openapi.model_body(WebhookPayload, required=True),
                  responses=openapi.error_responses(_WRITE_ERRORS))
@@ -84,7 +100,7 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
             payload = parse_body(await request.body(), WebhookPayload, "Alertmanager webhook payload (version 4)")
         except BadRequest as exc:
             return _error(exc)
-        return (await run(daemon.handle_alerts, payload)).to_dict()
+        return (await run(controlled(daemon.handle_alerts), payload)).to_dict()
 
     @router.post("/retrain", status_code=202, dependencies=[Depends(require_token)],
                  summary="Start a retrain now (no cooldown; one at a time)",
@@ -97,7 +113,7 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
         except BadRequest as exc:
             return _error(exc)
         try:
-            result = await run(daemon.retrain_now, "manual", body.reason)
+            result = await run(controlled(daemon.retrain_now), "manual", body.reason)
         except BusyError as exc:
             return _error(BadRequest(409, str(exc)))
         if result.details.get("attempt_id") is None:  # e.g. too few labelled rows to train on
@@ -116,7 +132,7 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
         incident can then resolve. Recorded on the open incident."""
         from monitor.daemon.champion import NoChampionError
         try:
-            return await run(daemon.reset_reference)
+            return await run(controlled(daemon.reset_reference))
         except NoChampionError as exc:
             return _error(BadRequest(409, f"no champion: {exc}"))
 

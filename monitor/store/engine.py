@@ -58,6 +58,12 @@ def bounded_wait(seconds: float) -> Iterator[None]:
         _REQUEST_WAIT.reset(token)
 
 
+def request_wait() -> float | None:
+    """The bound :func:`bounded_wait` set for this context, or None outside one (other locks a
+    request may meet, such as the daemon's controller, are bounded by it too)."""
+    return _REQUEST_WAIT.get()
+
+
 def _allowed_wait(busy_timeout: float) -> float:
     wait = _REQUEST_WAIT.get()
     return busy_timeout if wait is None else min(wait, busy_timeout)

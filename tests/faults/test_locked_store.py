@@ -6,6 +6,7 @@ many /readyz wait at once. The daemon keeps the default 30 s busy timeout: what 
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -21,6 +22,22 @@ def _timed(c: httpx.Client, method: str, path: str, **kw) -> tuple[httpx.Respons
     started = time.monotonic()
     r = c.request(method, path, **kw)
     return r, time.monotonic() - started
+
+
+def _free(lock) -> bool:
+    if lock.acquire(blocking=False):
+        lock.release()
+        return True
+    return False
+
+
+def wait_for(condition, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def test_every_endpoint_answers_within_a_second_while_the_store_is_locked(tmp_path):
@@ -51,6 +68,16 @@ def test_every_endpoint_answers_within_a_second_while_the_store_is_locked(tmp_pa
                     "reference_reset": _timed(c, "POST", "/v1/reference/reset", headers=AUTH),
                 }
                 crowd_answers = [f.result() for f in crowd]
+            # A check that holds the controller while it waits (in the background: up to the 30 s
+            # busy timeout) to record its result: retrain, alerts and reset do not wait behind it.
+            check = threading.Thread(target=daemon.controller.run_check, daemon=True)
+            check.start()
+            held = wait_for(lambda: not _free(daemon.controller.lock), 60)
+            behind_check = {
+                "retrain": _timed(c, "POST", "/v1/retrain", json={"reason": "locked"}, headers=AUTH),
+                "alerts": _timed(c, "POST", "/v1/alerts", json=FIRING, headers=AUTH),
+                "reference_reset": _timed(c, "POST", "/v1/reference/reset", headers=AUTH),
+            }
         finally:
             holder.execute("ROLLBACK")
             holder.close()
@@ -71,6 +98,14 @@ def test_every_endpoint_answers_within_a_second_while_the_store_is_locked(tmp_pa
         assert answers["reference_reset"][0].status_code in (409, 503)
         assert "driftloop_store_stats_age_seconds" in c.get("/metrics").text
         assert all(r.status_code == 503 for r in crowd_answers)
+        assert held, "the check never took the controller's lock"
+        print("behind a check holding the controller: " + ", ".join(
+            f"{k} {r.status_code} in {t * 1000:.0f} ms" for k, (r, t) in behind_check.items()))
+        for name, (r, took) in behind_check.items():
+            assert took < 1.0 and r.status_code == 503, (name, took, r.text)
+            assert_no_5xx_but_503(r, name)
+        check.join(60)
+        assert not check.is_alive()
         # Released: everything answers normally again, and the refused batch can be re-sent.
         assert c.get("/readyz").status_code == 200
         assert c.post("/v1/predictions", json=[prediction(100)], headers=AUTH).json()["stored"] == 1

@@ -99,7 +99,10 @@ class IngestHandler:
         started = time.perf_counter()
         try:
             media = parsing.media_type(request.headers.get("content-type"))
-            body = parsing.decode(await request.body(), request.headers.get("content-encoding"), self.max_body)
+            body = await request.body()
+            encoding = request.headers.get("content-encoding")
+            if encoding is not None:  # unsupported encodings answered here; gzip is inflated in the worker
+                parsing.check_encoding(encoding)
         except parsing.BodyError as exc:
             self.metrics.rejected(kind, exc.reason)
             return _error(exc.status, str(exc))
@@ -112,7 +115,8 @@ class IngestHandler:
             self._limiter = anyio.CapacityLimiter(INGEST_CONCURRENCY)
         count = [0]
         try:
-            result = await anyio.to_thread.run_sync(self._store, body, media, kind, count, limiter=self._limiter)
+            result = await anyio.to_thread.run_sync(self._store, body, encoding, media, kind, count,
+                                                  limiter=self._limiter)
         except parsing.BodyError as exc:
             self.metrics.rejected(kind, exc.reason)
             return _error(exc.status, str(exc))
@@ -129,15 +133,22 @@ class IngestHandler:
         self.metrics.accepted(kind, result.stored, result.duplicates, time.perf_counter() - started)
         return JSONResponse(result.to_dict())
 
-    def _store(self, body: bytes, media: str, kind: str, count: list[int]) -> Any:
-        records = parsing.parse_records(body, media)
-        count[0] = len(records)
-        if len(records) > self.max_records:
-            raise parsing.BodyError(413, "too_large", f"the batch has {len(records)} records; the limit is "
-                                    f"{self.max_records} (server.max_batch_records): split it")
-        if kind == "prediction":
-            return self.store.add_predictions(records, assumed_version=self.assumed_version())
-        return self.store.add_labels(records)
+    def _store(self, raw: bytes, encoding: str | None, media: str, kind: str, count: list[int]) -> Any:
+        # Inflated and parsed here, under the worker limiter (INGEST_CONCURRENCY at once), not on
+        # the event loop: their memory is bounded with the request's slot (security.RequestGate).
+        body = parsing.decode(raw, encoding, self.max_body)
+        records = parsing.parse_records(body, media, self.max_records)
+        del body
+        try:
+            count[0] = len(records)
+            if len(records) > self.max_records:
+                raise parsing.BodyError(413, "too_large", f"the batch has {len(records)} records; the limit is "
+                                        f"{self.max_records} (server.max_batch_records): split it")
+            if kind == "prediction":
+                return self.store.add_predictions(records, assumed_version=self.assumed_version())
+            return self.store.add_labels(records)
+        finally:
+            del records  # a refusal's traceback keeps this frame, not the parsed batch
 
 
 def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | None = None) -> FastAPI:

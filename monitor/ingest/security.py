@@ -20,6 +20,7 @@ from fastapi import FastAPI, HTTPException, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from monitor.config import ServerConfig
+from monitor.ingest import memory
 
 TOKEN_STATE = "driftloop_token"
 
@@ -60,15 +61,17 @@ class RequestGate:
        one byte of the body is read (the connection is then closed, and the unread body is dropped
        by the server as it arrives, so anonymous uploads cost no memory);
     2. ``Content-Length`` over ``max_bytes``: 413 from the header alone;
-    3. at most ``max_inflight`` bodies being received at once: past that, 503 with ``Retry-After``
-       (bounded memory: ``max_inflight`` x ``max_bytes`` at most);
+    3. at most ``max_inflight`` requests with a body in flight at once, from the first body byte
+       until the answer (receiving, decompressing, parsing, validating, storing): past that, 503
+       with ``Retry-After``. The memory this bounds is in docs/operations/faults.md;
     4. the body must arrive whole within ``body_timeout`` seconds (slow senders are answered 408),
        and its bytes are counted as they come, so leaving ``Content-Length`` out does not get
        around the limit.
 
     The body is gathered here and replayed to the app, so the limits hold whichever way the route
     reads it. ``on_reject(path, reason)`` is told about each refusal (reasons: ``unauthorized``,
-    ``too_large``, ``busy``, ``timeout``).
+    ``too_large``, ``busy``, ``timeout``). When the last of a burst of large bodies is answered, the
+    freed memory is handed back to the operating system (:func:`monitor.ingest.memory.release`).
     """
 
     def __init__(self, app: ASGIApp, *, token: str | None, max_bytes: int, max_inflight: int,
@@ -80,6 +83,7 @@ class RequestGate:
         self.body_timeout = body_timeout
         self.on_reject = on_reject
         self.inflight = 0  # one event loop: no lock needed
+        self._trim_pending = False  # a large body was handled since memory was last given back
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
@@ -96,26 +100,35 @@ class RequestGate:
                                                                          self.max_bytes))
             return
         if self.inflight >= self.max_inflight:
-            await self._refuse(scope, send, 503, "busy", f"{self.inflight} request bodies are being received "
-                               f"(server.max_inflight_bodies={self.max_inflight}); retry shortly", {"Retry-After": "1"})
+            await self._refuse(scope, send, 503, "busy", f"{self.inflight} requests with a body are being received or "
+                               f"processed (server.max_inflight_bodies={self.max_inflight}); retry shortly", {"Retry-After": "1"})
             return
+        # The slot is held until the app has answered: decompressing, parsing and validating the
+        # body cost more memory than receiving it, and must be bounded by the same budget.
         self.inflight += 1
+        body: bytes | None = None
         try:
             body = await self._read(scope, receive, send)
+            if body is None:
+                return
+            replayed = False
+
+            async def replay() -> Message:
+                nonlocal replayed
+                if not replayed:
+                    replayed = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()  # afterwards: http.disconnect when the client leaves
+
+            await self.app(scope, replay, send)
         finally:
             self.inflight -= 1
-        if body is None:
-            return
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()  # afterwards: http.disconnect when the client leaves
-
-        await self.app(scope, replay, send)
+            large = body is not None and len(body) >= memory.LARGE_BODY_BYTES
+            body = None
+            if large or self._trim_pending:
+                self._trim_pending = self.inflight > 0
+                if not self._trim_pending:  # the last large body of a burst is done: memory back to the OS
+                    await anyio.to_thread.run_sync(memory.release)
 
     async def _read(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
         """The whole body, or None once a refusal has been sent (or the client left)."""

@@ -40,7 +40,8 @@ def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: 
     def save(result, ts):
         if no_report:
             return None, None
-        return tuple(save_report(result, cfg.reports_dir, keep=cfg.drift.reports_keep))
+        return tuple(save_report(result, cfg.reports_dir, keep=cfg.drift.reports_keep,
+                                 max_bytes=cfg.drift.report_max_bytes))
 
     store = PredictionStore.from_config(cfg)
     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from monitor.daemon.alertmanager import WebhookPayload, select_alerts
+from monitor.daemon.alertmanager import WebhookPayload, select_alerts, summarize
 from monitor.daemon.attempts import BusyError
 from monitor.daemon.controller import Controller
 from monitor.daemon.deliveries import DeliveryLedger
@@ -45,7 +45,7 @@ def handle_alertmanager(ctl: Controller, payload: WebhookPayload) -> TriggerResu
                    "replayed": len(seen.replay), "repeated": len(seen.repeat)}
         current = ctl.incidents.current()
         if seen.firing:
-            summary = "; ".join(a.summary() for a in seen.firing)
+            summary = summarize(seen.firing)
             retrain = any(_wants_retrain(a.labels, ctl.cfg.alerts.retrain_on_drift) for a in seen.firing)
             data = {"alerts": [{"labels": a.labels, "startsAt": str(a.starts_at)} for a in seen.firing[:20]]}
             if current is None:
@@ -63,12 +63,12 @@ def handle_alertmanager(ctl: Controller, payload: WebhookPayload) -> TriggerResu
             log.warning("Alertmanager: %s (%s)", summary, action)
             return TriggerResult(ctl.incidents.get(current.id), action, details)
         if seen.replay:
-            summary = "; ".join(a.summary() for a in seen.replay)
+            summary = summarize(seen.replay)
             log.warning("Alertmanager: replay of resolved alert(s) ignored: %s", summary)
             if current is not None:
                 ctl.incidents.note(current.id, "alertmanager_replay", summary, coalesce=True)
         if sel.resolved and current is not None:
-            summary = "; ".join(a.summary() for a in sel.resolved)
+            summary = summarize(sel.resolved)
             ctl.incidents.note(current.id, "alertmanager_resolved", summary, coalesce=True)
             if current.reason == "alertmanager" and current.state != "retraining":
                 ctl._resolve(current, f"Alertmanager resolved: {summary}")

@@ -7,6 +7,12 @@ leaves half a report. The JSON is Evidently's ``snapshot.dict()`` (``metrics``, 
 our own figures under ``driftloop`` (``CheckResult.to_dict()``, including the exact accuracy and
 ROC AUC on all labelled rows and their intervals). Retention keeps the newest ``keep`` checks of
 that model and never touches other files.
+
+Each file is bounded by ``max_bytes`` (``drift.report_max_bytes``): Evidently draws every value of a
+categorical column, and a window of long or countless categories once made a 200 MB HTML report on
+every check. Past the bound the interactive HTML is replaced by a short page saying so (the static
+summary stays), and the JSON keeps our own figures without Evidently's; ``driftloop.report_omitted``
+in the JSON records what was left out.
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ from monitor.files import READABLE, atomic_write_text
 log = logging.getLogger(__name__)
 
 _STAMP = "%Y%m%dT%H%M%SZ"
+DEFAULT_MAX_BYTES = 20 * 1024 * 1024  # drift.report_max_bytes's default
 
 
 class ReportPaths(NamedTuple):
@@ -51,23 +58,47 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def save_report(result: CheckResult, reports_dir: str | os.PathLike[str], *, keep: int = 50,
-                checked_at: float | None = None) -> ReportPaths:
+                checked_at: float | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> ReportPaths:
     """Write the check's snapshot as HTML and JSON (and the static summary beside the HTML), then prune old ones; ``(None, None)`` when the
-    result carries no snapshot. ``keep`` 0 keeps everything."""
+    result carries no snapshot. ``keep`` 0 keeps everything; neither file exceeds ``max_bytes``."""
     if result.snapshot is None:
         return ReportPaths(None, None)
     folder = Path(reports_dir)
     folder.mkdir(parents=True, exist_ok=True)
     stem = report_stem(result.model, result.checked_at if checked_at is None else checked_at, result.check_id)
     html, js = folder / f"{stem}.html", folder / f"{stem}.json"
+    ours = result.to_dict()
+    omitted: dict[str, int] = {"limit": max_bytes}
+    page = result.snapshot.get_html_str(as_iframe=False)
+    if len(page) > max_bytes:  # characters: a lower bound of the bytes, and cheap
+        omitted["html_bytes"] = len(page.encode("utf-8"))
+        page = _omitted_page(html.with_suffix(".summary.html").name, omitted["html_bytes"], max_bytes)
     body = result.snapshot.dict()
-    body["driftloop"] = result.to_dict()
-    _write_atomic(js, json.dumps(_json_safe(body), allow_nan=False))
-    _write_atomic(html, result.snapshot.get_html_str(as_iframe=False))
+    body["driftloop"] = ours
+    text = json.dumps(_json_safe(body), allow_nan=False)
+    if len(text) > max_bytes:
+        omitted["json_bytes"] = len(text.encode("utf-8"))
+    if len(omitted) > 1:
+        log.warning("the report of check %s exceeds drift.report_max_bytes (%d): %s; Evidently's part left out",
+                    result.check_id, max_bytes, ", ".join(f"{k} {v}" for k, v in omitted.items() if k != "limit"))
+        ours["report_omitted"] = omitted  # body["driftloop"] is ours: recorded either way
+        text = json.dumps(_json_safe({"driftloop": ours} if "json_bytes" in omitted else body), allow_nan=False)
+    del body
+    _write_atomic(js, text)
+    _write_atomic(html, page)
+    del page, text
     from monitor.drift.summary import summary_html
     _write_atomic(summary_path(html), summary_html(result, interactive_name=html.name))
     prune_reports(folder, result.model, keep)
     return ReportPaths(html, js)
+
+
+def _omitted_page(summary_name: str, size: int, limit: int) -> str:
+    from html import escape
+    return (f"<!doctype html><meta charset=utf-8><title>report not kept</title><p>The interactive Evidently report "
+            f"of this check was {size} bytes, over <code>drift.report_max_bytes</code> ({limit}), and was not kept "
+            f"(long or very many categorical values draw large reports). The check's figures are in "
+            f"<a href=\"{escape(summary_name)}\">the summary page</a> and the JSON report beside this file.</p>\n")
 
 
 def _json_safe(obj):

@@ -122,6 +122,9 @@ class RecordValidator:
         self._featset = frozenset(self._names)
         self._numeric = [i for i, f in enumerate(model.features) if f.type == "numeric"]
         self._categorical = [i for i, f in enumerate(model.features) if f.type == "categorical"]
+        # Longer categorical values are refused: each one is stored, drawn in every report and
+        # carried in check results while it sits in the window (model.max_value_chars).
+        self._max_value_chars = model.max_value_chars
         # Embedding features (position, dim): a list of dim numbers each, stored as float32 bytes.
         self._embedded = [(i, f.dim or 0) for i, f in enumerate(model.features) if f.type == "embedding"]
         self._getters = [itemgetter(name) for name in self._names]
@@ -178,7 +181,8 @@ class RecordValidator:
                 types = set(map(type, cols[j]))
                 if not types <= _OPTIONAL_STR:
                     return None
-                if not _clean_text(cols[j] if types == _STR else [v for v in cols[j] if v is not None]):
+                texts = cols[j] if types == _STR else [v for v in cols[j] if v is not None]
+                if not _clean_text(texts) or (texts and max(map(len, texts)) > self._max_value_chars):
                     return None
             if self._numeric:
                 types = set(map(type, chain.from_iterable(cols[j] for j in self._numeric)))
@@ -371,7 +375,8 @@ class RecordValidator:
             if value is None:  # a missing value (a missing vector): stored as NULL
                 values.append(None)
                 continue
-            check = F.check_feature_number if spec.type == "numeric" else _check_category if spec.type == "categorical" \
+            check = F.check_feature_number if spec.type == "numeric" \
+                else partial(_check_category, limit=self._max_value_chars) if spec.type == "categorical" \
                 else partial(F.check_embedding, dim=spec.dim or 0)
             values.append(_check(errors, i, f"features.{spec.name}", check, value))
         return _BAD if errors.count > before else tuple(values)
@@ -491,8 +496,12 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _check_category(value: Any) -> str:
-    return F.check_text(value, "a string (categorical feature)")
+def _check_category(value: Any, limit: int) -> str:
+    text = F.check_text(value, "a string (categorical feature)")
+    if len(text) > limit:
+        raise F.FieldError(f"expected a categorical value of at most {limit} characters (model.max_value_chars), "
+                           f"got a string of {len(text)} characters")
+    return text
 
 
 def _check(errors: ErrorList, i: int, field: str, check: Callable[[Any], Any], value: Any) -> Any:

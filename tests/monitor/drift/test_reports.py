@@ -74,3 +74,24 @@ def test_no_snapshot_writes_nothing(tmp_path, result):
 def test_stem_format_is_sortable_and_parsable(result, tmp_path):
     paths = save_report(result, tmp_path, keep=1, checked_at=T0 + 59.9)
     assert re.fullmatch(r"demo-20251130T000059Z-[0-9a-f]{12}\.json", paths.json.name)
+
+
+def test_a_report_past_max_bytes_keeps_our_figures_and_records_what_was_left_out(tmp_path, result):
+    full = save_report(result, tmp_path / "full", keep=0)
+    html_size, json_size = full.html.stat().st_size, full.json.stat().st_size
+    # Under the HTML's size but above the JSON's: the page is replaced, Evidently's JSON kept.
+    limit = (json_size + html_size) // 2 if json_size < html_size else None
+    assert limit is not None, (html_size, json_size)
+    paths = save_report(result, tmp_path / "capped", keep=0, max_bytes=limit)
+    assert paths.html.stat().st_size < 2000
+    assert "drift.report_max_bytes" in paths.html.read_text() and paths.html.with_suffix(".summary.html").exists()
+    body = _strict(paths.json.read_text())
+    assert body["driftloop"]["report_omitted"] == {"limit": limit, "html_bytes": html_size}
+    assert body["metrics"] and body["driftloop"]["check_id"] == result.check_id
+    # Below the JSON's size too: only driftloop's figures remain, and both files fit.
+    limit = json_size // 2
+    tiny = save_report(result, tmp_path / "tiny", keep=0, max_bytes=limit)
+    body = _strict(tiny.json.read_text())
+    assert set(body) == {"driftloop"} and body["driftloop"]["report_omitted"]["json_bytes"] == json_size
+    assert body["driftloop"]["accuracy"] == pytest.approx(result.accuracy)
+    assert tiny.json.stat().st_size <= limit and tiny.html.stat().st_size <= limit

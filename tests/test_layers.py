@@ -122,3 +122,65 @@ def test_the_checker_sees_function_local_and_relative_imports(module, source, ex
 
 def test_commands_may_use_the_facades():
     assert violations("monitor.commands.check", [(1, m) for m in sorted(FACADES)]) == []
+
+
+def runtime_imports(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """:func:`imported_modules` without the imports under ``if TYPE_CHECKING:`` (annotations only:
+    they never run, so they cannot close a circle)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            node.body = [ast.Pass()]
+    return imported_modules(ast.unparse(tree), module, is_package)
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    """No circles between modules, function-local imports included (a package's ``__init__``
+    re-exporting its modules is not a module of its own here)."""
+    packages = {_module_name(p) for p in _our_modules() if p.name == "__init__.py"}
+    graph = {}
+    for path in _our_modules():
+        module = _module_name(path)
+        if module in packages:
+            continue
+        graph[module] = {m for _, m in runtime_imports(path.read_text(), module, False)
+                         if m != module and m not in packages}
+    assert circles(graph) == []
+
+
+def test_the_circle_finder_finds_a_function_local_circle():
+    graph = {"a.policy": {"a.rules"}, "a.rules": {"a.policy"}, "a.x": {"a.policy"}}
+    assert circles(graph) == [["a.policy", "a.rules"]]
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from monitor.daemon.daemon import D\n"
+    assert runtime_imports(source, "monitor.daemon.api", False) == []

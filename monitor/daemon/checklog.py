@@ -13,7 +13,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Engine
 
 from monitor.daemon.checks import CheckOutcome
-from monitor.daemon.policy import Observation
+from monitor.daemon.breach import Observation
 from monitor.daemon.rules import rule_inputs_from
 from monitor.daemon.tables import check_results, daemon_counters
 from monitor.store.engine import write_transaction

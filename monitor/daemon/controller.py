@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import pandas as pd
 from sqlalchemy.engine import Engine
@@ -26,12 +26,16 @@ from monitor.daemon.failover import stopped_with_its_daemon
 from monitor.daemon.incidents import OUTCOME_STATES, Incident, IncidentStore, TransitionError
 from monitor.daemon.launcher import ChildResult, Launcher, RetrainJob
 from monitor.daemon.levels import Level, ReferenceLevels
-from monitor.daemon.policy import AlertPolicy, Observation, Verdict, cooldown_remaining, is_performance_reason
+from monitor.daemon.breach import Observation, is_performance_reason
+from monitor.daemon.policy import AlertPolicy, Verdict, cooldown_remaining
 from monitor.daemon.registry import RegistryProbe, promoted_version
 from monitor.daemon.rules import rule_inputs
 from monitor.daemon.status import iso
 from monitor.daemon.supervisor import RetrainSupervisor
 from monitor.errors import DriftloopError
+
+if TYPE_CHECKING:  # trainer (torch) is loaded only when a shadow is configured
+    from trainer.shadow import ShadowNews
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +113,7 @@ class Controller:
     def __init__(self, cfg: DriftloopConfig, store: ControllerStore, check_job: CheckJob, checklog: CheckLog,
                  incidents: IncidentStore, attempts: AttemptStore, policy: AlertPolicy, launcher: Launcher,
                  champion: Invalidatable, probe: RegistryProbe, clock: Callable[[], float],
-                 shadow: Callable[[pd.DataFrame], str | None] | None = None, estimation: Any = None):
+                 shadow: Callable[[pd.DataFrame], ShadowNews | None] | None = None, estimation: Any = None):
         self.cfg = cfg
         # training.shadow_windows: each successful check's window goes to the pending shadow
         # challenger (trainer.shadow.observe), outside the lock; it may move the champion alias.
@@ -168,15 +172,37 @@ class Controller:
 
     def _observe_shadow(self) -> None:
         try:
-            message = self.shadow(self.check_job.current_window()) if self.shadow else None
+            news = self.shadow(self.check_job.current_window()) if self.shadow else None
         except DriftloopError as exc:  # the registry or the store is down: the next check tries again
             log.warning("shadow challenger not observed: %s", exc)
             return
-        if message is not None:
-            self.last_shadow = message
-            log.info("%s", message)
-            if "promoted" in message:
-                self.champion.invalidate()
+        if news is None:
+            held = self.attempts.in_shadow()
+            if held is not None and held.challenger_version:  # its shadow ended outside the daemon
+                self._end_shadow(held.challenger_version, "rejected", "the shadow is no longer pending")
+            return
+        self.last_shadow = news.message
+        log.info("%s", news.message)
+        if news.ended:
+            self._end_shadow(news.version, "promoted" if news.kind == "promoted" else "rejected", news.message)
+
+    def _end_shadow(self, version: str, status: str, message: str) -> None:
+        """A shadow's verdict settles the attempt that held it and moves its incident, as any
+        promotion or rejection does: a promoted shadow is a promotion by the loop (the reference
+        level stays, see monitor.daemon.levels) and resets the alert streaks."""
+        with self.lock:
+            attempt = self.attempts.end_shadow(version, status, message)
+            if status == "promoted":
+                self.champion.invalidate(version)
+                self.policy.reset()
+                self._healthy_streak = 0
+            if attempt is None:
+                return
+            try:
+                self.incidents.transition(attempt.incident_id, status, message, version=version,
+                                          outcome_reasons=attempt.reasons)
+            except TransitionError as exc:  # resolved meanwhile, or moved on to another attempt
+                log.info("%s", exc)
 
     def _act(self, outcome: CheckOutcome, verdict: Verdict) -> str:
         if verdict.performance_known and not any(b.reason != "drift" for b in verdict.breaches):
@@ -468,6 +494,9 @@ class Controller:
         last = tries[-1]
         if last.status == "interrupted":  # its leader died under it: retried at once (monitor.daemon.failover)
             return None
+        if last.status == "shadow":
+            return (f"waiting: challenger v{last.challenger_version} passed the gate and is scoring live windows "
+                    "in shadow (training.shadow_windows)")
         if last.status == "failed":
             left = cooldown_remaining(self.clock(), last.finished_at, self.cfg.alerts.cooldown_seconds)
             if left > 0:

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from monitor.daemon.breach import Breach
+from monitor.daemon.breach import level as _level
 from monitor.daemon.checks import CheckOutcome
-from monitor.daemon.policy import Breach
 from monitor.daemon.segment_view import aggregate_bar, render_worst
 from monitor.daemon.status import iso
-from monitor.daemon.policy import _level
 from monitor.daemon.task_view import baseline_of, class_rows, estimated_rows, realised_rows, task_of, worse
 from monitor.tasks import LOWER_IS_BETTER
 

@@ -87,7 +87,7 @@ def trained_until(tries: list[Any], version: str | None) -> float | None:
 def follow(cfg: DriftloopConfig, store: Any, champion: Scorer, incidents: Any, attempts: Any, incident: Any) -> Any:
     """``incident`` with its ``change_ts`` moved to a later change found by re-scoring (an event
     ``change_point`` says so), or unchanged."""
-    from monitor.daemon.policy import is_performance_reason
+    from monitor.daemon.breach import is_performance_reason
     if incident.change_ts is None or not is_performance_reason(incident.reason):
         return incident
     tries = attempts.for_incident(incident.id)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from monitor.config import RULE_METRIC_TASKS, AlertsConfig, DriftloopConfig, MetricRule
+from monitor.daemon.breach import Breach, level, lower_is_better, metric_of, worsening
 from monitor.errors import ConfigError
 from monitor.tasks import TASKS
 
@@ -63,18 +64,17 @@ def _finite(x: float | None) -> bool:
 
 
 def rule_readings(alerts: AlertsConfig, obs: Any) -> list[RuleReading]:
-    """Every rule of ``alerts.rules`` read on one :class:`~monitor.daemon.policy.Observation`
+    """Every rule of ``alerts.rules`` read on one :class:`~monitor.daemon.breach.Observation`
     (callers judge only checks with enough labels)."""
-    from monitor.daemon.policy import _level, worsening
     out = []
     for rule in alerts.rules:
         key = rule.key
         if rule.metric == "accuracy":
-            value, (bar, against) = obs.accuracy, _level(obs.baseline_accuracy, obs.reference_accuracy)
+            value, (bar, against) = obs.accuracy, level(obs.baseline_accuracy, obs.reference_accuracy)
         elif rule.metric == "roc_auc":
-            value, (bar, against) = obs.roc_auc, _level(obs.baseline_roc_auc, obs.reference_roc_auc)
+            value, (bar, against) = obs.roc_auc, level(obs.baseline_roc_auc, obs.reference_roc_auc)
         elif rule.metric == "mae":
-            value, (bar, against) = obs.mae, _level(obs.baseline_mae, obs.reference_mae, lower=True)
+            value, (bar, against) = obs.mae, level(obs.baseline_mae, obs.reference_mae, lower=True)
         else:
             value, bar, against = obs.metrics.get(key), obs.baselines.get(key), "reference sample"
         if value is None or bar is None or not (_finite(value) and _finite(bar)):
@@ -87,7 +87,6 @@ def rule_readings(alerts: AlertsConfig, obs: Any) -> list[RuleReading]:
 
 def rule_breaches(readings: Iterable[RuleReading], taken: set[str]) -> list[Any]:
     """Breaches of the rules whose key has none yet (``taken``: breach keys already found)."""
-    from monitor.daemon.policy import Breach, metric_of
     return [Breach(metric_of(r.metric), r.value, r.bar, r.drop, r.threshold, r.against,  # type: ignore[arg-type]
                    class_name=r.class_name)
             for r in readings if r.breached and r.metric not in taken]
@@ -158,11 +157,10 @@ def segment_drops(alerts: AlertsConfig, task: str = "binary") -> dict[str, tuple
 def segment_rule_breaches(alerts: AlertsConfig, obs: Any) -> list[Any]:
     """Judged segment values whose accuracy or recall interval (a regression model's MAE interval)
     lies wholly past their drop."""
-    from monitor.daemon.policy import Breach, _level, lower_is_better, worsening
     out = []
-    aggregate = {"accuracy": _level(obs.baseline_accuracy, obs.reference_accuracy),
+    aggregate = {"accuracy": level(obs.baseline_accuracy, obs.reference_accuracy),
                  "recall": (obs.baselines.get("recall"), "reference sample"),
-                 "mae": _level(obs.baseline_mae, obs.reference_mae, lower=True)}
+                 "mae": level(obs.baseline_mae, obs.reference_mae, lower=True)}
     for metric, (threshold, mode) in segment_drops(alerts, obs.task).items():
         lower = lower_is_better(metric)
         for s in obs.segments:

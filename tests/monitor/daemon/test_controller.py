@@ -187,6 +187,8 @@ def test_failing_checks_are_counted_and_the_job_keeps_running(make_daemon, make_
     last = daemon.controller.checklog.last()
     assert last["status"] == "error" and "x8" in last["message"]
     assert samples(daemon)[("driftloop_model_check_errors_total", ())] >= 3
+    # Status reports the interval the scheduler runs on (here the override), not drift.interval_seconds.
+    assert daemon.status()["daemon"]["check_interval_seconds"] == 0.2 != daemon.cfg.drift.interval_seconds
 
 
 def test_scheduled_retrain_opens_and_resolves_its_own_incident(make_daemon):

@@ -2,7 +2,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from monitor.config import AlertsConfig
-from monitor.daemon.policy import AlertPolicy, Observation, cooldown_remaining, drop_of
+from monitor.daemon.breach import Observation, drop_of
+from monitor.daemon.policy import AlertPolicy, cooldown_remaining
 
 BASE = dict(baseline_accuracy=0.87, baseline_roc_auc=0.93, champion_version="1")
 

@@ -1,0 +1,144 @@
+"""The vocabulary of the alert policy, shared by :mod:`monitor.daemon.policy` (the pair, the fast
+lane, estimates, drift) and :mod:`monitor.daemon.rules` (``alerts.rules`` and segments): what one
+check observed (:class:`Observation`), one breach (:class:`Breach`), and how a value is measured
+against its bar (:func:`worsening`, :func:`level`). Pure, and below both, so neither imports the other
+back.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+from monitor.config import RULE_METRICS
+from monitor.tasks import LOWER_IS_BETTER
+
+Reason = Literal["accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate", "macro_f1", "weighted_f1",
+                 "mae", "rmse", "mape", "r2", "drift"]
+PERFORMANCE_REASONS: tuple[str, ...] = RULE_METRICS  # accuracy and roc_auc first: the default pair
+
+
+def metric_of(key: str) -> str:
+    """The metric of a breach key: ``recall`` of ``recall[night]`` (one class's recall)."""
+    return key.split("[", 1)[0]
+
+
+def is_performance_reason(reason: str | None) -> bool:
+    """Whether an incident's reason (a breach key) is a performance metric (not drift, a person, ...)."""
+    return reason is not None and metric_of(reason) in PERFORMANCE_REASONS
+
+
+def lower_is_better(metric: str) -> bool:
+    return metric_of(metric) in LOWER_IS_BETTER
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the policy needs to know about one check."""
+
+    labelled_rows: int
+    task: str = "binary"                      # monitor.tasks: which default pair judges the check
+    accuracy: float | None = None
+    roc_auc: float | None = None
+    baseline_accuracy: float | None = None
+    baseline_roc_auc: float | None = None
+    dataset_drift: bool = False
+    champion_version: str | None = None
+    window_rows: int | None = None
+    reference_accuracy: float | None = None   # the level of good performance (see module docstring)
+    reference_roc_auc: float | None = None
+    change: Any = None                        # monitor.drift.changepoint.Change in the champion's rows
+    # Label-free estimates of the window (monitor.drift.estimation) and the upper ends of their bands.
+    estimated_accuracy: float | None = None
+    estimated_accuracy_upper: float | None = None
+    estimated_roc_auc: float | None = None
+    estimated_roc_auc_upper: float | None = None
+    segments: tuple[Any, ...] = ()            # monitor.drift.segments.SegmentPerformance of the window
+    # For alerts.rules: the live precision, recall, f1, positive_rate and their bars (CheckResult.baselines).
+    metrics: Mapping[str, float | None] = field(default_factory=dict)
+    baselines: Mapping[str, float | None] = field(default_factory=dict)
+    # Regression: the realised MAE, the champion's baseline MAE, the reference level (the lowest MAE
+    # the loop has reached), and the label-free estimate with the lower end of its band.
+    mae: float | None = None
+    baseline_mae: float | None = None
+    reference_mae: float | None = None
+    estimated_mae: float | None = None
+    estimated_mae_lower: float | None = None
+    # The realised figure's confidence interval end nearest the bar (drift.confidence): what judges
+    # a window with fewer than drift.min_labels labelled rows (label-starved streams).
+    accuracy_upper: float | None = None
+    mae_lower: float | None = None
+
+
+@dataclass(frozen=True)
+class Breach:
+    reason: Reason
+    value: float | None
+    baseline: float | None
+    drop: float | None          # how much worse than the bar: a drop, or for an error (mae, rmse, mape) a rise
+    threshold: float | None
+    against: str = "baseline"   # "baseline" or "reference level"
+    fast: bool = False          # found by the change-point lane
+    # An estimated or segment breach: the end of the band nearest the bar, which must clear the
+    # threshold too (the upper end for accuracy, ROC AUC, recall; the lower end for MAE).
+    bound: float | None = None
+    segment: str | None = None  # a segment's breach: its label, "hour_of_day=2"
+    class_name: str | None = None  # a per-class rule's class (multiclass)
+
+    @property
+    def key(self) -> str:
+        """The breach's name in verdicts, incidents and metrics: the reason, or ``recall[night]``."""
+        return self.reason if self.class_name is None else f"{self.reason}[{self.class_name}]"
+
+    @property
+    def estimated(self) -> bool:
+        return self.bound is not None and self.segment is None
+
+    def describe(self) -> str:
+        if self.reason == "drift":
+            return "dataset drift"
+        lower = lower_is_better(self.reason)
+        worse, side = ("rise", "down to") if lower else ("drop", "up to")
+        if self.segment is not None:
+            return (f"segment {self.segment}: {self.key} {self.value:.4f} (interval {side} {self.bound:.4f}) vs "
+                    f"{self.against} {self.baseline:.4f} ({worse} >= {self.threshold:g}, interval clear of it)")
+        if self.estimated:
+            return (f"estimated {self.key} {self.value:.4f} (band {side} {self.bound:.4f}) vs {self.against} "
+                    f"{self.baseline:.4f} ({worse} {self.drop:.4f} >= {self.threshold:g}, band clear of it)")
+        lane = "change point: " if self.fast else ""
+        return (f"{lane}{self.key} {self.value:.4f} vs {self.against} {self.baseline:.4f} "
+                f"({worse} {self.drop:.4f} >= {self.threshold:g})")
+
+
+def drop_of(value: float, baseline: float, mode: str) -> float:
+    if mode == "relative":
+        return (baseline - value) / baseline if baseline > 0 else 0.0
+    return baseline - value
+
+
+def rise_of(value: float, baseline: float, mode: str) -> float:
+    """How far an error (lower is better) rose above its baseline, absolute or relative."""
+    if mode == "relative":
+        if baseline > 0:
+            return (value - baseline) / baseline
+        return math.inf if value > baseline else 0.0  # a perfect baseline: any error is a rise past any threshold
+    return value - baseline
+
+
+def worsening(metric: str, value: float, bar: float, mode: str) -> float:
+    """How much worse ``value`` is than ``bar`` for ``metric``: a drop, or a rise for an error."""
+    return rise_of(value, bar, mode) if lower_is_better(metric) else drop_of(value, bar, mode)
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def level(baseline: float | None, reference: float | None, lower: bool = False) -> tuple[float | None, str]:
+    """The bar a window is judged against: the champion's baseline, raised to the reference level
+    (``lower``: an error's baseline, lowered to the lowest error reached)."""
+    if reference is None or not math.isfinite(reference):
+        return baseline, "baseline"
+    if baseline is None or not math.isfinite(baseline) or (reference < baseline if lower else reference > baseline):
+        return reference, "reference level"
+    return baseline, "baseline"

@@ -141,7 +141,8 @@ class Daemon:
 
     def _save_report(self, result: Any, ts: float) -> tuple[Any, Any]:
         from monitor.drift import save_report
-        paths = save_report(result, self.cfg.reports_dir, keep=self.cfg.drift.reports_keep)
+        paths = save_report(result, self.cfg.reports_dir, keep=self.cfg.drift.reports_keep,
+                            max_bytes=self.cfg.drift.report_max_bytes)
         self._add_to_workspace(result)
         return paths.html, paths.json
 

@@ -3,6 +3,8 @@
     .venv/bin/python bench/bench_loop.py                       # every scenario (about 10-15 minutes on 2 cores)
     .venv/bin/python bench/bench_loop.py abrupt gradual        # some of them
     .venv/bin/python bench/bench_loop.py --quick               # shorter streams (smoke run)
+    .venv/bin/python bench/bench_loop.py episode --keep DIR    # a long scenario (named: not in the default run)
+    .venv/bin/python bench/bench_loop.py review-cost DIR/episode   # a champion review's cost on a kept home
 
 Each scenario is a labelled stream generated here (its own labelling functions, not the demo's):
 a baseline is trained on the stationary concept and registered as ``champion``; a real
@@ -524,9 +526,47 @@ def cli(doc: str | None, scenarios: dict, prefix: str, onset=None) -> int:
     return 0
 
 
+def review_cost(home: Path, repeats: int = 5) -> None:
+    """The champion review's cost on a kept scenario home (``--keep``): the champion and the versions
+    a review compares (``trainer.previous.review_versions``) scored on the latest ``review_rows``
+    labelled rows, models loaded once as the daemon caches them; against the checks the daemon ran."""
+    import sqlite3
+    import statistics
+
+    from monitor.config import load_config
+    from monitor.store import PredictionStore
+    from trainer import registry as reg
+    from trainer.previous import review, review_versions
+
+    cfg = load_config(path=home / "driftloop.yaml", environ={})
+    with PredictionStore.from_config(cfg) as store:
+        rows = store.window(last_n=cfg.training.review_rows or cfg.drift.window_size,
+                            labelled_only=True).reset_index(drop=True)
+    with reg.session(cfg), reg.translating(cfg, "measuring a review"):
+        registry = reg.Registry(cfg)
+        history = registry.history()
+        champion = reg.load_version(cfg, registry, history[-1])
+        versions = review_versions(history, champion.version, cfg.training.review_versions)
+        started = time.perf_counter()
+        models = {v: reg.load_version(cfg, registry, v) for v in versions}
+        loading = time.perf_counter() - started
+        runs = [review(cfg, champion, rows, versions, models.__getitem__) for _ in range(repeats)]
+    with sqlite3.connect(f"file:{home / 'driftloop.db'}?mode=ro", uri=True) as con:
+        checks = [r[0] for r in con.execute("select duration_seconds from check_results where status = 'ok' "
+                                            "and duration_seconds is not null")]
+    scoring = statistics.median(r.seconds for r in runs)
+    print(f"champion v{champion.version} and {versions} on {len(rows)} labelled rows: review {scoring:.3f} s "
+          f"(median of {repeats}; loading {len(versions)} version(s) once: {loading:.2f} s); median check "
+          f"{statistics.median(checks):.2f} s of {len(checks)}: {scoring / statistics.median(checks):.1%}")
+    print(runs[-1].summary())
+
+
 def main() -> int:
-    """Every scenario but the long ones by default (``long_abrupt`` and ``episode`` take 20-40 minutes
+    """``review-cost HOME``: :func:`review_cost`. Otherwise every scenario but the long ones by default (``long_abrupt`` and ``episode`` take 20-40 minutes
     each on 2 cores: name them)."""
+    if sys.argv[1:2] == ["review-cost"]:
+        review_cost(Path(sys.argv[2]))
+        return 0
     long = {"long_abrupt", "episode"}
     if not any(a in SCENARIOS for a in sys.argv[1:]):
         sys.argv += [n for n in SCENARIOS if n not in long]

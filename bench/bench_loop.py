@@ -120,7 +120,7 @@ class Scenario:
             elif self.name == "episode":
                 offset = -1.6  # the positive rate falls from about half to about a quarter
             elif self.name == "gradual":
-                angle = 120.0 * progress
+                angle = 120.0 * (progress or 0.0)
             elif self.name == "noise_small":
                 flip = 0.019   # accuracy a -> a - flip (2a - 1): about 1.5 points at a = 0.9
             elif self.name == "noise_large":
@@ -513,9 +513,10 @@ def cli(doc: str | None, scenarios: dict, prefix: str, onset=None) -> int:
         for name in args.names or scenarios:
             scenario = scenarios[name]
             before = args.before if onset is None else onset(scenario, args)
-            before = getattr(scenario, "before", None) if onset is None and getattr(scenario, "before", None) else before
-            r = run_scenario(scenario, batches=getattr(scenario, "batches", None) or args.batches, before=before, batch_rows=args.batch_rows,
-                             baseline_rows=args.baseline_rows, interval=args.interval, seed=args.seed,
+            if onset is None:  # a scenario's own onset and length (long_abrupt, episode)
+                before = getattr(scenario, "before", None) or before
+            r = run_scenario(scenario, batches=getattr(scenario, "batches", None) or args.batches, before=before,
+                             batch_rows=args.batch_rows, baseline_rows=args.baseline_rows, interval=args.interval, seed=args.seed,
                              workdir=workdir, verbose=args.verbose)
             print(f"{name}: {r.seconds:.0f} s, {len(r.incidents)} incident(s), {len(r.attempts)} attempt(s)"
                   f"{', ERRORS' if r.errors else ''}", flush=True)

@@ -558,7 +558,7 @@ class TrainingConfig(_Section):
                                        "passes the same gate against the champion (a recurring concept: no "
                                        "training, recorded as a promotion); 0 = off")
     review_interval_checks: int = Field(10, ge=0, description="champion review: every this many successful checks "
-                                        "with no incident open (and after every incident ends), the champion, the last "
+                                        "(also while an incident is open but not retraining, its promotion then; and after every incident ends), the champion, the last "
                                         "training.review_versions champions and the first champion are scored on the "
                                         "latest training.review_rows labelled rows; an earlier version significantly "
                                         "better by the paired tests (McNemar / DeLong / paired t at 1 - "

@@ -22,8 +22,13 @@ significantly better is reinstated through the normal promotion path:
   alias points at the reinstated version, else failed), and :func:`recover` resolves the review
   incident, whatever step it stopped at. Nothing is half recorded after the next start.
 
-It runs only with no incident open and no retrain running (an open incident's retrains already
-try earlier versions), and only on the leader (the daemon's checks run there). Cost: one scoring
+It also runs every ``review_interval_checks`` checks while an incident is open, unless it is
+retraining or holding a challenger in shadow: an incident whose retrains keep being rejected (a
+champion promoted during a passing episode, judged against the reference level once the world
+returned) would otherwise keep the worse model until it resolved. A reinstatement then belongs to
+that incident (its attempt, its ``promoted`` state, judged by the next checks like any promotion)
+instead of opening one of its own. No retrain may be running, and it runs only on the leader
+(the daemon's checks run there). Cost: one scoring
 of ``review_rows`` rows per version plus, once per version, loading it from MLflow (cached);
 docs/benchmarks.md gives the measured share of a check.
 """
@@ -62,7 +67,7 @@ class ChampionReview:
         self._checks += 1
         ended = self._incident_seen and report.incident is None
         self._incident_seen = report.incident is not None
-        if report.incident is not None or not (ended or self._checks >= interval):
+        if not (ended or self._checks >= interval):
             return None
         try:
             message = self.run("an incident ended" if ended else f"every {interval} checks")
@@ -74,8 +79,9 @@ class ChampionReview:
 
     def _busy(self) -> str | None:
         ctl = self.ctl
-        if ctl.incidents.current() is not None:
-            return "an incident is open"
+        current = ctl.incidents.current()
+        if current is not None and current.state in ("retraining", "shadow"):
+            return f"incident {current.id} is {current.state}"
         if ctl.supervisor.busy or ctl.attempts.running() is not None:
             return "a retrain is running"
         return None
@@ -130,11 +136,14 @@ class ChampionReview:
             busy = self._busy()
             if busy or str(ctl.champion.get().version) != str(champion.version):
                 return f"champion review: not reinstating v{best.version}: {busy or 'the champion changed'}"
-            incident = ctl.incidents.open(REASON, "schedule", reason, retrain=False, data={"review": found.summary()})
+            # An open incident owns the reinstatement (it is judged by the next checks); else one of its own.
+            incident = ctl.incidents.current() or ctl.incidents.open(REASON, "schedule", reason, retrain=False,
+                                                                      data={"review": found.summary()})
             try:  # the attempt before the incident's "retraining": recovery settles an attempt, never guesses
                 attempt = ctl.attempts.begin(incident.id, "schedule", rows=len(rows), data_window=window)
             except BusyError as exc:
-                ctl._resolve(incident, f"champion review not applied: {exc}")
+                if incident.reason == REASON:
+                    ctl._resolve(incident, f"champion review not applied: {exc}")
                 return f"champion review: {exc}"
             ctl.incidents.transition(incident.id, "retraining", f"reinstating earlier version {best.version}",
                                      data=window)

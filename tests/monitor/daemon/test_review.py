@@ -73,6 +73,32 @@ def test_an_earlier_better_version_is_reinstated_with_the_reason(make_config):
         daemon.stop(grace=2)
 
 
+def test_a_review_during_an_open_incident_reinstates_into_it(make_config):
+    """An incident stays open (its retrains rejected) while the champion is worse than one the loop
+    had: the review runs anyway (not while it retrains) and the reinstatement is that incident's
+    promotion, judged by the next checks, not an incident of its own."""
+    cfg = make_config(REVIEW)
+    _second_champion(cfg, concept=1.0, seed=2)
+    daemon = Daemon(cfg)
+    try:
+        daemon.start(scheduler=False)
+        Traffic(cfg, daemon.store).send(1500, 42, tag_version=True)
+        ctl = daemon.controller
+        opened = ctl.incidents.open("accuracy", "alert", "accuracy dropped", retrain=True)
+        message = daemon.review.run("test")
+        assert message.startswith("champion review: promoted v1"), message
+        assert _alias(cfg) == "1"
+        [attempt] = ctl.attempts.recent(10)
+        assert attempt.incident_id == opened.id and attempt.status == "promoted"
+        incident = ctl.incidents.get(opened.id)
+        assert incident.state == "promoted" and incident.version == "1"   # open: the next checks judge v1
+        assert [i.id for i in ctl.incidents.recent(10)] == [opened.id]
+        ctl.incidents.transition(opened.id, "retraining", "a retrain runs")
+        assert daemon.review.run("test") == f"champion review skipped: incident {opened.id} is retraining"
+    finally:
+        daemon.stop(grace=2)
+
+
 def test_an_equal_earlier_version_changes_nothing(make_config):
     cfg = make_config(REVIEW)
     _second_champion(cfg, concept=0.0, seed=1)        # v2 trained like v1, on the same rows

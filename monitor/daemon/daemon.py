@@ -42,6 +42,7 @@ from monitor.daemon.triggers import TriggerResult, handle_alertmanager, request_
 
 if TYPE_CHECKING:
     from monitor.store import PredictionStore
+    from trainer.shadow import ShadowNews
 
 log = logging.getLogger(__name__)
 
@@ -290,7 +291,7 @@ class Daemon:
         return collect_status(self.cfg.model.name, self.champion.version, c.checklog, c.incidents, c.attempts,
                               limit=limit, levels=c.levels,
                               extra={"daemon": {"running": self._started, "leader": self.is_leader,
-                                                "check_interval_seconds": self.cfg.drift.interval_seconds},
+                                                "check_interval_seconds": self._check_interval},
                                      "review": {"last": self.review.last}})
 
     def reset_reference(self) -> dict[str, Any]:
@@ -313,9 +314,9 @@ class Daemon:
                     "reference_roc_auc": metrics.get("roc_auc"), "incident": current.id if current else None}
 
 
-def _shadow_observer(cfg: DriftloopConfig) -> Callable[[Any], str | None]:
+def _shadow_observer(cfg: DriftloopConfig) -> Callable[[Any], ShadowNews | None]:
     """training.shadow_windows: each check window goes to the pending shadow challenger (trainer/shadow.py)."""
-    def observe(window: Any) -> str | None:
+    def observe(window: Any) -> ShadowNews | None:
         from trainer.shadow import observe as observe_shadow
         return observe_shadow(cfg, window)
     return observe

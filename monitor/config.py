@@ -552,7 +552,9 @@ class TrainingConfig(_Section):
                           "each retry of an incident sees all the evidence gathered since the change")
     min_post_change_rows: int | None = Field(None, ge=10, description="labelled rows after the detected change point "
                                              "before retraining starts (fewer means wait, not train on the old concept); "
-                                             "default max(training.min_rows, 300 / training.holdout_fraction)")
+                                             "default max(training.min_rows, 300 / training.holdout_fraction), fewer for a "
+                                             "classifier whose drop the rows after the change prove large (down to "
+                                             "100 held-out rows)")
     try_previous_versions: int = Field(3, ge=0, description="before training, score this many earlier champions "
                                        "(newest first) on the held-out recent rows and reinstate the first that "
                                        "passes the same gate against the champion (a recurring concept: no "

@@ -71,3 +71,32 @@ def test_a_window_short_of_labels_reaches_back_until_it_holds_min_labels(make_co
         plain = make_config({"drift": {"window_size": 1000, "min_labels": 400, "labelled_window": False}},
                             with_champion=False)
         assert len(CheckJob(plain, store, None, None, None).current_window()) == 1000  # type: ignore[arg-type]
+
+
+def _served(n: int, accuracy: float, seed: int = 0) -> pd.DataFrame:
+    """``n`` labelled binary rows whose served prediction is right on ``accuracy`` of them."""
+    rng = np.random.default_rng(seed)
+    label = rng.integers(0, 2, n)
+    right = np.arange(n) < round(accuracy * n)
+    pred = np.where(right, label, 1 - label)
+    return pd.DataFrame({"label": label, "prediction": pred, "score": np.where(pred == 1, 0.8, 0.2)})
+
+
+def test_the_wait_after_a_change_point_is_sized_by_the_drop_the_rows_prove():
+    """training.post_change_rows (1,000 at the defaults) is what a small gain needs before the gate
+    can tell it from chance; a large proven drop needs a few hundred, a small one keeps the count."""
+    from monitor.config import DriftloopConfig
+    from monitor.daemon.controller import post_change_need
+    cfg = DriftloopConfig()
+    full = cfg.training.post_change_rows
+    level = {"reference_accuracy": 0.90}
+    large = post_change_need(cfg, _served(200, 0.55), level)     # a 35-point drop in 200 labelled rows
+    assert cfg.training.min_rows <= large < full / 2
+    assert large == -(-100 // cfg.training.holdout_fraction)      # the 100 held-out rows' floor
+    assert post_change_need(cfg, _served(200, 0.86), level) == full     # not proven past the bar
+    assert post_change_need(cfg, _served(200, 0.55), None) == full      # no reference level yet
+    assert post_change_need(cfg, _served(20, 0.10), level) == full      # too few rows to say
+    medium = post_change_need(cfg, _served(400, 0.80), level)    # 10 points: between the two
+    assert large < medium <= full
+    pinned = DriftloopConfig(training={"min_post_change_rows": 700})
+    assert post_change_need(pinned, _served(200, 0.55), level) == 700

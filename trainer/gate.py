@@ -4,7 +4,11 @@ Rule (all must hold; every failed condition becomes a reason recorded on the run
 
 1. On the held-out recent rows (the same rows for both models), the challenger's accuracy gain is
    at least ``promote_min_accuracy_gain`` AND its ROC AUC gain at least ``promote_min_auc_gain``.
-   With a margin of 0 on a metric that reads "not worse"; both margins 0 still need (2).
+   With a margin of 0 on a metric that reads "not worse", and for ROC AUC "not significantly
+   worse": a loss within the paired DeLong test's one-sided margin at ``gate_confidence``
+   (:func:`auc_noise`) is noise, not worse. (A prior shift moves the best threshold and not the
+   ranking: a challenger fixing the accuracy by 15 points with the same ranking, ROC AUC -0.0002,
+   was refused again and again.) Both margins 0 still need (2).
 2. It is strictly better on at least one of the two: a tie everywhere keeps the champion (moving
    the alias costs a rollout and a new baseline, so change needs a reason).
 3. It is good, not only better: on the held-out rows its ROC AUC's lower confidence bound
@@ -103,7 +107,8 @@ def floors_of(y_true, scores, threshold: float, confidence: float,
 
 def decide(challenger: dict[str, float], champion: dict[str, float], challenger_reference_accuracy: float,
            champion_reference_accuracy: float, *, min_accuracy_gain: float, min_auc_gain: float,
-           reference_floor: float, floors: Floors | None = None, concept_holds: bool = True) -> Decision:
+           reference_floor: float, floors: Floors | None = None, concept_holds: bool = True,
+           auc_noise: float = 0.0) -> Decision:
     acc_gain = challenger["accuracy"] - champion["accuracy"]
     auc_gain = challenger["roc_auc"] - champion["roc_auc"]
     ref_loss = champion_reference_accuracy - challenger_reference_accuracy
@@ -126,7 +131,7 @@ def decide(challenger: dict[str, float], champion: dict[str, float], challenger_
         if acc_gain < min_accuracy_gain - _EPS:
             failed.append(f"accuracy gain {acc_gain:+.4f} < required {min_accuracy_gain:.4f} "
                           f"({challenger['accuracy']:.4f} vs champion {champion['accuracy']:.4f})")
-        if auc_gain < min_auc_gain - _EPS:
+        if auc_gain < min_auc_gain - _EPS and not (min_auc_gain == 0 and auc_gain >= -auc_noise):
             failed.append(f"ROC AUC gain {auc_gain:+.4f} < required {min_auc_gain:.4f} "
                           f"({challenger['roc_auc']:.4f} vs champion {champion['roc_auc']:.4f})")
         if acc_gain <= 0 and auc_gain <= 0:
@@ -188,9 +193,32 @@ def _relative_fall(new: float, old: float) -> float:
     return 0.0 if new <= old else -math.inf  # a perfect champion: nothing to gain, any error is a rise
 
 
+def auc_noise(task: str, y: Any, champion_output: Any, challenger_output: Any, confidence: float) -> float:
+    """The ROC AUC loss that is not significantly worse: the one-sided margin of the paired DeLong
+    test of challenger - champion on the same held-out rows (binary: scores; multiclass: class
+    probabilities, macro one-vs-rest; ``y`` as the gate's rows hold it). 0 when it cannot be
+    computed (a class with fewer than two rows), which keeps the strict "not lower" reading."""
+    import numpy as np
+
+    from monitor.paired import paired_delong, paired_macro_delong
+    from monitor.stats import _z
+    try:
+        if task == "binary":
+            found = paired_delong(np.asarray(y) == 1, np.asarray(champion_output), np.asarray(challenger_output))
+        elif task == "multiclass":
+            found = paired_macro_delong(np.asarray(y).astype(np.int64), champion_output, challenger_output)
+        else:
+            return 0.0
+    except (ValueError, IndexError, TypeError):
+        return 0.0
+    if found is None or not math.isfinite(found.variance):
+        return 0.0
+    return float(_z(2 * confidence - 1) * math.sqrt(found.variance))
+
+
 def judge(task: str, challenger: dict[str, float], champion: dict[str, float], challenger_reference: float,
           champion_reference: float, training: Any, *, floors: Floors | RegressionFloors | None = None,
-          concept_holds: bool = True) -> Decision:
+          concept_holds: bool = True, auc_noise: float = 0.0) -> Decision:
     """The gate of ``task`` with the margins of ``training`` (a TrainingConfig). The reference
     figures are accuracy (classifiers) or MAE (regression) on the champion's reference sample."""
     if task == "regression":
@@ -201,7 +229,7 @@ def judge(task: str, challenger: dict[str, float], champion: dict[str, float], c
     return decide(challenger, champion, challenger_reference, champion_reference,
                   min_accuracy_gain=training.promote_min_accuracy_gain, min_auc_gain=training.promote_min_auc_gain,
                   reference_floor=training.reference_floor, floors=floors if isinstance(floors, Floors) else None,
-                  concept_holds=concept_holds)
+                  concept_holds=concept_holds, auc_noise=auc_noise)
 
 
 def _dedupe(items: list[str]) -> list[str]:

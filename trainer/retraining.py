@@ -24,7 +24,7 @@ from trainer.baseline_training import reference_sample, task_params
 from trainer.data import check_frame, split
 from trainer.entrypoint import checked_rows, example_rows
 from trainer.deployment import export_and_log
-from trainer.gate import Decision, Floors, cost_refusals, floors_of, judge
+from trainer.gate import Decision, Floors, auc_noise, cost_refusals, floors_of, judge
 from trainer.live import compare_and_log
 from trainer.loop import LoopConfig, LoopState, copy_model, peek_checkpoint
 from trainer.metrics import comparison, model_figures, ranking, reference_figure, task_metrics
@@ -199,10 +199,13 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
             champion_m = evaluate_model(cfg, champion.model, holdout)
             ref_ch = reference_score(cfg, model, reference_eval)
             ref_cp = reference_score(cfg, champion.model, reference_eval)
-            floors = floors_of(holdout[target].to_numpy(), model.predict_proba(holdout), cfg.model.threshold,
+            challenger_out = model.predict_proba(holdout)
+            floors = floors_of(holdout[target].to_numpy(), challenger_out, cfg.model.threshold,
                                t.gate_confidence, task)
+            noise = auc_noise(task, holdout[target].to_numpy(), champion.model.predict_proba(holdout), challenger_out,
+                              t.gate_confidence)
             decision = judge(task, challenger_m, champion_m, ref_ch, ref_cp, t, floors=floors,
-                             concept_holds=concept["holds"])
+                             concept_holds=concept["holds"], auc_noise=noise)
             regressions = rule_regressions(_with_rule_metrics(cfg, model, holdout, challenger_m),
                                            _with_rule_metrics(cfg, champion.model, holdout, champion_m),
                                            cfg.alerts.rules, cfg.alerts.mode)

@@ -89,3 +89,34 @@ def test_a_good_ranker_on_imbalanced_rows_is_not_refused_for_accuracy_near_the_m
     assert floors.auc_lower > 0.8 and floors.accuracy_lower < floors.majority_rate <= floors.accuracy_upper
     decision = decide(m(acc, 0.9), m(acc - 0.05, 0.6), 0.8, 0.8, **MARGINS, floors=floors, concept_holds=False)
     assert decision.promote, decision.reasons
+
+
+def test_a_roc_auc_loss_within_the_paired_test_noise_is_not_worse():
+    """A prior shift: the challenger fixes the threshold (+15 points of accuracy) with the same
+    ranking; its ROC AUC differs by noise. "Not worse" (min_auc_gain 0) reads "not significantly
+    worse" by the paired DeLong margin; a real loss, or a required gain, still refuses."""
+    fixed, broken = m(0.90, 0.9198), m(0.75, 0.92)
+    assert not decide(fixed, broken, 0.9, 0.9, **MARGINS).promote                  # strict: -0.0002 refuses
+    assert decide(fixed, broken, 0.9, 0.9, **MARGINS, auc_noise=0.004).promote      # within the noise
+    worse = decide(m(0.90, 0.89), broken, 0.9, 0.9, **MARGINS, auc_noise=0.004)
+    assert not worse.promote and any("ROC AUC gain -0.0300" in r for r in worse.reasons)
+    need = decide(fixed, broken, 0.9, 0.9, **{**MARGINS, "min_auc_gain": 0.01}, auc_noise=0.004)
+    assert not need.promote
+
+
+def test_auc_noise_is_the_paired_delong_margin_on_the_rows():
+    from monitor.paired import paired_delong
+    from trainer.gate import auc_noise
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 2000)
+    champion = y + rng.normal(0, 1.0, 2000)
+    challenger = champion + rng.normal(0, 0.3, 2000)               # nearly the same ranking
+    noise = auc_noise("binary", y, champion, challenger, 0.95)
+    found = paired_delong(y == 1, champion, challenger)
+    assert noise == pytest.approx(1.6449 * math.sqrt(found.variance), rel=1e-3) and 0 < noise < 0.02
+    more = auc_noise("binary", y[:300], champion[:300], challenger[:300], 0.95)
+    assert more > noise                                              # fewer rows, wider margin
+    proba = np.column_stack([1 - champion / 4, champion / 8, champion / 8]).clip(0.01, 1)
+    assert auc_noise("multiclass", rng.integers(0, 3, 2000), proba, proba[:, ::-1], 0.95) > 0
+    assert auc_noise("binary", np.ones(50), champion[:50], challenger[:50], 0.95) == 0.0   # one class
+    assert auc_noise("regression", y, champion, challenger, 0.95) == 0.0

@@ -38,6 +38,8 @@ import logging
 import time
 from typing import Any, Callable
 
+import pandas as pd
+
 from monitor.daemon.attempts import BusyError
 from monitor.daemon.controller import CheckReport, Controller
 from monitor.daemon.incidents import TransitionError
@@ -96,7 +98,13 @@ class ChampionReview:
             return f"champion review skipped: {busy}"
         cfg, t = self.cfg, self.cfg.training
         want = t.review_rows or cfg.drift.window_size
-        rows = self.ctl.store.window(last_n=want, labelled_only=True).reset_index(drop=True)
+        # During an incident with a located change, only rows after it: the evidence its retrains
+        # use. Rows from before the change would favour the pre-change model and undo a promotion
+        # fitted to the new concept (observed: v1 reinstated mid-episode, then retrained away again).
+        current = self.ctl.incidents.current()
+        since = (None if current is None or current.change_ts is None
+                 else pd.Timestamp(current.change_ts, unit="s", tz="UTC").round("us"))
+        rows = self.ctl.store.window(last_n=want, since=since, labelled_only=True).reset_index(drop=True)
         if len(rows) < cfg.drift.min_labels:
             return f"champion review skipped: {len(rows)} labelled rows < drift.min_labels {cfg.drift.min_labels}"
         champion = self.ctl.champion.get()

@@ -155,7 +155,8 @@ SYNTHETIC_SHIFTS = ("latent mean +0.25 sd", "latent sd x1.3 (4 factors)", "off-s
 
 # ---------------------------------------------------------------- running the methods
 
-def _checks(cases: list[str], checks: int, draw, cap: int, components: int) -> dict[str, dict[str, tuple[float, float]]]:
+def _checks(cases: list[str], checks: int, draw, cap: int, components: int) -> dict[str,
+                                                                                    dict[str, tuple[float, float]]]:
     """Per case and method: the share of ``checks`` flagged and the median seconds of one test.
     ``draw(case, i)`` gives check i's (reference block, window block); the reference is prepared
     once per check and every method tests the same pair."""

@@ -103,7 +103,8 @@ def bare_fit(fit_rows: pd.DataFrame, val_rows: pd.DataFrame, cfg: LoopConfig) ->
     for _ in range(cfg.epochs):
         model.train()
         for x, (target,) in loader:
-            lr = cfg.learning_rate * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * step / total)))
+            lr = cfg.learning_rate * (cfg.min_lr_ratio
+                                      + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * step / total)))
             for group in opt.param_groups:
                 group["lr"] = lr
             step += 1

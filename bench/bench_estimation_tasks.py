@@ -3,8 +3,8 @@
 
 Data and models: tests.support.estimation_data (6 classes, or a regression target whose noise
 depends on the inputs; the trainer's MLP each, trained as ``driftloop train`` trains it on 8,000
-rows; the reference is 5,000 held-out rows saved by the trainer's ``reference_sample``). Per scenario, ``windows`` windows of
-``rows`` rows: the error of the estimate against the realised figure of the same rows and how
+rows; the reference is 5,000 held-out rows saved by the trainer's ``reference_sample``). Per scenario, ``windows``
+windows of ``rows`` rows: the error of the estimate against the realised figure of the same rows and how
 often the realised figure is inside the band (``drift.confidence`` 0.95). Covariate shifts keep
 ``P(y | x)``; the last scenario of each task changes it (the estimate is blind to that).
 
@@ -147,7 +147,8 @@ def report(windows: int, rows: int, sizes: list[int], repeats: int) -> None:
     mc_cfg, mc_model, mc_ref, rg_cfg, rg_model, rg_ref = _setup()
     mc_cal, mc_fit = _fit(mc_cfg, mc_ref)
     rg_est, rg_fit = _fit(rg_cfg, rg_ref)
-    print(f"multiclass and regression estimation: two models trained (trainer) and referenced in {time.perf_counter() - t0:.1f} s; references "
+    print("multiclass and regression estimation: two models trained (trainer) and referenced in "
+          f"{time.perf_counter() - t0:.1f} s; references "
           f"5,000 held-out rows; {windows} windows of {rows:,} rows per scenario\n")
     print("Multiclass CBPE (6 classes)\n")
     print("| scenario | realised accuracy | estimated | abs error median | abs error p90 | inside the band "

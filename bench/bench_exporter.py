@@ -235,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
 
 LOAD = """
 import sys, torch
-xs = [(torch.randn(8192, 8192, device=f"cuda:{d}", dtype=torch.bfloat16),) * 2 for d in range(torch.cuda.device_count())]
+xs = [(torch.randn(8192, 8192, device=f"cuda:{d}", dtype=torch.bfloat16),) * 2
+      for d in range(torch.cuda.device_count())]
 print("busy", flush=True)
 while True:
     for a, b in xs:

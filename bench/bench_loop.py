@@ -312,7 +312,8 @@ def _print_trail(http, url: str, status: dict, onset_rows: int) -> None:
               f"{' ESCALATED' if inc.get('escalated') else ''}")
     for a in reversed(status.get("recent_retrains") or []):
         window = a.get("data_window") or {}
-        print(f"  retrain {a['id']} {a['status']:<9} rows {a.get('rows')} since {window.get('since_change') or window.get('start')}"
+        print(f"  retrain {a['id']} {a['status']:<9} rows {a.get('rows')} since "
+              f"{window.get('since_change') or window.get('start')}"
               f" -> v{a.get('challenger_version')}: {'; '.join(a.get('reasons') or [])[:160]}")
 
 
@@ -441,7 +442,8 @@ def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: i
 def report(results: list[Result]) -> None:
     print()
     head = (f"{'scenario':<12} {'detect':>7} {'incid':>5} {'perf':>4} {'drift':>5} {'tries':>5} {'promo':>5} "
-            f"{'pre':>6} {'last20%':>7} {'never':>6} {'vs pre':>7} {'vs never':>8} {'idle':>4} {'open at end':<22} {'s':>5}")
+            f"{'pre':>6} {'last20%':>7} {'never':>6} {'vs pre':>7} {'vs never':>8} {'idle':>4} {'open at end':<22} "
+            f"{'s':>5}")
     print(head)
     print("-" * len(head))
     for r in results:
@@ -454,11 +456,13 @@ def report(results: list[Result]) -> None:
               f"{pre:>6.3f} {last:>7.3f} {never:>6.3f} {last - pre:>+7.3f} {last - never:>+8.3f} "
               f"{r.idle_breach_streak:>4} {r.final_state[:22]:<22} {r.seconds:>5.0f}")
         if r.task == "regression":
-            line = f"{'':<12} MAE (pre/last20%/never columns are MAE): last20% / pre {last / pre:.3f}, never / pre {never / pre:.3f}"
+            line = (f"{'':<12} MAE (pre/last20%/never columns are MAE): last20% / pre {last / pre:.3f}, never / pre "
+                    f"{never / pre:.3f}")
         elif r.task == "multiclass":
             line = f"{'':<12} multiclass accuracy"
         else:
-            line = f"{'':<12} ROC AUC pre {r.auc('pre'):.3f} last20% {r.auc('last'):.3f} never {r.auc('last', 'baseline'):.3f}"
+            line = (f"{'':<12} ROC AUC pre {r.auc('pre'):.3f} last20% {r.auc('last'):.3f} never "
+                    f"{r.auc('last', 'baseline'):.3f}")
         print(line + (f"  ERRORS: {'; '.join(r.errors)}" if r.errors else ""))
         review = (f"{len(r.review_seconds)} reviews, median {np.median(r.review_seconds):.3f} s" if r.review_seconds
                   else "no review")
@@ -516,7 +520,8 @@ def cli(doc: str | None, scenarios: dict, prefix: str, onset=None) -> int:
             if onset is None:  # a scenario's own onset and length (long_abrupt, episode)
                 before = getattr(scenario, "before", None) or before
             r = run_scenario(scenario, batches=getattr(scenario, "batches", None) or args.batches, before=before,
-                             batch_rows=args.batch_rows, baseline_rows=args.baseline_rows, interval=args.interval, seed=args.seed,
+                             batch_rows=args.batch_rows, baseline_rows=args.baseline_rows, interval=args.interval,
+                             seed=args.seed,
                              workdir=workdir, verbose=args.verbose)
             print(f"{name}: {r.seconds:.0f} s, {len(r.incidents)} incident(s), {len(r.attempts)} attempt(s)"
                   f"{', ERRORS' if r.errors else ''}", flush=True)
@@ -563,7 +568,8 @@ def review_cost(home: Path, repeats: int = 5) -> None:
 
 
 def main() -> int:
-    """``review-cost HOME``: :func:`review_cost`. Otherwise every scenario but the long ones by default (``long_abrupt`` and ``episode`` take 20-40 minutes
+    """``review-cost HOME``: :func:`review_cost`. Otherwise every scenario but the long ones by default (``long_abrupt``
+    and ``episode`` take 20-40 minutes
     each on 2 cores: name them)."""
     if sys.argv[1:2] == ["review-cost"]:
         review_cost(Path(sys.argv[2]))

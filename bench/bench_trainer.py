@@ -92,7 +92,8 @@ def bare_loop(model, train, val, cfg: LoopConfig, device: torch.device) -> float
     for epoch in range(cfg.epochs):
         perm = torch.randperm(n, generator=torch.Generator().manual_seed(cfg.seed + epoch))
         for i in range(0, n, cfg.batch_size):
-            lr = cfg.learning_rate * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * step / total)))
+            lr = cfg.learning_rate * (cfg.min_lr_ratio
+                                      + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * step / total)))
             for group in opt.param_groups:
                 group["lr"] = lr
             step += 1

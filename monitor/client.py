@@ -157,7 +157,8 @@ class DriftloopClient:
             data = with_model_version(list(data), model_version)
         return self._send("/v1/predictions", data)
 
-    def log_labels(self, data: Any, *, id: str | None = None, label: str | None = None, ts: str = "ts") -> IngestSummary:
+    def log_labels(self, data: Any, *, id: str | None = None, label: str | None = None,
+                   ts: str = "ts") -> IngestSummary:
         """Send true labels: a DataFrame with the id column, the target (``model.target``, e.g.
         ``churned``, or ``label``) and an optional ts column, or a list of records. The target holds
         0/1 (binary), class names (multiclass, or a binary model's two classes) or numbers (regression)."""

@@ -36,24 +36,40 @@ class _Section(BaseModel):
 
 
 class LoggingConfig(_Section):
-    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="DEBUG, INFO, WARNING or ERROR (also --log-level)")
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO",
+                                                                description="DEBUG, INFO, WARNING or ERROR (also "
+                                                                            "--log-level)")
     format: Literal["text", "json"] = Field("text", description="text, or json (one JSON object per line)")
 
 
 class ExporterConfig(_Section):
     host: str = Field("127.0.0.1", description="address to listen on (0.0.0.0 or :: for Prometheus on another host)")
     # 9400 is dcgm-exporter's, 9100 node_exporter's, 9835 nvidia_gpu_exporter's.
-    port: int = Field(9471, ge=1, le=65535, description="port to listen on (dcgm-exporter uses 9400 and nvidia_gpu_exporter 9835: they can run side by side)")
+    port: int = Field(9471, ge=1, le=65535, description="port to listen on (dcgm-exporter uses 9400 and "
+                                                        "nvidia_gpu_exporter 9835: they can run side by side)")
     simulate: int = Field(0, ge=0, le=1024, description="simulate N GPUs instead of reading NVML")
-    tls_cert: Path | None = Field(None, description="certificate file: serve HTTPS (TLS 1.2+); give tls_cert and tls_key together")
+    tls_cert: Path | None = Field(None, description="certificate file: serve HTTPS (TLS 1.2+); give tls_cert and "
+                                                    "tls_key together")
     tls_key: Path | None = Field(None, description="private key file of tls_cert")
     process_metrics: bool = Field(False, description="export device memory per process")
-    pcie_throughput: bool = Field(False, description="on GPUs without GPM (before Hopper), also read PCIe rx/tx bytes per second with NVML's older counter, which samples each direction for ~20 ms (in the background sampler); GPM GPUs export it always")
-    sampler_interval_seconds: float = Field(5.0, gt=0, description="how often the background sampler reads the slow readings (energy, GPM activity, PCIe/NVLink throughput and counters, remapped rows, MIG instances); GPM ratios are averages over this interval. pcie_interval_seconds is the old name, still accepted")
-    hostname: str | None = Field(None, description="value of the hostname label on every GPU series (published as dcgm-exporter's Hostname by the dcgm recording rules); default this machine's host name (set it to the node name in Kubernetes); an empty string leaves the label out")
+    pcie_throughput: bool = Field(False, description="on GPUs without GPM (before Hopper), also read PCIe rx/tx bytes "
+                                                     "per second with NVML's older counter, which samples each "
+                                                     "direction for ~20 ms (in the background sampler); GPM GPUs "
+                                                     "export it always")
+    sampler_interval_seconds: float = Field(5.0, gt=0, description="how often the background sampler reads the slow "
+                                                                   "readings (energy, GPM activity, PCIe/NVLink "
+                                                                   "throughput and counters, remapped rows, MIG "
+                                                                   "instances); GPM ratios are averages over this "
+                                                                   "interval. pcie_interval_seconds is the old name, "
+                                                                   "still accepted")
+    hostname: str | None = Field(None, description="value of the hostname label on every GPU series (published as "
+                                                   "dcgm-exporter's Hostname by the dcgm recording rules); default "
+                                                   "this machine's host name (set it to the node name in Kubernetes); "
+                                                   "an empty string leaves the label out")
     xid_events: bool = Field(False, description="count XID errors from NVML events (background thread)")
     call_timeout_seconds: float = Field(2.0, gt=0, description="bound on one NVML sweep inside a scrape")
-    init_retry_initial_seconds: float = Field(1.0, gt=0, description="first retry delay when NVML is unavailable or a GPU is lost")
+    init_retry_initial_seconds: float = Field(1.0, gt=0, description="first retry delay when NVML is unavailable or a "
+                                                                     "GPU is lost")
     init_retry_max_seconds: float = Field(60.0, gt=0, description="retry delays double up to this")
 
     @model_validator(mode="before")
@@ -100,7 +116,8 @@ class ServerConfig(_Section):
                                  "connection still waiting for its request head, or is answered 503 when all are "
                                  "busy. serve raises its open-file limit to the hard limit and warns when this "
                                  "does not fit well below it")
-    gpu_metrics: bool = Field(True, description="serve the GPU collector's series on the daemon's /metrics too (--no-gpu turns it off)")
+    gpu_metrics: bool = Field(True, description="serve the GPU collector's series on the daemon's /metrics too "
+                                                "(--no-gpu turns it off)")
     leader_lease_seconds: float = Field(10.0, gt=0, description="several daemons on one PostgreSQL store: one "
                                         "leader runs the scheduler, alert policy and retrains; a follower takes "
                                         "over within 2 x this after the leader dies or loses its connection")
@@ -116,7 +133,8 @@ class ServerConfig(_Section):
         try:
             token = path.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"server.token_file {str(path)!r}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+            raise ValueError(f"server.token_file {str(path)!r}: cannot read: "
+                             f"{getattr(exc, 'strerror', None) or exc}") from None
         if not token:
             raise ValueError(f"server.token_file {str(path)!r} is empty")
         return {**data, "token": token}
@@ -154,7 +172,9 @@ class StoreConfig(_Section):
                                 "needs; below it ingestion answers 503 (nothing stored), /readyz is 503 and "
                                 "driftloop_store_writable 0. 0 turns the check off")
     # FULL syncs the WAL on every commit (one fsync per batch): a power cut loses no acknowledged batch.
-    sqlite_synchronous: Literal["FULL", "NORMAL"] = Field("FULL", description="FULL fsyncs the WAL per batch (no acknowledged batch lost to a power cut); NORMAL is faster")
+    sqlite_synchronous: Literal["FULL", "NORMAL"] = Field("FULL", description="FULL fsyncs the WAL per batch (no "
+                                                                              "acknowledged batch lost to a power "
+                                                                              "cut); NORMAL is faster")
 
 
 class FeatureSpec(_Section):
@@ -198,10 +218,12 @@ class ModelConfig(_Section):
         None, description="the class names in order (multiclass: 2-100 classes; binary: optional [negative, "
         "positive] when the target is not 0/1). Inferred by `driftloop train` and recorded on the model version; "
         "labels and predictions name a class by its name (or a number equal to it)")
-    name: str = Field("demo", description="the model's name: the model label, table and MLflow names (driftloop-<name>); 1-48 letters, digits, _, . or -")
+    name: str = Field("demo", description="the model's name: the model label, table and MLflow names "
+                                          "(driftloop-<name>); 1-48 letters, digits, _, . or -")
     features: list[FeatureSpec] = Field(
         default_factory=_default_features,
-        description="list of {name, type}; type is numeric, categorical or embedding (with dim: the vector's length); names unique ignoring case, at most 60 "
+        description="list of {name, type}; type is numeric, categorical or embedding (with dim: the vector's length); "
+                    "names unique ignoring case, at most 60 "
                     "characters. When left out, `driftloop train` infers them from the data file (the rules of "
                     "`driftloop init`) and serve, check and retrain read them from the champion")
     score: str = Field("score", description="name of the score column (P(target = 1)) in windows, DataFrames and "
@@ -214,11 +236,13 @@ class ModelConfig(_Section):
     ignore: list[str] = Field(default_factory=list,
                               description="columns of data files that are neither features, id nor target; "
                                           "dropped when training")
-    threshold: float = Field(0.5, gt=0, lt=1, description="binary: score above which the predicted label is 1 (score > threshold), as in ingestion and training")
+    threshold: float = Field(0.5, gt=0, lt=1, description="binary: score above which the predicted label is 1 (score > "
+                                                          "threshold), as in ingestion and training")
     factory: str | None = Field(None, description="module:function building your own PyTorch model; default: the MLP")
     segments: list[str] = Field(default_factory=list, description="monitored separately: categorical feature names "
                                 "and the time buckets hour_of_day (0-23, UTC) and day_of_week (mon-sun) of the "
-                                "prediction's ts; per value: rows, accuracy, recall, ROC AUC, estimated accuracy and drift share "
+                                "prediction's ts; per value: rows, accuracy, recall, ROC AUC, estimated accuracy and "
+                                "drift share "
                                 "(docs: Segments)")
     segment_top_k: int = Field(10, ge=1, le=50, description="values of a categorical segment kept by row count; "
                                "the rest are pooled as 'other', so a segment never explodes the metric series")
@@ -232,7 +256,8 @@ class ModelConfig(_Section):
     def _table_safe(cls, v: str) -> str:
         # The store names its tables after the model (predictions_<name>); PostgreSQL allows 63 bytes.
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,47}", v):
-            raise ValueError(f"model name {v!r} must be 1-48 letters, digits, '_', '.' or '-', starting with a letter or digit")
+            raise ValueError(f"model name {v!r} must be 1-48 letters, digits, '_', '.' or '-', starting with a letter "
+                             "or digit")
         return v
 
     @model_validator(mode="after")
@@ -342,15 +367,20 @@ class DriftConfig(_Section):
     min_labels: int = Field(1000, ge=1, description="labelled rows needed before performance alerts can fire")
     min_rows: int = Field(500, ge=1, description="rows a window needs before its dataset-drift verdict can fire")
     # Smaller samples save little (Evidently's cost is mostly per column) and their noise nears the
-    # 0.1 threshold of the default distances (Wasserstein p99 ~0.13 at 1000 rows); see docs/parts/drift.md "Cost stays bounded on large windows".
+    # 0.1 threshold of the default distances (Wasserstein p99 ~0.13 at 1000 rows); see docs/parts/drift.md "Cost stays
+    # bounded on large windows".
     sample_size: int = Field(20_000, ge=5000, description="rows per side the drift tests run on at most")
     drift_share: float = Field(0.5, gt=0, le=1, description="share of drifted features that marks dataset drift")
-    stattest_threshold: float | None = Field(None, gt=0, description="per-feature threshold; Evidently's default when unset")
+    stattest_threshold: float | None = Field(None, gt=0, description="per-feature threshold; Evidently's default when "
+                                                                     "unset")
     # Evidently's stattest names; None keeps Evidently's own choice (by reference size and cardinality).
     num_method: Literal["anderson", "cramer_von_mises", "ed", "empirical_mmd", "es", "hellinger", "jensenshannon",
-                        "kl_div", "ks", "mannw", "psi", "t_test", "wasserstein"] | None = Field(None, description="one Evidently stattest for every numeric column; unset keeps Evidently's choice, made on the full data")
+                        "kl_div", "ks", "mannw", "psi", "t_test", "wasserstein"] | None = Field(
+        None, description="one Evidently stattest for every numeric column; unset keeps Evidently's choice, made on "
+        "the full data")
     cat_method: Literal["TVD", "chisquare", "fisher_exact", "g_test", "hellinger", "jensenshannon", "kl_div",
-                        "psi", "z"] | None = Field(None, description="one Evidently stattest for every categorical column; unset keeps Evidently's choice")
+                        "psi", "z"] | None = Field(None, description="one Evidently stattest for every categorical "
+                                                                     "column; unset keeps Evidently's choice")
     reports_keep: int = Field(50, ge=0, description="newest Evidently snapshots kept on disk (report files and "
                               "workspace snapshots alike; an open incident's are kept too); 0 keeps all")
     report_max_bytes: int = Field(20 * 1024 * 1024, ge=64 * 1024, description="largest report file kept: past it "
@@ -361,13 +391,16 @@ class DriftConfig(_Section):
                            "relative to home; empty turns it off")
     confidence: float = Field(0.95, gt=0, lt=1, description="level of the accuracy and ROC AUC intervals")
     estimate: bool = Field(True, description="estimate accuracy, ROC AUC, precision, recall and F1 from the scores "
-                           "alone (CBPE: the champion's scores calibrated on its reference sample), before labels arrive")
+                           "alone (CBPE: the champion's scores calibrated on its reference sample), before labels "
+                           "arrive")
     estimation_recalibrate_windows: int = Field(3, ge=0, description="labelled windows in a row whose realised "
                                                 "accuracy (regression: MAE) falls outside the estimate's band after "
                                                 "which the estimate is recalibrated on the champion's recent labelled "
-                                                "rows (kept per champion version across restarts); 0 never recalibrates")
+                                                "rows (kept per champion version across restarts); 0 never "
+                                                "recalibrates")
     fast_lane: bool = Field(True, description="open an incident as soon as a change point in the champion's labelled "
-                            "error stream proves a drop of at least alerts.accuracy_drop (before drift.min_labels rows)")
+                            "error stream proves a drop of at least alerts.accuracy_drop (before drift.min_labels "
+                            "rows)")
     fast_min_rows: int = Field(200, ge=30, description="labelled rows after a change point the fast lane needs")
     judge_by_interval: bool = Field(True, description="with fewer than drift.min_labels labelled rows (but at least "
                                     "drift.fast_min_rows), judge a window whose accuracy (regression: MAE) interval "
@@ -448,10 +481,12 @@ class MetricRule(_Section):
 
 class AlertsConfig(_Section):
     accuracy_drop: float = Field(0.03, gt=0, description="accuracy drop (vs the champion's baseline) that breaches")
-    auc_drop: float = Field(0.05, gt=0, description="ROC AUC drop that breaches (multiclass: one-vs-rest macro ROC AUC)")
+    auc_drop: float = Field(0.05, gt=0,
+                            description="ROC AUC drop that breaches (multiclass: one-vs-rest macro ROC AUC)")
     mae_rise: float = Field(0.10, gt=0, description="regression: relative rise of the MAE against the champion's "
                             "baseline that breaches ((live - baseline) / baseline; 0.10 = 10 % worse)")
-    mode: Literal["absolute", "relative"] = Field("absolute", description="absolute (baseline - live) or relative ((baseline - live) / baseline)")
+    mode: Literal["absolute", "relative"] = Field("absolute", description="absolute (baseline - live) or relative "
+                                                                          "((baseline - live) / baseline)")
     sustained_windows: int = Field(1, ge=1, description="breaching checks in a row before an alert fires")
     cooldown_seconds: float = Field(300.0, ge=0, description="seconds before retrying after a retrain that *failed* "
                                     "(crashed, MLflow down); rejected retrains wait for new labelled rows instead")
@@ -516,43 +551,57 @@ class TrainingConfig(_Section):
     patience: int = Field(5, ge=1, description="epochs without validation improvement before stopping")
     seed: int = Field(42, description="seed of the Python, numpy and torch RNGs")
     deterministic: bool = Field(False, description="torch's deterministic algorithms (slower; bitwise repeatable)")
-    amp: Literal["auto", "off", "bf16", "fp16"] = Field("auto", description="auto (fp16 on CUDA, off on CPU), off, bf16 or fp16")
+    amp: Literal["auto", "off", "bf16", "fp16"] = Field("auto", description="auto (fp16 on CUDA, off on CPU), off, "
+                                                                            "bf16 or fp16")
     grad_accum_steps: int = Field(1, ge=1, description="micro-batches per optimizer step")
     grad_clip: float | None = Field(1.0, gt=0, description="max gradient norm; null disables clipping")
-    num_workers: int = Field(0, ge=0, description="DataLoader worker processes; 0 (the fastest for tensors in memory) indexes batches directly, on the GPU when the rows fit in a quarter of its free memory")
+    num_workers: int = Field(0, ge=0, description="DataLoader worker processes; 0 (the fastest for tensors in memory) "
+                                                  "indexes batches directly, on the GPU when the rows fit in a quarter "
+                                                  "of its free memory")
     device: str = Field("auto", description="auto, cpu, cuda or cuda:N")
-    checkpoint_every_minutes: float = Field(5.0, gt=0, description="how often a checkpoint is written, plus one at every epoch end")
-    validation_fraction: float = Field(0.2, gt=0, lt=1, description="share of the training rows used for early stopping")
+    checkpoint_every_minutes: float = Field(5.0, gt=0, description="how often a checkpoint is written, plus one at "
+                                                                   "every epoch end")
+    validation_fraction: float = Field(0.2, gt=0, lt=1,
+                                       description="share of the training rows used for early stopping")
     replay_ratio: float = Field(0.5, ge=0, description="reference rows replayed per recent row")
-    holdout_fraction: float = Field(0.3, gt=0, lt=1, description="test rows (train), or held-out recent rows for the promotion gate (retrain)")
+    holdout_fraction: float = Field(0.3, gt=0, lt=1, description="test rows (train), or held-out recent rows for the "
+                                                                 "promotion gate (retrain)")
     min_rows: int = Field(200, ge=10, description="fewer labelled rows is a DataError")
-    gradient_checkpointing: bool = Field(False, description="recompute activations in backward (models that support it)")
+    gradient_checkpointing: bool = Field(False,
+                                         description="recompute activations in backward (models that support it)")
     threads: int = Field(0, ge=0, description="CPU threads for training; 0 keeps torch's default (one per core)")
     progress: bool = Field(True, description="progress bar on stderr (only when stderr is a terminal)")
     entrypoint: str | None = Field(None, description="'package.module:Object': your own PyTorch model and data "
                                    "code (build_model(task, n_outputs), dataset(refs, train), optional embed(model, "
                                    "x)), trained by driftloop's loop on the rows' input_uri; default: the tabular MLP "
                                    "(docs/parts/trainer.md, 'Your own training code')")
-    compile: bool = Field(False, description="torch.compile the model for training: faster steps on a GPU once compiled, "
+    compile: bool = Field(False, description="torch.compile the model for training: faster steps on a GPU once "
+                                             "compiled, "
                           "but the first steps wait for compilation (tens of seconds) and it needs a C++ compiler; "
                           "worth it for long runs, not for short retrains")
     # Promotion gate (trainer/gate.py): the challenger must gain at least this much on BOTH metrics
     # on the held-out recent rows, and be strictly better on at least one.
-    promote_min_accuracy_gain: float = Field(0.01, ge=0, description="gate: accuracy gain the challenger needs on the held-out recent rows")
-    promote_min_auc_gain: float = Field(0.0, ge=0, description="gate: ROC AUC gain the challenger needs (0 = not worse)")
+    promote_min_accuracy_gain: float = Field(0.01, ge=0, description="gate: accuracy gain the challenger needs on the "
+                                                                     "held-out recent rows")
+    promote_min_auc_gain: float = Field(0.0, ge=0,
+                                        description="gate: ROC AUC gain the challenger needs (0 = not worse)")
     promote_min_mae_gain: float = Field(0.02, ge=0, lt=1, description="gate, regression: relative MAE fall the "
                                         "challenger needs on the held-out recent rows (0.02 = 2 % lower MAE); its "
                                         "RMSE may not rise")
     reference_floor: float = Field(0.15, ge=0, le=1, description="max accuracy the challenger may lose vs the "
-                                   "champion on the champion's reference sample (bounds forgetting; regression: max relative rise of its MAE "
+                                   "champion on the champion's reference sample (bounds forgetting; regression: max "
+                                   "relative rise of its MAE "
                                    "there)")
-    reference_sample: int = Field(5000, ge=100, description="rows in a baseline's reference sample, held-out rows first")
+    reference_sample: int = Field(5000, ge=100,
+                                  description="rows in a baseline's reference sample, held-out rows first")
     max_rows: int = Field(50_000, ge=100, description="labelled rows a retrain learns from at most: every row since "
                           "the incident's change point (or its last healthy window), newest first up to this many, so "
                           "each retry of an incident sees all the evidence gathered since the change")
     min_post_change_rows: int | None = Field(None, ge=10, description="labelled rows after the detected change point "
-                                             "before retraining starts (fewer means wait, not train on the old concept); "
-                                             "default max(training.min_rows, 300 / training.holdout_fraction), fewer for a "
+                                             "before retraining starts (fewer means wait, not train on the old "
+                                             "concept); "
+                                             "default max(training.min_rows, 300 / training.holdout_fraction), fewer "
+                                             "for a "
                                              "classifier whose drop the rows after the change prove large (down to "
                                              "100 held-out rows)")
     try_previous_versions: int = Field(3, ge=0, description="before training, score this many earlier champions "
@@ -560,7 +609,8 @@ class TrainingConfig(_Section):
                                        "passes the same gate against the champion (a recurring concept: no "
                                        "training, recorded as a promotion); 0 = off")
     review_interval_checks: int = Field(10, ge=0, description="champion review: every this many successful checks "
-                                        "(also while an incident is open but not retraining, its promotion then; and after every incident ends), the champion, the last "
+                                        "(also while an incident is open but not retraining, its promotion then; and "
+                                        "after every incident ends), the champion, the last "
                                         "training.review_versions champions and the first champion are scored on the "
                                         "latest training.review_rows labelled rows; an earlier version significantly "
                                         "better by the paired tests (McNemar / DeLong / paired t at 1 - "

@@ -166,7 +166,8 @@ def infer_column(name: str, series: pd.Series) -> InferredFeature | LeftOut | st
         return LeftOut(name, f"constant: {shown} on every row", Omission.CONSTANT)
     missing = f", {1 - len(present) / len(series):.0%} missing" if len(present) < len(series) else ""
     dtype = series.dtype
-    if pd.api.types.is_bool_dtype(dtype) or (pd.api.types.is_object_dtype(dtype) and present.map(type).isin([bool]).all()):
+    if pd.api.types.is_bool_dtype(dtype) or (pd.api.types.is_object_dtype(dtype)
+                                             and present.map(type).isin([bool]).all()):
         return InferredFeature(name, "numeric", f"boolean, used as 0/1{missing}")
     if pd.api.types.is_numeric_dtype(dtype):
         integer = pd.api.types.is_integer_dtype(dtype) or bool((present == present.round()).all())
@@ -286,7 +287,8 @@ def model_outputs(data: pd.DataFrame, names: list[str], classes: Sequence[str] |
     for group in probability_groups(data, [n for n in names if n not in why]):
         shown = ", ".join(group[:6]) + (", ..." if len(group) > 6 else "")
         for name in group:
-            why[name] = f"a model output (numbers in [0, 1] that sum to 1 on every row with {shown}: class probabilities)"
+            why[name] = (f"a model output (numbers in [0, 1] that sum to 1 on every row with {shown}: class "
+                         "probabilities)")
     return [LeftOut(n, why[n], Omission.MODEL_OUTPUT) for n in names if n in why]
 
 
@@ -446,7 +448,8 @@ def schema_of(model: ModelConfig) -> dict[str, Any]:
 
 def feature_spec(name: str, recorded: Any) -> FeatureSpec:
     """A feature from its recorded entry (:func:`schema_of`): a type, or ``{"type", "dim"}``."""
-    return FeatureSpec.model_validate({"name": name, **(recorded if isinstance(recorded, dict) else {"type": recorded})})
+    return FeatureSpec.model_validate({"name": name,
+                                       **(recorded if isinstance(recorded, dict) else {"type": recorded})})
 
 
 def _type_text(entry: Any) -> str:

@@ -217,7 +217,8 @@ def run_demo(cfg: DriftloopConfig, plan: DemoPlan, *, echo: Callable[[str], None
     echo(f"[1/4] training the baseline on {plan.baseline_rows} synthetic rows ...")
     base = trainer.train_baseline(cfg, make(plan.baseline_rows, seed=plan.seed), trigger="manual")
     echo(f"      registered {cfg.registered_model_name} v{base.version} as champion "
-         f"(accuracy {base.metrics.get('accuracy', float('nan')):.3f}, ROC AUC {base.metrics.get('roc_auc', float('nan')):.3f})")
+         f"(accuracy {base.metrics.get('accuracy', float('nan')):.3f}, ROC AUC "
+         f"{base.metrics.get('roc_auc', float('nan')):.3f})")
 
     daemon = Daemon(cfg)
     server = _Server(daemon.build_app(), cfg.server.host, cfg.server.port)
@@ -264,15 +265,18 @@ def run_demo(cfg: DriftloopConfig, plan: DemoPlan, *, echo: Callable[[str], None
             promoted_now = [e for e in new_events if "promoted" in e]
             row = TimelineRow(
                 tick=tick, phase="drifted" if drifted else "stationary", served_by=version,
-                check_id=check["id"] if check else None, champion_version=check.get("champion_version") if check else None,
-                window_rows=(check or {}).get("window_rows") or 0, labelled_rows=(check or {}).get("labelled_rows") or 0,
+                check_id=check["id"] if check else None,
+                champion_version=check.get("champion_version") if check else None,
+                window_rows=(check or {}).get("window_rows") or 0,
+                labelled_rows=(check or {}).get("labelled_rows") or 0,
                 accuracy=check.get("accuracy") if check else None, roc_auc=check.get("roc_auc") if check else None,
                 drift_share=check.get("drift_share") if check else None, events=new_events,
                 labelled_tick=tick - 1 if tick > 0 else None)
             timeline.append(row)
             echo(f"{tick:>5} {row.phase:<10} {'v' + version:>6} {row.check_id or '-':>5} "
                  f"{'v' + str(row.champion_version) if row.champion_version else '-':>4} {row.window_rows:>5} "
-                 f"{row.labelled_rows:>8} {_fmt(row.accuracy):>8} {_fmt(row.roc_auc):>7} {_fmt(row.drift_share, '.2f'):>5}  "
+                 f"{row.labelled_rows:>8} {_fmt(row.accuracy):>8} {_fmt(row.roc_auc):>7} "
+                 f"{_fmt(row.drift_share, '.2f'):>5}  "
                  + ("; ".join(new_events) if new_events else ""))
             if promoted_now or (service.champion and service.champion.version != base.version
                                 and service.champion.version not in promoted):

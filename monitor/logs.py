@@ -33,5 +33,6 @@ def setup_logging(level: str = "INFO", fmt: str = "text") -> None:
     # MLflow configures its own loggers when first imported (later, lazily): tell it through its variable.
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", logging.getLevelName(max(logging.WARNING, root.level)))
     # Third-party chatter that drowns our own lines at INFO.
-    for noisy in ("alembic", "mlflow", "urllib3", "apscheduler.executors", "apscheduler.scheduler", "httpx", "uvicorn.access"):
+    for noisy in ("alembic", "mlflow", "urllib3", "apscheduler.executors", "apscheduler.scheduler", "httpx",
+                  "uvicorn.access"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -3,8 +3,8 @@
 An exported model takes one input per feature, named like the feature: ``float32 [batch]`` for a
 numeric one (NaN = missing; the graph imputes and flags it as the PyTorch model does),
 ``float32 [batch, dim]`` for an embedding (a column of vectors, the frame contract; a missing
-vector is a NaN row) and ``string [batch]`` for a categorical one (the vocabulary lookup is in the graph; an unseen category falls
-into the unknown bucket). Its one output is the model's served output, by ``task``: ``score``
+vector is a NaN row) and ``string [batch]`` for a categorical one (the vocabulary lookup is in the graph; an unseen
+category falls into the unknown bucket). Its one output is the model's served output, by ``task``: ``score``
 P(label = 1) ``[batch]`` (binary), ``probabilities`` ``[batch, K]`` in the order of ``classes``
 (multiclass), ``prediction`` the value in the target's units ``[batch]`` (regression). The
 manifest written next to it (``manifest.json``) names the features and their types, the task,

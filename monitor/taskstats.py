@@ -24,7 +24,8 @@ import numpy as np
 from monitor.stats import Performance, _z, delong_auc, wilson_interval
 
 
-def macro_auc(y: np.ndarray, proba: np.ndarray, confidence: float = 0.95) -> tuple[float | None, tuple[float, float] | None]:
+def macro_auc(y: np.ndarray, proba: np.ndarray, confidence: float = 0.95) -> tuple[float | None,
+                                                                                   tuple[float, float] | None]:
     """One-vs-rest macro ROC AUC over the classes that have both positives and negatives, and its band."""
     aucs, variances = [], []
     for k in range(proba.shape[1]):

@@ -33,7 +33,8 @@ def test_demo_detects_drift_retrains_promotes_and_recovers(tmp_path):
     worst = min(r.accuracy for r in after if r.accuracy is not None)
     assert worst < result.pre_drift_accuracy - 0.03
     assert result.recovered_accuracy is not None
-    assert result.recovered_accuracy >= result.pre_drift_accuracy - 0.02, (result.pre_drift_accuracy, result.recovered_accuracy)
+    assert result.recovered_accuracy >= result.pre_drift_accuracy - 0.02, (result.pre_drift_accuracy,
+                                                                           result.recovered_accuracy)
     # The covariate drift shows in the drift share once drifted rows are in the window.
     assert max(r.drift_share or 0 for r in after) > 0
     # What a person reads: the timeline and where to look next.

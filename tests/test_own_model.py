@@ -71,7 +71,8 @@ def test_own_csv_and_service_through_the_whole_loop(project: Path):
                     "--force").stdout
     assert "4 numeric and 2 categorical" in out
     text = (project / "driftloop.yaml").read_text()
-    assert "{name: is_senior, type: numeric}" in text and "boolean" in text and "{name: plan, type: categorical}" in text
+    assert ("{name: is_senior, type: numeric}" in text and "boolean" in text
+            and "{name: plan, type: categorical}" in text)
     assert "customer_id" not in text.split("features:")[1]
 
     driftloop(project, "train", "--data", "churn.csv", "--epochs", "8", "-q")

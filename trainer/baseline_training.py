@@ -89,7 +89,8 @@ def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "
         registry = reg.Registry(cfg)
         experiment = registry.experiment_id()
         tags = lineage_tags(cfg, "baseline", trigger, data_window={"rows": len(rows)})
-        with mlflow_run(experiment, story.readable_name("baseline", trigger), tags, run_id=(saved or {}).get("run_id")) as run:
+        with mlflow_run(experiment, story.readable_name("baseline", trigger), tags,
+                        run_id=(saved or {}).get("run_id")) as run:
             if saved is None:
                 mlflow.log_params(loop_params(loop, rows=len(rows), fit_rows=len(fit_rows), val_rows=len(val_rows),
                                               test_rows=len(test), features=",".join(cfg.model.feature_names),

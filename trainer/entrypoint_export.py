@@ -121,7 +121,8 @@ def export_forms(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg
     task = model.task
     manifest: dict[str, Any] = {"version": version, "model": cfg.model.name, "task": task, "classes": model.classes,
                                 "entrypoint": model.spec, "opset": OPSET, "formats": {},
-                                "inputs": f"{INPUT}: a batch of what the entrypoint's dataset(refs, train=False) yields",
+                                "inputs": f"{INPUT}: a batch of what the entrypoint's dataset(refs, train=False) "
+                                          "yields",
                                 "output": OUTPUT_TEXT[task]}
     if task == "binary":
         manifest["threshold"] = threshold

@@ -2,7 +2,8 @@
 
 The PyTorch part (standardising, imputing NaN, missing indicators, the network, and the model's
 ``output``: the sigmoid (binary), the softmax (multiclass, ``[batch, K]`` in the order of
-``classes``) or the target's unscaling (regression, the value in the target's units)) is traced by ``torch.onnx.export`` with opset :data:`OPSET` and a dynamic batch axis. We use the
+``classes``) or the target's unscaling (regression, the value in the target's units)) is traced by ``torch.onnx.export``
+with opset :data:`OPSET` and a dynamic batch axis. We use the
 TorchScript exporter (``dynamo=False``): it takes well under a second for these models where
 the dynamo exporter takes seconds, and every registration pays for it. The vocabulary lookup,
 which PyTorch does in Python (``TabularModel.encode``), is prepended as ONNX-ML ``LabelEncoder``

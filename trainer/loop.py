@@ -418,7 +418,8 @@ def fit(model: nn.Module, train: Any, val: Any, cfg: LoopConfig, *,
 
     params = [p for p in model.parameters() if p.requires_grad]
     if cfg.compile:
-        net = cast(nn.Module, torch.compile(net))  # checkpoints keep saving ``model``: its state_dict keys do not change
+        # checkpoints keep saving ``model``: its state_dict keys do not change
+        net = cast(nn.Module, torch.compile(net))
     # One context, re-entered each micro-batch; a disabled autocast would still cost a call per step.
     autocast = torch.autocast(device.type, dtype=amp_dtype) if amp_dtype is not None else nullcontext()
     stop = StopOnSignal()
@@ -431,7 +432,8 @@ def fit(model: nn.Module, train: Any, val: Any, cfg: LoopConfig, *,
                 if state.stopped_early:
                     break
                 state.epoch = epoch
-                sampler = ShardedBatches(cast(TensorDataset, dataset), info, cfg.seed, epoch, cfg.batch_size, state.epoch_batches)
+                sampler = ShardedBatches(cast(TensorDataset, dataset), info, cfg.seed, epoch, cfg.batch_size,
+                                         state.epoch_batches)
                 loss_sum = torch.tensor(state.epoch_loss_sum, dtype=torch.float64, device=device)
                 model.train()
                 batches = _epoch_batches(data, where, sampler, device, cfg)

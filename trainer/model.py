@@ -24,8 +24,9 @@ components, then the indicators.
 A network (the default :class:`MLP`, or a user's own from ``model.factory = "pkg.mod:build"``)
 is called as ``net(x_num, x_cat) -> raw output`` where ``x_num`` is ``float32 [B, n_numeric]``,
 already standardised and imputed, followed by the 0/1 missing indicators (a factory's
-``n_numeric`` counts all: ``len(numeric) + sum(embedding dims) + len(indicated)``), and ``x_cat`` is ``int64 [B, n_categorical]`` with
-0 meaning unknown. A factory is called as ``build(n_numeric, cardinalities, training_cfg)``;
+``n_numeric`` counts all: ``len(numeric) + sum(embedding dims) + len(indicated)``), and ``x_cat`` is
+``int64 [B, n_categorical]`` with 0 meaning unknown. A factory is called as
+``build(n_numeric, cardinalities, training_cfg)``;
 ``cardinalities[i]`` counts the unknown bucket. A network that sets ``supports_checkpointing = True`` and has
 ``set_gradient_checkpointing(flag)`` gets gradient checkpointing when the config asks for it.
 
@@ -256,7 +257,8 @@ class TabularModel(TaskHead, nn.Module):
         """Fit scaling statistics and vocabularies on training data: ``(vocab, mean, std)``; the
         statistics cover the numeric features, then each embedding's components."""
         values = np.concatenate([numeric_values(df, numeric),
-                                 *(embedding_values(df[c], d).astype(np.float64) for c, d in (embeddings or {}).items())],
+                                 *(embedding_values(df[c], d).astype(np.float64)
+                                   for c, d in (embeddings or {}).items())],
                                 axis=1)
         present = ~np.isnan(values)
         if present.all():  # no gaps: numpy's own mean and std, as models always had

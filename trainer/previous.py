@@ -5,7 +5,8 @@ Before a retrain trains anything, :func:`best_previous` scores up to ``training.
 earlier champions (newest first, from the registry's champion history) on the held-out recent rows,
 the rows the gate judges a challenger on, and puts each through the same gate against the current
 champion (better, and good: the same floors; the forgetting rule as for a challenger). Of those
-that pass, the best on the held-out rows (accuracy, then ROC AUC; regression: MAE, then RMSE) is returned; the retrain then reinstates it (moves ``champion`` to it) instead of
+that pass, the best on the held-out rows (accuracy, then ROC AUC; regression: MAE, then RMSE) is returned; the retrain
+then reinstates it (moves ``champion`` to it) instead of
 training: no training time, and a model already proven on that concept. It is recorded like a
 promotion: outcome ``promoted`` on the run, the attempt and the incident, with the reason
 ``earlier version N fits the current concept``; being a promotion by the loop, the reference level
@@ -272,7 +273,8 @@ def reinstate(cfg: Any, registry: Any, recalled: Recalled, champion: Champion, t
         story.record(registry, run.info.run_id, None, note, name)
         if promote:
             registry.client.set_model_version_tag(registry.name, version, "driftloop.reinstated_from", champion.version)
-            registry.client.set_model_version_tag(registry.name, version, "driftloop.reinstated_by_run", run.info.run_id)
+            registry.client.set_model_version_tag(registry.name, version, "driftloop.reinstated_by_run",
+                                                  run.info.run_id)
             story.append_version_note(registry, version, f"**Reinstated** as champion over v{champion.version} "
                                       f"({name}; run `{run.info.run_id}`)")
     log.info("retrain v%s: %s earlier version v%s (%s)", champion.version,

@@ -261,7 +261,8 @@ def log_model(model: Any, example: pd.DataFrame, registry: Registry) -> str:
         from trainer.entrypoint import code_paths
         signature = input_signature([INPUT_URI, m.id], [], task=task, classes=getattr(model, "classes", None),
                                     prediction=m.prediction, embedding=embedding, score=m.score)
-        schema = {f.name: f.type if f.dim is None else {"type": f.type, "dim": f.dim} for f in m.features}  # dataschema.schema_of's form
+        # dataschema.schema_of's form
+        schema = {f.name: f.type if f.dim is None else {"type": f.type, "dim": f.dim} for f in m.features}
         extra: dict[str, Any] = {"code_paths": code_paths(spec)}
     else:
         vectors = dict(getattr(model, "embeddings", None) or {})  # the MLP's embedding features: {name: dim}

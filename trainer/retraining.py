@@ -250,7 +250,8 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
                 f"challenger_reference_{figure}": ref_ch, f"champion_reference_{figure}": ref_cp,
                 "holdout_rows": float(len(holdout)), "train_rows": float(len(fit_rows)),
                 "replay_rows": float(len(replayed)), "epochs_run": float(result.epochs_run),
-                f"champion_recent_{figure}": concept["recent"], f"champion_reference_self_{figure}": concept["reference"],
+                f"champion_recent_{figure}": concept["recent"],
+                f"champion_reference_self_{figure}": concept["reference"],
                 **_floor_metrics(floors),
                 "best_epoch": float(result.best_epoch), "samples_per_second": result.samples_per_second,
                 "promoted": 1.0 if promote else 0.0,
@@ -264,7 +265,8 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
                 registry.client.set_model_version_tag(registry.name, version, key, outcome_tags[key])
             registry.client.set_model_version_tag(registry.name, version, "driftloop.kind", "retrain")
             story.record(registry, run.info.run_id, version, story.retrain_note(
-                trigger=trigger, incident_id=incident_id, reason=reason, data_window=data_window or {"rows": len(recent)},
+                trigger=trigger, incident_id=incident_id, reason=reason,
+                data_window=data_window or {"rows": len(recent)},
                 parent=champion.version, version=version, outcome=outcome, reasons=reasons, challenger=challenger_m,
                 champion=champion_m, concept=concept, figure=figure, start=start_kind, exported=exported,
                 rows={"train": len(fit_rows), "replay": len(replayed), "holdout": len(holdout)}),

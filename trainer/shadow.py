@@ -116,7 +116,8 @@ def observe(cfg: DriftloopConfig, window: pd.DataFrame, *,
             return None
         current = registry.alias_version(reg.CHAMPION)
         if current != state.champion:
-            return _end(registry, state, "cancelled", f"cancelled: the champion moved from v{state.champion} to v{current}")
+            return _end(registry, state, "cancelled", f"cancelled: the champion moved from v{state.champion} to "
+                                                      f"v{current}")
         ts = pd.to_datetime(window["ts"], utc=True).reset_index(drop=True)
         fresh = window.reset_index(drop=True)[(ts > pd.Timestamp(state.since_ns, tz="UTC")).to_numpy()]
         fresh = fresh.reset_index(drop=True)
@@ -128,7 +129,8 @@ def observe(cfg: DriftloopConfig, window: pd.DataFrame, *,
             return skipped(state, comparison.unavailable)
         _, worse = comparison.significant(1 - cfg.training.gate_confidence)
         if worse:
-            return _end(registry, state, "rejected", f"rejected: worse than v{state.champion} on live traffic: {'; '.join(worse)}")
+            return _end(registry, state, "rejected", f"rejected: worse than v{state.champion} on live traffic: "
+                                                     f"{'; '.join(worse)}")
         state.seen += 1
         state.since_ns = int(pd.to_datetime(fresh["ts"], utc=True).max().value)
         if state.seen < state.needed:

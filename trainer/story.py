@@ -5,8 +5,8 @@ marked as classic machine learning so its link opens on the runs list.
 MLflow 3 opens an experiment on its GenAI "Overview" (traces) unless the experiment's tag
 ``mlflow.experimentKind`` says ``custom_model_development`` ("Machine learning" in its kind
 selector); with it the experiment page shows runs, not traces. The UI as a whole also starts in
-its GenAI view unless the link says ``workflowType=machine_learning`` (:func:`runs_url`). Descriptions are MLflow's own places for
-them: a run's tag ``mlflow.note.content`` (the run page's "Description"), the registered model's
+its GenAI view unless the link says ``workflowType=machine_learning`` (:func:`runs_url`). Descriptions are MLflow's own
+places for them: a run's tag ``mlflow.note.content`` (the run page's "Description"), the registered model's
 and each version's description. Everything here only writes text; none of it is read back by
 driftloop, which keeps its state in tags and aliases (trainer/registry.py).
 """

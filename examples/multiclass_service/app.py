@@ -3,7 +3,8 @@ now, answers the class and every class's probability, and logs each prediction, 
 true class, to the driftloop daemon.
 
     MLFLOW_TRACKING_URI=sqlite:///driftloop-data/mlflow.db MODEL_NAME=driftloop-species \\
-    DRIFTLOOP_URL=http://127.0.0.1:8470 uvicorn --factory examples.multiclass_service.app:app_from_environment --port 8000
+    DRIFTLOOP_URL=http://127.0.0.1:8470 uvicorn --factory examples.multiclass_service.app:app_from_environment \\
+    --port 8000
 
     curl -s localhost:8000/predict -H 'Content-Type: application/json' \\
          -d '[{"request_id": "q-1", "x0": 0.3, "x1": -1.2, "x2": 0.5, "x3": 0.1, "x4": 1.0, "x5": 0.0,

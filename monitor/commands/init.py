@@ -137,7 +137,8 @@ def _min_labels(rows: int, data_path: str) -> tuple[int, str] | None:
 @click.option("--data", "data_path", required=True, type=click.Path(dir_okay=False),
               help="CSV (.csv, .csv.gz) or Parquet file with the feature columns and the target.")
 @click.option("--target", required=True,
-              help="The outcome column: 0/1 or two values (binary), 3-100 classes (multiclass) or a number (regression).")
+              help="The outcome column: 0/1 or two values (binary), 3-100 classes (multiclass) or a number "
+                   "(regression).")
 @click.option("--task", type=click.Choice(TASKS), default=None,
               help="binary, multiclass or regression [default: inferred from the target].")
 @click.option("--id", "id_column", default=None,

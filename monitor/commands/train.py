@@ -18,7 +18,8 @@ from monitor.tasks import TASKS
 @click.option("--task", type=click.Choice(TASKS), default=None,
               help="binary, multiclass or regression [default: model.task, else inferred from the target].")
 @click.option("--id", "id_column", default=None, help="Record id column, not a feature [default: model.id, 'id'].")
-@click.option("--ignore", multiple=True, help="A column that is not a feature (repeat for several) [default: model.ignore].")
+@click.option("--ignore", multiple=True, help="A column that is not a feature (repeat for several) [default: "
+                                              "model.ignore].")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run from its last checkpoint.")
 @click.option("--epochs", type=int, default=None, help="Override training.epochs.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")

@@ -123,7 +123,8 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
 
     @router.post("/reference/reset", dependencies=[Depends(require_token)],
                  summary="Accept the champion's baseline as the reference level of good performance",
-                 responses=openapi.error_responses({401: "Missing or wrong bearer token", 409: "there is no champion yet",
+                 responses=openapi.error_responses({401: "Missing or wrong bearer token",
+                                                    409: "there is no champion yet",
                                                     503: _UNAVAILABLE}))
     async def reference_reset() -> Any:
         """Recovery is judged against the higher of the champion's baseline and the reference level
@@ -138,7 +139,8 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
 
     @router.get("/status", summary="Champion, last check, open incidents, recent retrains",
                 responses=openapi.error_responses({422: "limit out of range", 503: _UNAVAILABLE}))
-    async def status(limit: int = Query(5, ge=1, le=100, description="recent incidents and retrains")) -> dict[str, Any]:
+    async def status(limit: int = Query(5, ge=1, le=100,
+                                        description="recent incidents and retrains")) -> dict[str, Any]:
         return await run(lambda: daemon.status(limit=limit))
 
     return router

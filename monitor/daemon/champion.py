@@ -51,7 +51,8 @@ class ChampionCache:
                 self.last_version = str(version)
 
 
-def mlflow_alias_lookup(cfg: DriftloopConfig, known_champion: Callable[[], str | None] = lambda: None) -> Callable[[], str | None]:
+def mlflow_alias_lookup(cfg: DriftloopConfig,
+                        known_champion: Callable[[], str | None] = lambda: None) -> Callable[[], str | None]:
     """``current_version`` for :class:`ChampionCache` that asks the MLflow registry, through the
     trainer's registry boundary: errors become ``RegistryError``, and HTTP timeouts and retries are
     bounded, so a tracking server that is down costs a check seconds, not minutes.

@@ -178,7 +178,8 @@ class CheckJob:
             where = (f"in the last {self._cfg.drift.window_seconds:g} s" if self._cfg.drift.window_seconds
                      else "in the store")
             what = (f"no predictions scored by champion v{version} {where} yet ({other} by other versions); "
-                    "judging starts when it has served some" if other else f"no predictions {where} yet; nothing to check")
+                    "judging starts when it has served some" if other else f"no predictions {where} yet; nothing to "
+                                                                           "check")
             return CheckOutcome(ts, "empty", what, champion_version=version, versions=versions,
                                 other_version_rows=other, **span)
         try:

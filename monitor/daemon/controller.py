@@ -78,7 +78,8 @@ def observation(outcome: CheckOutcome, reference: Level | None = None) -> Observ
                        mae=getattr(r, "mae", None), baseline_mae=getattr(r, "baseline_mae", None),
                        reference_mae=reference.mae, estimated_mae=getattr(r, "estimated_mae", None),
                        estimated_mae_lower=lower(getattr(r, "estimated_mae_ci", None)),
-                       accuracy_upper=upper(getattr(r, "accuracy_ci", None)), mae_lower=lower(getattr(r, "mae_ci", None)),
+                       accuracy_upper=upper(getattr(r, "accuracy_ci", None)),
+                       mae_lower=lower(getattr(r, "mae_ci", None)),
                        **rule_inputs(r))
 
 
@@ -313,7 +314,8 @@ class Controller:
         incident = self._keep_reports(incident)
         log.warning("incident %s suspected (no labels yet): %s", incident.id, verdict.message)
         if not retrain:
-            return f"opened suspected incident {incident.id} (waiting for labels to confirm; alerts.retrain_on_estimate is off)"
+            return (f"opened suspected incident {incident.id} (waiting for labels to confirm; "
+                    "alerts.retrain_on_estimate is off)")
         return f"opened suspected incident {incident.id}; {self.maybe_retrain(incident, 'alert')}"
 
     def _judge_suspected(self, current: Incident, outcome: CheckOutcome, verdict: Verdict) -> str:
@@ -483,7 +485,8 @@ class Controller:
             if wait:
                 if incident.state != "waiting":
                     try:
-                        incident = self.incidents.transition(incident.id, "waiting", wait, data=data_window, detail=wait)
+                        incident = self.incidents.transition(incident.id, "waiting", wait, data=data_window,
+                                                             detail=wait)
                     except TransitionError as exc:
                         log.info("%s", exc)
                 else:
@@ -502,7 +505,8 @@ class Controller:
                                   data_window={**data_window, "attempt_id": attempt.id,
                                                "reason": incident.reason})
             try:
-                attempt = self.supervisor.launch(job_for, incident.id, trigger, rows=len(window), data_window=data_window)
+                attempt = self.supervisor.launch(job_for, incident.id, trigger, rows=len(window),
+                                                 data_window=data_window)
             except BusyError as exc:  # another daemon on the same store got there first
                 self.incidents.transition(incident.id, "failed", f"not started: {exc}")
                 return Started(None, f"not retraining: {exc}")
@@ -559,7 +563,8 @@ class Controller:
         base = self.cfg.alerts.retry_rows or self.cfg.drift.min_labels
         return base * min(8, 2 ** max(0, unsuccessful_in_a_row(tries) - 1))
 
-    def training_window(self, incident: Incident, forced: bool = False) -> tuple[pd.DataFrame, dict[str, Any], str | None]:
+    def training_window(self, incident: Incident,
+                        forced: bool = False) -> tuple[pd.DataFrame, dict[str, Any], str | None]:
         """The labelled rows to retrain on, and why to wait instead (or None).
 
         With a change point on the incident: every labelled row from after it (the newest
@@ -622,7 +627,8 @@ class Controller:
                 if found is not None:  # the child promoted, then died before reporting
                     status = "promoted"
                     fields = dict(run_id=found.run_id, challenger_version=found.version,
-                                  champion_version=found.version, reasons=["recovered from the registry: " + (result.error or "")])
+                                  champion_version=found.version,
+                                  reasons=["recovered from the registry: " + (result.error or "")])
                 elif result.interrupted:  # its daemon stopped under it: not a failure of training
                     return stopped_with_its_daemon(self, attempt, f"interrupted: {result.error}")
                 else:

@@ -59,7 +59,8 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
 _STATE_EVENTS = ("opened", *STATES)
 MAX_NOTES_PER_INCIDENT = 200
 REASONS = ("accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate", "macro_f1", "weighted_f1", "mae",
-           "rmse", "mape", "r2", "drift", "alertmanager", "schedule", "manual", "review")  # the metrics: the policy's Reason
+           # the metrics: the policy's Reason
+           "rmse", "mape", "r2", "drift", "alertmanager", "schedule", "manual", "review")
 # A per-class rule's breach (alerts.rules {metric: recall, class: night}) opens an incident named
 # after its key, recall[night]: one of the model's classes, so the set stays bounded.
 _CLASS_REASON = re.compile(r"^(precision|recall)\[[^\]]+\]$")

@@ -92,7 +92,8 @@ class ReferenceLevels:
         mae = getattr(result, "baseline_mae", None)
         if stored is None or (not same and not self.promoted_by_loop(version)):
             return Level(_finite(result.baseline_accuracy), _finite(result.baseline_roc_auc), _finite(mae)), True
-        return Level(stored.get("reference_accuracy"), stored.get("reference_roc_auc"), stored.get("reference_mae")), False
+        return Level(stored.get("reference_accuracy"), stored.get("reference_roc_auc"),
+                     stored.get("reference_mae")), False
 
     def reset(self, version: str, accuracy: float | None, roc_auc: float | None, mae: float | None = None) -> None:
         """Accept ``version``'s baseline as the level (a person decided the old level is gone)."""

@@ -19,7 +19,8 @@ from monitor.daemon.incidents import REASONS
 
 log = logging.getLogger(__name__)
 
-ALERT_REASONS = ("accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate", "drift")  # binary's policy reasons
+# binary's policy reasons
+ALERT_REASONS = ("accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate", "drift")
 # The policy's reasons per task (monitor.config.RULE_METRIC_TASKS), so a model's series are its own
 # metrics; a per-class rule adds its key (recall[night]), bounded by alerts.rules.
 TASK_ALERT_REASONS = {"binary": ALERT_REASONS,
@@ -85,7 +86,8 @@ class DaemonCollector:
                      ["model", "version"], [([m, version], 1)] if version else [])
         report = self._ctl.last_check
         status = report.outcome.status if report else None
-        yield _gauge("driftloop_model_check_state", "1 for the state of the latest check (ok, no_champion, empty, error)",
+        yield _gauge("driftloop_model_check_state", "1 for the state of the latest check (ok, no_champion, empty, "
+                                                    "error)",
                      ["model", "state"], [([m, s], 1.0 if s == status else 0.0) for s in STATUSES] if status else [])
         verdict = report.verdict if report else None
         cfg = self._ctl.cfg
@@ -107,12 +109,14 @@ class DaemonCollector:
                      [([m], 1.0 if self._ctl.supervisor.busy else 0.0)])
         # Per scoring version in the latest window (at most MAX_VERSIONS_REPORTED: bounded cardinality).
         versions = self._ctl.last_versions or {}
-        yield _gauge("driftloop_model_version_rows", "Predictions in the latest window, by the version that scored them",
+        yield _gauge("driftloop_model_version_rows",
+                     "Predictions in the latest window, by the version that scored them",
                      ["model", "version"], [([m, v], float(d["rows"])) for v, d in versions.items()])
         if cfg.model.task == "regression":
             yield _gauge("driftloop_model_version_mae",
                          "Mean absolute error of the latest window's labelled rows, by the version that scored them",
-                         ["model", "version"], [([m, v], d["mae"]) for v, d in versions.items() if d.get("mae") is not None])
+                         ["model", "version"],
+                         [([m, v], d["mae"]) for v, d in versions.items() if d.get("mae") is not None])
         else:
             yield _gauge("driftloop_model_version_accuracy",
                          "Accuracy of the latest window's labelled rows, by the version that scored them",
@@ -147,15 +151,18 @@ class DaemonCollector:
                             ("reference_roc_auc", "driftloop_model_reference_roc_auc")):
             if key in level:
                 yield _gauge(metric, "The reference level of good performance that recovery is judged against "
-                             "(the higher of it and the champion's baseline is the bar)", ["model"], [([m], level[key])])
+                             "(the higher of it and the champion's baseline is the bar)", ["model"],
+                             [([m], level[key])])
         if "reference_mae" in level:
             yield _gauge("driftloop_model_reference_mae", "Regression: the reference level of the MAE that recovery is "
                          "judged against (the lowest MAE the loop has reached; the lower of it and the champion's "
                          "baseline MAE is the bar)", ["model"], [([m], level["reference_mae"])])
         by_reason = ctl.incidents.totals_by_reason()
-        incidents = CounterMetricFamily("driftloop_incidents", "Incidents opened, by reason", labels=["model", "reason"])
+        incidents = CounterMetricFamily("driftloop_incidents", "Incidents opened, by reason",
+                                        labels=["model", "reason"])
         task_reasons = alert_reasons(ctl.cfg.model.task) + _NOT_METRICS
-        for reason in [r for r in REASONS if r in task_reasons or by_reason.get(r)] + sorted(set(by_reason) - set(REASONS)):
+        for reason in [r for r in REASONS
+                       if r in task_reasons or by_reason.get(r)] + sorted(set(by_reason) - set(REASONS)):
             incidents.add_metric([m, reason], by_reason.get(reason, 0))
         yield incidents
         watch = getattr(ctl, "estimation", None)
@@ -168,7 +175,8 @@ class DaemonCollector:
             recal.add_metric([m], watch.recalibrations)
             yield recal
         by_outcome = ctl.attempts.totals_by_outcome()
-        retrains = CounterMetricFamily("driftloop_retrains", "Retrains finished, by outcome", labels=["model", "outcome"])
+        retrains = CounterMetricFamily("driftloop_retrains", "Retrains finished, by outcome",
+                                       labels=["model", "outcome"])
         for outcome in OUTCOMES:
             retrains.add_metric([m, outcome], by_outcome.get(outcome, 0))
         yield retrains

@@ -249,7 +249,8 @@ class AlertPolicy:
         else:
             msg = "performance within thresholds"
         if suspected:
-            msg += "; suspected: " + "; ".join(b.describe() for b in suspected) + f" ({self._estimate_streak}/{need} windows)"
+            msg += "; suspected: " + "; ".join(b.describe() for b in suspected) + (f" ({self._estimate_streak}/{need} "
+                                                                                   "windows)")
         segments = tuple(self.segment_breaches(obs))
         readings = tuple(rule_readings(self._cfg, obs)) if perf is not None else ()
         if segments:

@@ -83,7 +83,8 @@ def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_label
                   "labelled rows served that class)"]
         for c, p, rc, base in class_rows(d):
             marks = [m for m in ("precision", "recall") if f"{m}[{c}]" in breached]
-            lines.append(f"{c:<16} {_f(p):>9} {_f(rc):>8} {_f(base):>9}" + (f"  BREACH {', '.join(marks)}" if marks else ""))
+            lines.append(f"{c:<16} {_f(p):>9} {_f(rc):>8} {_f(base):>9}"
+                         + (f"  BREACH {', '.join(marks)}" if marks else ""))
     where = "from the scores alone" if task != "regression" else "direct loss estimation, no labels"
     lines += ["", f"{'estimated':<10} {'value':>8} {'band':>18}   ({where}, all {r.estimated_rows} rows)"]
     for name, est, band in estimated_rows(d):
@@ -91,7 +92,8 @@ def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_label
     if r.estimation_error is not None:
         lines.append(f"realised - estimated accuracy on the labelled rows: {r.estimation_error:+.4f}")
     if task == "binary":
-        lines += ["", f"at threshold: precision {_f(r.precision)}, recall {_f(r.recall)}, f1 {_f(r.f1)} (labelled rows); "
+        lines += ["", f"at threshold: precision {_f(r.precision)}, recall {_f(r.recall)}, f1 {_f(r.f1)} (labelled "
+                      "rows); "
                   f"served positive rate {_f(r.predicted_positive_rate)}"]
     if r.segments:
         lines += [""] + render_worst([x.to_dict() for x in r.segments], aggregate_bar(d), n=10)
@@ -101,7 +103,8 @@ def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_label
     suffix = {id(r.prediction_drift): " (prediction)", **{id(f): " (output)" for f in r.output_drift}}
     if r.label_drift is not None:
         suffix[id(r.label_drift)] = " (labels)"
-    for f in list(r.features) + [r.prediction_drift] + list(r.output_drift) + ([r.label_drift] if r.label_drift else []):
+    for f in (list(r.features) + [r.prediction_drift] + list(r.output_drift)
+              + ([r.label_drift] if r.label_drift else [])):
         name = f.name + suffix.get(id(f), "")
         mark = "YES" if f.drifted else ("skipped: " + f.skipped if f.skipped else "no")
         lines.append(f"{name:<16} {f.method or '-':<16} {_f(f.score):>10} {_f(f.threshold):>10}  {mark}")
@@ -109,7 +112,8 @@ def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_label
             if ratio or r.reference_missing_ratio.get(name)]
     if gaps:
         lines += ["", f"{'missing':<16} {'live':>8} {'baseline':>9}"]
-        lines += [f"{name:<16} {ratio:>8.1%} {'-' if base is None else format(base, '.1%'):>9}" for name, ratio, base in gaps]
+        lines += [f"{name:<16} {ratio:>8.1%} {'-' if base is None else format(base, '.1%'):>9}"
+                  for name, ratio, base in gaps]
     for name, values in r.unseen_categories.items():
         lines.append(f"unseen  {name}: {len(values)} value(s) not in the champion's reference, scored as unknown: "
                      + ", ".join(values))

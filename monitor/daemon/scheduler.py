@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 RETENTION_INTERVAL_SECONDS = 6 * 3600
 
 
-def _guarded(name: str, fn: Callable[[], object], on_error: Callable[[BaseException], None] | None) -> Callable[[], None]:
+def _guarded(name: str, fn: Callable[[], object],
+             on_error: Callable[[BaseException], None] | None) -> Callable[[], None]:
     def run() -> None:
         try:
             fn()
@@ -47,6 +48,7 @@ def build_scheduler(*, check: Callable[[], object], check_interval: float, reten
     scheduler.add_job(_guarded("retention", retention, None), IntervalTrigger(seconds=RETENTION_INTERVAL_SECONDS),
                       id="retention", name="store and report retention", next_run_time=now + timedelta(seconds=60))
     if retrain_cron and retrain is not None:
-        scheduler.add_job(_guarded("retrain", retrain, None), CronTrigger.from_crontab(retrain_cron, timezone=timezone.utc),
+        scheduler.add_job(_guarded("retrain", retrain, None),
+                          CronTrigger.from_crontab(retrain_cron, timezone=timezone.utc),
                           id="retrain", name=f"scheduled retrain ({retrain_cron} UTC)")
     return scheduler

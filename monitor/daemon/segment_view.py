@@ -42,7 +42,8 @@ def _gap(s: dict[str, Any], aggregate: float | None) -> float:
     return bar - est[1] if est[1] is not None else -math.inf
 
 
-def worst_segments(segments: list[dict[str, Any]], aggregate: float | None, n: int = WORST_SHOWN) -> list[dict[str, Any]]:
+def worst_segments(segments: list[dict[str, Any]], aggregate: float | None,
+                   n: int = WORST_SHOWN) -> list[dict[str, Any]]:
     """The ``n`` values closest to (or past) their bar, judged values first."""
     ranked = sorted(segments, key=lambda s: (not s.get("judged"), -_gap(s, aggregate)))
     return ranked[:n]

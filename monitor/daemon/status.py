@@ -17,7 +17,8 @@ _TIME_KEYS = ("ts", "opened_at", "updated_at", "resolved_at", "started_at", "fin
 
 
 def iso(t: float | None) -> str | None:
-    return None if t is None else datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return None if t is None else (datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
+                                   .replace("+00:00", "Z"))
 
 
 def _times(d: dict[str, Any]) -> dict[str, Any]:
@@ -138,7 +139,8 @@ def render_status(s: dict[str, Any]) -> str:
     lines.append(f"incidents    {len(s['open_incidents'])} open")
     for i in s["open_incidents"]:
         flag = "  ESCALATED" if i.get("escalated") else ""
-        lines.append(f"  {i['id']}  {i['state']:<10} {i['reason']:<12} opened {i['opened_at']}  attempts {i['attempts']}{flag}")
+        lines.append(f"  {i['id']}  {i['state']:<10} {i['reason']:<12} opened {i['opened_at']}  attempts "
+                     f"{i['attempts']}{flag}")
         if i.get("detail"):
             lines.append(f"    {i['detail']}")
         if i.get("change_ts"):
@@ -148,8 +150,10 @@ def render_status(s: dict[str, Any]) -> str:
     if closed:
         lines.append("  recent closed (driftloop status --incident ID for the trail):")
         for i in closed:
-            lines.append(f"  {i['id']}  {i['state']:<10} {i['reason']:<12} opened {i['opened_at']}  attempts {i['attempts']}")
-    lines.append("retrains     " + ("running: " + s["retrain_running"]["id"] if s.get("retrain_running") else "none running"))
+            lines.append(f"  {i['id']}  {i['state']:<10} {i['reason']:<12} opened {i['opened_at']}  attempts "
+                         f"{i['attempts']}")
+    lines.append("retrains     "
+                 + ("running: " + s["retrain_running"]["id"] if s.get("retrain_running") else "none running"))
     for a in s["recent_retrains"]:
         what = a["challenger_version"] and f"v{a['challenger_version']}" or "-"
         why = "; ".join(a.get("reasons") or [])
@@ -161,7 +165,8 @@ def collect_incident(incidents: IncidentStore, attempts: AttemptStore, incident_
     """One incident with its event trail and retrain attempts (TransitionError when there is none)."""
     incident = incidents.get(incident_id)
     return {"incident": _times(incident.to_dict()),
-            "events": [_times({k: v for k, v in e.items() if k != "incident_id"}) for e in incidents.events(incident_id)],
+            "events": [_times({k: v for k, v in e.items() if k != "incident_id"})
+                       for e in incidents.events(incident_id)],
             "retrains": [_times(a.to_dict()) for a in attempts.for_incident(incident_id)]}
 
 
@@ -179,5 +184,6 @@ def render_incident(detail: dict[str, Any]) -> str:
         lines.append("retrains")
         for a in attempts:
             what = a["challenger_version"] and f"v{a['challenger_version']}" or "-"
-            lines.append(f"  {a['id']}  {a['status']:<9} {a['started_at']}  {what}  {'; '.join(a.get('reasons') or [])}".rstrip())
+            lines.append(f"  {a['id']}  {a['status']:<9} {a['started_at']}  {what}  "
+                         f"{'; '.join(a.get('reasons') or [])}".rstrip())
     return "\n".join(lines)

@@ -75,7 +75,8 @@ def handle_alertmanager(ctl: Controller, payload: WebhookPayload) -> TriggerResu
                 return TriggerResult(ctl.incidents.get(current.id), f"resolved incident {current.id}", details)
             return TriggerResult(current, f"noted on incident {current.id}", details)
         if seen.replay:
-            return TriggerResult(current, "recorded: replayed firing alert(s) already resolved; not acted upon", details)
+            return TriggerResult(current, "recorded: replayed firing alert(s) already resolved; not acted upon",
+                                 details)
         return TriggerResult(current, "nothing to do: no firing alert concerns this model", details)
 
 
@@ -100,4 +101,5 @@ def request_retrain(ctl: Controller, trigger: str, detail: str) -> TriggerResult
         if started.attempt is None and incident.reason == reason and incident.state == "firing":
             ctl._resolve(incident, f"{reason} retrain not started: {started}")
             incident = ctl.incidents.get(current.id)
-        return TriggerResult(incident, f"{action}; {started}", {"attempt_id": started.attempt.id if started.attempt else None})
+        return TriggerResult(incident, f"{action}; {started}",
+                             {"attempt_id": started.attempt.id if started.attempt else None})

@@ -104,7 +104,8 @@ def _scan(loss: np.ndarray, min_segment: int, z_min: float, step: int | None) ->
     return int(splits[best]), float(z[best])
 
 
-def find_change(correct: np.ndarray, *, min_segment: int = 50, z_min: float = 4.0, step: int | None = None) -> Change | None:
+def find_change(correct: np.ndarray, *, min_segment: int = 50, z_min: float = 4.0,
+                step: int | None = None) -> Change | None:
     """The strongest downward step in ``correct`` (1 = right, 0 = wrong, time order), or None.
 
     ``min_segment``: fewest rows on either side of a split; ``step``: the grid of candidate splits

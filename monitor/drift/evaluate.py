@@ -143,7 +143,8 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
             estimated.setdefault("estimation_error", judged.error)  # regression: realised - estimated MAE
     codes: dict[str, Any] = {}  # one factorisation per categorical column, for segments and unseen categories
     segments = segment_performance(current, model_cfg, drift_cfg, ref.segments,
-                                   ref.calibrator if drift_cfg.estimate and isinstance(ref.calibrator, Calibrator) else None,
+                                   (ref.calibrator if drift_cfg.estimate and isinstance(ref.calibrator, Calibrator)
+                                    else None),
                                    (cur.positions, cur.sample), codes)
     features = [_embedding_feature(f.name, embedded[f.name]) if f.type == "embedding"
                 else _feature_drift(f.name, plans[f.name], verdicts) for f in model_cfg.features]

@@ -126,7 +126,8 @@ def noise_floor(bins: int, n1: np.ndarray | float, n2: np.ndarray | float) -> np
     """The Jensen-Shannon distance two samples of one distribution show: about
     ``sqrt((bins - 1) / 8 * (1/n1 + 1/n2))`` (the same floor monitor.drift.evaluate warns about)."""
     with np.errstate(divide="ignore"):
-        return np.sqrt((bins - 1) / 8.0 * (1.0 / np.asarray(n1, dtype=np.float64) + 1.0 / np.asarray(n2, dtype=np.float64)))
+        return np.sqrt((bins - 1) / 8.0 * (1.0 / np.asarray(n1, dtype=np.float64)
+                                           + 1.0 / np.asarray(n2, dtype=np.float64)))
 
 
 def grouped_drift_share(codes: np.ndarray, k: int, binned: np.ndarray, offsets: np.ndarray, widths: np.ndarray,

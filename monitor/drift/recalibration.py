@@ -59,7 +59,8 @@ class LabelledEstimate:
     def describe(self) -> str:
         side = "inside" if self.inside else "outside"
         return (f"realised {self.figure} {self.realised:.4f} {side} the estimate's band "
-                f"[{self.band[0]:.4f}, {self.band[1]:.4f}] (estimated {self.estimated:.4f}) on {self.rows} labelled rows")
+                f"[{self.band[0]:.4f}, {self.band[1]:.4f}] (estimated {self.estimated:.4f}) on {self.rows} labelled "
+                "rows")
 
     def to_dict(self) -> dict[str, object]:
         return {"figure": self.figure, "rows": self.rows, "realised": self.realised, "estimated": self.estimated,

@@ -59,7 +59,8 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def save_report(result: CheckResult, reports_dir: str | os.PathLike[str], *, keep: int = 50,
                 checked_at: float | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> ReportPaths:
-    """Write the check's snapshot as HTML and JSON (and the static summary beside the HTML), then prune old ones; ``(None, None)`` when the
+    """Write the check's snapshot as HTML and JSON (and the static summary beside the HTML), then prune old ones;
+    ``(None, None)`` when the
     result carries no snapshot. ``keep`` 0 keeps everything; neither file exceeds ``max_bytes``."""
     if result.snapshot is None:
         return ReportPaths(None, None)

@@ -192,7 +192,8 @@ class CheckResult:
             "reference_sample_rows": int(self.reference_sample_rows),
             "current_sample_rows": int(self.current_sample_rows),
             "duration_seconds": _num(self.duration_seconds),
-            "missing": [{"name": name, "ratio": _num(ratio), "reference_ratio": _num(self.reference_missing_ratio.get(name))}
+            "missing": [{"name": name, "ratio": _num(ratio),
+                         "reference_ratio": _num(self.reference_missing_ratio.get(name))}
                         for name, ratio in self.missing_ratio.items()],
             "unseen_categories": {name: list(values) for name, values in self.unseen_categories.items()},
             "precision": _num(self.precision),

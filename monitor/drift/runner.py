@@ -187,7 +187,8 @@ def _performance_items(frames: PerformanceFrames, target: str, prediction: str, 
     if frames.task == "multiclass":
         probas = list(frames.probas)
         classification = [MulticlassClassification(name=_LABELS_TASK, target=target, prediction_labels=prediction)]
-        items = [Accuracy(classification_name=_LABELS_TASK, **tests), F1Score(classification_name=_LABELS_TASK, **tests),
+        items = [Accuracy(classification_name=_LABELS_TASK, **tests),
+                 F1Score(classification_name=_LABELS_TASK, **tests),
                  PrecisionByLabel(classification_name=_LABELS_TASK, **({"tests": {}} if quiet else {})),
                  RecallByLabel(classification_name=_LABELS_TASK, **({"tests": {}} if quiet else {}))]
         # Evidently's multiclass ROC AUC needs every class's column and, with two, takes the binary path.

@@ -2,8 +2,8 @@
 
 Per categorical segment, each reference row's value; each row's correctness and label (for the
 values' reference accuracy and recall; a multiclass model's rows have no positive class, so no
-recall), or its absolute error (a regression model's reference MAE per value); and every feature binned (numeric: reference deciles,
-categorical: its most frequent categories plus one bin for the rest) for the per-value drift share.
+recall), or its absolute error (a regression model's reference MAE per value); and every feature binned (numeric:
+reference deciles, categorical: its most frequent categories plus one bin for the rest) for the per-value drift share.
 The reference has no prediction times, so a time bucket's values are compared with the whole
 reference, and so is a categorical value with fewer than ``MIN_REFERENCE_ROWS`` reference rows.
 """

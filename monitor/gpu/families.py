@@ -2,7 +2,8 @@
 
 Every GPU series carries ``gpu`` (index) and ``uuid``, and ``hostname`` when one is configured
 (snake_case, so ``promtool check metrics`` stays clean; the dcgm-compatible recording rules publish it
-as dcgm-exporter's ``Hostname`` and the ``_info`` metric's ``name`` as ``modelName``); MIG instances are their own entities with a ``gpu_instance`` label on the
+as dcgm-exporter's ``Hostname`` and the ``_info`` metric's ``name`` as ``modelName``); MIG instances are their own
+entities with a ``gpu_instance`` label on the
 families that make sense per instance (memory, GPM activity). Readings the background sampler took
 (:class:`SlowSample`) are served with their age.
 
@@ -60,15 +61,19 @@ ACTIVITY: tuple[tuple[str, str, str], ...] = (
      "Share of cycles the tensor cores were busy, any precision (0-1; dcgm's PROF_PIPE_TENSOR_ACTIVE)."),
     ("dram_active", "driftloop_gpu_dram_active_ratio",
      "Device memory bandwidth used as a share of its peak (0-1; dcgm's PROF_DRAM_ACTIVE)."),
-    ("fp64_active", "driftloop_gpu_fp64_active_ratio", "Share of cycles the FP64 pipe was busy, tensor cores excluded (0-1)."),
-    ("fp32_active", "driftloop_gpu_fp32_active_ratio", "Share of cycles the FP32 pipe was busy, tensor cores excluded (0-1)."),
-    ("fp16_active", "driftloop_gpu_fp16_active_ratio", "Share of cycles the FP16 pipe was busy, tensor cores excluded (0-1)."),
+    ("fp64_active", "driftloop_gpu_fp64_active_ratio", "Share of cycles the FP64 pipe was busy, tensor cores excluded "
+                                                       "(0-1)."),
+    ("fp32_active", "driftloop_gpu_fp32_active_ratio", "Share of cycles the FP32 pipe was busy, tensor cores excluded "
+                                                       "(0-1)."),
+    ("fp16_active", "driftloop_gpu_fp16_active_ratio", "Share of cycles the FP16 pipe was busy, tensor cores excluded "
+                                                       "(0-1)."),
 )
 assert tuple(a for a, _, _ in ACTIVITY) == ACTIVITY_FIELDS
 ENERGY = ("driftloop_gpu_energy_joules", "Energy consumed since the driver was loaded (background sampler).")
 NVLINK = ("driftloop_gpu_nvlink_throughput_bytes_per_second", "NVLink data throughput by direction, all links (GPM).")
 NVLINK_ERRORS = ("driftloop_gpu_nvlink_errors", "NVLink errors since the driver was loaded, all links, by type.")
-REMAPPED = ("driftloop_gpu_remapped_rows", "Memory rows remapped because of ECC errors, by type (correctable, uncorrectable).")
+REMAPPED = ("driftloop_gpu_remapped_rows", "Memory rows remapped because of ECC errors, by type (correctable, "
+                                           "uncorrectable).")
 REMAP_PENDING = ("driftloop_gpu_remapped_rows_pending", "1 while a row remap waits for the next GPU reset, else 0.")
 REMAP_FAILED = ("driftloop_gpu_remapped_rows_failed", "1 when a row remap has failed (replace the GPU), else 0.")
 AGE = ("driftloop_gpu_background_sample_age_seconds",
@@ -79,7 +84,8 @@ CLOCK_EVENTS = ("driftloop_gpu_clock_event_active", "1 while this reason holds t
 INFO = ("driftloop_gpu_info", "Identity of the GPU; always 1.")
 PROCESS_MEMORY = ("driftloop_gpu_process_memory_used_bytes", "Device memory used by a process (opt-in).")
 PCIE = ("driftloop_gpu_pcie_throughput_bytes_per_second",
-        "PCIe throughput by direction, sampled in the background (GPM; NVML's older counter when pcie_throughput is on).")
+        "PCIe throughput by direction, sampled in the background (GPM; NVML's older counter when pcie_throughput is "
+        "on).")
 XID = ("driftloop_gpu_xid_errors", "XID errors reported by the driver, by XID code (opt-in).")
 UP = ("driftloop_gpu_up", "1 when NVML is initialised and answering, else 0.")
 ERRORS = ("driftloop_gpu_collection_errors", "Scrapes in which reading this GPU failed, timed out or it was lost.")
@@ -179,7 +185,8 @@ class Families:
         energy, age = _family(ENERGY, "counter"), _family(AGE, "gauge")
         pcie, nvlink = _family(PCIE, "gauge"), _family(NVLINK, "gauge")
         nvlink_errors, remapped = _family(NVLINK_ERRORS, "counter"), _family(REMAPPED, "counter")
-        pending, failed, mig_info = _family(REMAP_PENDING, "gauge"), _family(REMAP_FAILED, "gauge"), _family(MIG_INFO, "gauge")
+        pending, failed, mig_info = (_family(REMAP_PENDING, "gauge"), _family(REMAP_FAILED, "gauge"),
+                                     _family(MIG_INFO, "gauge"))
         activity = [(attr, _family((name, help_), "gauge")) for attr, name, help_ in ACTIVITY]
         for index, ident, labels, _ in rows:
             entry = slow.get(index)
@@ -203,7 +210,8 @@ class Families:
             r = s.remapped_rows
             if r is not None:
                 remapped.samples += [Sample(REMAPPED[0] + "_total", {**labels, "type": "correctable"}, r.correctable),
-                                     Sample(REMAPPED[0] + "_total", {**labels, "type": "uncorrectable"}, r.uncorrectable)]
+                                     Sample(REMAPPED[0] + "_total", {**labels, "type": "uncorrectable"},
+                                            r.uncorrectable)]
                 pending.samples.append(Sample(REMAP_PENDING[0], labels, 1.0 if r.pending else 0.0))
                 failed.samples.append(Sample(REMAP_FAILED[0], labels, 1.0 if r.failure else 0.0))
             for mig in s.mig or ():
@@ -212,7 +220,8 @@ class Families:
                 if mig.compute_instance is not None:
                     info["compute_instance"] = str(mig.compute_instance)
                 mig_info.samples.append(Sample(MIG_INFO[0], info, 1.0))
-                for attr, v in (("memory_used_bytes", mig.memory_used_bytes), ("memory_total_bytes", mig.memory_total_bytes)):
+                for attr, v in (("memory_used_bytes", mig.memory_used_bytes),
+                                ("memory_total_bytes", mig.memory_total_bytes)):
                     if v is not None:
                         fast[attr].samples.append(Sample(fast[attr].name, ilabels, v))
                 for attr, m in activity:

@@ -198,7 +198,8 @@ class NvmlBackend:
 
         def memory(h: Any, s: GpuSample) -> None:
             m = call(("nvmlDeviceGetMemoryInfo",), h)
-            s.memory_used_bytes, s.memory_free_bytes, s.memory_total_bytes = float(m.used), float(m.free), float(m.total)
+            s.memory_used_bytes, s.memory_free_bytes, s.memory_total_bytes = (float(m.used), float(m.free),
+                                                                               float(m.total))
 
         def pstate(h: Any, s: GpuSample) -> None:
             p = call(("nvmlDeviceGetPerformanceState",), h)
@@ -241,7 +242,8 @@ class NvmlBackend:
             ("encoder", codec("encoder_utilization_ratio", "nvmlDeviceGetEncoderUtilization")),
             ("decoder", codec("decoder_utilization_ratio", "nvmlDeviceGetDecoderUtilization")),
             ("pcie_link_generation", scaled("pcie_link_generation", ("nvmlDeviceGetCurrPcieLinkGeneration",), 1)),
-            ("pcie_link_generation_max", scaled("pcie_link_generation_max", ("nvmlDeviceGetMaxPcieLinkGeneration",), 1)),
+            ("pcie_link_generation_max",
+             scaled("pcie_link_generation_max", ("nvmlDeviceGetMaxPcieLinkGeneration",), 1)),
             ("pcie_link_width", scaled("pcie_link_width", ("nvmlDeviceGetCurrPcieLinkWidth",), 1)),
             ("pcie_link_width_max", scaled("pcie_link_width_max", ("nvmlDeviceGetMaxPcieLinkWidth",), 1)),
         )

@@ -169,7 +169,8 @@ class ExporterServer:
                 '<p><a href="/metrics">Metrics</a> &middot; <a href="/healthz">Health</a></p></body></html>\n')
 
     def start(self) -> "ExporterServer":
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": self._poll_interval},
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": self._poll_interval},
                                         name="exporter-http", daemon=True)
         self._thread.start()
         return self

@@ -183,7 +183,8 @@ def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | N
 
     @app.post("/v1/predictions", tags=["ingestion"], summary="Store a batch of predictions",
               responses=openapi.RESPONSES,
-              openapi_extra=openapi.request_body(openapi.prediction_schema(cfg.model), openapi.prediction_example(cfg.model)))
+              openapi_extra=openapi.request_body(openapi.prediction_schema(cfg.model),
+                                                 openapi.prediction_example(cfg.model)))
     async def post_predictions(request: Request) -> Response:
         """A JSON list of prediction records (or `{"records": [...]}`), or NDJSON. The batch is
         validated whole and stored atomically; ids already stored with the same content count as

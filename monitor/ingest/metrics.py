@@ -113,7 +113,8 @@ class IngestMetrics:
         if self._writable is not None:
             writable = self._writable()
             gauge = GaugeMetricFamily("driftloop_store_writable", "1 when the store can take a write now "
-                                      "(not down, read-only, full or locked beyond its busy timeout).", labels=["model"])
+                                      "(not down, read-only, full or locked beyond its busy timeout).",
+                                      labels=["model"])
             gauge.add_metric([m], 1 if writable else 0)
             yield gauge
         with self._lock:
@@ -126,12 +127,14 @@ class IngestMetrics:
         for (kind, outcome), value in records.items():
             fam.add_metric([m, kind, outcome], value)
         yield fam
-        fam = CounterMetricFamily("driftloop_ingest_rejected", "Ingestion requests rejected (each rejects its whole batch).",
+        fam = CounterMetricFamily("driftloop_ingest_rejected", "Ingestion requests rejected (each rejects its whole "
+                                                               "batch).",
                                   labels=["model", "kind", "reason"])
         for (kind, reason), value in rejected.items():
             fam.add_metric([m, kind, reason], value)
         yield fam
-        fam = CounterMetricFamily("driftloop_ingest_rejected_records", "Records in batches rejected for validation or conflict.",
+        fam = CounterMetricFamily("driftloop_ingest_rejected_records", "Records in batches rejected for validation or "
+                                                                       "conflict.",
                                   labels=["model", "kind", "reason"])
         for (kind, reason), value in rejected_records.items():
             fam.add_metric([m, kind, reason], value)

@@ -10,7 +10,8 @@ from monitor.records.fields import MAX_EPOCH_SECONDS
 from monitor.tasks import PROBA_SUM_TOLERANCE, TASKS
 
 _TS = {"anyOf": [{"type": "string", "format": "date-time", "description": "RFC 3339 with a UTC offset, 1970-2286"},
-                 {"type": "number", "minimum": 0, "exclusiveMaximum": MAX_EPOCH_SECONDS, "description": "epoch seconds"},
+                 {"type": "number", "minimum": 0, "exclusiveMaximum": MAX_EPOCH_SECONDS,
+                  "description": "epoch seconds"},
                  {"type": "null"}],
        "description": "event time; server time when absent or null"}
 _ID = {"type": "string", "minLength": 1, "maxLength": 200, "description": "caller-given; re-sending it is idempotent"}

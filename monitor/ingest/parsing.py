@@ -81,7 +81,8 @@ def _gunzip(body: bytes, max_bytes: int) -> bytes:
         if not rest:
             return out[0] if len(out) == 1 else b"".join(out)  # one member: no second copy
         if not rest.startswith(b"\x1f\x8b"):  # another gzip member may follow (RFC 1952); anything else is junk
-            raise BodyError(400, "malformed", f"{len(rest)} bytes of trailing data after the gzip stream: nothing stored")
+            raise BodyError(400, "malformed", f"{len(rest)} bytes of trailing data after the gzip stream: nothing "
+                                              "stored")
 
 
 # Parsed JSON costs far more memory than its text: an object or list at least 56 bytes (plus the
@@ -129,7 +130,8 @@ def parse_records(body: bytes, kind: str, max_records: int | None = None) -> lis
         if extra:
             del data  # the traceback keeps this frame: the parsed batch must not live on with it
             raise ValidationError("unknown top-level field", [
-                {"index": None, "field": k, "message": "unknown top-level field (only 'records' is allowed)"} for k in extra])
+                {"index": None, "field": k,
+                 "message": "unknown top-level field (only 'records' is allowed)"} for k in extra])
         if isinstance(data["records"], list):
             return data["records"]
         data = data["records"]

@@ -80,7 +80,8 @@ class Snapshots:
             last = self._last
         now = self._clock()
         age = GaugeMetricFamily(AGE_METRIC, "Seconds since the served metric values were collected (milliseconds "
-                                "when by this scrape). Grows while collection, which reads the store, does not finish within "
+                                "when by this scrape). Grows while collection, which reads the store, does not finish "
+                                "within "
                                 f"{self._wait:g} s: the store is locked or slow.", labels=["model"])
         if last is None:
             age.add_metric([self._model], now - self._started)

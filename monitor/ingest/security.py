@@ -101,7 +101,8 @@ class RequestGate:
             return
         if self.inflight >= self.max_inflight:
             await self._refuse(scope, send, 503, "busy", f"{self.inflight} requests with a body are being received or "
-                               f"processed (server.max_inflight_bodies={self.max_inflight}); retry shortly", {"Retry-After": "1"})
+                               f"processed (server.max_inflight_bodies={self.max_inflight}); retry shortly",
+                               {"Retry-After": "1"})
             return
         # The slot is held until the app has answered: decompressing, parsing and validating the
         # body cost more memory than receiving it, and must be bounded by the same budget.
@@ -148,7 +149,8 @@ class RequestGate:
                 if not message.get("more_body", False):
                     return b"".join(chunks)
         assert timer.cancelled_caught
-        await self._refuse(scope, send, 408, "timeout", f"the request body did not arrive within {self.body_timeout:g} s "
+        await self._refuse(scope, send, 408, "timeout", f"the request body did not arrive within {self.body_timeout:g} "
+                                                        "s "
                            f"(server.body_timeout_seconds; {size} bytes received)")
         return None
 

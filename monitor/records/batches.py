@@ -79,4 +79,5 @@ def as_record_list(records: Any) -> list:
     if isinstance(records, tuple):
         return list(records)
     raise ValidationError("expected a list of records",
-                          [{"index": None, "field": "(body)", "message": f"expected a list of records, got {describe(records)}"}])
+                          [{"index": None, "field": "(body)", "message": "expected a list of records, got "
+                                                                         f"{describe(records)}"}])

@@ -49,7 +49,8 @@ def _column(frame: pd.DataFrame, name: str) -> list:
         series = series.astype("Int64") if series.hasnans else series.astype(np.int64)
     if pd.api.types.is_datetime64_any_dtype(series.dtype):
         return _epoch_seconds(series)
-    if series.dtype == object or isinstance(series.dtype, pd.StringDtype) or pd.api.types.is_extension_array_dtype(series.dtype):
+    if series.dtype == object or isinstance(series.dtype,
+                                            pd.StringDtype) or pd.api.types.is_extension_array_dtype(series.dtype):
         # read_csv leaves a boolean column with missing values as object (True/False/NaN): 0/1 on the
         # wire, like a bool column without them (the daemon takes booleans as 0/1 numeric features).
         return [None if _missing(v) else int(v) if isinstance(v, (bool, np.bool_)) else v

@@ -236,7 +236,8 @@ class RecordValidator:
     def slow_predictions(self, records: list, now: int) -> PredictionBatch:
         """Record-by-record validation: every problem reported, or the same batch as the fast path."""
         errors = ErrorList(self._max_errors)
-        out: dict[str, Any] = {f.name: [] for f in fields(PredictionBatch) if f.name not in ("duplicates", "positions", "probas")}
+        out: dict[str, Any] = {f.name: [] for f in fields(PredictionBatch)
+                               if f.name not in ("duplicates", "positions", "probas")}
         probas: list[list[float]] = []
         for i, rec in enumerate(records):
             if not self._structure(errors, i, rec, self._pred_fields, self._pred_required):
@@ -458,7 +459,8 @@ class RecordValidator:
             if j == i:
                 keep.append(i)
             elif not _same(records[i], records[j]):
-                errors.add(i, "id", f"id {rid!r} appears again in this batch (first at index {j}) with different content")
+                errors.add(i, "id", f"id {rid!r} appears again in this batch (first at index {j}) with different "
+                                    "content")
         errors.check(kind, len(records))
         columns = {f.name: [getattr(batch, f.name)[i] for i in keep]
                    for f in fields(batch) if f.name not in ("duplicates", "positions", "features", "probas")

@@ -87,7 +87,8 @@ def test_runbook_promql_parses(tmp_path):
     promtool = require("promtool")
     import subprocess
 
-    exprs = sorted({e.replace("MODEL", "m").replace("INSTANCE", "i:1") for a in ALERTS for e in promql_blocks(_page(a))})
+    exprs = sorted({e.replace("MODEL", "m").replace("INSTANCE",
+                                                    "i:1") for a in ALERTS for e in promql_blocks(_page(a))})
     rules = {"groups": [{"name": "runbooks", "rules": [{"record": f"runbook:q{i}", "expr": e}
                                                         for i, e in enumerate(exprs)]}]}
     path = tmp_path / "runbooks.rules.yml"

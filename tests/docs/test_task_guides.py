@@ -19,7 +19,8 @@ from tests.docs.test_own_model_guide import FENCE, _commands, _matches_written_c
 from tests.support.services import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-PAGES = {"multiclass": REPO / "docs" / "guide" / "multiclass.md", "regression": REPO / "docs" / "guide" / "regression.md"}
+PAGES = {"multiclass": REPO / "docs" / "guide" / "multiclass.md",
+         "regression": REPO / "docs" / "guide" / "regression.md"}
 # What each page's `driftloop check` must show: its task's metrics, as the page says.
 CHECK_SHOWS = {"multiclass": ["macro_f1", "weighted_f1", "billing", "proba_bug"],
                "regression": ["mae", "rmse", "r2", "mape", r"price \(labels\)"]}

@@ -29,7 +29,8 @@ def test_build_model_dataset_and_embed(refs):
     net = entry.build_model("multiclass", 10)
     assert isinstance(net, DigitsNet)
     items = entry.dataset(uris, train=False)
-    assert len(items) == 16 and items[0].shape == (1, 8, 8) and 0.0 <= float(items[0].min()) <= float(items[0].max()) <= 1.0
+    assert len(items) == 16 and items[0].shape == (1, 8,
+                                                   8) and 0.0 <= float(items[0].min()) <= float(items[0].max()) <= 1.0
     x = torch.utils.data.default_collate([items[i] for i in range(len(items))])
     assert net(x).shape == (16, 10) and entry.embed(net, x).shape == (16, 32)
     assert torch.equal(items[3], entry.dataset(uris, train=False)[3])  # evaluation items do not vary

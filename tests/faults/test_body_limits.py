@@ -77,7 +77,8 @@ def test_anonymous_upload_flood_is_refused_from_the_headers_and_costs_no_memory(
     after = rss_bytes(pid)
     growth = max(peak, after) - before
     print(f"\nRSS before {before / 2**20:.0f} MiB, peak {peak / 2**20:.0f} MiB, after {after / 2**20:.0f} MiB, "
-          f"growth {growth / 2**20:.1f} MiB for {FLOOD} x {UPLOAD / 2**20:.0f} MiB anonymous uploads in {elapsed:.1f} s")
+          f"growth {growth / 2**20:.1f} MiB for {FLOOD} x {UPLOAD / 2**20:.0f} MiB anonymous uploads "
+          f"in {elapsed:.1f} s")
     assert statuses == [401] * FLOOD
     assert growth < 100 * 2**20, f"RSS grew by {growth / 2**20:.0f} MiB"
     assert daemon.proc.poll() is None

@@ -65,7 +65,8 @@ def test_openapi_resolves_and_declares_the_answers(daemon_url):
         assert {"400", "401", "422", "503"} <= set(paths[path]["post"]["responses"]), path
     assert {"422", "503"} <= set(paths["/v1/status"]["get"]["responses"])
     assert list(paths["/metrics"]["get"]["responses"]["200"]["content"]) == ["text/plain"]
-    record = paths["/v1/predictions"]["post"]["requestBody"]["content"]["application/json"]["schema"]["oneOf"][0]["items"]
+    record = (paths["/v1/predictions"]["post"]["requestBody"]["content"]["application/json"]["schema"]["oneOf"][0]
+              ["items"])
     assert {"type": "null"} in record["properties"]["ts"]["anyOf"]
     assert {"type": "null"} in record["properties"]["prediction"]["anyOf"]
     assert any(s.get("exclusiveMaximum") for s in record["properties"]["ts"]["anyOf"])

@@ -135,7 +135,8 @@ def test_leader_killed_mid_retrain_the_follower_settles_it_and_promotes_once(mak
     wait_until(promoted, 300, 0.5, b.log)
     attempts = pg_rows(url, "SELECT id, status FROM retrain_attempts ORDER BY started_at")
     # Interrupted, not failed: retried at once by the new leader (monitor.daemon.failover).
-    assert attempts[0] == (attempt_id, "interrupted") and [s for _, s in attempts] == ["interrupted", "promoted"], attempts
+    assert (attempts[0] == (attempt_id, "interrupted")
+            and [s for _, s in attempts] == ["interrupted", "promoted"]), attempts
     from mlflow import MlflowClient
     tags = MlflowClient(tracking_uri=cfg.tracking_uri).get_registered_model(cfg.registered_model_name).tags
     history = json.loads(tags["driftloop.champion_history"])

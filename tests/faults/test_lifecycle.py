@@ -36,7 +36,8 @@ def test_idle_daemon_stops_within_two_seconds_and_restarts_on_the_same_port(make
     assert httpx.get(second.url + "/livez", timeout=10).status_code == 200
 
 
-@pytest.mark.parametrize("token, expected", [(" ", "blank"), ("short", "at least 12"), (" padded-token-0123 ", "whitespace")])
+@pytest.mark.parametrize("token, expected",
+                         [(" ", "blank"), ("short", "at least 12"), (" padded-token-0123 ", "whitespace")])
 def test_unusable_tokens_are_one_clear_config_error(tmp_path, token, expected):
     done = subprocess.run([*DRIFTLOOP, "serve", "--port", "1"], capture_output=True, text=True, timeout=60,
                           cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "DRIFTLOOP_SERVER__TOKEN": token,

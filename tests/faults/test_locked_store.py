@@ -81,7 +81,8 @@ def test_every_endpoint_answers_within_a_second_while_the_store_is_locked(tmp_pa
         finally:
             holder.execute("ROLLBACK")
             holder.close()
-        print("\nwhile locked: " + ", ".join(f"{k} {r.status_code} in {t * 1000:.0f} ms" for k, (r, t) in answers.items()))
+        print("\nwhile locked: "
+              + ", ".join(f"{k} {r.status_code} in {t * 1000:.0f} ms" for k, (r, t) in answers.items()))
         slow = {k: round(t, 2) for k, (_, t) in answers.items() if t >= 1.0}
         assert not slow, f"answered after 1 s or more: {slow}"
         for name, (r, _) in answers.items():

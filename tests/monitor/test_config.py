@@ -65,7 +65,8 @@ def test_unreadable_config_is_a_one_line_config_error(tmp_path):
 
 def test_model_schema_rejects_duplicates_and_reserved(tmp_path):
     f = tmp_path / "d.yaml"
-    f.write_text("model:\n  features:\n    - {name: a}\n    - {name: a}\n    - {name: score}\n    - {name: b, type: text}\n")
+    f.write_text("model:\n  features:\n    - {name: a}\n    - {name: a}\n    - {name: score}\n    - {name: b, type: "
+                 "text}\n")
     with pytest.raises(ConfigError) as exc:
         load_config(f, environ={})
     assert "model.features[3].type" in str(exc.value)
@@ -81,8 +82,9 @@ def test_environment_names_and_empty_values():
     with pytest.raises(ConfigError) as exc:
         load_config(path=None, environ={"DRIFTLOOP_SERVR__PORT": "5", "DRIFTLOOP_SERVER__PROT": "5"})
     assert "servr: unknown key" in str(exc.value) and "server.prot: unknown key" in str(exc.value)
-    cfg = load_config(path=None, environ={"DRIFTLOOP_SERVER__TOKEN": "", "DRIFTLOOP_MODEL__SEGMENTS": "[region, hour_of_day]",
-                                          "DRIFTLOOP_MODEL__FEATURES": "[{name: x0}, {name: region, type: categorical}]"})
+    cfg = load_config(path=None, environ={
+        "DRIFTLOOP_SERVER__TOKEN": "", "DRIFTLOOP_MODEL__SEGMENTS": "[region, hour_of_day]",
+        "DRIFTLOOP_MODEL__FEATURES": "[{name: x0}, {name: region, type: categorical}]"})
     assert cfg.server.token is None and cfg.model.segments == ["region", "hour_of_day"]
     with pytest.raises(ConfigError, match="empty path segment"):
         load_config(path=None, environ={"DRIFTLOOP_SERVER____PORT": "5"})
@@ -97,7 +99,8 @@ def test_environment_text_keys_are_taken_verbatim():
         "DRIFTLOOP_DRIFT__NUM_METHOD": "psi", "DRIFTLOOP_SERVER__PORT": "8471"})
     assert cfg.server.token == "#s3cret-token" and cfg.server.host == "::" and cfg.model.name == "0123"
     assert cfg.training.amp == "off" and cfg.drift.num_method == "psi" and cfg.server.port == 8471
-    assert load_config(path=None, environ={"DRIFTLOOP_SERVER__TOKEN": "abc #def-0123456"}).server.token == "abc #def-0123456"
+    assert load_config(path=None,
+                       environ={"DRIFTLOOP_SERVER__TOKEN": "abc #def-0123456"}).server.token == "abc #def-0123456"
     assert load_config(path=None, environ={"DRIFTLOOP_DRIFT__NUM_METHOD": "null"}).drift.num_method is None
 
 
@@ -110,7 +113,8 @@ def test_unquoted_amp_off_in_the_file(tmp_path):
 def test_token_from_a_file(tmp_path):
     secret = tmp_path / "token"
     secret.write_text("s3cret-token-0\n")
-    assert load_config(path=None, environ={"DRIFTLOOP_SERVER__TOKEN_FILE": str(secret)}).server.token == "s3cret-token-0"
+    assert load_config(path=None,
+                       environ={"DRIFTLOOP_SERVER__TOKEN_FILE": str(secret)}).server.token == "s3cret-token-0"
     with pytest.raises(ConfigError, match="token_file .* cannot read: No such file") as missing:
         load_config(path=None, environ={"DRIFTLOOP_SERVER__TOKEN_FILE": str(tmp_path / "nope")})
     with pytest.raises(ConfigError, match="server.token or server.token_file, not both") as both:
@@ -120,7 +124,8 @@ def test_token_from_a_file(tmp_path):
 
 def test_id_and_ignore_columns_are_not_features():
     with pytest.raises(ConfigError, match="clash with reserved columns: customer_id"):
-        load_config(path=None, environ={}, overrides={"model": {"id": "customer_id", "features": [{"name": "customer_id"}]}})
+        load_config(path=None, environ={},
+                    overrides={"model": {"id": "customer_id", "features": [{"name": "customer_id"}]}})
     cfg = load_config(path=None, environ={}, overrides={"model": {"ignore": ["notes"]}})
     assert not cfg.model.features_configured and cfg.model.ignore == ["notes"]
 
@@ -128,7 +133,8 @@ def test_id_and_ignore_columns_are_not_features():
 def test_alert_rules_are_validated_naming_the_key(tmp_path):
     from monitor.config import load_config as load
     f = tmp_path / "driftloop.yaml"
-    f.write_text("alerts:\n  rules:\n    - {metric: recall, drop: 0.05, segment: true}\n    - {metric: rcall, drop: 0.1}\n")
+    f.write_text("alerts:\n  rules:\n    - {metric: recall, drop: 0.05, segment: true}\n    - {metric: rcall, drop: "
+                 "0.1}\n")
     with pytest.raises(ConfigError) as exc:
         load(f, environ={})
     assert "alerts.rules[1].metric" in str(exc.value)

@@ -158,5 +158,6 @@ def entrypoint_script(tmp_path) -> str:
     return image_script(tmp_path, "driftloop-entrypoint")
 
 
-__all__ = ["Alertmanager", "entrypoint_script", "image_script", "start_alertmanager_like_ours", "Query", "alerts", "empty_queries", "query_range", "rule_selectors_without_data", "rules_health",
+__all__ = ["Alertmanager", "entrypoint_script", "image_script", "start_alertmanager_like_ours", "Query", "alerts",
+           "empty_queries", "query_range", "rule_selectors_without_data", "rules_health",
            "start_like_ours", "unrendered_annotations", "variable_values", "wait_alert", "wait_rules_evaluated"]

@@ -26,7 +26,8 @@ def _env(**extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def model(compose) -> dict:
-    proc = run([compose, "-f", "docker-compose.yml", "config", "--format", "json"], env=_env(GF_ADMIN_PASSWORD=PASSWORD))
+    proc = run([compose, "-f", "docker-compose.yml", "config", "--format", "json"],
+               env=_env(GF_ADMIN_PASSWORD=PASSWORD))
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 

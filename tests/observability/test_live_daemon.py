@@ -32,7 +32,8 @@ TRAFFIC_ROWS = 1500  # above drift.min_labels (1000): performance alerts are all
 # loop's model is binary: the multiclass and regression panels and the MAE alert have their series
 # in test_task_dashboards.py.
 NO_DATA_HERE = {"gpu-fleet.json": {"XID errors"},
-                "model-health.json": {p["title"] for panels in task_panels(load_dashboards()["model-health.json"]).values()
+                "model-health.json": {p["title"]
+                                      for panels in task_panels(load_dashboards()["model-health.json"]).values()
                                       for p in panels}}
 NOT_HERE_RULES = {"DriftloopGpuXidErrors", "DriftloopModelMaeRise"}
 
@@ -209,7 +210,8 @@ def test_closed_loop_feeds_every_dashboard_and_rule(loop):
         "max by (model) (driftloop_retrain_last_outcome_timestamp_seconds) > 0"), 60, on_timeout=tail)
     phase("retrained, checked again")
     settled = time.time()  # a few more scrapes of the post-retrain state
-    _wait("more scrapes", lambda: prom.query(f"timestamp(driftloop_model_last_check_timestamp_seconds) > {settled + 2}"),
+    _wait("more scrapes",
+          lambda: prom.query(f"timestamp(driftloop_model_last_check_timestamp_seconds) > {settled + 2}"),
           30, 0.5, on_timeout=tail)
     start, end = loop["started"], time.time()
 

@@ -107,7 +107,8 @@ def test_gpu_dashboard_queries_and_gpu_alerts(stack):
     assert empty_queries(prom, "gpu-fleet.json", board, stack["started"], end) == []
 
     # dcgm-exporter's names, recorded from the same series with its labels and units.
-    assert prom.wait_for('count(DCGM_FI_DEV_GPU_UTIL{modelName="Simulated GPU", Hostname!="", device=~"nvidia[01]"}) == 2',
+    assert prom.wait_for('count(DCGM_FI_DEV_GPU_UTIL{modelName="Simulated GPU", Hostname!="", device=~"nvidia[01]"}) '
+                         '== 2',
                          timeout=15)
     assert prom.wait_for('count(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{modelName="NVIDIA Fake H100"} == 0.6) >= 1', timeout=15)
     assert prom.wait_for('count(abs(DCGM_FI_DEV_FB_USED - on (instance, gpu) group_left '

@@ -103,7 +103,8 @@ def test_model_thresholds_are_the_daemon_defaults():
             f"{alerts.mae_rise}") in mae
     for expr in (acc, auc, mae):
         assert f"driftloop_model_labelled_rows >= {drift.min_labels}" in expr
-    assert _flat(_by_name("DriftloopDataDriftHigh")["expr"]) == f"driftloop_model_drift_share_ratio >= {drift.drift_share}"
+    assert _flat(_by_name("DriftloopDataDriftHigh")["expr"]) == ("driftloop_model_drift_share_ratio >= "
+                                                                 f"{drift.drift_share}")
     # The check interval: stale after three missed runs.
     assert f"> {int(3 * drift.interval_seconds)}" in _by_name("DriftloopDriftCheckStale")["expr"]
     # A retrain is stuck only once the daemon's own timeout should have ended it.

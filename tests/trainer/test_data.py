@@ -28,7 +28,8 @@ def test_clean_frame_passes_and_store_columns_are_dropped(config, rows):
     (lambda df: df.assign(customer="a"), "column(s) customer not in the model's features"),
     (lambda df: df.assign(x2=np.nan), "feature column(s) x2 have no values (all missing)"),
     (lambda df: df.assign(x5=np.where(df.index == 3, np.inf, df["x5"])), "'x5' has 1 non-numeric or infinite"),
-    (lambda df: df.assign(x0=df["x0"].astype(object).where(df.index != 5, "abc")), "first at row 5: 'abc'); did its type change?"),
+    (lambda df: df.assign(x0=df["x0"].astype(object).where(df.index != 5, "abc")),
+     "first at row 5: 'abc'); did its type change?"),
     (lambda df: df.assign(label=df["label"].where(df.index != 4, 2)), "not 0 or 1 (first at row 4: 2)"),
     (lambda df: df.assign(label=df["label"].astype(float).where(df.index != 8)), "not 0 or 1 (first at row 8"),
     (lambda df: df.assign(label=1), "single class (1)"),
@@ -87,4 +88,5 @@ def test_missing_feature_values_are_kept_and_id_and_ignored_columns_dropped(conf
                        x2=rows["x2"].where(rows.index != 17), region=rows["region"].where(rows.index != 9))
     out = check_frame(data, cfg.model, min_rows=100)
     assert list(out.columns) == [*cfg.model.feature_names, "label"]
-    assert np.isnan(out.loc[17, "x2"]) and out.loc[9, "region"] is None and out.loc[8, "region"] == rows.loc[8, "region"]
+    assert (np.isnan(out.loc[17, "x2"]) and out.loc[9, "region"] is None
+            and out.loc[8, "region"] == rows.loc[8, "region"])

@@ -92,7 +92,8 @@ def test_both_forms_are_published_with_the_tasks_figures(trained):
     forms = {f["name"]: f for f in result.table()}
     assert list(forms) == ["torch", "onnx", "onnx-int8"]
     for form in forms.values():
-        assert FIGURES[task] <= set(form) and not (FIGURES["multiclass"] | FIGURES["regression"]) - FIGURES[task] & set(form)
+        assert (FIGURES[task] <= set(form)
+                and not (FIGURES["multiclass"] | FIGURES["regression"]) - FIGURES[task] & set(form))
         assert form["published"] and form["reason"] == ""
     assert forms["onnx"]["parity"] < 1e-4 and forms["onnx-int8"]["parity"] < 0.05
     torch_form, int8 = result.forms["torch"], result.forms["onnx-int8"]
@@ -104,7 +105,8 @@ def test_both_forms_are_published_with_the_tasks_figures(trained):
         assert result.target_scale is None
     assert result.manifest["task"] == task and result.manifest["classes"] == model.classes
     assert result.manifest["prediction"] == "served" and "threshold" not in result.manifest
-    assert set(result.manifest["formats"]) == {"onnx", "onnx-int8"} and set(result.files) == {"model.onnx", "model.int8.onnx"}
+    assert (set(result.manifest["formats"]) == {"onnx", "onnx-int8"}
+            and set(result.files) == {"model.onnx", "model.int8.onnx"})
 
     scorer = OnnxScorer(result.files["model.int8.onnx"], result.manifest)
     ops = {node.op_type for node in onnx.load_from_string(result.files["model.int8.onnx"]).graph.node}

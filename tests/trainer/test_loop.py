@@ -123,7 +123,8 @@ def test_bf16_autocast_on_cpu_learns_like_fp32_and_fp16_needs_cuda():
     accuracies = {}
     for amp in ("off", "bf16"):
         model, train, val = job()
-        result = fit(model, train, val, LoopConfig(epochs=6, batch_size=32, learning_rate=3e-3, amp=amp, progress=False))
+        result = fit(model, train, val,
+                     LoopConfig(epochs=6, batch_size=32, learning_rate=3e-3, amp=amp, progress=False))
         assert all(math.isfinite(h["train_loss"]) for h in result.history)
         accuracies[amp] = result.history[-1]["val_accuracy"]
     assert accuracies["off"] > 0.75

@@ -41,7 +41,8 @@ def test_concept_drift_retrain_beats_the_champion_and_is_promoted(tcfg, champion
     run = client(tcfg).get_run(out.run_id)
     tags = run.data.tags
     assert run.info.run_name == "retrain after an alert (incident 12) v1→v2"
-    assert (tags["driftloop.trigger"], tags["driftloop.incident_id"], tags["driftloop.parent_version"]) == ("alert", "12", "1")
+    assert (tags["driftloop.trigger"], tags["driftloop.incident_id"],
+            tags["driftloop.parent_version"]) == ("alert", "12", "1")
     assert json.loads(tags["driftloop.data_window"]) == {"last_n": 1500}
     assert tags["driftloop.outcome"] == "promoted" and run.data.metrics["promoted"] == 1.0
     assert [a.path for a in client(tcfg).list_artifacts(out.run_id, "reports")] == ["reports/drift-report.html"]

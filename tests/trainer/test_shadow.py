@@ -46,9 +46,11 @@ def test_a_shadow_challenger_is_not_promoted_before_its_windows(shadowed):
     assert aliases(cfg) == ("1", "2")
 
     before = served(cfg, make_dataset(300, seed=40, concept_shift=1.0), started - 3600)  # rows it trained on
-    assert observe(cfg, before).message == "shadow v2: window not counted (0 rows since the last one < drift.min_rows 200); 0/2"
+    assert observe(cfg, before).message == ("shadow v2: window not counted (0 rows since the last one < drift.min_rows "
+                                            "200); 0/2")
     other = served(cfg, make_dataset(300, seed=40, concept_shift=1.0), started + 5, version="7")
-    assert observe(cfg, other).message == ("shadow v2: window not counted (no row of the window was served by champion v1); "
+    assert observe(cfg, other).message == ("shadow v2: window not counted (no row of the window was served by champion "
+                                           "v1); "
                                            "0/2")
 
     first = served(cfg, make_dataset(300, seed=41, concept_shift=1.0), started + 10)
@@ -76,7 +78,8 @@ def test_a_shadow_challenger_worse_on_live_traffic_is_rejected(shadowed):
     # Live traffic went back to the old concept: the challenger, fitted to the new one, loses.
     window = served(cfg, make_dataset(400, seed=43), started + 10)
     news = observe(cfg, window)
-    assert news.kind == "rejected" and news.message.startswith("shadow v2: rejected: worse than v1 on live traffic: accuracy")
+    assert news.kind == "rejected" and news.message.startswith("shadow v2: rejected: worse than v1 on live traffic: "
+                                                               "accuracy")
     assert aliases(cfg) == ("1", "2")
     assert observe(cfg, served(cfg, make_dataset(300, seed=44, concept_shift=1.0), started + 1000)) is None
 

@@ -91,7 +91,8 @@ def test_names_of_ids(name, like):
 
 
 @pytest.mark.parametrize("path, name", [
-    ("titanic_reference.csv", "titanic"), ("Churn-Train-2024.parquet", "churn"), ("data/train_titanic.csv.gz", "titanic"),
+    ("titanic_reference.csv", "titanic"), ("Churn-Train-2024.parquet", "churn"),
+    ("data/train_titanic.csv.gz", "titanic"),
     ("sub/titanic/train.csv", "titanic"), ("My Model v2.csv", "my_model_v2"), ("x" * 60 + ".csv", "x" * 48)])
 def test_the_default_name_is_the_files_without_its_role(tmp_path, path, name):
     assert default_name(str(tmp_path / path)) == name

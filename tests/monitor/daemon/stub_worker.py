@@ -19,12 +19,15 @@ told = job_dir.parent / "behaviour"
 behaviour = request["data_window"].get("behaviour") or (told.read_text().strip() if told.exists() else "promote")
 print(f"stub worker {spec['attempt_id']}: {behaviour}", flush=True)
 if behaviour == "promote":
-    _write_result(job_dir, {"status": "ok", "outcome": {"outcome": "promoted", "challenger_version": "2", "champion_version": "2",
+    _write_result(job_dir, {"status": "ok", "outcome": {"outcome": "promoted", "challenger_version": "2",
+                                        "champion_version": "2",
                                         "run_id": "r1", "metrics": {}, "reasons": ["better"],
                                         "duration_seconds": 1.5, "samples_per_second": 1000.0}})
 elif behaviour == "reject":
-    _write_result(job_dir, {"status": "ok", "outcome": {"outcome": "rejected", "challenger_version": "9", "champion_version": "1",
-                                        "run_id": "r2", "metrics": {}, "reasons": ["accuracy gain +0.0010 < required 0.0100"],
+    _write_result(job_dir, {"status": "ok", "outcome": {"outcome": "rejected", "challenger_version": "9",
+                                        "champion_version": "1",
+                                        "run_id": "r2", "metrics": {},
+                                        "reasons": ["accuracy gain +0.0010 < required 0.0100"],
                                         "duration_seconds": 1.0, "samples_per_second": 1000.0}})
 elif behaviour == "crash":
     raise RuntimeError("CUDA error: an illegal memory access was encountered")

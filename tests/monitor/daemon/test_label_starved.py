@@ -31,7 +31,8 @@ def test_a_drop_its_interval_proves_is_judged_before_min_labels_and_nothing_else
     assert healthy_looking.healthy_for("performance") is None
     # Too few labelled rows (drift.fast_min_rows), or the option off: unknown as before.
     assert not _policy().observe(Observation(labelled_rows=150, accuracy=0.5, accuracy_upper=0.6, **BAR)).fire
-    off = _policy(judge_by_interval=False).observe(Observation(labelled_rows=300, accuracy=0.7, accuracy_upper=0.75, **BAR))
+    off = _policy(judge_by_interval=False).observe(Observation(labelled_rows=300, accuracy=0.7, accuracy_upper=0.75,
+                                                               **BAR))
     assert not off.performance_known
 
 

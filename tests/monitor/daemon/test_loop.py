@@ -44,7 +44,8 @@ def test_concept_drift_retrains_promotes_and_recovers(make_config, daemon_for):
     assert incident is not None and incident.reason == "accuracy" and incident.state == "retraining"
     # The reports it cites are kept in the incident's own folder: report retention cannot remove them.
     kept = [p for p in incident.report_paths if p.endswith(report.outcome.report_html.name)]
-    assert kept and f"incidents/{incident.id}/" in kept[0] and open(kept[0]).read() == report.outcome.report_html.read_text()
+    assert (kept and f"incidents/{incident.id}/" in kept[0]
+            and open(kept[0]).read() == report.outcome.report_html.read_text())
     summary = [p for p in incident.report_paths if p.endswith(".summary.html")]  # the page MLflow's viewer renders
     assert summary and f"incidents/{incident.id}/" in summary[0] and "<script" not in open(summary[0]).read()
     from monitor.drift.workspace import snapshot_checks  # each check's snapshot went to the Evidently workspace

@@ -44,7 +44,8 @@ def test_live_metrics_are_the_documented_ones(live_daemon):
         "exporter": {"simulate": 1, "process_metrics": True, "pcie_throughput": True, "xid_events": True,
                      "sampler_interval_seconds": 0.05}})
     daemon.run_check_now()                               # model figures
-    assert httpx.post(f"{url}/v1/retrain", headers={"Authorization": "Bearer t0k-0123456789"}, timeout=30).status_code == 202
+    assert httpx.post(f"{url}/v1/retrain", headers={"Authorization": "Bearer t0k-0123456789"},
+                      timeout=30).status_code == 202
     assert daemon.wait_for_retrain(120)                  # retrain figures
     httpx.post(f"{url}/v1/labels", json=[{"id": "x", "label": 1}], headers={"Authorization": "Bearer t0k-0123456789"},
                timeout=30)                               # an ingested batch: the latency histogram

@@ -179,7 +179,8 @@ def test_regression_rules_rmse_mape_r2():
     assert readings["rmse"].drop == pytest.approx((r.rmse - r.baselines["rmse"]) / r.baselines["rmse"])
     assert readings["r2"].drop == pytest.approx((r.baselines["r2"] - r.r2) / r.baselines["r2"])
     absolute = policy(mae_rise=5.0, rules=[{"metric": "rmse", "drop": 1.0}, {"metric": "r2", "drop": 0.1}])
-    assert [b.key for b in absolute.observe(observation(outcome(r))).breaches] == ["rmse"]  # +1.03 in the target's units
+    # +1.03 in the target's units
+    assert [b.key for b in absolute.observe(observation(outcome(r))).breaches] == ["rmse"]
 
 
 # ---- rules that do not fit the champion's task ---------------------------------------------------

@@ -41,7 +41,8 @@ class Served:
         if self.token:
             env["DRIFTLOOP_SERVER__TOKEN"] = self.token
         self.proc = subprocess.Popen(
-            [*DRIFTLOOP, "--config", str(self.config_file), "serve", "--port", str(self.port), "--no-gpu", *flags], stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT, env=env)
+            [*DRIFTLOOP, "--config", str(self.config_file), "serve", "--port", str(self.port), "--no-gpu", *flags],
+            stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT, env=env)
         wait_answering(self.url + "/healthz", self.proc, self.log, 90, name="serve")
         return self
 
@@ -93,7 +94,8 @@ def test_serve_answers_and_stops_cleanly_on_sigterm(make_config, served):
     assert 'driftloop_incidents_open{model="demo"} 0.0' in r.text
     assert "driftloop_retrains_total" in r.text and "driftloop_ingest_records_total" in r.text
     # What Prometheus users expect of any target: the process, Python and build series.
-    for series in ("process_resident_memory_bytes ", "process_open_fds ", "python_info{", 'driftloop_build_info{component="serve"'):
+    for series in ("process_resident_memory_bytes ", "process_open_fds ", "python_info{",
+                   'driftloop_build_info{component="serve"'):
         assert series in r.text, series
     # Writes need the token; reads do not.
     assert httpx.post(daemon.url + "/v1/retrain", timeout=10).status_code == 401

@@ -148,7 +148,8 @@ def test_driftloop_check_reads_the_task_from_the_champion(task_daemon, tmp_path,
     assert body["result"]["task"] == "regression" and body["breaches"] == ["mae"]
     assert main(["--config", str(path), "check", "--no-report", "--fail-on-breach"]) == 3
     rows = [line.split() for line in capsys.readouterr().out.split("estimated")[0].splitlines()]
-    assert [r[0] for r in rows if r and r[0] in ("mae", "rmse", "mape", "r2", "accuracy")] == ["mae", "rmse", "mape", "r2"]
+    assert [r[0] for r in rows
+            if r and r[0] in ("mae", "rmse", "mape", "r2", "accuracy")] == ["mae", "rmse", "mape", "r2"]
 
 
 def test_multiclass_accuracy_drop_opens_an_incident_named_accuracy(task_daemon):

@@ -176,7 +176,8 @@ def test_check_result_carries_estimates_and_precision_recall(tcfg, model, ref, b
     assert result.estimated_roc_auc == pytest.approx(roc_auc_score(y, labelled["score"]), abs=0.02)
     assert result.estimated_recall == pytest.approx(result.recall, abs=0.05)
     assert result.estimation_error == pytest.approx(
-        result.accuracy - _estimate(evaluator.prepared(ref, tcfg.model, tcfg.drift, "v1").calibrator, labelled).accuracy)
+        result.accuracy - _estimate(evaluator.prepared(ref, tcfg.model, tcfg.drift, "v1").calibrator,
+                                    labelled).accuracy)
     d = result.to_dict()
     assert d["estimated_accuracy_ci"] == [lo, hi] and d["estimated_f1"] == result.estimated_f1
     # The calibration is fitted once per champion: the cached reference carries it.

@@ -151,7 +151,8 @@ def test_all_missing_feature_is_skipped_not_fatal(cfg, ref_frame):
     (lambda f: f.drop(columns=["x3"]), "lacks column.*x3"),
     (lambda f: f.drop(columns=["score"]), "lacks the score column 'score'"),
     (lambda f: f.iloc[:0], "current window is empty"),
-    (lambda f: f.assign(x1=f["x1"].astype(object).where(f.index != 7, "oops")), "'x1' must be numeric; row 7 holds 'oops'"),
+    (lambda f: f.assign(x1=f["x1"].astype(object).where(f.index != 7, "oops")), "'x1' must be numeric; row 7 holds "
+                                                                                "'oops'"),
     (lambda f: f.assign(label=pd.array([2] + [1] * (len(f) - 1), dtype="Int64")), "'label' must hold labels 0 or 1"),
 ])
 def test_bad_input_is_a_clear_data_error(cfg, ref_frame, mutate, message):

@@ -214,7 +214,8 @@ def test_every_figure_of_each_task_is_served_and_promtool_clean():
     from tests.monitor.drift.task_frames import filled_result
     for task, expected in (("multiclass", {"driftloop_model_estimated_macro_f1", "driftloop_model_class_recall",
                                            "driftloop_model_output_drift_score", "driftloop_model_segment_accuracy"}),
-                           ("regression", {"driftloop_model_estimated_mae_upper", "driftloop_model_estimated_rmse_lower",
+                           ("regression",
+                            {"driftloop_model_estimated_mae_upper", "driftloop_model_estimated_rmse_lower",
                                            "driftloop_model_segment_mae", "driftloop_model_label_drift_score"})):
         text = scrape(lambda task=task: filled_result(task))
         promtool_check(text)

@@ -93,7 +93,8 @@ def test_segments_are_checked_against_the_features_once_they_are_known():
         load_config(path=None, environ={}, overrides={"home": "unused", "model": {
             "features": [{"name": "plan", "type": "numeric"}], "segments": ["plan"]}})
     # No features configured: the champion's recorded schema supplies them, and is checked then.
-    cfg = load_config(path=None, environ={}, overrides={"home": "unused", "model": {"segments": ["plan", "hour_of_day"]}})
+    cfg = load_config(path=None, environ={},
+                      overrides={"home": "unused", "model": {"segments": ["plan", "hour_of_day"]}})
     assert with_features(cfg.model, [FeatureSpec(name="plan", type="categorical")]).segments == ["plan", "hour_of_day"]
     with pytest.raises(ValueError, match="neither categorical features"):
         with_features(cfg.model, [FeatureSpec(name="plan", type="numeric")])

@@ -36,7 +36,8 @@ def test_simulated_exporter_serves_and_stops_cleanly_on_sigterm(port, tmp_path):
         s = Scrape.from_text(r.text)
         assert s.value("driftloop_gpu_up") == 1.0
         assert s.gpus("driftloop_gpu_power_draw_watts") == {"0", "1"}
-        assert s.has("process_cpu_seconds_total") and s.has("python_info") and s.has("python_gc_objects_collected_total")
+        assert (s.has("process_cpu_seconds_total") and s.has("python_info")
+                and s.has("python_gc_objects_collected_total"))
         from importlib.metadata import version
         assert s.value("driftloop_build_info", component="exporter", version=version("driftloop")) == 1.0
         proc.send_signal(signal.SIGTERM)

@@ -88,7 +88,8 @@ def test_gpm_series_are_exported_on_gpm_gpus(nvml):
         s = Scrape(collector.collect())
     finally:
         close()
-    for name in ("driftloop_gpu_sm_active_ratio", "driftloop_gpu_sm_occupancy_ratio", "driftloop_gpu_tensor_active_ratio",
+    for name in ("driftloop_gpu_sm_active_ratio", "driftloop_gpu_sm_occupancy_ratio",
+                 "driftloop_gpu_tensor_active_ratio",
                  "driftloop_gpu_dram_active_ratio", "driftloop_gpu_background_sample_age_seconds",
                  "driftloop_gpu_energy_joules_total", "driftloop_gpu_pcie_throughput_bytes_per_second"):
         assert str(index) in s.gpus(name), name

@@ -320,7 +320,8 @@ def test_memory_temperature_codecs_and_pcie_link_on_the_fast_path():
     s = b.sample(0)
     assert s.memory_temperature_celsius == 61.0
     assert (s.encoder_utilization_ratio, s.decoder_utilization_ratio) == (0.0, 0.12)
-    assert (s.pcie_link_generation, s.pcie_link_generation_max, s.pcie_link_width, s.pcie_link_width_max) == (4, 5, 8, 16)
+    assert (s.pcie_link_generation, s.pcie_link_generation_max, s.pcie_link_width,
+            s.pcie_link_width_max) == (4, 5, 8, 16)
     assert s.field_errors == ()
 
 

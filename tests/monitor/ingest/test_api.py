@@ -39,7 +39,8 @@ def test_records_wrapper_and_ndjson(api, store):
 
 def test_gzip_body(api, store):
     body = gzip.compress(orjson.dumps(predictions(4)))
-    r = api.post("/v1/predictions", content=body, headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})
+    r = api.post("/v1/predictions", content=body,
+                 headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})
     assert r.status_code == 200 and r.json()["stored"] == 4
 
 
@@ -63,7 +64,8 @@ def test_invalid_batch_is_422_naming_index_and_field_and_stores_nothing(api, sto
     assert r.status_code == 422
     body = r.json()
     assert body["errors"] == [
-        {"index": 1, "field": "surprise", "message": "unknown field (allowed: features, id, input_uri, model_version, prediction, score, ts)"},
+        {"index": 1, "field": "surprise", "message": "unknown field (allowed: features, id, input_uri, model_version, "
+                                                     "prediction, score, ts)"},
         {"index": 3, "field": "features.x1", "message": "expected a finite number, got 'abc'"},
     ]
     assert "2 problem(s)" in body["error"]
@@ -163,7 +165,8 @@ def test_too_many_records(api, store):
 
 def test_gzip_bomb_is_bounded(api):
     bomb = gzip.compress(b"[" + b" " * (10 * 1024 * 1024) + b"]")  # 10 MiB inflated, ~10 KiB sent
-    r = api.post("/v1/predictions", content=bomb, headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})
+    r = api.post("/v1/predictions", content=bomb,
+                 headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})
     assert r.status_code == 413 and "decompressed" in r.json()["error"]
 
 

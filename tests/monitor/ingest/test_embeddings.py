@@ -156,7 +156,8 @@ def test_schema_shows_embeddings_and_input_uri(served):
     schema = api.get("/v1/schema").json()
     assert schema["features"][1] == {"name": "emb", "type": "embedding", "dim": DIM}
     props = schema["records"]["prediction"]["properties"]
-    assert props["features"]["properties"]["emb"]["minItems"] == props["features"]["properties"]["emb"]["maxItems"] == DIM
+    assert (props["features"]["properties"]["emb"]["minItems"] == props["features"]["properties"]["emb"]["maxItems"]
+            == DIM)
     assert props["input_uri"]["maxLength"] == MAX_INPUT_URI_CHARS
 
 

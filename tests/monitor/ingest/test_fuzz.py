@@ -15,9 +15,11 @@ from tests.monitor.ingest.conftest import TOKEN, make_config, serve
 
 _ids = itertools.count()
 
-json_scalar = st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False) \
-    | st.text(max_size=8)
-json_value = st.recursive(json_scalar, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+json_scalar = st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) \
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8)
+json_value = st.recursive(json_scalar,
+                          lambda inner: st.lists(inner, max_size=3)
+                          | st.dictionaries(st.text(max_size=6), inner, max_size=3),
                           max_leaves=6)
 
 

@@ -39,7 +39,8 @@ def test_routes_are_counted(api, base_url):
     assert _value(s, "driftloop_ingest_records_total", kind="prediction", outcome="stored", **m) == 6
     assert _value(s, "driftloop_ingest_records_total", kind="prediction", outcome="duplicate", **m) == 5
     assert _value(s, "driftloop_ingest_records_total", kind="label", outcome="stored", **m) == 2
-    for kind, reason, n in [("prediction", "conflict", 1), ("prediction", "validation", 1), ("prediction", "too_large", 1),
+    for kind, reason, n in [("prediction", "conflict", 1), ("prediction", "validation", 1),
+                            ("prediction", "too_large", 1),
                             ("label", "malformed", 1), ("label", "unauthorized", 1), ("label", "validation", 0)]:
         assert _value(s, "driftloop_ingest_rejected_total", kind=kind, reason=reason, **m) == n, (kind, reason)
     assert _value(s, "driftloop_ingest_rejected_records_total", kind="prediction", reason="validation", **m) == 3

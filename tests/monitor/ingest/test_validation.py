@@ -95,7 +95,8 @@ def test_body_must_be_a_list():
 ])
 def test_timestamps(value, expected):
     micros = check_ts(value)
-    assert micros == (expected - datetime(1970, 1, 1, tzinfo=timezone.utc)) // (expected - expected + (datetime(1970, 1, 1, 0, 0, 0, 1) - datetime(1970, 1, 1)))
+    assert micros == ((expected - datetime(1970, 1, 1, tzinfo=timezone.utc))
+                      // (expected - expected + (datetime(1970, 1, 1, 0, 0, 0, 1) - datetime(1970, 1, 1))))
 
 
 def test_timestamps_rejected():
@@ -153,7 +154,8 @@ def test_fast_and_slow_paths_build_the_same_batch(records):
     assert fast == slow
 
 
-junk = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5) | st.lists(st.integers(), max_size=2)
+junk = (st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5)
+        | st.lists(st.integers(), max_size=2))
 maybe_bad_record = valid_record.flatmap(lambda r: st.fixed_dictionaries({
     k: (st.just(v) | junk) if k != "features" else st.fixed_dictionaries(
         {fk: st.just(fv) | junk for fk, fv in v.items()}) | junk

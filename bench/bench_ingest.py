@@ -340,7 +340,8 @@ def populate(store, n: int, args: argparse.Namespace) -> None:
         k = min(chunk, n - start)
         records = _records(f"w{start}", k, args.features, args.categorical, seed=start)
         store.add_predictions(records)
-        store.add_labels([{"id": r["id"], "label": i % 2, "ts": r["ts"] + 3600} for i, r in enumerate(records) if i % 2 == 0])
+        store.add_labels([{"id": r["id"], "label": i % 2,
+                           "ts": r["ts"] + 3600} for i, r in enumerate(records) if i % 2 == 0])
 
 
 def window_times(store, rows: int, args: argparse.Namespace) -> dict:
@@ -384,7 +385,8 @@ def embedding_ingest(workdir: Path, args: argparse.Namespace) -> dict[str, dict[
         rates, sizes = [], []
         for repeat in range(args.repeats):
             home = workdir / f"emb-{kind}-{repeat}"
-            cfg = load_config(environ={}, overrides={"home": str(home), "model": {"name": "bench", "features": features},
+            cfg = load_config(environ={}, overrides={"home": str(home),
+                                                     "model": {"name": "bench", "features": features},
                                                      "server": {"max_batch_records": 1_000_000}})
             with PredictionStore.from_config(cfg) as store:
                 path = Path(str(store.engine.url.database))
@@ -412,7 +414,8 @@ def print_embedding_table(result: dict[str, dict[str, float]], args: argparse.Na
     print("| --- | ---: | ---: | ---: |")
     print(f"| ingest (parse + validate + store) | {e['rate']:,.0f} rows/s | {x['rate']:,.0f} rows/s "
           f"| {e['rate'] / x['rate']:.2f} |")
-    print(f"| stored bytes per row (SQLite file) | {e['bytes']:,.0f} | {x['bytes']:,.0f} | {e['bytes'] / x['bytes']:.2f} |")
+    print(f"| stored bytes per row (SQLite file) | {e['bytes']:,.0f} | {x['bytes']:,.0f} | "
+          f"{e['bytes'] / x['bytes']:.2f} |")
     print(f"| JSON body bytes per record | {e['body']:,.0f} | {x['body']:,.0f} | {e['body'] / x['body']:.2f} |")
 
 
@@ -450,7 +453,8 @@ def main() -> None:
     if args.role == "_client":
         return post_client(args)
     if args.quick:  # smaller presets, for whatever was not given explicitly
-        for name, value in (("records", 20_000), ("client_records", 10_000), ("window_rows", "20000,100000"), ("repeats", 2)):
+        for name, value in (("records", 20_000), ("client_records", 10_000), ("window_rows", "20000,100000"),
+                            ("repeats", 2)):
             if getattr(args, name) == p.get_default(name):
                 setattr(args, name, value)
     sizes = [int(s) for s in args.window_rows.split(",") if s]
@@ -484,8 +488,8 @@ def main() -> None:
     print(f"\ndriftloop ingestion under load: {args.records:,} predictions over HTTP in batches of {args.batch} x "
           f"{args.features} features ({args.categorical} categorical), median of {args.repeats} runs, "
           f"{os.cpu_count()} CPUs\n")
-    print("| store, clients | driftloop | p50 latency | p99 latency | server CPU per batch | raw baseline (executemany) "
-          "| ratio | exact counts |")
+    print("| store, clients | driftloop | p50 latency | p99 latency | server CPU per batch "
+          "| raw baseline (executemany) | ratio | exact counts |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     print("\n".join(load))
     if args.only == "load":

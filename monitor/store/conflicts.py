@@ -1,8 +1,9 @@
 """Re-sent ids: the same content is a duplicate, different content a conflict that refuses the batch.
 
 Called inside the write transaction when fewer rows were inserted than sent. Fields the sender left
-to the server (``ts``, ``prediction``, ``model_version``, ``input_uri``) are not compared, nor are features that were added to the
-model after the row was stored (NULL there): there is nothing to contradict.
+to the server (``ts``, ``prediction``, ``model_version``, ``input_uri``) are not compared, nor are
+features that were added to the model after the row was stored (NULL there): there is nothing to
+contradict.
 """
 from __future__ import annotations
 
@@ -89,7 +90,8 @@ def _conflict(index: int, rid: str, field: str, stored: Any, new: Any) -> dict:
                 "message": f"id {rid!r} is already stored with another {field} vector (an embedding of "
                            f"{len(stored) // 4} values); this record's differs"}
     return {"index": index, "id": rid, "field": field,
-            "message": f"id {rid!r} is already stored with {field} = {describe(stored)}; this record has {describe(new)}"}
+            "message": f"id {rid!r} is already stored with {field} = {describe(stored)}; this record has "
+                       f"{describe(new)}"}
 
 
 def _iso(micros: int) -> str:

@@ -257,9 +257,11 @@ class PredictionStore:
         path = sqlite_path(self.engine)
         if path is None:
             if self.engine.dialect.name == "postgresql":
-                read_only = self._scalar("SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'")
+                read_only = self._scalar(
+                    "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'")
                 if read_only:
-                    raise StoreError(f"store {self.url}: PostgreSQL is read-only (a standby, or read-only transactions)")
+                    raise StoreError(
+                        f"store {self.url}: PostgreSQL is read-only (a standby, or read-only transactions)")
             else:
                 self.ping()
             return

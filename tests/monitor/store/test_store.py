@@ -89,7 +89,8 @@ def test_repeats_inside_a_batch(store):
 def test_invalid_records_store_nothing(store):
     with pytest.raises(ValidationError) as info:
         store.add_predictions([prediction(0), prediction(1, score="high")])
-    assert info.value.errors == [{"index": 1, "field": "score", "message": "expected a finite number in [0, 1], got 'high'"}]
+    assert info.value.errors == [{"index": 1, "field": "score",
+                                  "message": "expected a finite number in [0, 1], got 'high'"}]
     assert store.row_counts()["predictions"] == 0
 
 
@@ -233,7 +234,8 @@ def test_generic_reader_matches_the_fast_one(open_sqlite_store):
     slow = open_sqlite_store(use_adbc=False)
     assert fast._adbc_path is not None and slow._adbc_path is None
     n = 25_000  # enough rows for the window to be split between children
-    fast.add_predictions([prediction(i, ts=T0 - i + i // 7 * 7 * 2) for i in range(n)])  # runs of equal ts, out of order
+    # runs of equal ts, out of order
+    fast.add_predictions([prediction(i, ts=T0 - i + i // 7 * 7 * 2) for i in range(n)])
     fast.add_labels(labels([f"r{i}" for i in range(0, n, 3)]))
     for kwargs in ({}, {"last_n": 7}, {"last_n": 12_345}, {"labelled_only": True},
                    {"labelled_only": True, "last_n": 5_000}, {"since": T0 + 100, "until": T0 + 20_000},

@@ -110,6 +110,9 @@ class Scored:
     better: list[str] = field(default_factory=list)  # where significantly better than the champion, with the test
     worse: list[str] = field(default_factory=list)   # where significantly worse
     note: str = ""                             # why it was not scored (not loadable, another task)
+    # Significantly better on the headline figure (accuracy; regression: MAE) by at least the gate's
+    # margin: what a reinstatement needs (a ROC AUC win alone made v1 and v3 swap back and forth).
+    headline: bool = False
 
 
 @dataclass
@@ -156,10 +159,12 @@ def review(cfg: Any, champion: Champion, rows: pd.DataFrame, versions: list[str]
     """Score ``champion`` and each of ``versions`` on ``rows`` (labelled) and compare each earlier
     version with the champion by the paired tests of :mod:`monitor.paired`: accuracy (exact
     McNemar) and ROC AUC (DeLong; multiclass: macro), or MAE (paired t) for regression. A version
-    is better when it wins on one at ``alpha`` and loses on none (the live A/B's rule,
-    ``trainer.live``); ``alpha`` is ``1 - gate_confidence`` divided by the versions compared
-    (Bonferroni), because a review runs every few checks and must not churn on chance. Of those
-    better, the best (accuracy then ROC AUC; MAE then RMSE) is ``best``."""
+    is better when it wins on the headline figure (accuracy; regression: MAE) at ``alpha`` by at
+    least the gate's margin (``training.promote_min_accuracy_gain``; ``promote_min_mae_gain``,
+    relative) and loses on none; ``alpha`` is ``1 - gate_confidence`` divided by the versions compared
+    (Bonferroni), because a review runs every few checks and must not churn on chance (a ROC AUC win
+    of 0.004 alone, significant on 5,000 correlated rows, swapped two versions back and forth). Of
+    those better, the best (accuracy then ROC AUC; MAE then RMSE) is ``best``."""
     import time
 
     import numpy as np
@@ -183,13 +188,17 @@ def review(cfg: Any, champion: Champion, rows: pd.DataFrame, versions: list[str]
             continue
         theirs = earlier.model.predict_proba(rows)
         found = Scored(version, model_figures(task_metrics(m.task, y, theirs, m.threshold)))
-        for name, test, a, b, p, higher in _paired(m.task, np.asarray(y), ours, theirs, m.threshold):
+        t = cfg.training
+        for i, (name, test, a, b, p, higher) in enumerate(_paired(m.task, np.asarray(y), ours, theirs, m.threshold)):
             if p is None or p >= alpha or a == b:
                 continue
-            (found.better if (b > a) == higher else found.worse).append(
-                f"{name} {b:.4f} vs {a:.4f} ({test} p={p:.2g})")
+            better = (b > a) == higher
+            (found.better if better else found.worse).append(f"{name} {b:.4f} vs {a:.4f} ({test} p={p:.2g})")
+            if better and i == 0:  # the headline figure, by the gate's margin
+                gain = (a - b) / a if not higher and a > 0 else b - a
+                found.headline = gain >= (t.promote_min_accuracy_gain if higher else t.promote_min_mae_gain) - 1e-9
         scored.append(found)
-    winners = [s for s in scored if s.better and not s.worse]
+    winners = [s for s in scored if s.headline and not s.worse]
     best = max(winners, key=lambda s: ranking(m.task, s.metrics)) if winners else None
     return Review(str(champion.version), len(rows), alpha, champion_m, scored, best, time.perf_counter() - started)
 

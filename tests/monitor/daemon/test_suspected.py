@@ -70,7 +70,10 @@ def test_labels_that_say_healthy_clear_a_suspected_incident_across_a_restart(mak
 
 
 def test_retrain_on_estimate_retrains_a_suspected_incident(make_daemon):
-    daemon, traffic = make_daemon({"alerts": {"retrain_on_estimate": True}, "training": {"min_post_change_rows": 100}})
+    # drift.labelled_window off: the window would reach back into the labelled history and judge the
+    # drop on labels (tests/monitor/daemon/test_label_starved.py); here the estimate must decide.
+    daemon, traffic = make_daemon({"alerts": {"retrain_on_estimate": True}, "training": {"min_post_change_rows": 100},
+                                   "drift": {"labelled_window": False}})
     daemon.start(scheduler=False)
     traffic.send(1500, 72)  # labelled history to train on
     daemon.run_check_now()

@@ -28,7 +28,7 @@ from typing import Any, Callable, Generic, TypeVar
 
 from sqlalchemy.engine import Connection
 
-from monitor.errors import StoreError
+from monitor.errors import DriftloopError, StoreError
 
 T = TypeVar("T")
 # Rows per group: enough to share one commit among many concurrent batches, few enough that a group
@@ -52,7 +52,7 @@ class _Job(Generic[T]):
         self.done.set()
 
 
-class _BeginFailed(Exception):
+class _BeginFailed(DriftloopError):  # internal: never leaves the writer (its cause is what callers get)
     def __init__(self, cause: BaseException):
         super().__init__(str(cause))
         self.cause = cause

@@ -104,6 +104,8 @@ def test_real_alertmanager_triggers_a_retrain_and_its_resolution_resolves(alertm
     # The opening says which alert (the detail moves on with the state: it may be retraining already).
     opened = [e for e in ctl.incidents.events(incident.id) if e["kind"] == "opened"]
     assert "DriftloopModelAccuracyDrop" in opened[0]["message"], opened
+    # The webhook's answer may come before the retrain is launched: wait for its attempt, then its end.
+    wait_until(lambda: ctl.attempts.for_incident(incident.id), 60, 0.1, "no retrain started")
     assert daemon.wait_for_retrain(60)
     attempts = ctl.attempts.for_incident(incident.id)
     assert [a.status for a in attempts] == ["promoted"] and attempts[0].trigger == "alert"

@@ -122,9 +122,11 @@ def test_a_regression_shadow_is_judged_on_mae(tmp_path, mlflow_template):
         hold(registry, "2", "1", 2, started)
         champion = reg.load_version(cfg, registry, "1").model
     counted = observe(cfg, served_by(cfg, champion, ROWS["regression"](300, seed=3, shift=True), start=started + 10))
-    assert counted.startswith("shadow v2: window 1/2 counted (300 rows, mean |prediction difference| ")
+    assert counted.kind == "counted"
+    assert counted.message.startswith("shadow v2: window 1/2 counted (300 rows, mean |prediction difference| ")
     rejected = observe(cfg, served_by(cfg, champion, ROWS["regression"](300, seed=4), start=started + 1000))
-    assert rejected.startswith("shadow v2: rejected: worse than v1 on live traffic: MAE")
+    assert rejected.kind == "rejected" and rejected.ended
+    assert rejected.message.startswith("shadow v2: rejected: worse than v1 on live traffic: MAE")
     with reg.session(cfg):
         assert reg.Registry(cfg).alias_version(reg.CHAMPION) == "1"
 

@@ -10,7 +10,7 @@
    deferred by the cooldown); baseline: ``GET /healthz`` on the same server.
 3. One scheduled check end to end (store window of ``--window`` rows, evaluation, Evidently
    report saved, row recorded, policy); baseline: the evaluation alone (``DriftEvaluator``, warm).
-4. A retrain in the child process (``monitor.daemon.worker``) vs ``trainer.retrain`` in process,
+4. A retrain in the child process (``monitor.daemon.retraining.worker``) vs ``trainer.retrain`` in process,
    on the same window: the price of crash isolation. ``--no-retrain`` skips it.
 
 Prints medians and p99 (ms or s) and the ratios.
@@ -55,7 +55,7 @@ def fill_history(daemon, n: int) -> None:
     """``n`` check rows, ``n // 10`` resolved incidents with one attempt each."""
     from sqlalchemy import insert
 
-    from monitor.daemon.tables import check_results, incident_events, incidents, retrain_attempts
+    from monitor.daemon.state.tables import check_results, incident_events, incidents, retrain_attempts
     from monitor.store import write_transaction
 
     now, model = time.time(), daemon.cfg.model.name
@@ -77,8 +77,8 @@ def fill_history(daemon, n: int) -> None:
 
 
 def bench_scrape(cfg, history: int, repeats: int) -> None:
-    from monitor.daemon.daemon import Daemon
-    from monitor.daemon.metrics import DaemonCollector
+    from monitor.daemon.runtime.daemon import Daemon
+    from monitor.daemon.runtime.metrics import DaemonCollector
 
     daemon = Daemon(cfg, gpu=False)
     try:
@@ -97,8 +97,8 @@ def bench_scrape(cfg, history: int, repeats: int) -> None:
 def bench_webhook(cfg, requests: int) -> None:
     import httpx
 
-    from monitor.daemon.daemon import Daemon
-    from monitor.daemon.serve import serve
+    from monitor.daemon.runtime.daemon import Daemon
+    from monitor.daemon.runtime.serve import serve
     from tests.monitor.daemon.test_alertmanager import DOCS_PAYLOAD
 
     daemon = Daemon(cfg, gpu=False)
@@ -128,8 +128,8 @@ def bench_check_and_retrain(cfg, window: int, repeats: int, retrain: bool) -> No
     import numpy as np
 
     import trainer
-    from monitor.daemon.daemon import Daemon
-    from monitor.daemon.launcher import ProcessLauncher, RetrainJob
+    from monitor.daemon.runtime.daemon import Daemon
+    from monitor.daemon.retraining.launcher import ProcessLauncher, RetrainJob
     from monitor.drift import DriftEvaluator
     from trainer.synthetic import make_dataset
 

@@ -64,7 +64,7 @@ def _arm(template: Path, workdir: Path, recalibrate: int, windows: int, rows: in
     import shutil
 
     import trainer
-    from monitor.daemon.daemon import Daemon
+    from monitor.daemon.runtime.daemon import Daemon
     from trainer.synthetic import make_dataset
     home = workdir / f"arm-{recalibrate}"
     shutil.copytree(template, home)

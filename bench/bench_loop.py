@@ -223,7 +223,7 @@ class Result:
     final_state: str = ""
     final_champion: str = ""
     check_seconds: list[float] = field(default_factory=list)   # each check's duration (the daemon's)
-    review_seconds: list[float] = field(default_factory=list)  # each champion review's (monitor/daemon/review.py)
+    review_seconds: list[float] = field(default_factory=list)  # each champion review's
 
     def accuracy(self, part: str, which: str = "served") -> float:
         """Served accuracy (classifiers) or MAE (regression: ``served_correct`` holds |errors|)."""

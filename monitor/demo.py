@@ -209,7 +209,7 @@ def run_demo(cfg: DriftloopConfig, plan: DemoPlan, *, echo: Callable[[str], None
              keep_serving: bool = False) -> DemoResult:
     import trainer
     from monitor.client import DriftloopClient
-    from monitor.daemon.daemon import Daemon
+    from monitor.daemon.runtime.daemon import Daemon
 
     started = time.monotonic()
     make = trainer.make_dataset

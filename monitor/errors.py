@@ -10,16 +10,16 @@ where they occur, with ``raise OurError(...) from exc``.
     ├── FieldError           one field of one record is wrong (also a ValueError; the validator's slow path)
     ├── RequestError         an HTTP request that cannot be served as sent; ``status`` is its 4xx
     │   ├── BodyError        (monitor.ingest.parsing) an ingestion body: media type, size, JSON
-    │   └── BadRequest       (monitor.daemon.api) a daemon endpoint's body
+    │   └── BadRequest       (monitor.daemon.runtime.api) a daemon endpoint's body
     ├── StoreError           the store cannot be reached or a query failed
     ├── DataError            training/evaluation data is unusable (empty, one class, NaNs, columns)
     ├── RegistryError        MLflow is unreachable or the registry is not in the expected state
-    │   └── NoChampionError  (monitor.daemon.champion) no version holds the champion alias
+    │   └── NoChampionError  (monitor.daemon.retraining.champion) no version holds the champion alias
     ├── ExportError          a model could not be exported to ONNX / quantized (recorded, never fatal)
     ├── UnavailableError     a part this request needs is not available here now (HTTP 503)
-    │   └── NotLeaderError   (monitor.daemon.leader) this replica does not hold the lease
-    ├── BusyError            (monitor.daemon.attempts) a retrain is already running (single flight)
-    ├── TransitionError      (monitor.daemon.incidents) an incident cannot move that way, or is unknown
+    │   └── NotLeaderError   (monitor.daemon.runtime.leader) this replica does not hold the lease
+    ├── BusyError            (monitor.daemon.state.attempts) a retrain is already running (single flight)
+    ├── TransitionError      (monitor.daemon.state.incidents) an incident cannot move that way, or is unknown
     ├── ClientError          (monitor.client) the ingestion API refused or could not be reached
     └── GpuBackendError      NVML failed; ``gpu`` says which GPU when one is known
         └── NvmlUnavailableError, GpuLostError   (monitor.gpu.backend)

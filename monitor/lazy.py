@@ -2,8 +2,9 @@
 to import (``import monitor.gpu`` must not pay for pydantic, ``import trainer.loop`` not for MLflow,
 ``driftloop --help`` not for Evidently). One helper instead of a ``__getattr__`` per package:
 
-    __getattr__, __dir__ = lazy_attributes(__name__, {"Daemon": "monitor.daemon.daemon",
-                                                      "default_champion": "monitor.daemon.daemon:_default_champion"})
+    __getattr__, __dir__ = lazy_attributes(__name__, {"Daemon": "monitor.daemon.runtime.daemon",
+                                                      "default_champion":
+                                                          "monitor.daemon.runtime.daemon:_default_champion"})
 
 A value is ``"module"`` (same attribute name there) or ``"module:attribute"``. Once imported, the
 value is cached in the package's namespace, so later lookups are plain attribute reads.

@@ -35,7 +35,8 @@ def _bottom(module: str) -> bool:
 # Each part's one door for the CLI commands: a package API or, for the daemon, its façade module
 # (the exporter's is its entry module, monitor/gpu/exporter.py).
 PARTS = ("trainer", "monitor.store", "monitor.drift", "monitor.daemon", "monitor.ingest", "monitor.gpu")
-FACADES = {"trainer", "monitor.store", "monitor.drift", "monitor.daemon", "monitor.daemon.facade", "monitor.ingest",
+FACADES = {"trainer", "monitor.store", "monitor.drift", "monitor.daemon", "monitor.daemon.runtime.facade",
+           "monitor.ingest",
            "monitor.gpu.exporter"}
 
 # (importer prefix, test of an imported module that is forbidden, why)
@@ -107,10 +108,11 @@ def test_layers_point_one_way():
 
 
 @pytest.mark.parametrize("module,source,expected", [
-    ("monitor.store.store", "def f():\n    from monitor.daemon.schema import x\n", "monitor.daemon.schema"),
+    ("monitor.store.store", "def f():\n    from monitor.daemon.state.schema import x\n", "monitor.daemon.state.schema"),
     ("monitor.store.store", "from ..ingest import validation\n", "monitor.ingest"),
     ("trainer.worker", "def load():\n    import monitor.store\n", "monitor.store"),
-    ("monitor.commands.status", "from monitor.daemon.incidents import IncidentStore\n", "monitor.daemon.incidents"),
+    ("monitor.commands.status", "from monitor.daemon.state.incidents import IncidentStore\n",
+     "monitor.daemon.state.incidents"),
     ("monitor.commands.train", "def f():\n    from trainer import registry\n", "trainer.registry"),
     ("monitor.records.validation", "from monitor.ingest import app\n", "monitor.ingest.app"),
 ])
@@ -182,5 +184,5 @@ def test_no_module_imports_one_that_imports_it_back():
 def test_the_circle_finder_finds_a_function_local_circle():
     graph = {"a.policy": {"a.rules"}, "a.rules": {"a.policy"}, "a.x": {"a.policy"}}
     assert circles(graph) == [["a.policy", "a.rules"]]
-    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from monitor.daemon.daemon import D\n"
-    assert runtime_imports(source, "monitor.daemon.api", False) == []
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from monitor.daemon.runtime.daemon import D\n"
+    assert runtime_imports(source, "monitor.daemon.runtime.api", False) == []

@@ -10,7 +10,7 @@ then reinstates it (moves ``champion`` to it) instead of
 training: no training time, and a model already proven on that concept. It is recorded like a
 promotion: outcome ``promoted`` on the run, the attempt and the incident, with the reason
 ``earlier version N fits the current concept``; being a promotion by the loop, the reference level
-is kept (``monitor.daemon.levels``).
+is kept (``monitor.daemon.state.levels``).
 """
 from __future__ import annotations
 
@@ -241,7 +241,7 @@ def reinstate(cfg: Any, registry: Any, recalled: Recalled, champion: Champion, t
     ``reason``: why, in words (default: it passed the gate on the held-out rows).
 
     The run is tagged with the version it reinstates *before* the alias moves, so a process killed
-    between the two is settled from the registry (``monitor.daemon.registry``): the alias decides
+    between the two is settled from the registry (``monitor.daemon.retraining.registry``): the alias decides
     whether the reinstatement happened, and the run says whose it was."""
     import time
 

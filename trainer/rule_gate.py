@@ -62,7 +62,7 @@ def _task_rule_metrics(y_true: Any, out: Any, task: str, classes: list[str]) -> 
 def rule_regressions(challenger: dict[str, float], champion: dict[str, float], rules: Iterable[Any],
                      mode: str = "absolute") -> list[str]:
     """One reason per rule the challenger fails: its metric ``drop`` or more worse than the champion's
-    (a drop, or for an error such as mae a rise, as ``monitor.daemon.policy.worsening`` measures it;
+    (a drop, or for an error such as mae a rise, as ``monitor.daemon.decisions.policy.worsening`` measures it;
     the trainer does not import the daemon)."""
     from monitor.tasks import LOWER_IS_BETTER
     failed = []

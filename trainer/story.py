@@ -21,7 +21,7 @@ EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 CLASSIC_ML = "custom_model_development"
 NOTE_TAG = "mlflow.note.content"
 TRIGGER_WORDS = {"alert": "after an alert", "schedule": "on schedule", "manual": "by hand"}
-REASON_WORDS = {  # the daemon's incident reasons (monitor/daemon/incidents.py REASONS) in words
+REASON_WORDS = {  # the daemon's incident reasons (monitor/daemon/state/incidents.py REASONS) in words
     "accuracy": "accuracy drop", "roc_auc": "ROC AUC drop", "precision": "precision drop", "recall": "recall drop",
     "f1": "F1 drop", "positive_rate": "positive rate shift", "macro_f1": "macro F1 drop",
     "weighted_f1": "weighted F1 drop", "mae": "MAE rise", "rmse": "RMSE rise", "mape": "MAPE rise", "r2": "R² drop",

@@ -28,7 +28,7 @@ REQUEST_KEYS = {"config_path", "config", "trigger", "incident_id", "report_paths
 
 
 # Reads the labelled window from the monitor's store: ``store_window(cfg, last_n=, since=, until=)``.
-# Injected by the monitor (monitor.daemon.worker, ``driftloop retrain``): the trainer knows nothing
+# Injected by the monitor (monitor.daemon.retraining.worker, ``driftloop retrain``): the trainer knows nothing
 # of the store (docs/development.md, "Layers").
 StoreWindow = Callable[..., Any]
 
@@ -50,7 +50,7 @@ def load_window(cfg: Any, spec: dict[str, Any] | None, store_window: StoreWindow
         raise UserInputError(f"window: unknown key(s) {', '.join(sorted(unknown))}")
     if store_window is None:
         raise UserInputError("window.source 'store' is read by the monitor's retrain child "
-                             "(python -m monitor.daemon.worker) or `driftloop retrain`; "
+                             "(python -m monitor.daemon.retraining.worker) or `driftloop retrain`; "
                              "python -m trainer.worker alone reads window.source 'file'")
     return store_window(cfg, last_n=spec.get("last_n"), since=spec.get("since"), until=spec.get("until"))
 

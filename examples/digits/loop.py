@@ -148,7 +148,7 @@ def run_demo(cfg: DriftloopConfig, plan: DigitsPlan, *, echo: Callable[[str], No
     """The demo: data, baseline, an in-process daemon serving the real API, the loop, a summary."""
     import time
 
-    from monitor.daemon.daemon import Daemon
+    from monitor.daemon.runtime.daemon import Daemon
 
     import yaml
     data = cfg.home / "digits"

@@ -31,8 +31,8 @@ def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: 
     cfg = config_from(ctx)
     cfg = with_champion_schema(cfg)
 
-    from monitor.daemon.facade import (AlertPolicy, CheckJob, ReferenceLevels, check_rules_fit, default_champion,
-                                       render_check)
+    from monitor.daemon.runtime.facade import (AlertPolicy, CheckJob, ReferenceLevels, check_rules_fit,
+                                               default_champion, render_check)
     check_rules_fit(cfg)  # the champion's task is known now
     from monitor.drift import evaluate_window, save_report
     from monitor.store import PredictionStore
@@ -83,5 +83,5 @@ def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: 
 
 
 def _observation(outcome, level=None):
-    from monitor.daemon.facade import observation
+    from monitor.daemon.runtime.facade import observation
     return observation(outcome, level)

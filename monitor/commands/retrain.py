@@ -75,7 +75,7 @@ def _recorded(cfg: Any, outcome: Any, trigger: str, incident_id: str | None, row
 
     from sqlalchemy.exc import SQLAlchemyError
 
-    from monitor.daemon.facade import AttemptStore
+    from monitor.daemon.runtime.facade import AttemptStore
     from monitor.errors import DriftloopError
     from monitor.store import PredictionStore
 

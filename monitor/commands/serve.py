@@ -43,7 +43,7 @@ def command(ctx: click.Context, host: str | None, port: int | None, simulate_gpu
     cfg = config_from(ctx, overrides)
     cfg = with_champion_schema(cfg)
 
-    from monitor.daemon.facade import install_signal_handlers, serve  # after config: --help stays fast
+    from monitor.daemon.runtime.facade import install_signal_handlers, serve  # after config: --help stays fast
 
     stop = threading.Event()
     install_signal_handlers(stop)

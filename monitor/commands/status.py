@@ -27,7 +27,7 @@ def command(ctx: click.Context, url: str | None, as_json: bool, limit: int, inci
     Reads the store and MLflow under home (or the configured URLs) and creates nothing: without a
     store there it says where it looked and how to point it elsewhere."""
     cfg = config_from(ctx)
-    from monitor.daemon.facade import render_incident, render_status
+    from monitor.daemon.runtime.facade import render_incident, render_status
 
     if incident_id is not None:
         if url:
@@ -91,12 +91,12 @@ def _fetch(url: str, token: str | None, limit: int) -> dict:
 
 
 def _read(cfg, limit: int) -> dict:
-    from monitor.daemon.facade import read_status
+    from monitor.daemon.runtime.facade import read_status
     return read_status(cfg, limit)
 
 
 def _read_incident(cfg, incident_id: str) -> dict:
-    from monitor.daemon.facade import read_incident
+    from monitor.daemon.runtime.facade import read_incident
     detail = read_incident(cfg, incident_id)
     if detail is None:
         raise UserInputError(f"no incident {incident_id!r} for model {cfg.model.name!r} in the store")

@@ -2,10 +2,10 @@
 retraining in a child process, and its HTTP endpoints and metrics.
 
     from monitor.daemon import Daemon
-    daemon = Daemon(cfg)           # see monitor/daemon/daemon.py for the in-process API
+    daemon = Daemon(cfg)           # see monitor/daemon/runtime/daemon.py for the in-process API
     daemon.start(); ...; daemon.stop()
 
-Names are imported lazily: ``import monitor.daemon.tables`` (which registers the daemon's
+Names are imported lazily: ``import monitor.daemon.state.tables`` (which registers the daemon's
 migrations with the store) must not pull in FastAPI, MLflow or the trainer.
 
     policy.py      AlertPolicy (pure; injected clock)      incidents.py  IncidentStore (state machine)
@@ -25,9 +25,10 @@ from monitor.lazy import lazy_attributes
 __all__ = ["AlertPolicy", "CheckOutcome", "CheckReport", "Daemon", "Incident", "Observation", "Verdict"]
 
 _WHERE = {
-    "AlertPolicy": "monitor.daemon.policy", "Observation": "monitor.daemon.policy", "Verdict": "monitor.daemon.policy",
-    "CheckOutcome": "monitor.daemon.checks", "CheckReport": "monitor.daemon.controller",
-    "Daemon": "monitor.daemon.daemon", "Incident": "monitor.daemon.incidents",
+    "AlertPolicy": "monitor.daemon.decisions.policy", "Observation": "monitor.daemon.decisions.policy",
+    "Verdict": "monitor.daemon.decisions.policy",
+    "CheckOutcome": "monitor.daemon.runtime.checks", "CheckReport": "monitor.daemon.runtime.controller",
+    "Daemon": "monitor.daemon.runtime.daemon", "Incident": "monitor.daemon.state.incidents",
 }
 
 __getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

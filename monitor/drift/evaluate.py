@@ -297,7 +297,7 @@ class DriftEvaluator:
                  drift_cfg: DriftConfig, baseline_metrics: Mapping[str, Any] | None, *,
                  reference_key: Any = None, estimator: Any = None) -> CheckResult:
         """``estimator``: a label-free estimator to use in place of the reference's (the daemon's
-        recalibrated one, :mod:`monitor.daemon.estimation_watch`)."""
+        recalibrated one, :mod:`monitor.daemon.runtime.estimation_watch`)."""
         prepared = self.prepared(reference, model_cfg, drift_cfg, reference_key)
         if estimator is not None:
             prepared = dataclasses.replace(prepared, calibrator=estimator)

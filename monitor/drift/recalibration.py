@@ -10,7 +10,7 @@ accuracy band or direct loss estimation's MAE band, at ``n`` = the labelled rows
 outside that band is a window the estimator got wrong beyond its own uncertainty; after
 ``drift.estimation_recalibrate_windows`` of them in a row the daemon refits the estimator on the
 champion's recent labelled rows (:func:`refit`, the same fit as on a reference; the daemon's
-:mod:`monitor.daemon.estimation_watch` keeps and persists it per champion version).
+:mod:`monitor.daemon.runtime.estimation_watch` keeps and persists it per champion version).
 
 One code path for the three tasks: the figure is accuracy for a classifier (binary or multiclass),
 the MAE for regression (``figure_of``).

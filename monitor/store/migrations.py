@@ -1,7 +1,7 @@
 """Schema migrations: ordered, append-only lists, applied once each and recorded in ``schema_migrations``.
 
 The store owns its own migrations (``MIGRATIONS`` below); every other part that keeps tables in the
-store (the daemon: :mod:`monitor.daemon.schema`) **registers** its migrations here with
+store (the daemon: :mod:`monitor.daemon.state.schema`) **registers** its migrations here with
 :func:`register` when its table module is imported, so that the store knows nothing of its owners::
 
     register(Migration(5, "incidents: notes", sql("ALTER TABLE incidents ADD COLUMN notes TEXT"),

@@ -40,9 +40,9 @@ def fault_config(home: Path, **overrides) -> DriftloopConfig:
 def running_daemon(cfg: DriftloopConfig, store=None) -> Iterator[tuple[object, str]]:
     """The daemon served over real HTTP in this process (no scheduled checks; the stand-in retrain
     child); yields (daemon, base URL)."""
-    from monitor.daemon.daemon import Daemon
-    from monitor.daemon.launcher import ProcessLauncher
-    from monitor.daemon.serve import serve
+    from monitor.daemon.runtime.daemon import Daemon
+    from monitor.daemon.retraining.launcher import ProcessLauncher
+    from monitor.daemon.runtime.serve import serve
 
     root = cfg.home / "retrains"
     root.mkdir(parents=True, exist_ok=True)

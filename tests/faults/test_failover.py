@@ -11,7 +11,7 @@ import httpx
 import psycopg
 import pytest
 
-from monitor.daemon.leader import lock_key
+from monitor.daemon.runtime.leader import lock_key
 from tests.faults.conftest import AUTH, TOKEN
 from tests.faults.test_dependencies import prediction
 from tests.monitor.daemon.test_serve import running_mlflow_runs, served  # noqa: F401  (fixture)
@@ -134,7 +134,7 @@ def test_leader_killed_mid_retrain_the_follower_settles_it_and_promotes_once(mak
 
     wait_until(promoted, 300, 0.5, b.log)
     attempts = pg_rows(url, "SELECT id, status FROM retrain_attempts ORDER BY started_at")
-    # Interrupted, not failed: retried at once by the new leader (monitor.daemon.failover).
+    # Interrupted, not failed: retried at once by the new leader (monitor.daemon.retraining.failover).
     assert (attempts[0] == (attempt_id, "interrupted")
             and [s for _, s in attempts] == ["interrupted", "promoted"]), attempts
     from mlflow import MlflowClient

@@ -1,4 +1,4 @@
-"""What the next leader does with the retrain a dead leader left ``running`` (monitor.daemon.failover),
+"""What the next leader does with the retrain a dead leader left ``running`` (monitor.daemon.retraining.failover),
 in process: the real store and MLflow registry (SQLite), the stand-in retrain child. The leader's
 death is the state it leaves: an attempt row still running, perhaps a result file, perhaps a
 registered version. ``tests/faults/test_failover_retrain.py`` kills real ``driftloop serve``
@@ -9,7 +9,7 @@ import json
 
 from mlflow import MlflowClient
 
-from monitor.daemon.failover import COMPLETED, FATE_TAG, ORPHANED
+from monitor.daemon.retraining.failover import COMPLETED, FATE_TAG, ORPHANED
 from monitor.files import PRIVATE, atomic_write_json
 from tests.monitor.daemon.conftest import Traffic, clock, make_daemon  # noqa: F401  (fixtures)
 

@@ -14,7 +14,7 @@ import time
 import pytest
 from mlflow import MlflowClient
 
-from monitor.daemon.failover import FATE_TAG, ORPHANED
+from monitor.daemon.retraining.failover import FATE_TAG, ORPHANED
 from monitor.store import PredictionStore
 from tests.faults.test_failover import pg_rows, wait_for_one_leader
 from tests.monitor.daemon.conftest import Traffic

@@ -18,8 +18,8 @@ MAX_EXAMPLES = 100
 
 @pytest.fixture
 def api_schema(tmp_path):
-    from monitor.daemon.daemon import Daemon
-    from monitor.daemon.launcher import ProcessLauncher
+    from monitor.daemon.runtime.daemon import Daemon
+    from monitor.daemon.retraining.launcher import ProcessLauncher
 
     cfg = fault_config(tmp_path / "home", server={"max_body_bytes": 256 * 1024})
     root = cfg.home / "retrains"

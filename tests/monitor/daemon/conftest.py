@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import monitor.daemon.tables  # noqa: F401  (registers the daemon's migrations with the store)
+import monitor.daemon.state.tables  # noqa: F401  (registers the daemon's migrations with the store)
 from monitor.config import DriftloopConfig, load_config
 from monitor.store.engine import make_engine
 from monitor.store.migrations import migrate
@@ -130,9 +130,9 @@ def live_daemon(make_config):
     its store, no scheduled checks, and the stand-in retrain child told to ``behaviour``."""
     import threading
 
-    from monitor.daemon.daemon import Daemon
-    from monitor.daemon.launcher import ProcessLauncher
-    from monitor.daemon.serve import serve
+    from monitor.daemon.runtime.daemon import Daemon
+    from monitor.daemon.retraining.launcher import ProcessLauncher
+    from monitor.daemon.runtime.serve import serve
     from monitor.store import PredictionStore
     from tests.conftest import free_port
 
@@ -163,8 +163,8 @@ def live_daemon(make_config):
 def make_daemon(make_config, clock):
     """``make_daemon(overrides=None, behaviour="promote")`` -> (Daemon, Traffic): in process, the
     injected clock, the scripted stand-in retrain child (tests/monitor/daemon/stub_worker.py)."""
-    from monitor.daemon.daemon import Daemon
-    from monitor.daemon.launcher import ProcessLauncher
+    from monitor.daemon.runtime.daemon import Daemon
+    from monitor.daemon.retraining.launcher import ProcessLauncher
     made = []
 
     def make(overrides=None, *, with_champion=True, behaviour="promote", name="home"):

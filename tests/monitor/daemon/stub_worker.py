@@ -1,6 +1,6 @@
 """A stand-in retrain child for the supervisor tests: a real process that behaves as told
 (``data_window["behaviour"]``), so crashes, kills and hangs can be produced on demand. The
-integration tests run the real worker (``monitor.daemon.worker``) with the real trainer."""
+integration tests run the real worker (``monitor.daemon.retraining.worker``) with the real trainer."""
 import json
 import os
 import signal
@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from monitor.daemon.worker import _watch_parent, _write_result
+from monitor.daemon.retraining.worker import _watch_parent, _write_result
 
 job_dir = Path(sys.argv[1])
 spec = json.loads((job_dir / "job.json").read_text())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from monitor.config import DriftloopConfig, load_config
-from monitor.daemon.checks import CheckOutcome
+from monitor.daemon.runtime.checks import CheckOutcome
 from tests.monitor.drift.task_frames import CLASSES, FEATURES
 
 

@@ -8,7 +8,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from monitor.daemon.alertmanager import WebhookPayload, select_alerts
+from monitor.daemon.runtime.alertmanager import WebhookPayload, select_alerts
 from tests.support.prometheus import start_alertmanager
 from tests.support.waiting import wait_until
 

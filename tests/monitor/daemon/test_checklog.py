@@ -1,5 +1,5 @@
-from monitor.daemon.checklog import CheckLog
-from monitor.daemon.checks import CheckOutcome
+from monitor.daemon.state.checklog import CheckLog
+from monitor.daemon.runtime.checks import CheckOutcome
 from monitor.drift.result import CheckResult, FeatureDrift
 
 

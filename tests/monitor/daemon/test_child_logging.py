@@ -18,7 +18,7 @@ def _run_child(tmp_path: Path, logging_config: dict) -> tuple[int, list[str]]:
         "config": {"home": str(tmp_path / "home"), "logging": logging_config},
         "trigger": "alert", "incident_id": "i1",
         "window": {"source": "file", "path": str(tmp_path / "missing.parquet")}}))
-    proc = subprocess.run([sys.executable, "-m", "monitor.daemon.worker", str(job)], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "monitor.daemon.retraining.worker", str(job)], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     return proc.returncode, [line for line in proc.stderr.splitlines() if line.strip()]
 

@@ -74,9 +74,9 @@ def test_check_judges_against_the_daemons_bar_the_reference_level(make_config, t
     """After a concept change the loop keeps the reference level above a retrained champion's own
     baseline; `driftloop check` must judge the window against that bar, as the daemon does, and
     read the level without setting it."""
-    from monitor.daemon.controller import observation
-    from monitor.daemon.levels import ReferenceLevels
-    from monitor.daemon.policy import AlertPolicy
+    from monitor.daemon.runtime.controller import observation
+    from monitor.daemon.state.levels import ReferenceLevels
+    from monitor.daemon.decisions.policy import AlertPolicy
 
     cfg = make_config()
     path = config_file(cfg, tmp_path)
@@ -104,8 +104,8 @@ def test_check_judges_against_the_daemons_bar_the_reference_level(make_config, t
     assert body["breaches"] == ["accuracy"] and body["reference_level"]["accuracy"] == own + 0.1
 
     # The daemon's verdict on the same window: the same breaches (it would also write the level; it is there).
-    from monitor.daemon.checks import CheckJob
-    from monitor.daemon.daemon import _default_champion
+    from monitor.daemon.runtime.checks import CheckJob
+    from monitor.daemon.runtime.daemon import _default_champion
     from monitor.drift import evaluate_window
     with PredictionStore.from_config(cfg) as store:
         outcome = CheckJob(cfg, store, _default_champion(cfg), evaluate_window, lambda r, t: (None, None),

@@ -8,8 +8,8 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.daemon.attempts import BusyError
-from monitor.daemon.checks import CheckOutcome
+from monitor.daemon.state.attempts import BusyError
+from monitor.daemon.runtime.checks import CheckOutcome
 from tests.monitor.daemon.conftest import Traffic
 from tests.support.waiting import wait_until
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import generate_latest
 
-from monitor.daemon.daemon import Daemon
+from monitor.daemon.runtime.daemon import Daemon
 from tests.monitor.daemon.conftest import Traffic
 
 torch = pytest.importorskip("torch")

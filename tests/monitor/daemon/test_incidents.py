@@ -1,7 +1,7 @@
 import pytest
 
-from monitor.daemon.attempts import AttemptStore, BusyError
-from monitor.daemon.incidents import IncidentStore, TransitionError
+from monitor.daemon.state.attempts import AttemptStore, BusyError
+from monitor.daemon.state.incidents import IncidentStore, TransitionError
 
 
 @pytest.fixture

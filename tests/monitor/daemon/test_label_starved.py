@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 
 from monitor.config import AlertsConfig, DriftConfig
-from monitor.daemon.checks import CheckJob
-from monitor.daemon.policy import AlertPolicy, Observation
+from monitor.daemon.runtime.checks import CheckJob
+from monitor.daemon.decisions.policy import AlertPolicy, Observation
 
 BAR = dict(baseline_accuracy=0.85, baseline_roc_auc=0.92, champion_version="2")
 
@@ -87,7 +87,7 @@ def test_the_wait_after_a_change_point_is_sized_by_the_drop_the_rows_prove():
     """training.post_change_rows (1,000 at the defaults) is what a small gain needs before the gate
     can tell it from chance; a large proven drop needs a few hundred, a small one keeps the count."""
     from monitor.config import DriftloopConfig
-    from monitor.daemon.post_change import post_change_need
+    from monitor.daemon.decisions.post_change import post_change_need
     cfg = DriftloopConfig()
     full = cfg.training.post_change_rows
     level = {"reference_accuracy": 0.90}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from monitor.daemon.incidents import OPEN_STATES, STATES, TRANSITIONS
+from monitor.daemon.state.incidents import OPEN_STATES, STATES, TRANSITIONS
 from tests.monitor.daemon.conftest import Traffic
 
 

@@ -1,5 +1,5 @@
 """The closed loop with every part real: store, Evidently, MLflow, and the trainer retraining in
-a child process (``python -m monitor.daemon.worker`` -> ``trainer.worker``)."""
+a child process (``python -m monitor.daemon.retraining.worker`` -> ``trainer.worker``)."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from monitor.daemon.daemon import Daemon
+from monitor.daemon.runtime.daemon import Daemon
 from tests.monitor.daemon.conftest import Traffic
 
 

@@ -2,8 +2,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from monitor.config import AlertsConfig
-from monitor.daemon.breach import Observation, drop_of
-from monitor.daemon.policy import AlertPolicy, cooldown_remaining
+from monitor.daemon.decisions.breach import Observation, drop_of
+from monitor.daemon.decisions.policy import AlertPolicy, cooldown_remaining
 
 BASE = dict(baseline_accuracy=0.87, baseline_roc_auc=0.93, champion_version="1")
 

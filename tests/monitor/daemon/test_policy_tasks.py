@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from monitor.config import AlertsConfig, DriftConfig, ModelConfig, load_config
-from monitor.daemon.checks import CheckOutcome
-from monitor.daemon.controller import observation
-from monitor.daemon.levels import Level
-from monitor.daemon.policy import AlertPolicy
-from monitor.daemon.rules import check_rules_fit, rule_problems
+from monitor.daemon.runtime.checks import CheckOutcome
+from monitor.daemon.runtime.controller import observation
+from monitor.daemon.state.levels import Level
+from monitor.daemon.decisions.policy import AlertPolicy
+from monitor.daemon.decisions.rules import check_rules_fit, rule_problems
 from monitor.drift.changepoint import find_loss_change
 from monitor.drift.result import CheckResult, FeatureDrift
 from monitor.errors import ConfigError

@@ -1,11 +1,11 @@
-"""The later change point found by re-scoring (monitor/daemon/rescan.py), on a real store and the
+"""The later change point found by re-scoring (monitor/daemon/runtime/rescan.py), on a real store and the
 real MLflow champion: a step down in the champion's accuracy after the incident's change point is
 found, a stationary stream and the champion's own training rows give none."""
 from __future__ import annotations
 
 import pytest
 
-from monitor.daemon.rescan import follow, later_change
+from monitor.daemon.runtime.rescan import follow, later_change
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The champion review (monitor/daemon/review.py) with real parts: MLflow on SQLite, PyTorch on the
+"""The champion review (monitor/daemon/retraining/review.py) with real parts: MLflow on SQLite, PyTorch on the
 CPU, the daemon's store. v1 is fit for concept A (the session's baseline); v2 is made champion as
 a promotion of the loop would. On recent rows of A, a v2 fit for another concept is significantly
 worse, and the review reinstates v1 with the reason; a v2 equal to v1 is kept (no churn); a daemon
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from monitor.daemon.daemon import Daemon
+from monitor.daemon.runtime.daemon import Daemon
 from tests.monitor.daemon.conftest import SMALL, Traffic, merge
 from tests.monitor.daemon.test_loop import champion_history
 
@@ -132,7 +132,7 @@ def crash(self, version):
         move(self, version)
     os._exit(9)   # killed: no settling, no record of the outcome
 reg.Registry.make_champion = crash
-from monitor.daemon.daemon import Daemon
+from monitor.daemon.runtime.daemon import Daemon
 daemon = Daemon(cfg)
 daemon.start(scheduler=False)
 daemon.review.run("test")

@@ -2,7 +2,7 @@ import threading
 import time
 from datetime import timezone
 
-from monitor.daemon.scheduler import build_scheduler
+from monitor.daemon.runtime.scheduler import build_scheduler
 
 
 def test_jobs_survive_their_errors_and_never_overlap():

@@ -1,12 +1,12 @@
 """One schema source: the daemon's tables as its migrations create them (frozen DDL in
-monitor/daemon/schema.py) and as its queries see them (SQLAlchemy Core in monitor/daemon/tables.py)
+monitor/daemon/state/schema.py) and as its queries see them (SQLAlchemy Core in monitor/daemon/state/tables.py)
 must agree, column by column: name, type, nullability, primary key (issue 14)."""
 from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
 
-from monitor.daemon import tables
+from monitor.daemon.state import tables
 from monitor.store import make_engine, migrate
 from tests.support.postgres import postgres_server  # noqa: F401  (session fixture)
 

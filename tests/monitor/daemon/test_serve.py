@@ -132,7 +132,7 @@ def test_sigkill_mid_retrain_loses_nothing_and_promotes_once(make_config, served
 
     wait_until(settled, 300, 0.5, restarted.log)
     attempts = rows(cfg, "SELECT id, status FROM retrain_attempts ORDER BY started_at")
-    # Interrupted (not failed: no cooldown, not counted) and retried at once (monitor.daemon.failover).
+    # Interrupted (not failed: no cooldown, not counted) and retried at once (monitor.daemon.retraining.failover).
     assert attempts[0] == (attempt_id, "interrupted") and [s for _, s in attempts] == ["interrupted", "promoted"]
     assert [r[0] for r in rows(cfg, "SELECT id FROM incidents")] == [incident_id]  # the same incident
     from mlflow import MlflowClient
@@ -148,5 +148,5 @@ def test_sigkill_mid_retrain_loses_nothing_and_promotes_once(make_config, served
 @pytest.mark.parametrize("host,loopback", [("127.0.0.1", True), ("localhost", True), ("::1", True),
                                            ("0.0.0.0", False), ("::", False), ("10.0.0.5", False), ("myhost", False)])
 def test_only_loopback_binds_are_quiet_without_a_token(host, loopback):
-    from monitor.daemon.serve import _loopback
+    from monitor.daemon.runtime.serve import _loopback
     assert _loopback(host) is loopback

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from monitor.daemon.daemon import Daemon
-from monitor.daemon.incidents import STATES
+from monitor.daemon.runtime.daemon import Daemon
+from monitor.daemon.state.incidents import STATES
 from tests.monitor.daemon.conftest import Traffic
 from trainer.synthetic import make_dataset
 

@@ -7,9 +7,9 @@ import sys
 import pandas as pd
 import pytest
 
-from monitor.daemon.attempts import AttemptStore, BusyError
-from monitor.daemon.launcher import ProcessLauncher, RetrainJob
-from monitor.daemon.supervisor import RetrainSupervisor
+from monitor.daemon.state.attempts import AttemptStore, BusyError
+from monitor.daemon.retraining.launcher import ProcessLauncher, RetrainJob
+from monitor.daemon.retraining.supervisor import RetrainSupervisor
 from tests.support.waiting import wait_until
 
 STUB = "tests.monitor.daemon.stub_worker"
@@ -97,8 +97,8 @@ def test_child_stops_when_its_daemon_dies(tmp_path, engine):
     script = f"""
 import sys, time, pandas as pd
 from sqlalchemy import create_engine
-from monitor.daemon.attempts import AttemptStore
-from monitor.daemon.launcher import ProcessLauncher, RetrainJob
+from monitor.daemon.state.attempts import AttemptStore
+from monitor.daemon.retraining.launcher import ProcessLauncher, RetrainJob
 a = AttemptStore(create_engine({str(engine.url)!r}), "demo", time.time)
 att = a.begin("inc-9", "alert")
 h = ProcessLauncher({str(tmp_path / 'r')!r}, module={STUB!r}).launch(

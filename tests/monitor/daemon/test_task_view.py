@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
-from monitor.daemon.attempts import AttemptStore
-from monitor.daemon.checklog import CheckLog
-from monitor.daemon.controller import observation
-from monitor.daemon.incidents import IncidentStore
-from monitor.daemon.policy import AlertPolicy
-from monitor.daemon.render import render_check
-from monitor.daemon.status import collect_status, render_status
+from monitor.daemon.state.attempts import AttemptStore
+from monitor.daemon.state.checklog import CheckLog
+from monitor.daemon.runtime.controller import observation
+from monitor.daemon.state.incidents import IncidentStore
+from monitor.daemon.decisions.policy import AlertPolicy
+from monitor.daemon.runtime.render import render_check
+from monitor.daemon.runtime.status import collect_status, render_status
 import numpy as np
 
 from tests.monitor.daemon.task_frames import checked, task_config

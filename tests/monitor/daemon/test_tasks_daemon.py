@@ -52,8 +52,8 @@ def champions(tmp_path_factory):
 def task_daemon(champions, tmp_path, clock):
     """``task_daemon(task, **overrides)`` -> Daemon on a copy of that task's registry, configured with
     no task: the champion says (as `driftloop serve` does)."""
-    from monitor.daemon.daemon import Daemon
-    from monitor.daemon.launcher import ProcessLauncher
+    from monitor.daemon.runtime.daemon import Daemon
+    from monitor.daemon.retraining.launcher import ProcessLauncher
     made = []
 
     def make(task: str, **over):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from monitor.daemon.daemon import Daemon
+from monitor.daemon.runtime.daemon import Daemon
 from monitor.records.frames import prediction_records
 
 

@@ -11,7 +11,7 @@ import torch
 from sklearn.metrics import f1_score, precision_score, recall_score, roc_auc_score
 
 from monitor.config import AlertsConfig, load_config
-from monitor.daemon.policy import AlertPolicy, Observation
+from monitor.daemon.decisions.policy import AlertPolicy, Observation
 from monitor.drift import DriftEvaluator, prepare_reference
 from monitor.drift.estimation import estimate, fit_calibrator, weighted_auc
 from trainer.build import build_model

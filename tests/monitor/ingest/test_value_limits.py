@@ -7,8 +7,8 @@ import copy
 
 import pytest
 
-from monitor.daemon.alertmanager import MAX_LABEL_CHARS, MAX_PAIRS, WebhookPayload, summarize
-from monitor.daemon.api import BadRequest, parse_body
+from monitor.daemon.runtime.alertmanager import MAX_LABEL_CHARS, MAX_PAIRS, WebhookPayload, summarize
+from monitor.daemon.runtime.api import BadRequest, parse_body
 from monitor.errors import ValidationError
 from monitor.ingest import parsing
 from monitor.records.validation import RecordValidator

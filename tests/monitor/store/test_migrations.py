@@ -28,7 +28,7 @@ def _versions(migrations) -> list[int]:
 
 
 def test_shipped_migrations_are_numbered_in_order():
-    import monitor.daemon.tables  # noqa: F401  (the daemon registers its migrations on import)
+    import monitor.daemon.state.tables  # noqa: F401  (the daemon registers its migrations on import)
     check_order(registered())
     assert {m.owner for m in registered()} == {"store", "daemon"}
 

@@ -12,10 +12,10 @@ from typing import Any, Callable
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Engine
 
-from monitor.daemon.checks import CheckOutcome
-from monitor.daemon.breach import Observation
-from monitor.daemon.rules import rule_inputs_from
-from monitor.daemon.tables import check_results, daemon_counters
+from monitor.daemon.runtime.checks import CheckOutcome
+from monitor.daemon.decisions.breach import Observation
+from monitor.daemon.decisions.rules import rule_inputs_from
+from monitor.daemon.state.tables import check_results, daemon_counters
 from monitor.store.engine import write_transaction
 
 _ERRORS_PRUNED = "check_errors_pruned"

@@ -22,8 +22,8 @@ from typing import Callable
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Engine
 
-from monitor.daemon.alertmanager import WebhookAlert
-from monitor.daemon.tables import alert_deliveries
+from monitor.daemon.runtime.alertmanager import WebhookAlert
+from monitor.daemon.state.tables import alert_deliveries
 from monitor.store.engine import write_transaction
 
 KEEP_SECONDS = 7 * 86_400

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor.daemon.breach import Breach
-from monitor.daemon.breach import level as _level
-from monitor.daemon.checks import CheckOutcome
-from monitor.daemon.segment_view import aggregate_bar, render_worst
-from monitor.daemon.status import iso
-from monitor.daemon.task_view import baseline_of, class_rows, estimated_rows, realised_rows, task_of, worse
+from monitor.daemon.decisions.breach import Breach
+from monitor.daemon.decisions.breach import level as _level
+from monitor.daemon.runtime.checks import CheckOutcome
+from monitor.daemon.runtime.segment_view import aggregate_bar, render_worst
+from monitor.daemon.runtime.status import iso
+from monitor.daemon.runtime.task_view import baseline_of, class_rows, estimated_rows, realised_rows, task_of, worse
 from monitor.tasks import LOWER_IS_BETTER
 
 
@@ -24,7 +24,7 @@ def _ci(ci: Any) -> str:
 
 def _bars(d: dict[str, Any], reference: Any) -> dict[str, float]:
     """The figures whose bar the reference level raises above the champion's baseline (lowers,
-    for MAE): the daemon judges those against the level (monitor.daemon.policy)."""
+    for MAE): the daemon judges those against the level (monitor.daemon.decisions.policy)."""
     if reference is None:
         return {}
     out = {}
@@ -37,7 +37,7 @@ def _bars(d: dict[str, Any], reference: Any) -> dict[str, float]:
 
 def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_labels: int,
                  reference: Any = None) -> str:
-    """``reference``: the reference level (monitor.daemon.levels.Level) the daemon judges this
+    """``reference``: the reference level (monitor.daemon.state.levels.Level) the daemon judges this
     champion against; where it is above the baseline it is the bar shown and the drop is from it."""
     head = f"check {iso(outcome.ts)}  status {outcome.status}"
     if outcome.champion_version:

@@ -29,7 +29,7 @@ import pandas as pd
 
 from monitor.files import PRIVATE, atomic_write_json
 
-WORKER_MODULE = "monitor.daemon.worker"
+WORKER_MODULE = "monitor.daemon.retraining.worker"
 KEEP_JOB_DIRS = 20
 
 
@@ -52,7 +52,7 @@ class ChildResult:
     outcome: dict[str, Any] | None = None
     error: str | None = None
     # Stopped because its daemon stopped (shut down, or deposed as leader): not a failure of
-    # training, so it is settled ``interrupted`` and retried by the next leader (monitor.daemon.failover).
+    # training, so it is settled ``interrupted`` and retried by the next leader (monitor.daemon.retraining.failover).
     interrupted: bool = False
 
     @property
@@ -136,7 +136,7 @@ def read_result(job_dir: Path, exit_code: int | None) -> ChildResult:
 
 
 class ProcessLauncher:
-    """Runs ``python -m monitor.daemon.worker <job dir>``. The child watches its parent and
+    """Runs ``python -m monitor.daemon.retraining.worker <job dir>``. The child watches its parent and
     exits if the daemon dies, so an orphan can never promote behind a restarted daemon's back."""
 
     def __init__(self, root: Path, python: str = sys.executable, module: str = WORKER_MODULE,

@@ -1,5 +1,5 @@
-"""The vocabulary of the alert policy, shared by :mod:`monitor.daemon.policy` (the pair, the fast
-lane, estimates, drift) and :mod:`monitor.daemon.rules` (``alerts.rules`` and segments): what one
+"""The vocabulary of the alert policy, shared by :mod:`monitor.daemon.decisions.policy` (the pair, the fast
+lane, estimates, drift) and :mod:`monitor.daemon.decisions.rules` (``alerts.rules`` and segments): what one
 check observed (:class:`Observation`), one breach (:class:`Breach`), and how a value is measured
 against its bar (:func:`worsening`, :func:`level`). Pure, and below both, so neither imports the other
 back.

@@ -2,7 +2,7 @@
 
 The row is what makes a restart safe: a daemon that dies mid-retrain finds an attempt still
 ``running`` on start-up (or on taking over as the leader) and settles it (see
-:mod:`monitor.daemon.recovery` and :mod:`monitor.daemon.failover`). The database
+:mod:`monitor.daemon.retraining.recovery` and :mod:`monitor.daemon.retraining.failover`). The database
 also enforces single-flight: a unique partial index allows one running attempt per model, so
 a second :meth:`AttemptStore.begin` raises :class:`BusyError` even from another process.
 """
@@ -17,14 +17,14 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-from monitor.daemon.tables import retrain_attempts
+from monitor.daemon.state.tables import retrain_attempts
 from monitor.errors import DriftloopError
 from monitor.store.engine import write_transaction
 
 # "shadow": the challenger passed the gate and is held in shadow (trainer/shadow.py); the attempt is
 # settled again as promoted or rejected when the shadow ends (:meth:`AttemptStore.end_shadow`).
 # "interrupted": its daemon died under it (a leader killed mid-retrain). Not a failure of training,
-# so it counts toward neither the cooldown nor the back-off (monitor.daemon.failover).
+# so it counts toward neither the cooldown nor the back-off (monitor.daemon.retraining.failover).
 OUTCOMES = ("promoted", "rejected", "failed", "shadow", "interrupted")
 
 

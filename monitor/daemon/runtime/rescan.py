@@ -2,7 +2,7 @@
 while an incident is open (A -> B, a model for B promoted, then A returns), and the retrain after
 that must train on rows of the concept that holds now, not on everything since the first change.
 
-The check's own change point (``monitor.daemon.checks.locate_change``) sees only the rows the
+The check's own change point (``monitor.daemon.runtime.checks.locate_change``) sees only the rows the
 current champion *served* inside the check window; after promotions in quick succession each
 champion has served few rows, and a step that straddles a promotion is seen by no one. So before
 a retrain the controller asks :func:`later_change`: the current champion scores the labelled rows
@@ -87,7 +87,7 @@ def trained_until(tries: list[Any], version: str | None) -> float | None:
 def follow(cfg: DriftloopConfig, store: Any, champion: Scorer, incidents: Any, attempts: Any, incident: Any) -> Any:
     """``incident`` with its ``change_ts`` moved to a later change found by re-scoring (an event
     ``change_point`` says so), or unchanged."""
-    from monitor.daemon.breach import is_performance_reason
+    from monitor.daemon.decisions.breach import is_performance_reason
     if incident.change_ts is None or not is_performance_reason(incident.reason):
         return incident
     tries = attempts.for_incident(incident.id)
@@ -95,7 +95,7 @@ def follow(cfg: DriftloopConfig, store: Any, champion: Scorer, incidents: Any, a
     if found is None:
         return incident
     change, ts, version = found
-    from monitor.daemon.status import iso
+    from monitor.daemon.runtime.status import iso
     log.info("incident %s: later change point at %s on champion v%s's re-scored rows", incident.id, iso(ts), version)
     return incidents.update(
         incident.id, "change_point",

@@ -24,8 +24,8 @@ from typing import Any, NamedTuple
 from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Engine
 
-from monitor.daemon.checklog import _num as _finite  # float or None (NaN, junk)
-from monitor.daemon.tables import daemon_counters, retrain_attempts
+from monitor.daemon.state.checklog import _num as _finite  # float or None (NaN, junk)
+from monitor.daemon.state.tables import daemon_counters, retrain_attempts
 from monitor.store.engine import write_transaction
 
 _KEYS = ("reference_accuracy", "reference_roc_auc", "reference_mae", "reference_version")

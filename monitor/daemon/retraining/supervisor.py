@@ -3,7 +3,7 @@
 The attempt row is written before the child starts (so a restart finds it), the child's pid
 right after. A watcher thread waits for the child, kills it after
 ``alerts.retrain_timeout_seconds``, and hands the :class:`ChildResult` to ``on_finished``,
-which settles the attempt and its incident (see :class:`monitor.daemon.controller.Controller`).
+which settles the attempt and its incident (see :class:`monitor.daemon.runtime.controller.Controller`).
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import threading
 import time
 from typing import Callable
 
-from monitor.daemon.attempts import Attempt, AttemptStore, BusyError
-from monitor.daemon.launcher import ChildResult, Launcher, RetrainHandle, RetrainJob
+from monitor.daemon.state.attempts import Attempt, AttemptStore, BusyError
+from monitor.daemon.retraining.launcher import ChildResult, Launcher, RetrainHandle, RetrainJob
 
 log = logging.getLogger(__name__)
 

@@ -16,14 +16,14 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
-from monitor.daemon.alertmanager import WebhookPayload
-from monitor.daemon.attempts import BusyError
+from monitor.daemon.runtime.alertmanager import WebhookPayload
+from monitor.daemon.state.attempts import BusyError
 from monitor.errors import RequestError, UnavailableError
 from monitor.ingest import openapi
 from monitor.store.engine import request_wait
 
 if TYPE_CHECKING:
-    from monitor.daemon.daemon import Daemon
+    from monitor.daemon.runtime.daemon import Daemon
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -131,7 +131,7 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
         (what good looked like before the drift). When the concept really became harder, so that no
         model reaches the old level, accept the champion's baseline as the new level; the open
         incident can then resolve. Recorded on the open incident."""
-        from monitor.daemon.champion import NoChampionError
+        from monitor.daemon.retraining.champion import NoChampionError
         try:
             return await run(controlled(daemon.reset_reference))
         except NoChampionError as exc:

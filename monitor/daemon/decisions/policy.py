@@ -31,7 +31,7 @@ Rules (``alerts`` section of the config):
   a drop >= ``accuracy_drop`` / ``auc_drop`` against the same bar; the band's lower end an MAE
   rise >= ``mae_rise``) for ``sustained_windows`` checks makes the verdict *suspect*: the controller opens
   a ``suspected`` incident, which labels later confirm or clear;
-- *rules* (``alerts.rules``, :mod:`monitor.daemon.rules`): a drop of precision, recall, F1, the
+- *rules* (``alerts.rules``, :mod:`monitor.daemon.decisions.rules`): a drop of precision, recall, F1, the
   served positive rate, macro / weighted F1, one class's precision or recall (``recall[night]``),
   R², a rise of MAE, RMSE or MAPE (or accuracy / ROC AUC at another threshold) is a performance
   breach too, named after its metric (:attr:`Breach.key`), judged like the pair and only with
@@ -51,9 +51,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monitor.config import AlertsConfig, DriftConfig
-from monitor.daemon.breach import PERFORMANCE_REASONS, Breach, Observation, _finite, lower_is_better, worsening
-from monitor.daemon.breach import level as _level
-from monitor.daemon.rules import rule_breaches, rule_readings, segment_rule_breaches
+from monitor.daemon.decisions.breach import (PERFORMANCE_REASONS, Breach, Observation, _finite, lower_is_better,
+                                             worsening)
+from monitor.daemon.decisions.breach import level as _level
+from monitor.daemon.decisions.rules import rule_breaches, rule_readings, segment_rule_breaches
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class Verdict:
     suspected: tuple[Breach, ...] = ()  # estimated breaches, judged only while performance is unknown
     suspect: bool = False         # sustained estimated breach: open a ``suspected`` incident
     segment_breaches: tuple[Breach, ...] = ()  # judged segment values whose accuracy dropped (an alert, no incident)
-    rules: tuple[Any, ...] = ()   # monitor.daemon.rules.RuleReading per alerts.rules entry (performance known)
+    rules: tuple[Any, ...] = ()   # rules.RuleReading per alerts.rules entry (performance known)
 
     def healthy_for(self, reason: str) -> bool | None:
         """Is this check healthy for an incident opened for ``reason``? ``None``: cannot tell.
@@ -172,7 +173,7 @@ class AlertPolicy:
         interval, with a ``segment: true`` recall rule) lies wholly ``accuracy_drop`` (the rule's
         drop) or more below their bar: the value's figure on the reference, or for time buckets
         (which the reference cannot have) the aggregate bar. The interval, not the point, so
-        twenty-odd slices of a few hundred rows do not page on noise (:mod:`monitor.daemon.rules`)."""
+        twenty-odd slices of a few hundred rows do not page on noise (:mod:`monitor.daemon.decisions.rules`)."""
         return segment_rule_breaches(self._cfg, obs)
 
     def fast_breach(self, obs: Observation) -> Breach | None:

@@ -17,29 +17,29 @@ if TYPE_CHECKING:  # pragma: no cover
     from monitor.config import DriftloopConfig
 
 __getattr__, __dir__ = lazy_attributes(__name__, {
-    "AttemptStore": "monitor.daemon.attempts",
-    "AlertPolicy": "monitor.daemon.policy",
-    "ReferenceLevels": "monitor.daemon.levels",
-    "CheckJob": "monitor.daemon.checks",
-    "check_rules_fit": "monitor.daemon.rules",
-    "default_champion": "monitor.daemon.daemon:_default_champion",
-    "install_signal_handlers": "monitor.daemon.serve",
-    "observation": "monitor.daemon.controller",
-    "render_check": "monitor.daemon.render",
-    "render_incident": "monitor.daemon.status",
-    "render_status": "monitor.daemon.status",
-    "serve": "monitor.daemon.serve",
+    "AttemptStore": "monitor.daemon.state.attempts",
+    "AlertPolicy": "monitor.daemon.decisions.policy",
+    "ReferenceLevels": "monitor.daemon.state.levels",
+    "CheckJob": "monitor.daemon.runtime.checks",
+    "check_rules_fit": "monitor.daemon.decisions.rules",
+    "default_champion": "monitor.daemon.runtime.daemon:_default_champion",
+    "install_signal_handlers": "monitor.daemon.runtime.serve",
+    "observation": "monitor.daemon.runtime.controller",
+    "render_check": "monitor.daemon.runtime.render",
+    "render_incident": "monitor.daemon.runtime.status",
+    "render_status": "monitor.daemon.runtime.status",
+    "serve": "monitor.daemon.runtime.serve",
 })
 
 
 def read_status(cfg: DriftloopConfig, limit: int) -> dict:
     """``GET /v1/status``'s body, read from the store and MLflow directly (no daemon running)."""
-    from monitor.daemon.attempts import AttemptStore
-    from monitor.daemon.champion import mlflow_alias_lookup
-    from monitor.daemon.checklog import CheckLog
-    from monitor.daemon.incidents import IncidentStore
-    from monitor.daemon.levels import ReferenceLevels
-    from monitor.daemon.status import collect_status
+    from monitor.daemon.state.attempts import AttemptStore
+    from monitor.daemon.retraining.champion import mlflow_alias_lookup
+    from monitor.daemon.state.checklog import CheckLog
+    from monitor.daemon.state.incidents import IncidentStore
+    from monitor.daemon.state.levels import ReferenceLevels
+    from monitor.daemon.runtime.status import collect_status
     from monitor.store import PredictionStore
 
     store = PredictionStore.from_config(cfg)
@@ -58,9 +58,9 @@ def read_status(cfg: DriftloopConfig, limit: int) -> dict:
 
 def read_incident(cfg: DriftloopConfig, incident_id: str) -> dict[str, Any] | None:
     """One incident (open or closed) with its events and retrains; None when there is no such incident."""
-    from monitor.daemon.attempts import AttemptStore
-    from monitor.daemon.incidents import IncidentStore, TransitionError
-    from monitor.daemon.status import collect_incident
+    from monitor.daemon.state.attempts import AttemptStore
+    from monitor.daemon.state.incidents import IncidentStore, TransitionError
+    from monitor.daemon.runtime.status import collect_incident
     from monitor.store import PredictionStore
 
     store = PredictionStore.from_config(cfg)

@@ -8,11 +8,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from monitor.daemon.alertmanager import WebhookPayload, select_alerts, summarize
-from monitor.daemon.attempts import BusyError
-from monitor.daemon.controller import Controller
-from monitor.daemon.deliveries import DeliveryLedger
-from monitor.daemon.incidents import Incident
+from monitor.daemon.runtime.alertmanager import WebhookPayload, select_alerts, summarize
+from monitor.daemon.state.attempts import BusyError
+from monitor.daemon.runtime.controller import Controller
+from monitor.daemon.state.deliveries import DeliveryLedger
+from monitor.daemon.state.incidents import Incident
 
 log = logging.getLogger(__name__)
 

@@ -22,23 +22,23 @@ from prometheus_client import CollectorRegistry
 
 from monitor.buildinfo import register_self_metrics
 from monitor.config import DriftloopConfig
-from monitor.daemon.attempts import AttemptStore
-from monitor.daemon.champion import ChampionCache, mlflow_alias_lookup
-from monitor.daemon.checklog import CheckLog
-from monitor.daemon.checks import CheckJob, champion_rows
-from monitor.daemon.controller import CheckReport, Controller
-from monitor.daemon.estimation_watch import EstimationWatch
-from monitor.daemon.incidents import IncidentStore
-from monitor.daemon.launcher import Launcher, ProcessLauncher
-from monitor.daemon.leader import LeaderElection, NotLeaderError
-from monitor.daemon.metrics import DaemonCollector
-from monitor.daemon.policy import AlertPolicy
-from monitor.daemon.recovery import recover
-from monitor.daemon.review import ChampionReview
-from monitor.daemon.registry import MlflowProbe, RegistryProbe
-from monitor.daemon.scheduler import build_scheduler
-from monitor.daemon.status import collect_status
-from monitor.daemon.triggers import TriggerResult, handle_alertmanager, request_retrain
+from monitor.daemon.state.attempts import AttemptStore
+from monitor.daemon.retraining.champion import ChampionCache, mlflow_alias_lookup
+from monitor.daemon.state.checklog import CheckLog
+from monitor.daemon.runtime.checks import CheckJob, champion_rows
+from monitor.daemon.runtime.controller import CheckReport, Controller
+from monitor.daemon.runtime.estimation_watch import EstimationWatch
+from monitor.daemon.state.incidents import IncidentStore
+from monitor.daemon.retraining.launcher import Launcher, ProcessLauncher
+from monitor.daemon.runtime.leader import LeaderElection, NotLeaderError
+from monitor.daemon.runtime.metrics import DaemonCollector
+from monitor.daemon.decisions.policy import AlertPolicy
+from monitor.daemon.retraining.recovery import recover
+from monitor.daemon.retraining.review import ChampionReview
+from monitor.daemon.retraining.registry import MlflowProbe, RegistryProbe
+from monitor.daemon.runtime.scheduler import build_scheduler
+from monitor.daemon.runtime.status import collect_status
+from monitor.daemon.runtime.triggers import TriggerResult, handle_alertmanager, request_retrain
 
 if TYPE_CHECKING:
     from monitor.store import PredictionStore
@@ -77,7 +77,7 @@ class Daemon:
                  champion: ChampionCache | None = None, probe: RegistryProbe | None = None,
                  evaluate: Callable[..., Any] | None = None,
                  save_report: Callable[[Any, float], tuple[Any, Any]] | None = None, gpu: bool | None = None):
-        from monitor.daemon.rules import check_rules_fit
+        from monitor.daemon.decisions.rules import check_rules_fit
         check_rules_fit(cfg)  # the champion's task is known by now (configured, or applied by with_champion_schema)
         self.cfg = cfg
         self.clock = clock
@@ -166,7 +166,7 @@ class Daemon:
     def build_app(self) -> Any:
         """The FastAPI app: ingestion (``/v1/predictions``, ``/v1/labels``, ``/metrics``,
         ``/healthz``) plus the daemon's endpoints."""
-        from monitor.daemon.api import build_router
+        from monitor.daemon.runtime.api import build_router
         from monitor.ingest import create_app
         from monitor.ingest.security import require_token
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from monitor.config import DriftloopConfig
-from monitor.daemon.champion import NoChampionError
+from monitor.daemon.retraining.champion import NoChampionError
 from monitor.errors import DriftloopError, RegistryError
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ class CheckJob:
                  evaluate: Callable[..., Any], save_report: Callable[[Any, float], tuple[Path | None, Path | None]],
                  clock: Callable[[], float] = time.time, estimator: Callable[[str], Any] | None = None):
         """``estimator(version)``: a recalibrated label-free estimator for the champion, or None to
-        keep its reference's (monitor.daemon.estimation_watch); passed to ``evaluate`` as ``estimator``."""
+        keep its reference's (monitor.daemon.runtime.estimation_watch); passed to ``evaluate`` as ``estimator``."""
         self._cfg = cfg
         self._estimator = estimator
         self._store = store

@@ -26,14 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from monitor.daemon.attempts import OUTCOMES, Attempt
-from monitor.daemon.incidents import OUTCOME_STATES, TransitionError
-from monitor.daemon.launcher import ChildResult, read_result
-from monitor.daemon.registry import INCIDENT_TAG, promoted_version
+from monitor.daemon.state.attempts import OUTCOMES, Attempt
+from monitor.daemon.state.incidents import OUTCOME_STATES, TransitionError
+from monitor.daemon.retraining.launcher import ChildResult, read_result
+from monitor.daemon.retraining.registry import INCIDENT_TAG, promoted_version
 from monitor.errors import DriftloopError
 
 if TYPE_CHECKING:
-    from monitor.daemon.controller import Controller
+    from monitor.daemon.runtime.controller import Controller
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class AttemptVersion:
 
 def _of_attempt(run: Any, attempt: Attempt) -> bool:
     """Is ``run`` this attempt's? By the attempt id in its data window; a run without one (an older
-    daemon's) by its start time, as :class:`monitor.daemon.registry.MlflowProbe` does."""
+    daemon's) by its start time, as :class:`monitor.daemon.retraining.registry.MlflowProbe` does."""
     try:
         window = json.loads(run.data.tags.get(DATA_WINDOW_TAG) or "{}")
     except ValueError:

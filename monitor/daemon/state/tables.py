@@ -1,6 +1,6 @@
 """The daemon's own tables in the store, as SQLAlchemy Core definitions for queries.
 
-The DDL that creates them is frozen in :mod:`monitor.daemon.schema` (migrations registered with
+The DDL that creates them is frozen in :mod:`monitor.daemon.state.schema` (migrations registered with
 the store, imported below so that using these tables registers them); these definitions must
 match it, and tests/monitor/daemon/test_schema_match.py holds them to it. Times are epoch seconds
 (float): portable between SQLite and PostgreSQL and free of the time-zone round trip of
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sqlalchemy import Boolean, Column, Float, Integer, MetaData, String, Table, Text
 
-from monitor.daemon import schema as _schema  # noqa: F401  (registers the daemon's migrations)
+from monitor.daemon.state import schema as _schema  # noqa: F401  (registers the daemon's migrations)
 
 metadata = MetaData()
 

@@ -16,7 +16,7 @@ significantly better is reinstated through the normal promotion path:
   ``trainer.previous.reinstate`` (compare-and-set against the champion that was scored; the run
   names the version before the alias moves), then the attempt settles as ``promoted`` with the
   reason, and the incident resolves. Being a promotion by the loop (an attempt of ours made it),
-  the reference level is kept (``monitor.daemon.levels``).
+  the reference level is kept (``monitor.daemon.state.levels``).
 - Restart safety: the champion is one alias, so there are never two. A daemon killed mid-way
   leaves a running attempt, which start-up recovery settles against the registry (promoted if the
   alias points at the reinstated version, else failed), and :func:`recover` resolves the review
@@ -40,10 +40,10 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from monitor.daemon.attempts import BusyError
-from monitor.daemon.controller import CheckReport, Controller
-from monitor.daemon.incidents import TransitionError
-from monitor.daemon.launcher import ChildResult
+from monitor.daemon.state.attempts import BusyError
+from monitor.daemon.runtime.controller import CheckReport, Controller
+from monitor.daemon.state.incidents import TransitionError
+from monitor.daemon.retraining.launcher import ChildResult
 
 log = logging.getLogger(__name__)
 

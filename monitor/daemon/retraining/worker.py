@@ -1,9 +1,9 @@
-"""The retrain child the daemon launches: ``python -m monitor.daemon.worker <job dir>``.
+"""The retrain child the daemon launches: ``python -m monitor.daemon.retraining.worker <job dir>``.
 
 A thin wrapper around the trainer's worker (``trainer.worker``: request JSON in, result JSON
 out, exit 0 / 2 / 75 / 1) that adds what only the daemon needs: a watchdog thread that ends
 the child within half a second of its daemon dying (exit 3), so an orphan can never promote
-behind a restarted daemon's back. Inside the job folder (see :mod:`monitor.daemon.launcher`):
+behind a restarted daemon's back. Inside the job folder (see :mod:`monitor.daemon.retraining.launcher`):
 ``job.json`` names the parent pid, ``request.json`` is the trainer's request.
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ def _write_result(job_dir: Path, body: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1 or not (Path(argv[0]) / "job.json").exists():
-        sys.stderr.write("usage: python -m monitor.daemon.worker <job dir containing job.json>\n")
+        sys.stderr.write("usage: python -m monitor.daemon.retraining.worker <job dir containing job.json>\n")
         return 2
     job_dir = Path(argv[0])
     spec = json.loads((job_dir / "job.json").read_text())

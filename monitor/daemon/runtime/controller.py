@@ -18,21 +18,21 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from monitor.config import DriftloopConfig
-from monitor.daemon import rescan
-from monitor.daemon.attempts import Attempt, AttemptStore, BusyError
-from monitor.daemon.checklog import CheckLog
-from monitor.daemon.checks import CheckJob, CheckOutcome, WindowSource
-from monitor.daemon.failover import stopped_with_its_daemon
-from monitor.daemon.incidents import OUTCOME_STATES, Incident, IncidentStore, TransitionError
-from monitor.daemon.launcher import ChildResult, Launcher, RetrainJob
-from monitor.daemon.levels import Level, ReferenceLevels
-from monitor.daemon.breach import Observation, is_performance_reason
-from monitor.daemon.policy import AlertPolicy, Verdict, cooldown_remaining
-from monitor.daemon.post_change import post_change_need
-from monitor.daemon.registry import RegistryProbe, promoted_version
-from monitor.daemon.rules import rule_inputs
-from monitor.daemon.status import iso
-from monitor.daemon.supervisor import RetrainSupervisor
+from monitor.daemon.runtime import rescan
+from monitor.daemon.state.attempts import Attempt, AttemptStore, BusyError
+from monitor.daemon.state.checklog import CheckLog
+from monitor.daemon.runtime.checks import CheckJob, CheckOutcome, WindowSource
+from monitor.daemon.retraining.failover import stopped_with_its_daemon
+from monitor.daemon.state.incidents import OUTCOME_STATES, Incident, IncidentStore, TransitionError
+from monitor.daemon.retraining.launcher import ChildResult, Launcher, RetrainJob
+from monitor.daemon.state.levels import Level, ReferenceLevels
+from monitor.daemon.decisions.breach import Observation, is_performance_reason
+from monitor.daemon.decisions.policy import AlertPolicy, Verdict, cooldown_remaining
+from monitor.daemon.decisions.post_change import post_change_need
+from monitor.daemon.retraining.registry import RegistryProbe, promoted_version
+from monitor.daemon.decisions.rules import rule_inputs
+from monitor.daemon.runtime.status import iso
+from monitor.daemon.retraining.supervisor import RetrainSupervisor
 from monitor.errors import DriftloopError
 
 if TYPE_CHECKING:  # trainer (torch) is loaded only when a shadow is configured
@@ -104,11 +104,11 @@ class ControllerStore(WindowSource, Protocol):
 
 
 class Invalidatable(Protocol):
-    """The champion cache (:class:`monitor.daemon.champion.ChampionCache`): dropped after a promotion."""
+    """The champion cache (:class:`monitor.daemon.retraining.champion.ChampionCache`): dropped after a promotion."""
 
     def invalidate(self, version: str | None = None) -> None: ...
 
-    def get(self) -> Any: ...  # the champion (trainer Champion), to re-score rows (monitor.daemon.rescan)
+    def get(self) -> Any: ...  # the champion (trainer Champion), to re-score rows (monitor.daemon.runtime.rescan)
 
 
 class Controller:
@@ -120,7 +120,7 @@ class Controller:
         # training.shadow_windows: each successful check's window goes to the pending shadow
         # challenger (trainer.shadow.observe), outside the lock; it may move the champion alias.
         self.shadow = shadow
-        self.estimation = estimation  # monitor.daemon.estimation_watch.EstimationWatch: recalibrates the estimate
+        self.estimation = estimation  # estimation_watch.EstimationWatch: recalibrates the estimate
         self.last_shadow: str | None = None
         self.store = store
         self.check_job = check_job
@@ -191,7 +191,7 @@ class Controller:
     def _end_shadow(self, version: str, status: str, message: str) -> None:
         """A shadow's verdict settles the attempt that held it and moves its incident, as any
         promotion or rejection does: a promoted shadow is a promotion by the loop (the reference
-        level stays, see monitor.daemon.levels) and resets the alert streaks."""
+        level stays, see monitor.daemon.state.levels) and resets the alert streaks."""
         with self.lock:
             attempt = self.attempts.end_shadow(version, status, message)
             if status == "promoted":
@@ -497,7 +497,7 @@ class Controller:
         if not tries:
             return None
         last = tries[-1]
-        if last.status == "interrupted":  # its leader died under it: retried at once (monitor.daemon.failover)
+        if last.status == "interrupted":  # its leader died under it: retried at once (retraining.failover)
             return None
         if last.status == "shadow":
             return (f"waiting: challenger v{last.challenger_version} passed the gate and is scoring live windows "

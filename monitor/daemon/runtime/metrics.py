@@ -12,10 +12,10 @@ from typing import Callable, Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from monitor.daemon.attempts import OUTCOMES
-from monitor.daemon.checks import STATUSES
-from monitor.daemon.controller import Controller
-from monitor.daemon.incidents import REASONS
+from monitor.daemon.state.attempts import OUTCOMES
+from monitor.daemon.runtime.checks import STATUSES
+from monitor.daemon.runtime.controller import Controller
+from monitor.daemon.state.incidents import REASONS
 
 log = logging.getLogger(__name__)
 

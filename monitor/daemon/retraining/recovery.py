@@ -4,14 +4,14 @@ taking over from a leader that died).
 
 - an attempt still ``running``: its child is stopped if it somehow still runs here (it normally
   stops itself within half a second of losing its parent), then the attempt is settled from what
-  the child left (:func:`monitor.daemon.failover.settle_dead_leaders_attempt`): its result file,
+  the child left (:func:`monitor.daemon.retraining.failover.settle_dead_leaders_attempt`): its result file,
   or the registry (promoted if its version is champion, its recorded verdict if it got past the
   gate), else ``interrupted``, with any version it registered tagged ``driftloop.fate``;
 - an incident whose latest attempt was interrupted is retried at once: an interruption is not a
   failure of training, so no cooldown and no back-off apply;
 - an incident ``retraining`` with no running attempt (the daemon died between the two
   writes) is marked failed;
-- a champion review's incident left open (``monitor.daemon.review``) is resolved;
+- a champion review's incident left open (``monitor.daemon.retraining.review``) is resolved;
 - the alert policy's streaks are replayed from the latest checks, so "sustained for N windows"
   counts windows from before the restart.
 """
@@ -23,11 +23,11 @@ import signal
 import time
 from pathlib import Path
 
-from monitor.daemon import review
-from monitor.daemon.controller import Controller
-from monitor.daemon.incidents import TransitionError
-from monitor.daemon.failover import retry_interrupted, settle_dead_leaders_attempt
-from monitor.daemon.launcher import WORKER_MODULE
+from monitor.daemon.retraining import review
+from monitor.daemon.runtime.controller import Controller
+from monitor.daemon.state.incidents import TransitionError
+from monitor.daemon.retraining.failover import retry_interrupted, settle_dead_leaders_attempt
+from monitor.daemon.retraining.launcher import WORKER_MODULE
 
 log = logging.getLogger(__name__)
 

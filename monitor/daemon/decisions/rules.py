@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from monitor.config import RULE_METRIC_TASKS, AlertsConfig, DriftloopConfig, MetricRule
-from monitor.daemon.breach import Breach, level, lower_is_better, metric_of, worsening
+from monitor.daemon.decisions.breach import Breach, level, lower_is_better, metric_of, worsening
 from monitor.errors import ConfigError
 from monitor.tasks import TASKS
 
@@ -64,7 +64,7 @@ def _finite(x: float | None) -> bool:
 
 
 def rule_readings(alerts: AlertsConfig, obs: Any) -> list[RuleReading]:
-    """Every rule of ``alerts.rules`` read on one :class:`~monitor.daemon.breach.Observation`
+    """Every rule of ``alerts.rules`` read on one :class:`~monitor.daemon.decisions.breach.Observation`
     (callers judge only checks with enough labels)."""
     out = []
     for rule in alerts.rules:

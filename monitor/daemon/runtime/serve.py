@@ -22,7 +22,7 @@ from monitor.errors import UserInputError
 from monitor.ingest.server import BoundedStoreWait, ConnectionLimits, protocol_class, raise_open_file_limit
 
 if TYPE_CHECKING:
-    from monitor.daemon.daemon import Daemon
+    from monitor.daemon.runtime.daemon import Daemon
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +53,11 @@ def _loopback(host: str) -> bool:
 def serve(cfg: DriftloopConfig, stop: threading.Event | None = None, *, daemon: Daemon | None = None,
           ready: threading.Event | None = None, scheduler: bool = True) -> None:
     """Run until ``stop`` is set (the CLI sets it from SIGTERM/SIGINT). ``daemon``: an already
-    built :class:`~monitor.daemon.daemon.Daemon` (tests, the demo); stopped on the way out.
+    built :class:`~monitor.daemon.runtime.daemon.Daemon` (tests, the demo); stopped on the way out.
     ``ready`` is set once requests are answered and the scheduler runs."""
     import uvicorn
 
-    from monitor.daemon.daemon import Daemon
+    from monitor.daemon.runtime.daemon import Daemon
 
     stop = stop or threading.Event()
     if not cfg.server.token and not _loopback(cfg.server.host):

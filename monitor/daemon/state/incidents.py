@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Engine
 
-from monitor.daemon.tables import incident_events, incidents
+from monitor.daemon.state.tables import incident_events, incidents
 from monitor.errors import DriftloopError
 from monitor.store.engine import write_transaction
 

@@ -1,10 +1,10 @@
 """The daemon's migrations, as frozen DDL, registered with the store's migration runner
-(:func:`monitor.store.migrations.register`) when this module is imported; :mod:`monitor.daemon.tables`
+(:func:`monitor.store.migrations.register`) when this module is imported; :mod:`monitor.daemon.state.tables`
 imports it, so any part of the daemon that touches its tables has registered them first.
 
 Never edit a function here once it has shipped: stores in the field have run it. A schema
 change is a new function and a new ``Migration`` in ``MIGRATIONS`` below with the next free
-version; then update the Core definitions in :mod:`monitor.daemon.tables` to match
+version; then update the Core definitions in :mod:`monitor.daemon.state.tables` to match
 (tests/monitor/daemon/test_schema_match.py compares the two).
 """
 from __future__ import annotations
@@ -120,7 +120,7 @@ def incidents_v2(conn: Connection) -> None:
 
 def create_alert_deliveries(conn: Connection) -> None:
     """alert_deliveries: the Alertmanager alerts seen, by fingerprint and startsAt, so that a
-    re-delivered or replayed alert is recognised (see monitor/daemon/deliveries.py)."""
+    re-delivered or replayed alert is recognised (see monitor/daemon/state/deliveries.py)."""
     statements = [
         """CREATE TABLE alert_deliveries (
             model TEXT NOT NULL,

@@ -1,0 +1,5 @@
+"""Retraining: the child process (launcher, worker, supervisor), the MLflow registry as ground
+truth, the champion, fail-over settling and the champion review.
+
+Imports :mod:`monitor.daemon.state` and :mod:`monitor.daemon.decisions`; the controller it reports
+to is handed in (annotations only)."""

@@ -1,0 +1,4 @@
+"""The daemon's state in the store: incidents, retrain attempts, the check log, webhook
+deliveries, reference levels and the tables and migrations behind them.
+
+Imports only :mod:`monitor.daemon.decisions` of the daemon (and the store)."""

@@ -1,26 +1,16 @@
 """Incidents: the persisted state machine, and their event trail.
 
-::
-
-    suspected ──► firing (labels confirm the estimated drop) | resolved (labels or the estimate clear it)
-    retraining ──► shadow ──► promoted | rejected (the challenger's live windows decide) | resolved
-    firing ──► waiting ──► retraining ──► promoted ─┐
-       │          │  ▲          │    └──► rejected ─┼──► resolved
-       │          │  │          └───────► failed ───┤
-       │          │  └── promoted / rejected / failed (next attempt needs rows after a new change point)
-       └──────────┴─────────────────────────────────┘
-    promoted / rejected / failed ──► retraining   (another attempt: still breaching, with new evidence)
-
+Which moves exist is one table, :data:`monitor.daemon.decisions.lifecycle.TABLE` (state x event ->
+new state + effect; its diagram is in docs/parts/lifecycle.md): :meth:`IncidentStore.apply` sends
+an event and raises :class:`TransitionError` for a move the table does not have.
 ``suspected``: the estimate from the scores alone (no labels yet) shows a drop with its band clear
-of the threshold; it alerts but retrains only with ``alerts.retrain_on_estimate`` (then it may
-also go to waiting / retraining like a firing incident).
-``waiting``: too few labelled rows after the change point to retrain on the new concept yet.
-Every open state has an exit driven by new evidence (see docs/parts/lifecycle.md): a check that
-is healthy resolves it; a breaching check moves it on (wait -> retrain -> outcome -> retrain
-again once new labelled rows arrived), and an incident that stays unrecovered after
-``alerts.max_attempts`` tries in a row is *escalated* (flag, metric, alert) while it keeps going.
+of the threshold; it alerts but retrains only with ``alerts.retrain_on_estimate``.
+``waiting``: a breach stands but a retrain must wait (its ``detail`` says for what).
+Every open state has an exit driven by new evidence (see docs/parts/lifecycle.md), and an
+incident that stays unrecovered after ``alerts.max_attempts`` tries in a row is *escalated*
+(flag, metric, alert) while it keeps going.
 
-Every transition is a conditional ``UPDATE ... WHERE state IN (allowed sources)``, so two
+Every transition is a conditional ``UPDATE ... WHERE state = (the state it was read in)``, so two
 writers (the scheduler thread, an API request, the retrain supervisor) can never both move
 the same incident; the loser gets :class:`TransitionError`.
 """
@@ -35,32 +25,20 @@ from typing import Any, Callable, Iterable
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Engine
 
+from monitor.daemon.decisions.kinds import OPENING_STATES, Reason, State
+from monitor.daemon.decisions.lifecycle import Effect, Event, IllegalTransition, event_to, exits, step
 from monitor.daemon.state.tables import incident_events, incidents
-from monitor.errors import DriftloopError
 from monitor.store.engine import write_transaction
 
-STATES = ("suspected", "firing", "waiting", "retraining", "shadow", "promoted", "rejected", "failed", "resolved")
-OPEN_STATES = ("suspected", "firing", "waiting", "retraining", "shadow", "promoted", "rejected", "failed")
-OPENING_STATES = ("firing", "suspected")
-OUTCOME_STATES = ("promoted", "rejected", "failed")
-TRANSITIONS: dict[str, tuple[str, ...]] = {
-    "suspected": ("firing", "waiting", "retraining", "resolved"),
-    "firing": ("waiting", "retraining", "resolved"),
-    "waiting": ("retraining", "resolved"),
-    "retraining": (*OUTCOME_STATES, "shadow"),
-    # The challenger passed the gate and scores live windows first (training.shadow_windows).
-    "shadow": ("promoted", "rejected", "waiting", "retraining", "resolved"),
-    "promoted": ("waiting", "retraining", "resolved"),
-    "rejected": ("waiting", "retraining", "resolved"),
-    "failed": ("waiting", "retraining", "resolved"),
-    "resolved": (),
-}
+STATES: tuple[State, ...] = tuple(State)
+OPEN_STATES: tuple[State, ...] = tuple(s for s in State if s.is_open)
+OUTCOME_STATES: tuple[State, ...] = (State.PROMOTED, State.REJECTED, State.FAILED)
+# Where each state may go (read from the lifecycle's table).
+TRANSITIONS: dict[State, tuple[State, ...]] = {s: tuple(dict.fromkeys(exits(s).values())) for s in State}
 # Events that mark a state change; notes are deduplicated and coalesced between two of them.
 _STATE_EVENTS = ("opened", *STATES)
 MAX_NOTES_PER_INCIDENT = 200
-REASONS = ("accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate", "macro_f1", "weighted_f1", "mae",
-           # the metrics: the policy's Reason
-           "rmse", "mape", "r2", "drift", "alertmanager", "schedule", "manual", "review")
+REASONS: tuple[Reason, ...] = tuple(Reason)
 # A per-class rule's breach (alerts.rules {metric: recall, class: night}) opens an incident named
 # after its key, recall[night]: one of the model's classes, so the set stays bounded.
 _CLASS_REASON = re.compile(r"^(precision|recall)\[[^\]]+\]$")
@@ -70,8 +48,8 @@ def known_reason(reason: str) -> bool:
     return reason in REASONS or bool(_CLASS_REASON.match(reason))
 
 
-class TransitionError(DriftloopError):
-    """The incident is not in a state this transition may start from (or does not exist)."""
+class TransitionError(IllegalTransition):
+    """The incident is not in a state this event may move it from (or does not exist)."""
 
 
 @dataclass
@@ -80,7 +58,7 @@ class Incident:
     model: str
     reason: str
     trigger: str
-    state: str
+    state: State
     detail: str | None
     opened_at: float
     updated_at: float
@@ -100,7 +78,7 @@ class Incident:
 
     @property
     def is_open(self) -> bool:
-        return self.state != "resolved"
+        return self.state.is_open
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,6 +89,7 @@ def _incident(row) -> Incident:
     m["report_paths"] = json.loads(m["report_paths"] or "[]")
     m["outcome_reasons"] = json.loads(m["outcome_reasons"] or "[]")
     m["retrain"] = bool(m["retrain"])
+    m["state"] = State(m["state"])
     m["escalated"] = bool(m.get("escalated") or False)
     return Incident(**m)
 
@@ -124,7 +103,7 @@ class IncidentStore:
     def open(self, reason: str, trigger: str, detail: str, *, check_id: int | None = None,
              report_paths: Iterable[str] = (), window_start: float | None = None,
              retrain: bool = True, change_ts: float | None = None,
-             reference: tuple[float | None, float | None] = (None, None), state: str = "firing",
+             reference: tuple[float | None, float | None] = (None, None), state: State = State.FIRING,
              data: dict[str, Any] | None = None) -> Incident:
         if not known_reason(reason):
             raise ValueError(f"unknown incident reason {reason!r}")
@@ -169,37 +148,51 @@ class IncidentStore:
         with self._engine.connect() as conn:
             return [_incident(r) for r in conn.execute(q)]
 
-    def transition(self, incident_id: str, to: str, message: str, **fields: Any) -> Incident:
-        """Move ``incident_id`` to ``to`` if allowed from its current state; record an event. The
-        incident's ``detail`` (what it is doing or waiting for now) becomes ``message`` unless the
-        caller gives one: a detail never outlives the state it described."""
+    def apply(self, incident_id: str, event: Event, message: str, **fields: Any) -> tuple[Incident, Effect]:
+        """Send ``event`` to ``incident_id``: move it as the lifecycle's table says (one write with
+        its event row) and return it with the move's effect. The incident's ``detail`` (what it is
+        doing or waiting for now) becomes ``message`` unless the caller gives one: a detail never
+        outlives the state it described. ``fields``: run_id, version, outcome_reasons, detail, data."""
+        return self._move(incident_id, lambda state: event, message, fields)
+
+    def transition(self, incident_id: str, to: State | str, message: str, **fields: Any) -> Incident:
+        """Move ``incident_id`` to the state ``to`` by the table's event for that move."""
         if to not in STATES:
             raise ValueError(f"unknown incident state {to!r}")
-        sources = [s for s, targets in TRANSITIONS.items() if to in targets]
+        return self._move(incident_id, lambda state: event_to(state, to), message, fields)[0]
+
+    def _move(self, incident_id: str, event_for: Callable[[State], Event], message: str,
+              fields: dict[str, Any]) -> tuple[Incident, Effect]:
         now = self._clock()
-        values: dict[str, Any] = {"state": to, "updated_at": now}
-        if to == "resolved":
-            values["resolved_at"] = now
-        if to == "retraining":
-            values["attempts"] = incidents.c.attempts + 1
-        for key in ("run_id", "version"):
-            if key in fields:
-                values[key] = fields[key]
-        values["detail"] = fields.get("detail", message)
-        if "outcome_reasons" in fields:
-            values["outcome_reasons"] = json.dumps(list(fields["outcome_reasons"]))
         with write_transaction(self._engine) as conn:
-            done = conn.execute(update(incidents)
-                                .where(incidents.c.id == incident_id, incidents.c.state.in_(sources))
+            row = conn.execute(select(incidents.c.state).where(incidents.c.id == incident_id)).first()
+            if row is None:
+                raise TransitionError(f"incident {incident_id} does not exist")
+            state = State(row.state)
+            try:
+                event = event_for(state)
+                to, effect = step(state, event)
+            except IllegalTransition as exc:
+                raise TransitionError(f"incident {incident_id}: {exc}") from None
+            values: dict[str, Any] = {"state": to, "updated_at": now}
+            if to == State.RESOLVED:
+                values["resolved_at"] = now
+            if to == State.RETRAINING:
+                values["attempts"] = incidents.c.attempts + 1
+            for key in ("run_id", "version"):
+                if key in fields:
+                    values[key] = fields[key]
+            values["detail"] = fields.get("detail", message)
+            if "outcome_reasons" in fields:
+                values["outcome_reasons"] = json.dumps(list(fields["outcome_reasons"]))
+            done = conn.execute(update(incidents).where(incidents.c.id == incident_id, incidents.c.state == state)
                                 .values(**values)).rowcount
-            if done != 1:
-                row = conn.execute(select(incidents.c.state).where(incidents.c.id == incident_id)).first()
-                where = "does not exist" if row is None else f"is {row.state}"
-                raise TransitionError(f"incident {incident_id} {where}; cannot move it to {to}")
+            if done != 1:  # another writer moved it between the read and the write
+                raise TransitionError(f"incident {incident_id} moved meanwhile; cannot {event} it")
             conn.execute(insert(incident_events).values(
                 incident_id=incident_id, ts=now, kind=to, message=message,
                 data=json.dumps(fields.get("data")) if fields.get("data") is not None else None))
-        return self.get(incident_id)
+        return self.get(incident_id), effect
 
     UPDATABLE = frozenset({"reason", "retrain", "change_ts", "escalated", "report_paths", "detail"})
 

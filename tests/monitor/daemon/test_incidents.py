@@ -1,6 +1,8 @@
 import pytest
 
 from monitor.daemon.state.attempts import AttemptStore, BusyError
+from monitor.daemon.decisions.kinds import State
+from monitor.daemon.decisions.lifecycle import Effect, Event
 from monitor.daemon.state.incidents import IncidentStore, TransitionError
 
 
@@ -19,13 +21,15 @@ def test_lifecycle_is_persisted_with_events(incidents, clock, engine):
                          window_start=clock() - 60)
     assert inc.state == "firing" and inc.attempts == 0 and inc.report_paths == ["r.html"]
     clock.advance(5)
-    incidents.transition(inc.id, "retraining", "retrain started")
+    incidents.apply(inc.id, Event.START_RETRAIN, "retrain started")
     clock.advance(30)
-    done = incidents.transition(inc.id, "promoted", "promoted v2", version="2", run_id="abc",
-                                outcome_reasons=["accuracy +0.08"])
-    assert (done.state, done.version, done.run_id, done.attempts) == ("promoted", "2", "abc", 1)
+    done, effect = incidents.apply(inc.id, Event.PROMOTE, "promoted v2", version="2", run_id="abc",
+                                   outcome_reasons=["accuracy +0.08"])
+    assert (done.state, done.version, done.run_id, done.attempts) == (State.PROMOTED, "2", "abc", 1)
+    assert effect is Effect.RELOAD_CHAMPION
     assert done.outcome_reasons == ["accuracy +0.08"]
-    resolved = incidents.transition(inc.id, "resolved", "healthy")
+    resolved, effect = incidents.apply(inc.id, Event.RESOLVE, "healthy")
+    assert effect is Effect.CLOSE
     assert resolved.resolved_at == clock() and not resolved.is_open
     # A second store on the same database (a restarted daemon) sees the same history.
     again = IncidentStore(engine, "demo", clock)
@@ -34,30 +38,38 @@ def test_lifecycle_is_persisted_with_events(incidents, clock, engine):
 
 
 @pytest.mark.parametrize("path,bad", [
-    ((), "promoted"),                       # firing -> promoted skips the retrain
-    (("retraining",), "resolved"),          # a running retrain must end first
-    (("resolved",), "retraining"),          # resolved is final
+    ((), Event.PROMOTE),                          # firing -> promoted skips the retrain
+    ((Event.START_RETRAIN,), Event.RESOLVE),      # a running retrain must end first
+    ((Event.RESOLVE,), Event.START_RETRAIN),      # resolved is final
 ])
 def test_illegal_transitions_are_refused(incidents, path, bad):
     inc = incidents.open("drift", "alert", "drift")
-    for state in path:
-        incidents.transition(inc.id, state, "ok")
-    with pytest.raises(TransitionError, match=f"cannot move it to {bad}"):
-        incidents.transition(inc.id, bad, "nope")
-    assert incidents.get(inc.id).state == (path[-1] if path else "firing")
+    for event in path:
+        incidents.apply(inc.id, event, "ok")
+    before = incidents.get(inc.id).state
+    with pytest.raises(TransitionError, match=f"an incident that is {before} cannot {bad}"):
+        incidents.apply(inc.id, bad, "nope")
+    assert incidents.get(inc.id).state == before
+
+
+def test_naming_the_target_state_is_checked_against_the_same_table(incidents):
+    inc = incidents.open("drift", "alert", "drift")
+    with pytest.raises(TransitionError, match="an incident that is firing cannot move to promoted"):
+        incidents.transition(inc.id, "promoted", "nope")
+    assert incidents.transition(inc.id, "retraining", "go").state is State.RETRAINING
 
 
 def test_retry_after_failure_counts_attempts(incidents):
     inc = incidents.open("roc_auc", "alert", "auc")
     for _ in range(2):
-        incidents.transition(inc.id, "retraining", "go")
-        incidents.transition(inc.id, "failed", "boom")
+        incidents.apply(inc.id, Event.START_RETRAIN, "go")
+        incidents.apply(inc.id, Event.FAIL, "boom")
     assert incidents.get(inc.id).attempts == 2 and incidents.count_open() == 1
 
 
 def test_unknown_incident(incidents):
     with pytest.raises(TransitionError, match="does not exist"):
-        incidents.transition("inc-nope", "resolved", "x")
+        incidents.apply("inc-nope", Event.RESOLVE, "x")
 
 
 def test_single_flight_is_enforced_by_the_database(attempts, engine, clock):

@@ -129,11 +129,14 @@ def test_commands_may_use_the_facades():
 def runtime_imports(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
     """:func:`imported_modules` without the imports under ``if TYPE_CHECKING:`` (annotations only:
     they never run, so they cannot close a circle)."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-            node.body = [ast.Pass()]
-    return imported_modules(ast.unparse(tree), module, is_package)
+    skipped: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        test = getattr(node, "test", None)
+        if isinstance(node, ast.If) and (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
+                                         or isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"):
+            skipped |= {n.lineno for stmt in node.body for n in ast.walk(stmt) if hasattr(n, "lineno")}
+    return [(line, m) for line, m in dict.fromkeys(imported_modules(source, module, is_package))
+            if line not in skipped]
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -186,3 +189,160 @@ def test_the_circle_finder_finds_a_function_local_circle():
     assert circles(graph) == [["a.policy", "a.rules"]]
     source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from monitor.daemon.runtime.daemon import D\n"
     assert runtime_imports(source, "monitor.daemon.runtime.api", False) == []
+
+
+# -- the daemon's rooms ---------------------------------------------------------------------------
+# Lowest first: a room imports only rooms below it at run time (imports under ``if TYPE_CHECKING:``
+# are annotations and may name any room). ``monitor.daemon`` itself is the lazy package entry above all.
+ROOMS = ("decisions", "state", "retraining", "runtime")
+
+# (importer, imported) pairs that point up, each with its reason; keep this list short and shrinking.
+ROOM_EXCEPTIONS = {
+    ("monitor.daemon.retraining.recovery", "monitor.daemon.runtime.controller"):
+        "start-up settling calls the controller's settle/resolve at run time (owned by the lifecycle work "
+        "of issue 25 item 2: recovery becomes an event of the lifecycle table)",
+}
+
+# What the pure decisions may import: the standard library minus I/O, numpy/pandas, the bottom layer
+# minus its file helpers, and drift's pure maths. No clock (the caller injects one), no store, no network.
+DECISIONS_IO = ("os", "io", "pathlib", "shutil", "tempfile", "glob", "subprocess", "socket", "threading",
+                "multiprocessing", "asyncio", "time", "sqlite3", "sqlalchemy", "mlflow", "httpx", "requests",
+                "urllib", "http", "fastapi", "starlette", "uvicorn", "anyio", "apscheduler", "prometheus_client",
+                "evidently", "torch", "onnxruntime", "pynvml", "boto3", "logging")
+DECISIONS_OURS = (*(m for m in BOTTOM if m not in ("monitor.files", "monitor.writable", "monitor.logs")),
+                  "monitor.daemon.decisions", "monitor.drift.changepoint", "monitor.drift.frames")
+
+
+def room_of(module: str) -> int | None:
+    """The room's rank (0 = decisions, the lowest), or None outside the rooms."""
+    parts = module.split(".")
+    if parts[:2] == ["monitor", "daemon"] and len(parts) > 2 and parts[2] in ROOMS:
+        return ROOMS.index(parts[2])
+    return None
+
+
+def room_violations(module: str, imports: list[tuple[int, str]]) -> list[str]:
+    """Run-time imports of a higher room (``imports`` as :func:`runtime_imports` gives them)."""
+    rank = room_of(module)
+    if rank is None:
+        return []
+    out = []
+    for line, m in imports:
+        other = room_of(m)
+        if other is not None and other > rank and (module, m) not in ROOM_EXCEPTIONS:
+            out.append(f"{module}:{line} imports {m} (room {ROOMS[rank]} is below room {ROOMS[other]})")
+        elif _under(m, "monitor.daemon") and other is None and m != "monitor.daemon" and rank is not None:
+            out.append(f"{module}:{line} imports {m} (outside the four rooms)")
+    return out
+
+
+def _all_imported_names(source: str) -> list[tuple[int, str]]:
+    """Every top-level module name imported (absolute imports), at any depth, TYPE_CHECKING included."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.append((node.lineno, node.module))
+    return found
+
+
+def purity_violations(module: str, source: str) -> list[str]:
+    """The decisions room does no I/O: no I/O library, no ``open()``, none of ours but the allowed."""
+    out = [f"{module}:{line} imports {name} (decisions do no I/O)" for line, name in _all_imported_names(source)
+           if name.split(".")[0] in DECISIONS_IO or name.startswith("urllib.request")]
+    out += [f"{module}:{line} imports {m} (decisions import only {', '.join(DECISIONS_OURS)})"
+            for line, m in imported_modules(source, module, False)
+            if m != "monitor" and not _under(m, *DECISIONS_OURS[1:])]
+    out += [f"{module}:{node.lineno} calls open() (decisions do no I/O)" for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open"]
+    return out
+
+
+def _daemon_modules():
+    for path in sorted((ROOT / "monitor" / "daemon").rglob("*.py")):
+        yield path, _module_name(path)
+
+
+def test_rooms_point_one_way():
+    """runtime → retraining → state → decisions: a lower room never imports a higher one at run time."""
+    found = []
+    for path, module in _daemon_modules():
+        found += room_violations(module, runtime_imports(path.read_text(), module, path.name == "__init__.py"))
+    assert found == []
+
+
+def test_every_daemon_module_lives_in_a_room():
+    loose = [module for path, module in _daemon_modules() if module != "monitor.daemon" and room_of(module) is None]
+    assert loose == []
+
+
+def test_decisions_are_pure():
+    found = []
+    for path, module in _daemon_modules():
+        if room_of(module) == 0:
+            found += purity_violations(module, path.read_text())
+    assert found == []
+
+
+def test_no_room_imports_one_that_imports_it_back():
+    """The circle test at room granularity: the rooms' run-time imports, listed exceptions aside,
+    form no circle (forbidden circles: the one-way order above, checked as a graph)."""
+    graph: dict[str, set[str]] = {room: set() for room in ROOMS}
+    for path, module in _daemon_modules():
+        rank = room_of(module)
+        if rank is None:
+            continue
+        for _, m in runtime_imports(path.read_text(), module, path.name == "__init__.py"):
+            other = room_of(m)
+            if other is not None and other != rank and (module, m) not in ROOM_EXCEPTIONS:
+                graph[ROOMS[rank]].add(ROOMS[other])
+    assert circles(graph) == []
+
+
+def test_room_exceptions_are_still_needed():
+    """An exception whose import is gone is struck from the list (it keeps shrinking)."""
+    live = set()
+    for path, module in _daemon_modules():
+        live |= {(module, m) for _, m in runtime_imports(path.read_text(), module, path.name == "__init__.py")}
+    assert set(ROOM_EXCEPTIONS) - live == set()
+
+
+@pytest.mark.parametrize("module,source,expected", [
+    ("monitor.daemon.state.checklog", "from monitor.daemon.runtime.checks import CheckOutcome\n",
+     "monitor.daemon.runtime.checks"),
+    ("monitor.daemon.retraining.review", "def f():\n    from ..runtime import controller\n",
+     "monitor.daemon.runtime.controller"),
+    ("monitor.daemon.decisions.policy", "from monitor.daemon.state.levels import Level\n",
+     "monitor.daemon.state.levels"),
+    ("monitor.daemon.state.levels", "from monitor.daemon.nowhere import x\n", "monitor.daemon.nowhere"),
+])
+def test_the_room_checker_sees_an_upward_import(module, source, expected):
+    found = room_violations(module, runtime_imports(source, module, False))
+    assert len(found) == 1 and expected in found[0]
+
+
+def test_the_room_checker_lets_annotations_and_downward_imports_pass():
+    source = ("from typing import TYPE_CHECKING\nfrom monitor.daemon.state.attempts import AttemptStore\n"
+              "if TYPE_CHECKING:\n    from monitor.daemon.runtime.controller import Controller\n")
+    module = "monitor.daemon.retraining.review"
+    assert room_violations(module, runtime_imports(source, module, False)) == []
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("import sqlalchemy\n", "sqlalchemy"),
+    ("def f():\n    from mlflow.tracking import MlflowClient\n", "mlflow.tracking"),
+    ("from pathlib import Path\n", "pathlib"),
+    ("import time\n", "time"),
+    ("from monitor.store import PredictionStore\n", "monitor.store"),
+    ("from monitor.daemon.state.incidents import Incident\n", "monitor.daemon.state.incidents"),
+    ("def f(p):\n    return open(p).read()\n", "open()"),
+])
+def test_the_purity_checker_sees_io(source, expected):
+    found = purity_violations("monitor.daemon.decisions.policy", source)
+    assert len(found) == 1 and expected in found[0]
+
+
+def test_the_room_circle_finder_finds_a_circle_of_rooms():
+    assert circles({"state": {"runtime"}, "runtime": {"state", "decisions"}, "decisions": set()}) == \
+        [["runtime", "state"]]

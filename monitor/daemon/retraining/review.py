@@ -36,14 +36,16 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pandas as pd
 
 from monitor.daemon.state.attempts import BusyError
-from monitor.daemon.runtime.controller import CheckReport, Controller
 from monitor.daemon.state.incidents import TransitionError
 from monitor.daemon.retraining.launcher import ChildResult
+
+if TYPE_CHECKING:  # the controller is handed in; the room below runtime imports it for annotations only
+    from monitor.daemon.runtime.controller import CheckReport, Controller
 
 log = logging.getLogger(__name__)
 

@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Engine
 
-from monitor.daemon.runtime.checks import CheckOutcome
 from monitor.daemon.decisions.breach import Observation
 from monitor.daemon.decisions.rules import rule_inputs_from
 from monitor.daemon.state.tables import check_results, daemon_counters
 from monitor.store.engine import write_transaction
+
+if TYPE_CHECKING:  # the check's outcome is handed in; state sits below runtime
+    from monitor.daemon.runtime.checks import CheckOutcome
 
 _ERRORS_PRUNED = "check_errors_pruned"
 

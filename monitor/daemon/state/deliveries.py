@@ -17,14 +17,16 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Engine
 
-from monitor.daemon.runtime.alertmanager import WebhookAlert
 from monitor.daemon.state.tables import alert_deliveries
 from monitor.store.engine import write_transaction
+
+if TYPE_CHECKING:  # the webhook's alerts are handed in; state sits below runtime
+    from monitor.daemon.runtime.alertmanager import WebhookAlert
 
 KEEP_SECONDS = 7 * 86_400
 

@@ -4,7 +4,7 @@ to import (``import monitor.gpu`` must not pay for pydantic, ``import trainer.lo
 
     __getattr__, __dir__ = lazy_attributes(__name__, {"Daemon": "monitor.daemon.runtime.daemon",
                                                       "default_champion":
-                                                          "monitor.daemon.runtime.daemon:_default_champion"})
+                                                          "monitor.daemon.runtime.wiring"})
 
 A value is ``"module"`` (same attribute name there) or ``"module:attribute"``. Once imported, the
 value is cached in the package's namespace, so later lookups are plain attribute reads.

@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry
 from monitor.buildinfo import register_self_metrics
 from monitor.config import DriftloopConfig
 from monitor.daemon.state.attempts import AttemptStore
-from monitor.daemon.retraining.champion import ChampionCache, mlflow_alias_lookup
+from monitor.daemon.retraining.champion import ChampionCache
 from monitor.daemon.state.checklog import CheckLog
 from monitor.daemon.runtime.checks import CheckJob, champion_rows
 from monitor.daemon.runtime.controller import CheckReport, Controller
@@ -39,35 +39,12 @@ from monitor.daemon.retraining.registry import MlflowProbe, RegistryProbe
 from monitor.daemon.runtime.scheduler import build_scheduler
 from monitor.daemon.runtime.status import collect_status
 from monitor.daemon.runtime.triggers import TriggerResult, handle_alertmanager, request_retrain
+from monitor.daemon.runtime.wiring import LazyEvaluator, ReportSaver, default_champion, shadow_observer
 
 if TYPE_CHECKING:
     from monitor.store import PredictionStore
-    from trainer.shadow import ShadowNews
 
 log = logging.getLogger(__name__)
-
-
-def _default_champion(cfg: DriftloopConfig,
-                      known_champion: Callable[[], str | None] = lambda: None) -> ChampionCache:
-    def load() -> Any:
-        import trainer
-        return trainer.load_champion(cfg)
-    return ChampionCache(load, mlflow_alias_lookup(cfg, known_champion))
-
-
-class _LazyEvaluator:
-    """``monitor.drift.DriftEvaluator`` (which caches the prepared reference per champion), built
-    on the first check: importing Evidently takes seconds, and start-up should not wait for it."""
-
-    def __init__(self, clock: Callable[[], float]):
-        self._clock = clock
-        self._evaluator: Any = None
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self._evaluator is None:
-            from monitor.drift import DriftEvaluator
-            self._evaluator = DriftEvaluator(clock=self._clock)
-        return self._evaluator(*args, **kwargs)
 
 
 class Daemon:
@@ -86,11 +63,12 @@ class Daemon:
             store = PredictionStore.from_config(cfg)
         self.store = store
         engine, model = store.engine, cfg.model.name
-        self.champion = champion or _default_champion(cfg, self.known_champion)
+        self.champion = champion or default_champion(cfg, self.known_champion)
         if evaluate is None:
-            evaluate = _LazyEvaluator(clock)
+            evaluate = LazyEvaluator(clock)
         if save_report is None:
-            save_report = self._save_report
+            save_report = ReportSaver(cfg, lambda: [p for i in self.controller.incidents.open_incidents()
+                                                      for p in i.report_paths])
         checklog = CheckLog(engine, model, clock)
         # The label-free estimate, recalibrated on the champion's labelled rows when labels keep
         # proving it wrong (drift.estimation_recalibrate_windows).
@@ -103,7 +81,7 @@ class Daemon:
             AlertPolicy(cfg.alerts, cfg.drift.min_labels, cfg.drift.min_rows, cfg.drift),
             launcher or ProcessLauncher(cfg.home / "retrains"),
             self.champion, probe or MlflowProbe(cfg, self.known_champion),
-            clock, shadow=_shadow_observer(cfg) if cfg.training.shadow_windows else None,
+            clock, shadow=shadow_observer(cfg) if cfg.training.shadow.windows else None,
             estimation=self.estimation)
         self.review = ChampionReview(self.controller, clock)
         if registry is None:
@@ -139,29 +117,6 @@ class Daemon:
         """The latest successful check's result: a failed check leaves the last good values up
         (``driftloop_model_last_check_timestamp_seconds`` shows their age)."""
         return self.controller.last_result
-
-    def _save_report(self, result: Any, ts: float) -> tuple[Any, Any]:
-        from monitor.drift import save_report
-        paths = save_report(result, self.cfg.reports_dir, keep=self.cfg.drift.reports_keep,
-                            max_bytes=self.cfg.drift.report_max_bytes)
-        self._add_to_workspace(result)
-        return paths.html, paths.json
-
-    def _add_to_workspace(self, result: Any) -> None:
-        """The snapshot into the Evidently workspace (``drift.workspace``), pruned like the report
-        files but keeping the checks an open incident cites. Best effort: a workspace that cannot be
-        written is logged and the check goes on (the report files are the record)."""
-        folder = self.cfg.evidently_workspace
-        if folder is None:
-            return
-        from monitor.drift.reports import report_check_ids
-        from monitor.drift.workspace import add_snapshot
-        try:
-            cited = [p for i in self.controller.incidents.open_incidents() for p in i.report_paths]
-            add_snapshot(result, folder, keep=self.cfg.drift.reports_keep,
-                         protect=report_check_ids(cited, self.cfg.model.name))
-        except Exception as exc:
-            log.warning("could not add check %s to the Evidently workspace %s: %s", result.check_id, folder, exc)
 
     def build_app(self) -> Any:
         """The FastAPI app: ingestion (``/v1/predictions``, ``/v1/labels``, ``/metrics``,
@@ -313,10 +268,3 @@ class Daemon:
             return {"version": str(champion.version), "reference_accuracy": metrics.get("accuracy"), **mae,
                     "reference_roc_auc": metrics.get("roc_auc"), "incident": current.id if current else None}
 
-
-def _shadow_observer(cfg: DriftloopConfig) -> Callable[[Any], ShadowNews | None]:
-    """training.shadow_windows: each check window goes to the pending shadow challenger (trainer/shadow.py)."""
-    def observe(window: Any) -> ShadowNews | None:
-        from trainer.shadow import observe as observe_shadow
-        return observe_shadow(cfg, window)
-    return observe

@@ -22,7 +22,7 @@ __getattr__, __dir__ = lazy_attributes(__name__, {
     "ReferenceLevels": "monitor.daemon.state.levels",
     "CheckJob": "monitor.daemon.runtime.checks",
     "check_rules_fit": "monitor.daemon.decisions.rules",
-    "default_champion": "monitor.daemon.runtime.daemon:_default_champion",
+    "default_champion": "monitor.daemon.runtime.wiring",
     "install_signal_handlers": "monitor.daemon.runtime.serve",
     "observation": "monitor.daemon.runtime.controller",
     "render_check": "monitor.daemon.runtime.render",

@@ -105,10 +105,10 @@ def test_check_judges_against_the_daemons_bar_the_reference_level(make_config, t
 
     # The daemon's verdict on the same window: the same breaches (it would also write the level; it is there).
     from monitor.daemon.runtime.checks import CheckJob
-    from monitor.daemon.runtime.daemon import _default_champion
+    from monitor.daemon.runtime.wiring import default_champion
     from monitor.drift import evaluate_window
     with PredictionStore.from_config(cfg) as store:
-        outcome = CheckJob(cfg, store, _default_champion(cfg), evaluate_window, lambda r, t: (None, None),
+        outcome = CheckJob(cfg, store, default_champion(cfg), evaluate_window, lambda r, t: (None, None),
                            __import__("time").time).run()
         levels = ReferenceLevels(store.engine, cfg.model.name)
         daemon = AlertPolicy(cfg.alerts, cfg.drift.min_labels).performance_breaches(

@@ -1,0 +1,75 @@
+"""The daemon's default collaborators, each built on first use so start-up stays fast: the champion
+(loaded from MLflow), the drift evaluator (Evidently), the report saver and the shadow observer.
+:class:`monitor.daemon.runtime.daemon.Daemon` takes each of them injected instead (the tests do)."""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from monitor.config import DriftloopConfig
+from monitor.daemon.retraining.champion import ChampionCache, mlflow_alias_lookup
+
+if TYPE_CHECKING:
+    from trainer.shadow import ShadowNews
+
+log = logging.getLogger(__name__)
+
+
+def default_champion(cfg: DriftloopConfig, known_champion: Callable[[], str | None] = lambda: None) -> ChampionCache:
+    def load() -> Any:
+        import trainer
+        return trainer.load_champion(cfg)
+    return ChampionCache(load, mlflow_alias_lookup(cfg, known_champion))
+
+
+class LazyEvaluator:
+    """``monitor.drift.DriftEvaluator`` (which caches the prepared reference per champion), built
+    on the first check: importing Evidently takes seconds, and start-up should not wait for it."""
+
+    def __init__(self, clock: Callable[[], float]):
+        self._clock = clock
+        self._evaluator: Any = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._evaluator is None:
+            from monitor.drift import DriftEvaluator
+            self._evaluator = DriftEvaluator(clock=self._clock)
+        return self._evaluator(*args, **kwargs)
+
+
+class ReportSaver:
+    """A check's report files (``drift.reports_keep``, ``drift.report_max_bytes``) and its snapshot in
+    the Evidently workspace, keeping the checks that ``cited`` (the open incidents' report paths) names."""
+
+    def __init__(self, cfg: DriftloopConfig, cited: Callable[[], Iterable[str]]):
+        self.cfg = cfg
+        self._cited = cited
+
+    def __call__(self, result: Any, ts: float) -> tuple[Any, Any]:
+        from monitor.drift import save_report
+        paths = save_report(result, self.cfg.reports_dir, keep=self.cfg.drift.reports_keep,
+                            max_bytes=self.cfg.drift.report_max_bytes)
+        self._add_to_workspace(result)
+        return paths.html, paths.json
+
+    def _add_to_workspace(self, result: Any) -> None:
+        """Best effort: a workspace that cannot be written is logged and the check goes on (the
+        report files are the record)."""
+        folder = self.cfg.evidently_workspace
+        if folder is None:
+            return
+        from monitor.drift.reports import report_check_ids
+        from monitor.drift.workspace import add_snapshot
+        try:
+            add_snapshot(result, folder, keep=self.cfg.drift.reports_keep,
+                         protect=report_check_ids(list(self._cited()), self.cfg.model.name))
+        except Exception as exc:
+            log.warning("could not add check %s to the Evidently workspace %s: %s", result.check_id, folder, exc)
+
+
+def shadow_observer(cfg: DriftloopConfig) -> Callable[[Any], ShadowNews | None]:
+    """training.shadow.windows: each check window goes to the pending shadow challenger (trainer/shadow.py)."""
+    def observe(window: Any) -> ShadowNews | None:
+        from trainer.shadow import observe as observe_shadow
+        return observe_shadow(cfg, window)
+    return observe

@@ -159,7 +159,7 @@ def bench_check_and_retrain(cfg, window: int, repeats: int, retrain: bool) -> No
         labelled = daemon.store.window(last_n=window, labelled_only=True)
         print("one retrain on the same window (promotion disabled: both are rejected)")
         cfg_nopromote = cfg.model_copy(update={"training": cfg.training.model_copy(
-            update={"promote_min_accuracy_gain": 1.0})})
+            update={"gate": cfg.training.gate.model_copy(update={"min_accuracy_gain": 1.0})})})
         base = timed(lambda: trainer.retrain(cfg_nopromote, labelled, trigger="manual"), 1)
         row("baseline: trainer.retrain in process", base, unit="s")
         launcher = ProcessLauncher(cfg.home / "retrains")

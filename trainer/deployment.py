@@ -15,14 +15,14 @@ multiclass    |difference| over every class probability        accuracy, macro  
 regression    |prediction difference| / the target's scale     MAE, RMSE             MAE <= 1/r x
 ============  ===============================================  ====================  ===================
 
-with r = ``training.int8_min_accuracy_ratio``. The regression scale is the standard deviation of
+with r = ``training.export.int8_min_accuracy_ratio``. The regression scale is the standard deviation of
 the target on the reference rows (the training target's, ``target_std``, when those have none or it
 is 0), so a tolerance means the same for a price in dollars and a rate in percent: parity 1e-4 is a
 difference of one ten-thousandth of the target's spread.
 
 A form is published (logged as ``onnx/model.onnx`` / ``onnx/model.int8.onnx``) only when its
-parity is within tolerance (``training.export_parity_tolerance`` for fp32,
-``training.int8_parity_tolerance`` for INT8) and it keeps its held-out figure as above; otherwise
+parity is within tolerance (``training.export.parity_tolerance`` for fp32,
+``training.export.int8_parity_tolerance`` for INT8) and it keeps its held-out figure as above; otherwise
 the tag ``driftloop.export.<form>`` says why. Exporting never fails a training run: any error is
 recorded (tag ``driftloop.export.error``) and training goes on. A ``training.entrypoint`` model is
 exported by trainer/entrypoint_export.py (a tensor input; refused with the reason where it does not trace).
@@ -110,9 +110,9 @@ def log_export(result: ExportResult) -> None:
 
 def export_and_log(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg: DriftloopConfig,
                    version: str | None = None) -> ExportResult | None:
-    """:func:`export_forms` then :func:`log_export` in the active run, unless ``training.export_onnx``
+    """:func:`export_forms` then :func:`log_export` in the active run, unless ``training.export.onnx``
     is off. Whatever goes wrong is logged and tagged, never raised: the version is registered anyway."""
-    if not cfg.training.export_onnx:
+    if not cfg.training.export.onnx:
         return None
     try:
         result = export_forms(model, reference, holdout, cfg, version=version)

@@ -171,14 +171,15 @@ def check_forms(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg:
         except ExportError as exc:
             result.error = str(exc)
             return result
-        tolerances = {"onnx": t.export_parity_tolerance, "onnx-int8": t.int8_parity_tolerance}
+        tolerances = {"onnx": t.export.parity_tolerance, "onnx-int8": t.export.int8_parity_tolerance}
         for name, data in built.items():
             score = scorer(data)
             parity = (float(np.max(np.abs(score(reference) - reference_output))) / scale
                       if len(reference) else 0.0)
             form = _form(name, len(data), parity, held_out_figures(task, y, score(holdout), threshold),
                          _latencies(score, holdout, clock, repeats))
-            form.reason = _refusal(task, form, result.forms["torch"], tolerances[name], t.int8_min_accuracy_ratio)
+            form.reason = _refusal(task, form, result.forms["torch"], tolerances[name],
+                                   t.export.int8_min_accuracy_ratio)
             form.published = not form.reason
             result.forms[name] = form
             if form.published:

@@ -3,23 +3,23 @@
 Rule (all must hold; every failed condition becomes a reason recorded on the run):
 
 1. On the held-out recent rows (the same rows for both models), the challenger's accuracy gain is
-   at least ``promote_min_accuracy_gain`` AND its ROC AUC gain at least ``promote_min_auc_gain``.
+   at least ``training.gate.min_accuracy_gain`` AND its ROC AUC gain at least ``training.gate.min_auc_gain``.
    With a margin of 0 on a metric that reads "not worse", and for ROC AUC "not significantly
-   worse": a loss within the paired DeLong test's one-sided margin at ``gate_confidence``
+   worse": a loss within the paired DeLong test's one-sided margin at ``training.gate.confidence``
    (:func:`auc_noise`) is noise, not worse. (A prior shift moves the best threshold and not the
    ranking: a challenger fixing the accuracy by 15 points with the same ranking, ROC AUC -0.0002,
    was refused again and again.) Both margins 0 still need (2).
 2. It is strictly better on at least one of the two: a tie everywhere keeps the champion (moving
    the alias costs a rollout and a new baseline, so change needs a reason).
 3. It is good, not only better: on the held-out rows its ROC AUC's lower confidence bound
-   (DeLong, ``gate_confidence``) is above 0.5 (it ranks better than chance, shown) and its accuracy
+   (DeLong, ``training.gate.confidence``) is above 0.5 (it ranks better than chance, shown) and its accuracy
    is not shown worse than the majority-class rate (the upper Wilson bound reaches it), so a
    challenger that beats a broken champion by being less broken (4.7 % accuracy against 0.3 %, ROC
    AUC 0.25) is never promoted. Accuracy is not asked to *prove* it beats the majority rate: with
    10 % positives a good ranker's accuracy at the threshold sits near 90 %, and a few hundred
    held-out rows cannot show the difference, which refused good challengers again and again.
 4. It has not forgotten the old data *while the old concept still holds*: on the champion's
-   reference sample its accuracy is at most ``reference_floor`` below the champion's. This applies
+   reference sample its accuracy is at most ``training.gate.reference_floor`` below the champion's. This applies
    only when the champion still does on the recent rows about what it did on its reference
    (within ``alerts.accuracy_drop``); after a real concept change (the champion fails on recent
    rows) the old labels are wrong now and forgetting them is the point, so the rule is skipped and
@@ -35,10 +35,10 @@ Per task (:func:`judge` picks the rule from ``model.task``):
   AUC; floors: accuracy not shown worse than the majority-class rate (upper Wilson bound), macro
   ROC AUC lower bound above 0.5.
 - regression (:func:`decide_regression`): the challenger's MAE is at least
-  ``promote_min_mae_gain`` (relative, 0.02 = 2 % lower) below the champion's and its RMSE not
-  higher; floor: its R² lower bound (``gate_confidence``, one-sided) above 0, i.e. shown better
+  ``training.gate.min_mae_gain`` (relative, 0.02 = 2 % lower) below the champion's and its RMSE not
+  higher; floor: its R² lower bound (``training.gate.confidence``, one-sided) above 0, i.e. shown better
   than predicting the mean; forgetting: its MAE on the champion's reference sample at most
-  ``reference_floor`` (relative) above the champion's, under the same concept condition as (4).
+  ``training.gate.reference_floor`` (relative) above the champion's, under the same concept condition as (4).
 """
 from __future__ import annotations
 
@@ -217,18 +217,18 @@ def auc_noise(task: str, y: Any, champion_output: Any, challenger_output: Any, c
 
 
 def judge(task: str, challenger: dict[str, float], champion: dict[str, float], challenger_reference: float,
-          champion_reference: float, training: Any, *, floors: Floors | RegressionFloors | None = None,
+          champion_reference: float, gate: Any, *, floors: Floors | RegressionFloors | None = None,
           concept_holds: bool = True, auc_noise: float = 0.0) -> Decision:
-    """The gate of ``task`` with the margins of ``training`` (a TrainingConfig). The reference
+    """The gate of ``task`` with the margins of ``gate`` (training.gate, a GateConfig). The reference
     figures are accuracy (classifiers) or MAE (regression) on the champion's reference sample."""
     if task == "regression":
         return decide_regression(challenger, champion, challenger_reference, champion_reference,
-                                 min_mae_gain=training.promote_min_mae_gain, reference_floor=training.reference_floor,
+                                 min_mae_gain=gate.min_mae_gain, reference_floor=gate.reference_floor,
                                  floors=floors if isinstance(floors, RegressionFloors) else None,
                                  concept_holds=concept_holds)
     return decide(challenger, champion, challenger_reference, champion_reference,
-                  min_accuracy_gain=training.promote_min_accuracy_gain, min_auc_gain=training.promote_min_auc_gain,
-                  reference_floor=training.reference_floor, floors=floors if isinstance(floors, Floors) else None,
+                  min_accuracy_gain=gate.min_accuracy_gain, min_auc_gain=gate.min_auc_gain,
+                  reference_floor=gate.reference_floor, floors=floors if isinstance(floors, Floors) else None,
                   concept_holds=concept_holds, auc_noise=auc_noise)
 
 
@@ -245,13 +245,13 @@ def cost_refusals(deployed: dict[str, Any] | None, *, max_latency_ms: float | No
     if max_latency_ms is None and max_model_mb is None:
         return []
     if deployed is None:
-        return ["cost limits are set (training.max_latency_ms / max_model_mb) but no exported form was "
+        return ["cost limits are set (training.gate.max_latency_ms / max_model_mb) but no exported form was "
                 "published to measure"]
     failed = []
     if max_latency_ms is not None and deployed["p99_1_ms"] > max_latency_ms:
         failed.append(f"too slow: {deployed['form']} p99 single-row latency {deployed['p99_1_ms']:.3f} ms > "
-                      f"training.max_latency_ms {max_latency_ms:g}")
+                      f"training.gate.max_latency_ms {max_latency_ms:g}")
     size_mb = deployed["size_bytes"] / 1e6
     if max_model_mb is not None and size_mb > max_model_mb:
-        failed.append(f"too big: {deployed['form']} is {size_mb:.3f} MB > training.max_model_mb {max_model_mb:g}")
+        failed.append(f"too big: {deployed['form']} is {size_mb:.3f} MB > training.gate.max_model_mb {max_model_mb:g}")
     return failed

@@ -18,7 +18,7 @@ senders that never did), by ``model.task``:
   paired t test on the per-row absolute errors (regression).
 
 The challenger *wins on live traffic* when it is better on one of them at significance
-``1 - training.gate_confidence`` and significantly worse on none. ``training.promote_requires_live_win``
+``1 - training.gate.confidence`` and significantly worse on none. ``training.gate.requires_live_win``
 makes that a gate condition.
 """
 from __future__ import annotations

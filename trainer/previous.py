@@ -80,8 +80,8 @@ def best_previous(cfg: Any, champion: Champion, holdout: pd.DataFrame, reference
         scores = earlier.model.predict_proba(holdout)
         metrics = model_figures(task_metrics(task, y, scores, threshold))
         ref_ch = reference_figure(task, ref_y, earlier.model.predict_proba(reference), threshold)
-        floors = floors_of(y, scores, threshold, t.gate_confidence, task)
-        decision = judge(task, metrics, champion_m, ref_ch, ref_cp, t, floors=floors, concept_holds=concept_holds)
+        floors = floors_of(y, scores, threshold, t.gate.confidence, task)
+        decision = judge(task, metrics, champion_m, ref_ch, ref_cp, t.gate, floors=floors, concept_holds=concept_holds)
         if decision.promote:
             passed.append(Recalled(version, metrics, champion_m, decision, tried))
             first, second = ("mae", "rmse") if task == "regression" else ("accuracy", "roc_auc")
@@ -121,7 +121,7 @@ class Review:
     versions scored on the same latest labelled rows."""
     champion: str
     rows: int
-    alpha: float                               # per comparison: (1 - gate_confidence) / versions scored
+    alpha: float                               # per comparison: (1 - training.gate.confidence) / versions scored
     champion_metrics: dict[str, float]
     scored: list[Scored]
     best: Scored | None                        # the earlier version to reinstate, if any
@@ -160,7 +160,7 @@ def review(cfg: Any, champion: Champion, rows: pd.DataFrame, versions: list[str]
     version with the champion by the paired tests of :mod:`monitor.paired`: accuracy (exact
     McNemar) and ROC AUC (DeLong; multiclass: macro), or MAE (paired t) for regression. A version
     is better when it wins on the headline figure (accuracy; regression: MAE) at ``alpha`` by at
-    least the gate's margin (``training.promote_min_accuracy_gain``; ``promote_min_mae_gain``,
+    least the gate's margin (``training.gate.min_accuracy_gain``; ``training.gate.min_mae_gain``,
     relative) and loses on none; ``alpha`` is ``1 - gate_confidence`` divided by the versions compared
     (Bonferroni), because a review runs every few checks and must not churn on chance (a ROC AUC win
     of 0.004 alone, significant on 5,000 correlated rows, swapped two versions back and forth). Of
@@ -174,7 +174,7 @@ def review(cfg: Any, champion: Champion, rows: pd.DataFrame, versions: list[str]
     y = rows[m.target].to_numpy()
     ours = champion.model.predict_proba(rows)
     champion_m = model_figures(task_metrics(m.task, y, ours, m.threshold))
-    alpha = (1 - cfg.training.gate_confidence) / max(1, len(versions))
+    alpha = (1 - cfg.training.gate.confidence) / max(1, len(versions))
     scored: list[Scored] = []
     for version in versions:
         try:
@@ -196,7 +196,7 @@ def review(cfg: Any, champion: Champion, rows: pd.DataFrame, versions: list[str]
             (found.better if better else found.worse).append(f"{name} {b:.4f} vs {a:.4f} ({test} p={p:.2g})")
             if better and i == 0:  # the headline figure, by the gate's margin
                 gain = (a - b) / a if not higher and a > 0 else b - a
-                found.headline = gain >= (t.promote_min_accuracy_gain if higher else t.promote_min_mae_gain) - 1e-9
+                found.headline = gain >= (t.gate.min_accuracy_gain if higher else t.gate.min_mae_gain) - 1e-9
         scored.append(found)
     winners = [s for s in scored if s.headline and not s.worse]
     best = max(winners, key=lambda s: ranking(m.task, s.metrics)) if winners else None
@@ -225,11 +225,11 @@ def _paired(task: str, y: Any, a: Any, b: Any, threshold: float) -> list[tuple[s
 
 def recall_allowed(cfg: Any) -> bool:
     """Earlier versions are tried unless off, or unless promotion needs live evidence that a
-    reinstated version has not gathered (``promote_requires_live_win``, ``shadow_windows``), or
+    reinstated version has not gathered (``training.gate.requires_live_win``, ``training.shadow.windows``), or
     under torchrun (the other ranks train; rank 0 must too)."""
     from trainer import distributed
     t = cfg.training
-    return (t.try_previous_versions > 0 and not t.promote_requires_live_win and t.shadow_windows == 0
+    return (t.try_previous_versions > 0 and not t.gate.requires_live_win and t.shadow.windows == 0
             and not distributed.from_env().enabled)
 
 

@@ -201,10 +201,10 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
             ref_cp = reference_score(cfg, champion.model, reference_eval)
             challenger_out = model.predict_proba(holdout)
             floors = floors_of(holdout[target].to_numpy(), challenger_out, cfg.model.threshold,
-                               t.gate_confidence, task)
+                               t.gate.confidence, task)
             noise = auc_noise(task, holdout[target].to_numpy(), champion.model.predict_proba(holdout), challenger_out,
-                              t.gate_confidence)
-            decision = judge(task, challenger_m, champion_m, ref_ch, ref_cp, t, floors=floors,
+                              t.gate.confidence)
+            decision = judge(task, challenger_m, champion_m, ref_ch, ref_cp, t.gate, floors=floors,
                              concept_holds=concept["holds"], auc_noise=noise)
             regressions = rule_regressions(_with_rule_metrics(cfg, model, holdout, challenger_m),
                                            _with_rule_metrics(cfg, champion.model, holdout, champion_m),
@@ -221,22 +221,22 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
             exported = export_and_log(model, new_reference, holdout, cfg, version)  # never raises
             promote, reasons = decision.promote, list(decision.reasons)
             too_costly = cost_refusals(None if exported is None else exported.deployed(),
-                                       max_latency_ms=t.max_latency_ms, max_model_mb=t.max_model_mb)
+                                       max_latency_ms=t.gate.max_latency_ms, max_model_mb=t.gate.max_model_mb)
             if too_costly:  # better but not deployable: the cost reasons replace a "why yes"
                 reasons = (reasons if not promote else []) + too_costly
                 promote = False
             live = compare_and_log(model, recent, window, cfg, champion.version)  # never raises
-            wins, why = live.verdict(1 - t.gate_confidence)
-            if t.promote_requires_live_win and promote and not wins:
+            wins, why = live.verdict(1 - t.gate.confidence)
+            if t.gate.requires_live_win and promote and not wins:
                 promote, reasons = False, [why]
             elif promote and live.unavailable is None:
                 reasons.append(why)
-            held = promote and t.shadow_windows > 0
+            held = promote and t.shadow.windows > 0
             if held:  # passed: now it must hold its own on live traffic first
-                hold(registry, version, champion.version, t.shadow_windows, time.time())
-                promote, reasons = False, [f"held in shadow: challenger v{version} scores {t.shadow_windows} check "
+                hold(registry, version, champion.version, t.shadow.windows, time.time())
+                promote, reasons = False, [f"held in shadow: challenger v{version} scores {t.shadow.windows} check "
                                            "window(s) of live traffic before it can become champion "
-                                           f"(training.shadow_windows); passed the gate: {'; '.join(reasons)}"]
+                                           f"(training.shadow.windows); passed the gate: {'; '.join(reasons)}"]
             current = registry.alias_version(reg.CHAMPION)
             if promote and current != champion.version:  # moved under us (rollback, manual edit): don't clobber
                 promote = False

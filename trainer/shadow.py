@@ -1,7 +1,7 @@
-"""Shadow mode: a challenger that passed the gate serves no one yet; it scores ``training.shadow_windows``
+"""Shadow mode: a challenger that passed the gate serves no one yet; it scores ``training.shadow.windows``
 check windows of live traffic beside the champion before it may become champion.
 
-A retrain whose challenger passes the gate with ``shadow_windows > 0`` does not move ``champion``:
+A retrain whose challenger passes the gate with ``training.shadow.windows > 0`` does not move ``champion``:
 it calls :func:`hold`, which records the pending shadow on the registered model (tag
 ``driftloop.shadow``, JSON) and on the version (tag ``driftloop.shadow``, its progress). The daemon
 then hands every check's window to :func:`observe`: rows that arrived after the last counted window
@@ -10,7 +10,7 @@ shadow started against, are scored by the challenger and compared with what was 
 (trainer/live.py, paired tests on every labelled one, per ``model.task``: accuracy and ROC AUC,
 accuracy and macro ROC AUC, or MAE). A window where the challenger is significantly worse on any of
 them (``1 - gate_confidence``) ends the shadow: rejected. Otherwise the window
-counts; after ``shadow_windows`` of them ``champion`` moves to it, unless the champion changed
+counts; after ``training.shadow.windows`` of them ``champion`` moves to it, unless the champion changed
 meanwhile (a rollback, another promotion), which cancels the shadow instead. One shadow at a
 time: a newer one replaces an older one.
 
@@ -41,7 +41,7 @@ SHADOW_TAG = "driftloop.shadow"
 class ShadowState:
     version: str                 # the challenger in shadow
     champion: str                # the champion it must beat; promotion is a compare-and-set against it
-    needed: int                  # training.shadow_windows when it started
+    needed: int                  # training.shadow.windows when it started
     seen: int = 0                # windows counted so far
     since_ns: int = 0            # only rows after this count (the last counted window's end), epoch nanoseconds
 
@@ -127,7 +127,7 @@ def observe(cfg: DriftloopConfig, window: pd.DataFrame, *,
         comparison, _ = compare_live(challenger, fresh, fresh, cfg, state.champion, clock=clock)
         if comparison.unavailable:
             return skipped(state, comparison.unavailable)
-        _, worse = comparison.significant(1 - cfg.training.gate_confidence)
+        _, worse = comparison.significant(1 - cfg.training.gate.confidence)
         if worse:
             return _end(registry, state, "rejected", f"rejected: worse than v{state.champion} on live traffic: "
                                                      f"{'; '.join(worse)}")

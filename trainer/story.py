@@ -99,7 +99,7 @@ def window_text(data_window: Any) -> str:
 def export_text(exported: Any) -> str:
     """The ONNX export as a markdown table (or why there is none)."""
     if exported is None:
-        return "ONNX export off (`training.export_onnx: false`)."
+        return "ONNX export off (`training.export.onnx: false`)."
     if getattr(exported, "error", None):
         return f"ONNX export failed: {exported.error}"
     rows = ["| form | size | p99 latency, 1 row | published |", "|---|---|---|---|"]

@@ -70,7 +70,7 @@ def settings(home: Path, port: int, plan: DigitsPlan) -> dict[str, Any]:
                      "batch_size": 32, "learning_rate": 4e-3, "holdout_fraction": 0.2,
                      # Fine-tune the champion's CNN only: a fresh one on a few hundred rows cannot win.
                      "cold_start": "never", "min_post_change_rows": plan.post_change_rows,
-                     "export_onnx": plan.export,
+                     "export": {"onnx": plan.export},
                      "checkpoint_every_minutes": 60, "progress": False, "threads": 1, "seed": plan.seed},
     }
 

@@ -47,7 +47,7 @@ def settings(home: Path, port: int, plan: TextPlan) -> dict[str, Any]:
                   "min_labels": 2 * plan.batch, "reports_keep": 10},
         "alerts": {"cooldown_seconds": 0},
         "training": {"epochs": 30, "retrain_epochs": 15, "hidden": [64, 32], "checkpoint_every_minutes": 60,
-                     "progress": False, "threads": 1, "export_onnx": False,
+                     "progress": False, "threads": 1, "export": {"onnx": False},
                      "min_post_change_rows": plan.post_change_rows,
                      "seed": plan.seed},
     }

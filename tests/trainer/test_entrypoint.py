@@ -24,7 +24,7 @@ def digits_config(home, template=None, spec=SPEC, **training):
         "task": "multiclass", "classes": CLASSES, "target": "label",
         "features": [{"name": "cnn", "type": "embedding", "dim": 16}]},
         training={"entrypoint": spec, "epochs": 8, "learning_rate": 0.01, "batch_size": 32, "patience": 3,
-                  "export_onnx": False, "try_previous_versions": 0, "reference_sample": 300, **training})
+                  "export": {"onnx": False}, "try_previous_versions": 0, "reference_sample": 300, **training})
 
 
 @pytest.mark.parametrize("spec, words", [

@@ -20,7 +20,7 @@ from trainer.metrics import accuracy
 from trainer.runs import fit_frames
 from trainer.synthetic import make_dataset
 
-FP32_TOLERANCE, INT8_TOLERANCE = 1e-4, 0.05  # the defaults of training.export_parity_tolerance / int8_...
+FP32_TOLERANCE, INT8_TOLERANCE = 1e-4, 0.05  # the defaults of training.export.parity_tolerance / int8_...
 
 
 def trained(cfg, rows: pd.DataFrame, tmp_path):

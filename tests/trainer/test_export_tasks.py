@@ -117,7 +117,8 @@ def test_both_forms_are_published_with_the_tasks_figures(trained):
 
 def test_a_form_outside_tolerance_is_refused(trained):
     cfg, model = trained
-    strict = task_config(cfg.home, model.task, model={"prediction": "served"}, training={"int8_parity_tolerance": 1e-6})
+    strict = task_config(cfg.home, model.task, model={"prediction": "served"},
+                         training={"export": {"int8_parity_tolerance": 1e-6}})
     result = export_forms(model, ROWS[model.task](400, seed=2), ROWS[model.task](400, seed=3), strict)
     assert result.published("onnx") is not None and result.published("onnx-int8") is None
     assert result.forms["onnx-int8"].reason.startswith("parity") and set(result.files) == {"model.onnx"}

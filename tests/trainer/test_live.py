@@ -1,5 +1,6 @@
 """A/B on live traffic before promotion (trainer/live.py) and the gates that use the export
-(``training.promote_requires_live_win``, ``max_latency_ms``, ``max_model_mb``), through real retrains."""
+(``training.gate.requires_live_win``, ``training.gate.max_latency_ms``, ``training.gate.max_model_mb``), through
+real retrains."""
 from __future__ import annotations
 
 import json
@@ -27,7 +28,7 @@ def with_training(tcfg, **training):
 
 
 def test_a_concept_change_is_won_on_live_traffic_and_the_comparison_is_on_the_run(tcfg, champion, tmp_path):
-    cfg = with_training(tcfg, promote_requires_live_win=True)
+    cfg = with_training(tcfg, gate={"requires_live_win": True})
     window = served_window(cfg, make_dataset(1500, seed=21, concept_shift=1.0))
     out = retrain(cfg, window, trigger="alert")
     assert out.outcome == "promoted", out.reasons
@@ -44,7 +45,7 @@ def test_a_concept_change_is_won_on_live_traffic_and_the_comparison_is_on_the_ru
 
 
 def test_without_served_scores_the_live_win_cannot_be_shown_and_is_required(tcfg, champion):
-    cfg = with_training(tcfg, promote_requires_live_win=True)
+    cfg = with_training(tcfg, gate={"requires_live_win": True})
     out = retrain(cfg, make_dataset(1500, seed=21, concept_shift=1.0))  # a file: nothing was served
     assert out.outcome == "rejected"
     assert out.reasons == ["no live comparison: the window carries no served scores (not read from the store)"]
@@ -52,14 +53,15 @@ def test_without_served_scores_the_live_win_cannot_be_shown_and_is_required(tcfg
 
 
 def test_rows_served_by_another_version_are_not_the_champions(tcfg, champion):
-    cfg = with_training(tcfg, promote_requires_live_win=True)
+    cfg = with_training(tcfg, gate={"requires_live_win": True})
     out = retrain(cfg, served_window(cfg, make_dataset(1500, seed=21, concept_shift=1.0), version="9"))
     assert out.outcome == "rejected"
     assert out.reasons == ["no live comparison: no row of the window was served by champion v1"]
 
 
-@pytest.mark.parametrize("limit, reason", [({"max_model_mb": 0.001}, "too big: onnx-int8 is 0.0"),
-                                           ({"max_latency_ms": 1e-6}, "too slow: onnx-int8 p99 single-row latency")])
+@pytest.mark.parametrize("limit, reason", [({"gate": {"max_model_mb": 0.001}}, "too big: onnx-int8 is 0.0"),
+                                           ({"gate": {"max_latency_ms": 1e-6}},
+                                            "too slow: onnx-int8 p99 single-row latency")])
 def test_a_better_challenger_that_is_too_big_or_slow_is_rejected_with_that_reason(tcfg, champion, limit, reason):
     cfg = with_training(tcfg, **limit)
     out = retrain(cfg, make_dataset(1500, seed=21, concept_shift=1.0))

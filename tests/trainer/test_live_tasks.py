@@ -111,7 +111,7 @@ def test_a_regression_shadow_is_judged_on_mae(tmp_path, mlflow_template):
     from trainer import registry as reg
     from trainer import train_baseline
     from trainer.shadow import hold, observe
-    cfg = task_config(tmp_path / "home", "regression", mlflow_template, training={**FAST, "export_onnx": False},
+    cfg = task_config(tmp_path / "home", "regression", mlflow_template, training={**FAST, "export": {"onnx": False}},
                       drift={"min_rows": 200})
     train_baseline(cfg, ROWS["regression"](1500, seed=1))
     train_baseline(cfg, ROWS["regression"](1500, seed=2, shift=True))
@@ -142,7 +142,7 @@ def test_a_multiclass_retrain_must_win_on_the_traffic_its_champion_served(tmp_pa
     from trainer.registry import load_champion
     from trainer.retraining import retrain
     cfg = task_config(tmp_path / "home", "multiclass", mlflow_template,
-                      training={**FAST, "export_onnx": False, "promote_requires_live_win": True})
+                      training={**FAST, "export": {"onnx": False}, "gate": {"requires_live_win": True}})
     train_baseline(cfg, ROWS["multiclass"](1500, seed=1, names=True))
     window = served_by(cfg, load_champion(cfg).model, ROWS["multiclass"](1500, seed=5, shift=True))
     out = retrain(cfg, window, trigger="alert")

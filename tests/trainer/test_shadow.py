@@ -1,5 +1,5 @@
 """Shadow mode (trainer/shadow.py): a challenger that passed the gate is promoted only after
-``training.shadow_windows`` windows of live traffic, through real retrains and a real registry."""
+``training.shadow.windows`` windows of live traffic, through real retrains and a real registry."""
 from __future__ import annotations
 
 import time
@@ -33,8 +33,8 @@ def aliases(cfg) -> tuple[str | None, str | None]:
 
 @pytest.fixture
 def shadowed(tcfg, champion):
-    """A concept change retrained with shadow_windows=2: the challenger (v2) passes the gate and waits."""
-    cfg = make_config(tcfg.home, None, training={"shadow_windows": 2}, drift={"min_rows": 200})
+    """A concept change retrained with training.shadow.windows=2: the challenger (v2) passes the gate and waits."""
+    cfg = make_config(tcfg.home, None, training={"shadow": {"windows": 2}}, drift={"min_rows": 200})
     out = retrain(cfg, make_dataset(1500, seed=21, concept_shift=1.0), trigger="alert")
     return cfg, out, time.time()
 

@@ -10,7 +10,7 @@ from monitor.config import MetricRule, load_config
 from trainer.gate import Floors, RegressionFloors, decide_regression, floors_of, judge
 from trainer.rule_gate import rule_metrics, rule_regressions
 
-TRAINING = load_config(path=None, environ={}, overrides={}).training  # promote_min_mae_gain 0.02, reference_floor 0.15
+TRAINING = load_config(path=None, environ={}, overrides={}).training  # gate: min_mae_gain 0.02, reference_floor 0.15
 GOOD = RegressionFloors(r2=0.9, r2_lower=0.85)
 
 
@@ -27,7 +27,7 @@ def reg(mae, rmse):
     (reg(math.nan, 12.0), reg(10.0, 13.0), (5.0, 5.0), False, "undefined"),
 ])
 def test_regression_decision_table(challenger, champion, ref, promote, why):
-    decision = judge("regression", challenger, champion, ref[0], ref[1], TRAINING, floors=GOOD)
+    decision = judge("regression", challenger, champion, ref[0], ref[1], TRAINING.gate, floors=GOOD)
     assert decision.promote is promote
     assert any(why in r for r in decision.reasons), decision.reasons
 
@@ -57,7 +57,7 @@ def test_multiclass_floors_use_the_majority_rate_and_the_macro_auc():
     weak = floors_of(y, chance, 0.5, 0.95, "multiclass")
     assert isinstance(weak, Floors) and weak.accuracy_upper is not None and weak.accuracy_upper < weak.majority_rate
     decision = judge("multiclass", {"accuracy": 0.21, "roc_auc": 0.5}, {"accuracy": 0.1, "roc_auc": 0.4}, 0.2, 0.2,
-                     TRAINING, floors=weak, concept_holds=False)
+                     TRAINING.gate, floors=weak, concept_holds=False)
     reasons = " | ".join(decision.reasons)
     assert not decision.promote and "majority-class rate" in reasons and "ROC AUC lower bound" in reasons
 

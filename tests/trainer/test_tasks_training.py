@@ -91,7 +91,7 @@ def noise(task: str, n: int, seed: int) -> pd.DataFrame:
 def test_a_useless_challenger_is_refused_by_the_task_floor(tmp_path, mlflow_template, task):
     model = {"task": task, **({"classes": CLASSES} if task == "multiclass" else {})}
     cfg = make_config(tmp_path / "home", mlflow_template, model=model,
-                      training={"export_onnx": False, "cold_start": "never", "epochs": 12, "retrain_epochs": 8,
+                      training={"export": {"onnx": False}, "cold_start": "never", "epochs": 12, "retrain_epochs": 8,
                                 "hidden": [32]})
     assert train_baseline(cfg, rows(task, 800, seed=1)).champion
     outcome = retrain(cfg, noise(task, 900, seed=3))

@@ -17,7 +17,7 @@ def post_change_need(cfg: DriftloopConfig, window: pd.DataFrame, level: dict[str
     gain from chance. A drop that the rows after the change already prove is large needs far fewer:
     a challenger that recovers a drop ``d`` is right where the champion is wrong on about ``d`` of the
     held-out rows, and McNemar sees that with ``n >= (z_a + z_b)^2 / d`` of them (one-sided
-    ``training.gate_confidence``, power 0.8), doubled for the discordance noise, at least 100. ``d`` is
+    ``training.gate.confidence``, power 0.8), doubled for the discordance noise, at least 100. ``d`` is
     the conservative end of the served accuracy's interval against the reference level. So a
     label-starved stream (labels on a fifth of the rows, or late) retrains after a few hundred
     labelled rows of a large drop instead of a thousand; a small drop still waits the full count.
@@ -32,9 +32,9 @@ def post_change_need(cfg: DriftloopConfig, window: pd.DataFrame, level: dict[str
     labelled = labelled_rows(window, cfg.model, "window")
     if labelled is None or len(labelled.y) < 30:
         return need
-    interval = wilson_interval(int(np.sum(labelled.y == labelled.pred)), len(labelled.y), t.gate_confidence)
+    interval = wilson_interval(int(np.sum(labelled.y == labelled.pred)), len(labelled.y), t.gate.confidence)
     drop = bar - interval[1] if interval is not None else 0.0
     if drop <= 0:
         return need
-    held_out = max(100, math.ceil(2 * (_z(2 * t.gate_confidence - 1) + 0.8416) ** 2 / drop))
+    held_out = max(100, math.ceil(2 * (_z(2 * t.gate.confidence - 1) + 0.8416) ** 2 / drop))
     return int(min(need, max(t.min_rows, math.ceil(held_out / t.holdout_fraction))))

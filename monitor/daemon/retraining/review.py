@@ -8,7 +8,7 @@ loop had before. So, on a schedule (every ``training.review_interval_checks`` su
 and after every incident ends, the leader scores the champion, the last
 ``training.review_versions`` champions and the first champion (the never-retrained baseline) on
 the same latest ``training.review_rows`` labelled rows (``trainer.previous.review``: paired tests
-at ``1 - gate_confidence``, Bonferroni over the versions). An earlier version that is
+at ``1 - training.gate.confidence``, Bonferroni over the versions). An earlier version that is
 significantly better is reinstated through the normal promotion path:
 
 - an incident (reason ``review``) and a retrain attempt are written first (the attempt's row is

@@ -117,7 +117,7 @@ class Controller:
                  champion: Invalidatable, probe: RegistryProbe, clock: Callable[[], float],
                  shadow: Callable[[pd.DataFrame], ShadowNews | None] | None = None, estimation: Any = None):
         self.cfg = cfg
-        # training.shadow_windows: each successful check's window goes to the pending shadow
+        # training.shadow.windows: each successful check's window goes to the pending shadow
         # challenger (trainer.shadow.observe), outside the lock; it may move the champion alias.
         self.shadow = shadow
         self.estimation = estimation  # estimation_watch.EstimationWatch: recalibrates the estimate
@@ -501,7 +501,7 @@ class Controller:
             return None
         if last.status == "shadow":
             return (f"waiting: challenger v{last.challenger_version} passed the gate and is scoring live windows "
-                    "in shadow (training.shadow_windows)")
+                    "in shadow (training.shadow.windows)")
         if last.status == "failed":
             left = cooldown_remaining(self.clock(), last.finished_at, self.cfg.alerts.cooldown_seconds)
             if left > 0:

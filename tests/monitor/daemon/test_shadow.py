@@ -1,4 +1,4 @@
-"""The daemon hands each check's window to a pending shadow challenger (training.shadow_windows):
+"""The daemon hands each check's window to a pending shadow challenger (training.shadow.windows):
 real store, real checks, a real retrain held in shadow, and the real registry."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from trainer.synthetic import make_dataset
 def test_checks_count_live_windows_and_promote_the_shadow_after_them(make_config):
     import trainer
     from trainer.registry import load_champion
-    cfg = make_config({"training": {"shadow_windows": 2, "epochs": 20, "retrain_epochs": 20},
+    cfg = make_config({"training": {"shadow": {"windows": 2}, "epochs": 20, "retrain_epochs": 20},
                        "drift": {"window_size": 600, "min_rows": 400}})
     window = make_dataset(1500, seed=21, concept_shift=1.0)
     champion = load_champion(cfg)
@@ -48,7 +48,7 @@ def test_a_shadow_promotion_is_a_promotion_by_the_loop(make_config):
     shadow instead of retraining again, and the live windows' promotion settles the same attempt and
     incident as ``promoted`` — so the reference level (the pre-drift bar) survives it."""
     from trainer.registry import load_champion
-    cfg = make_config({"training": {"shadow_windows": 1, "epochs": 30, "retrain_epochs": 30, "patience": 5}})
+    cfg = make_config({"training": {"shadow": {"windows": 1}, "epochs": 30, "retrain_epochs": 30, "patience": 5}})
     daemon = Daemon(cfg)
     try:
         daemon.start(scheduler=False)

@@ -25,7 +25,7 @@ from tests.monitor.daemon.conftest import SMALL, STUB_WORKER, merge
 from tests.monitor.drift.task_frames import CLASSES, FEATURES, NUMERIC, multiclass_frame, regression_frame
 
 pytestmark = pytest.mark.slow
-FAST = {"training": {"export_onnx": False}}
+FAST = {"training": {"export": {"onnx": False}}}
 
 
 def _config(home, task: str | None = None, **over) -> DriftloopConfig:

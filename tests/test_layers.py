@@ -346,3 +346,32 @@ def test_the_purity_checker_sees_io(source, expected):
 def test_the_room_circle_finder_finds_a_circle_of_rooms():
     assert circles({"state": {"runtime"}, "runtime": {"state", "decisions"}, "decisions": set()}) == \
         [["runtime", "state"]]
+
+
+def module_map_gaps(docstring: str, modules: list[str]) -> list[str]:
+    """The daemon modules (``room/name.py``) that the module map in ``monitor/daemon/__init__.py``
+    does not name under their room."""
+    sections: dict[str, str] = {}
+    room = None
+    for line in docstring.splitlines():
+        head = line.strip().split(" ")[0]
+        if line.startswith("    ") and not line.startswith("     ") and head.rstrip("/") in ROOMS:
+            room = head.rstrip("/")
+        elif not line.startswith("    "):
+            room = None
+        if room is not None:
+            sections[room] = sections.get(room, "") + " " + line
+    return [m for m in modules if f"{m.split('/')[1]}" not in
+            sections.get(m.split("/")[0], "").replace(",", " ").replace("(", " ").split()]
+
+
+def test_the_module_map_names_every_daemon_module():
+    package = ROOT / "monitor" / "daemon"
+    modules = [f"{p.parent.name}/{p.name}" for p in sorted(package.glob("*/*.py")) if p.name != "__init__.py"]
+    assert module_map_gaps(ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or "", modules) == []
+
+
+def test_the_module_map_check_sees_a_missing_module():
+    doc = "Rooms:\n\n    decisions/   policy.py (AlertPolicy)\n                 rules.py\n    state/   levels.py\n"
+    assert module_map_gaps(doc, ["decisions/policy.py", "decisions/rules.py", "state/levels.py"]) == []
+    assert module_map_gaps(doc, ["state/policy.py", "state/tables.py"]) == ["state/policy.py", "state/tables.py"]

@@ -8,15 +8,29 @@ retraining in a child process, and its HTTP endpoints and metrics.
 Names are imported lazily: ``import monitor.daemon.state.tables`` (which registers the daemon's
 migrations with the store) must not pull in FastAPI, MLflow or the trainer.
 
-    policy.py      AlertPolicy (pure; injected clock)      incidents.py  IncidentStore (state machine)
-    checks.py      CheckJob (one check)                     attempts.py   AttemptStore (single-flight)
-    controller.py  Controller (decisions)                   supervisor.py RetrainSupervisor (child watch)
-    launcher.py    ProcessLauncher (job folder protocol)    worker.py     the child's entry point
-    recovery.py    start-up settling                        registry.py   MLflow ground truth
-    triggers.py    Alertmanager / manual / schedule         alertmanager.py webhook payload
-    metrics.py     DaemonCollector                          status.py     status body and text
-    scheduler.py   APScheduler jobs                         serve.py      ``driftloop serve``
-    api.py         /v1/alerts, /v1/retrain, /v1/status      schema.py / tables.py  the store tables
+Four rooms; imports point one way, runtime → retraining → state → decisions (a lower room
+names a higher one only for annotations, under ``if TYPE_CHECKING:``; ``tests/test_layers.py``):
+
+    decisions/   pure, no I/O, no clock of its own: policy.py (AlertPolicy), rules.py (the user's
+                 metric rules), breach.py (observation, breach, bars), kinds.py (states, reasons,
+                 outcomes), lifecycle.py (the incident lifecycle table), actions.py (what a check
+                 did), post_change.py (rows needed after a change)
+    state/       the store's tables: incidents.py (IncidentStore), attempts.py (AttemptStore,
+                 single-flight), checklog.py (CheckLog), deliveries.py (Alertmanager deliveries),
+                 levels.py (reference levels), tables.py / schema.py (tables and migrations)
+    retraining/  the child and the registry: supervisor.py (child watch), launcher.py (job folder
+                 protocol), worker.py (the child's entry point), registry.py (MLflow ground truth),
+                 champion.py (ChampionCache), failover.py and recovery.py (start-up settling),
+                 review.py (ChampionReview)
+    runtime/     the running daemon: daemon.py (Daemon) and wiring.py (its default collaborators),
+                 checks.py (CheckJob), controller.py (acts on decisions) built in floors: moves.py
+                 (incident moves through the lifecycle table), retrains.py (starting one, or why
+                 not), settlement.py (how one ends), suspicion.py (suspected incidents);
+                 scheduler.py, leader.py,
+                 serve.py (``driftloop serve``), api.py (/v1/alerts, /v1/retrain, /v1/status),
+                 alertmanager.py (webhook payload), triggers.py, rescan.py, metrics.py
+                 (DaemonCollector), estimation_watch.py, facade.py (the commands' one door), and the
+                 views: status.py, render.py, segment_view.py, task_view.py
 """
 from __future__ import annotations
 

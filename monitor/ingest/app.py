@@ -27,7 +27,7 @@ from prometheus_client.exposition import choose_encoder
 
 from monitor.config import DriftloopConfig
 from monitor.errors import ConflictError, RegistryError, StoreError, UnavailableError, ValidationError
-from monitor.ingest import openapi, parsing, security
+from monitor.ingest import memory, openapi, parsing, security
 from monitor.ingest.health import Readiness, SpaceGuard
 from monitor.ingest.scrape import Snapshots
 from monitor.ingest.metrics import IngestMetrics
@@ -154,7 +154,10 @@ class IngestHandler:
 def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | None = None) -> FastAPI:
     """The ingestion app for ``store`` (a :class:`monitor.store.PredictionStore`). Its self-metrics
     are registered in ``registry`` (a fresh one when None), which ``/metrics`` serves whole.
-    ``app.state.readiness`` holds the readiness checks (``store``); the daemon adds its own."""
+    ``app.state.readiness`` holds the readiness checks (``store``); the daemon adds its own.
+    Raises the process's first garbage-collection threshold for batch-sized allocations
+    (:func:`monitor.ingest.memory.size_collector`)."""
+    memory.size_collector()
     from importlib.metadata import PackageNotFoundError, version
     try:
         app_version = version("driftloop")

@@ -1,4 +1,4 @@
-"""Giving memory back after a burst of large request bodies.
+"""Giving memory back after a burst of large request bodies, and a garbage collector sized for batches.
 
 Python frees a parsed batch as soon as the request is answered, but glibc's allocator keeps the
 freed heap pages for reuse: after 48 parallel 31 MiB bodies the daemon held 6.6 GB it no longer
@@ -6,6 +6,15 @@ used. ``malloc_trim(0)`` returns those pages to the operating system. It costs a
 heap (milliseconds), so :class:`monitor.ingest.security.RequestGate` calls :func:`release` once,
 when the last request of a burst that carried a large body has been answered. On a C library
 without ``malloc_trim`` (musl, macOS) it does nothing.
+
+A parsed 1,000-record batch holds about 2,000 dicts (a record and its features) and as many tuples
+while it is validated and stored. With CPython's default first-generation threshold (700 container
+objects), each batch set off three to four young collections, each walking every live record of
+every batch in flight, plus one older collection every few batches: a quarter of the server's CPU
+per batch under load (bench/bench_ingest.py). :func:`size_collector` raises that threshold so that
+the batches in flight fit under it. Reference counting still frees every batch as soon as it is
+answered; only cyclic garbage (rare here; a refused batch's traceback) waits longer, and
+:func:`release` collects it after large bodies.
 """
 from __future__ import annotations
 
@@ -16,6 +25,9 @@ from typing import Callable
 
 # Bodies from this size on are followed by a release (smaller ones hardly move the heap).
 LARGE_BODY_BYTES = 1024 * 1024
+# Container objects allocated (net) before a young collection: the records of several 1,000-record
+# batches in flight (the default is 700).
+GEN0_THRESHOLD = 50_000
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -39,3 +51,12 @@ def release() -> bool:
         return False
     _TRIM(0)
     return True
+
+
+def size_collector(gen0: int = GEN0_THRESHOLD) -> tuple[int, int, int]:
+    """Raise the garbage collector's first threshold to ``gen0`` (never lowers it; the older
+    generations' thresholds are kept). Process-wide, once per server; returns the thresholds now."""
+    first, second, third = gc.get_threshold()
+    if 0 < first < gen0:  # 0: collection disabled by the embedding program; left so
+        gc.set_threshold(gen0, second, third)
+    return gc.get_threshold()

@@ -128,6 +128,7 @@ class RecordValidator:
         # Embedding features (position, dim): a list of dim numbers each, stored as float32 bytes.
         self._embedded = [(i, f.dim or 0) for i, f in enumerate(model.features) if f.type == "embedding"]
         self._getters = [itemgetter(name) for name in self._names]
+        self._row_getter = itemgetter(*self._names) if len(self._names) > 1 else None
         # The configured column names are accepted on the wire as well as the generic keys:
         # with model.target = churned, {"id": "c1", "churned": 1} is a label record.
         self._prediction_aliases = {n: k for n, k in ((model.score, "score"), (model.prediction, "prediction"))
@@ -175,7 +176,7 @@ class RecordValidator:
             # than names: exactly the configured features.
             if set(map(type, feats)) != {dict} or set(map(len, feats)) != {len(self._names)}:
                 return None
-            cols = [list(map(get, feats)) for get in self._getters]
+            cols = self._feature_columns(feats)
             # null is a missing value, stored as NULL: a monitored signal, handled by the model.
             for j in self._categorical:
                 types = set(map(type, cols[j]))
@@ -232,6 +233,14 @@ class RecordValidator:
         except (TypeError, ValueError, KeyError, OverflowError):
             return None
         return PredictionBatch(ids, ts[0], ts[1], cols, scores, preds, pred_given, versions, input_uris=uris)
+
+    def _feature_columns(self, feats: list[dict]) -> list[list]:
+        """One list per configured feature, in order (KeyError when a record lacks one). One lookup
+        of all names per record, then a transpose: a getter per feature walked every record's dict
+        once per feature, 2.5 times the CPU (bench/bench_ingest.py)."""
+        if self._row_getter is None:  # itemgetter of one name returns the value, not a tuple
+            return [list(map(get, feats)) for get in self._getters]
+        return list(map(list, zip(*map(self._row_getter, feats))))
 
     def slow_predictions(self, records: list, now: int) -> PredictionBatch:
         """Record-by-record validation: every problem reported, or the same batch as the fast path."""

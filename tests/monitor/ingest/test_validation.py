@@ -253,3 +253,21 @@ def test_target_name_is_accepted_for_label():
     with pytest.raises(ValidationError) as info:
         named.labels([{"id": "a", "churned": "yes"}])
     assert info.value.errors[0]["field"] == "churned"
+
+
+@pytest.mark.parametrize("drop", [(), ("x1", "region")], ids=["three features", "one feature"])
+def test_the_fast_path_reads_features_in_the_configured_order_whatever_the_records_order(drop):
+    """The fast path looks up every configured name in each record at once (one feature: one
+    name); the records' own key order does not matter, and a record lacking a feature is named."""
+    model = small_model(drop=drop)
+    fresh = RecordValidator(model, clock=lambda: NOW)
+    records = [{**rec, "features": {k: rec["features"][k] for k in reversed(model.feature_names)}}
+               for rec in predictions(5)]
+    batch = fresh.predictions(records)
+    assert fresh.paths == {("prediction", "fast"): 1}
+    assert batch.features == [[rec["features"][name] for rec in records] for name in model.feature_names]
+    assert batch == fresh.slow_predictions(records, int(NOW * 1_000_000))
+    records[3]["features"] = {"x9": 1.0, **{k: v for k, v in records[3]["features"].items() if k != "x0"}}
+    with pytest.raises(ValidationError) as info:
+        fresh.predictions(records)
+    assert {(e["index"], e["field"]) for e in info.value.errors} == {(3, "features.x9"), (3, "features.x0")}

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping
+from typing import Any, Mapping
 
-from monitor.config import RULE_METRICS
+from monitor.daemon.decisions.kinds import PERFORMANCE_REASONS  # accuracy and roc_auc first: the default pair
 from monitor.tasks import LOWER_IS_BETTER
 
-Reason = Literal["accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate", "macro_f1", "weighted_f1",
-                 "mae", "rmse", "mape", "r2", "drift"]
-PERFORMANCE_REASONS: tuple[str, ...] = RULE_METRICS  # accuracy and roc_auc first: the default pair
+# The policy's reasons (a metric or drift) are :class:`monitor.daemon.decisions.kinds.Reason`; a breach
+# key may also name one class (recall[night]).
 
 
 def metric_of(key: str) -> str:
@@ -72,7 +71,7 @@ class Observation:
 
 @dataclass(frozen=True)
 class Breach:
-    reason: Reason
+    reason: str                 # a Reason, or one class's key (recall[night])
     value: float | None
     baseline: float | None
     drop: float | None          # how much worse than the bar: a drop, or for an error (mae, rmse, mape) a rise

@@ -130,7 +130,7 @@ class AlertPolicy:
             worse = worsening(reason, value, baseline, mode)  # type: ignore[arg-type]  # finite: checked
             # A tiny epsilon so that a drop of exactly the threshold counts despite float rounding.
             if worse >= threshold - 1e-12:
-                out.append(Breach(reason, value, baseline, worse, threshold, against))  # type: ignore[arg-type]
+                out.append(Breach(reason, value, baseline, worse, threshold, against))
         return out + rule_breaches(rule_readings(self._cfg, obs), {b.key for b in out})
 
     def proven_breaches(self, obs: Observation) -> list[Breach] | None:
@@ -149,7 +149,7 @@ class AlertPolicy:
         if worsening(reason, bound, baseline, mode) < threshold - 1e-12:  # type: ignore[arg-type]
             return None
         worse = worsening(reason, value, baseline, mode)  # type: ignore[arg-type]
-        return [Breach(reason, value, baseline, worse, threshold, against)]  # type: ignore[arg-type]
+        return [Breach(reason, value, baseline, worse, threshold, against)]
 
     def estimated_breaches(self, obs: Observation) -> tuple[list[Breach], bool] | None:
         """Estimated breaches whose whole band is past the threshold (even the band's end nearest
@@ -165,7 +165,7 @@ class AlertPolicy:
             worse = worsening(reason, value, baseline, mode)  # type: ignore[arg-type]  # finite: checked
             within = within and worse < threshold - 1e-12
             if worsening(reason, bound, baseline, mode) >= threshold - 1e-12:  # type: ignore[arg-type]
-                out.append(Breach(reason, value, baseline, worse, threshold, against, bound=bound))  # type: ignore[arg-type]
+                out.append(Breach(reason, value, baseline, worse, threshold, against, bound=bound))
         return (out, within) if seen else None
 
     def segment_breaches(self, obs: Observation) -> list[Breach]:
@@ -197,7 +197,7 @@ class AlertPolicy:
         if found is None:
             return None
         worse = worsening(reason, found.value, found.baseline, "relative" if regression else self._cfg.mode)
-        return Breach(reason, found.value, found.baseline, worse, threshold, against, fast=True)  # type: ignore[arg-type]
+        return Breach(reason, found.value, found.baseline, worse, threshold, against, fast=True)
 
     def observe(self, obs: Observation) -> Verdict:
         if obs.champion_version != self._champion:
@@ -231,9 +231,9 @@ class AlertPolicy:
             reason = "drift"
         retrain = perf_fire or (drift_fire and self._cfg.retrain_on_drift)
         firing = tuple(b.key for b in perf or () if perf_fire) + (("drift",) if drift_fire else ())
-        healthy = {
+        healthy: dict[str, bool | None] = {
             "performance": None if perf is None else not perf,
-            **{r: None if perf is None else not perf for r in PERFORMANCE_REASONS},
+            **{str(r): None if perf is None else not perf for r in PERFORMANCE_REASONS},
             "drift": None if too_small else not obs.dataset_drift,
             "estimate": None if estimated is None else estimated[1],
         }

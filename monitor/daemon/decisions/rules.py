@@ -87,7 +87,7 @@ def rule_readings(alerts: AlertsConfig, obs: Any) -> list[RuleReading]:
 
 def rule_breaches(readings: Iterable[RuleReading], taken: set[str]) -> list[Any]:
     """Breaches of the rules whose key has none yet (``taken``: breach keys already found)."""
-    return [Breach(metric_of(r.metric), r.value, r.bar, r.drop, r.threshold, r.against,  # type: ignore[arg-type]
+    return [Breach(metric_of(r.metric), r.value, r.bar, r.drop, r.threshold, r.against,
                    class_name=r.class_name)
             for r in readings if r.breached and r.metric not in taken]
 
@@ -173,7 +173,7 @@ def segment_rule_breaches(alerts: AlertsConfig, obs: Any) -> list[Any]:
                 continue
             bound = ci[0] if lower else ci[1]  # the interval's end nearest the bar
             if worsening(metric, bound, bar, mode) >= threshold - _EPS:
-                out.append(Breach(metric, value, bar, worsening(metric, value, bar, mode),  # type: ignore[arg-type]
+                out.append(Breach(metric, value, bar, worsening(metric, value, bar, mode),
                                   threshold, where, bound=bound, segment=s.label))
     return out
 

@@ -23,6 +23,8 @@ import signal
 import time
 from pathlib import Path
 
+from monitor.daemon.decisions.kinds import State
+from monitor.daemon.decisions.lifecycle import Event
 from monitor.daemon.retraining import review
 from monitor.daemon.runtime.controller import Controller
 from monitor.daemon.state.incidents import TransitionError
@@ -69,9 +71,9 @@ def recover(ctl: Controller) -> list[str]:
         done += review.recover(ctl)  # a champion review killed mid-way: its incident resolved, not retried
         done.extend(retry_interrupted(ctl))
         for incident in ctl.incidents.open_incidents():
-            if incident.state == "retraining" and ctl.attempts.running() is None:
+            if incident.state == State.RETRAINING and ctl.attempts.running() is None:
                 try:
-                    ctl.incidents.transition(incident.id, "failed", "the daemon stopped before the retrain started")
+                    ctl.move(incident.id, Event.FAIL, "the daemon stopped before the retrain started")
                     done.append(f"incident {incident.id} was retraining without a worker: marked failed")
                 except TransitionError as exc:
                     log.warning("%s", exc)

@@ -12,6 +12,7 @@ from typing import Callable, Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from monitor.daemon.decisions.kinds import Reason, State
 from monitor.daemon.state.attempts import OUTCOMES
 from monitor.daemon.runtime.checks import STATUSES
 from monitor.daemon.runtime.controller import Controller
@@ -19,14 +20,16 @@ from monitor.daemon.state.incidents import REASONS
 
 log = logging.getLogger(__name__)
 
+R = Reason
 # binary's policy reasons
-ALERT_REASONS = ("accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate", "drift")
+ALERT_REASONS: tuple[Reason, ...] = (R.ACCURACY, R.ROC_AUC, R.PRECISION, R.RECALL, R.F1, R.POSITIVE_RATE, R.DRIFT)
 # The policy's reasons per task (monitor.config.RULE_METRIC_TASKS), so a model's series are its own
 # metrics; a per-class rule adds its key (recall[night]), bounded by alerts.rules.
-TASK_ALERT_REASONS = {"binary": ALERT_REASONS,
-                      "multiclass": ("accuracy", "roc_auc", "macro_f1", "weighted_f1", "drift"),
-                      "regression": ("mae", "rmse", "mape", "r2", "drift")}
-_NOT_METRICS = ("alertmanager", "schedule", "manual")  # incident reasons of every task
+TASK_ALERT_REASONS: dict[str, tuple[Reason, ...]] = {
+    "binary": ALERT_REASONS,
+    "multiclass": (R.ACCURACY, R.ROC_AUC, R.MACRO_F1, R.WEIGHTED_F1, R.DRIFT),
+    "regression": (R.MAE, R.RMSE, R.MAPE, R.R2, R.DRIFT)}
+_NOT_METRICS = (R.ALERTMANAGER, R.SCHEDULE, R.MANUAL)  # incident reasons of every task
 
 
 def alert_reasons(task: str, rule_keys: Iterable[str] = ()) -> tuple[str, ...]:
@@ -142,7 +145,7 @@ class DaemonCollector:
         yield _gauge("driftloop_incident_suspected",
                      "1 while an open incident is suspected: an estimated drop (from the scores alone) that labels "
                      "have not yet confirmed or cleared", ["model"],
-                     [([m], 1.0 if any(i.state == "suspected" for i in open_now) else 0.0)])
+                     [([m], 1.0 if any(i.state == State.SUSPECTED for i in open_now) else 0.0)])
         yield _gauge("driftloop_incident_waiting",
                      "1 while an open incident waits for labelled rows after the change point before retraining",
                      ["model"], [([m], 1.0 if any(i.state == "waiting" for i in open_now) else 0.0)])

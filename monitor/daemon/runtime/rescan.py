@@ -16,13 +16,20 @@ champion fits and the world no longer follows.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import numpy as np
 import pandas as pd
 
 from monitor.config import DriftloopConfig
+from monitor.daemon.decisions.kinds import Outcome
+from monitor.daemon.runtime.checks import WindowSource
+from monitor.daemon.state.attempts import Attempt, AttemptStore
+from monitor.daemon.state.incidents import Incident, IncidentStore
 from monitor.errors import DriftloopError
+
+if TYPE_CHECKING:
+    from monitor.drift.changepoint import Change
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +50,8 @@ def rescored_loss(model: Any, cfg: DriftloopConfig, rows: pd.DataFrame) -> np.nd
     return per_row_loss(task, rows[target].astype("int64").to_numpy(), served)
 
 
-def later_change(cfg: DriftloopConfig, store: Any, champion: Scorer, change_ts: float | None,
-                 trained_until: Callable[[str], float | None]) -> tuple[Any, float, str] | None:
+def later_change(cfg: DriftloopConfig, store: WindowSource, champion: Scorer, change_ts: float | None,
+                 trained_until: Callable[[str], float | None]) -> tuple[Change, float, str] | None:
     """``(change, ts, version)`` of a step down in the current champion's accuracy (regression: a
     step up in its MAE) after ``change_ts`` on re-scored labelled rows newer than
     ``trained_until(version)`` (the end of the champion's training data, when the loop trained it),
@@ -74,17 +81,18 @@ def later_change(cfg: DriftloopConfig, store: Any, champion: Scorer, change_ts: 
     return (change, ts, str(model.version)) if ts > change_ts else None
 
 
-def trained_until(tries: list[Any], version: str | None) -> float | None:
+def trained_until(tries: list[Attempt], version: str | None) -> float | None:
     """The end of the training data of ``version`` when one of ``tries`` (an incident's attempts)
     promoted it, else None."""
     for a in reversed(tries):
-        if a.status == "promoted" and version is not None and str(a.challenger_version) == str(version):
+        if a.status == Outcome.PROMOTED and version is not None and str(a.challenger_version) == str(version):
             end = (a.data_window or {}).get("end")
             return pd.Timestamp(end).timestamp() if end else None
     return None
 
 
-def follow(cfg: DriftloopConfig, store: Any, champion: Scorer, incidents: Any, attempts: Any, incident: Any) -> Any:
+def follow(cfg: DriftloopConfig, store: WindowSource, champion: Scorer, incidents: IncidentStore,
+           attempts: AttemptStore, incident: Incident) -> Incident:
     """``incident`` with its ``change_ts`` moved to a later change found by re-scoring (an event
     ``change_point`` says so), or unchanged."""
     from monitor.daemon.decisions.breach import is_performance_reason

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
+from monitor.daemon.decisions.kinds import Reason, State
 from monitor.daemon.runtime.alertmanager import WebhookPayload, select_alerts, summarize
 from monitor.daemon.state.attempts import BusyError
 from monitor.daemon.runtime.controller import Controller
@@ -21,9 +23,9 @@ log = logging.getLogger(__name__)
 class TriggerResult:
     incident: Incident | None
     action: str
-    details: dict = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"incident": self.incident.to_dict() if self.incident else None, "action": self.action, **self.details}
 
 
@@ -49,7 +51,7 @@ def handle_alertmanager(ctl: Controller, payload: WebhookPayload) -> TriggerResu
             retrain = any(_wants_retrain(a.labels, ctl.cfg.alerts.retrain_on_drift) for a in seen.firing)
             data = {"alerts": [{"labels": a.labels, "startsAt": str(a.starts_at)} for a in seen.firing[:20]]}
             if current is None:
-                current = ctl.incidents.open("alertmanager", "alert", f"Alertmanager: {summary}", retrain=retrain)
+                current = ctl.incidents.open(Reason.ALERTMANAGER, "alert", f"Alertmanager: {summary}", retrain=retrain)
                 ctl.incidents.note(current.id, "alertmanager_firing", summary, data, coalesce=True)
                 action = f"opened incident {current.id}"
             else:
@@ -70,8 +72,8 @@ def handle_alertmanager(ctl: Controller, payload: WebhookPayload) -> TriggerResu
         if sel.resolved and current is not None:
             summary = summarize(sel.resolved)
             ctl.incidents.note(current.id, "alertmanager_resolved", summary, coalesce=True)
-            if current.reason == "alertmanager" and current.state != "retraining":
-                ctl._resolve(current, f"Alertmanager resolved: {summary}")
+            if current.reason == Reason.ALERTMANAGER and current.state != State.RETRAINING:
+                ctl.resolve(current, f"Alertmanager resolved: {summary}")
                 return TriggerResult(ctl.incidents.get(current.id), f"resolved incident {current.id}", details)
             return TriggerResult(current, f"noted on incident {current.id}", details)
         if seen.replay:
@@ -83,7 +85,7 @@ def handle_alertmanager(ctl: Controller, payload: WebhookPayload) -> TriggerResu
 def request_retrain(ctl: Controller, trigger: str, detail: str) -> TriggerResult:
     """A manual (``POST /v1/retrain``) or scheduled retrain: no cooldown, but single-flight.
     Raises :class:`BusyError` when a retrain is running."""
-    reason = "manual" if trigger == "manual" else "schedule"
+    reason = Reason.MANUAL if trigger == "manual" else Reason.SCHEDULE
     with ctl.lock:
         if ctl.supervisor.busy or ctl.attempts.running() is not None:
             running = ctl.attempts.running()
@@ -98,8 +100,8 @@ def request_retrain(ctl: Controller, trigger: str, detail: str) -> TriggerResult
         # A person asking explicitly overrides the attempt limit; the schedule does not.
         started = ctl.maybe_retrain(current, trigger, respect_cooldown=False, ignore_attempt_limit=trigger == "manual")
         incident = ctl.incidents.get(current.id)
-        if started.attempt is None and incident.reason == reason and incident.state == "firing":
-            ctl._resolve(incident, f"{reason} retrain not started: {started}")
+        if started.attempt is None and incident.reason == reason and incident.state == State.FIRING:
+            ctl.resolve(incident, f"{reason} retrain not started: {started}")
             incident = ctl.incidents.get(current.id)
         return TriggerResult(incident, f"{action}; {started}",
                              {"attempt_id": started.attempt.id if started.attempt else None})

@@ -14,9 +14,10 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from sqlalchemy import func, insert, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
+from monitor.daemon.decisions.kinds import Outcome
 from monitor.daemon.state.tables import retrain_attempts
 from monitor.errors import DriftloopError
 from monitor.store.engine import write_transaction
@@ -25,7 +26,7 @@ from monitor.store.engine import write_transaction
 # settled again as promoted or rejected when the shadow ends (:meth:`AttemptStore.end_shadow`).
 # "interrupted": its daemon died under it (a leader killed mid-retrain). Not a failure of training,
 # so it counts toward neither the cooldown nor the back-off (monitor.daemon.retraining.failover).
-OUTCOMES = ("promoted", "rejected", "failed", "shadow", "interrupted")
+OUTCOMES: tuple[Outcome, ...] = tuple(o for o in Outcome if o is not Outcome.RUNNING)
 
 
 class BusyError(DriftloopError):
@@ -38,7 +39,7 @@ class Attempt:
     model: str
     incident_id: str
     trigger: str
-    status: str
+    status: Outcome
     started_at: float
     finished_at: float | None
     pid: int | None
@@ -60,6 +61,7 @@ def _attempt(row) -> Attempt:
     m = dict(row._mapping)
     m["data_window"] = json.loads(m["data_window"]) if m["data_window"] else None
     m["reasons"] = json.loads(m["reasons"] or "[]")
+    m["status"] = Outcome(m["status"])
     return Attempt(**m)
 
 
@@ -76,7 +78,7 @@ class AttemptStore:
             with write_transaction(self._engine) as conn:
                 conn.execute(insert(retrain_attempts).values(
                     id=attempt_id, model=self._model, incident_id=incident_id, trigger=trigger,
-                    status="running", started_at=self._clock(), rows=rows,
+                    status=Outcome.RUNNING, started_at=self._clock(), rows=rows,
                     data_window=json.dumps(data_window) if data_window else None, reasons="[]"))
         except IntegrityError as exc:
             running = self.running()
@@ -90,48 +92,56 @@ class AttemptStore:
     def finish(self, attempt_id: str, status: str, *, run_id: str | None = None,
                challenger_version: str | None = None, champion_version: str | None = None,
                duration_seconds: float | None = None, samples_per_second: float | None = None,
-               reasons: list[str] | None = None, error: str | None = None) -> Attempt:
+               reasons: list[str] | None = None, error: str | None = None,
+               conn: Connection | None = None) -> Attempt:
         """Settle a running attempt. Settling one twice (a late child result after recovery
-        already settled it) raises ``ValueError``: the first word stands."""
+        already settled it) raises ``ValueError``: the first word stands. ``conn``: write in the
+        caller's transaction (the controller moves the incident in the same one)."""
         if status not in OUTCOMES:
             raise ValueError(f"unknown attempt outcome {status!r}")
-        with write_transaction(self._engine) as conn:
-            done = conn.execute(update(retrain_attempts)
-                                .where(retrain_attempts.c.id == attempt_id, retrain_attempts.c.status == "running")
-                                .values(status=status, finished_at=self._clock(), run_id=run_id,
-                                        challenger_version=challenger_version, champion_version=champion_version,
-                                        duration_seconds=duration_seconds, samples_per_second=samples_per_second,
-                                        reasons=json.dumps(reasons or []), error=error)).rowcount
+        values = dict(status=status, finished_at=self._clock(), run_id=run_id, challenger_version=challenger_version,
+                      champion_version=champion_version, duration_seconds=duration_seconds,
+                      samples_per_second=samples_per_second, reasons=json.dumps(reasons or []), error=error)
+        running = (retrain_attempts.c.id == attempt_id, retrain_attempts.c.status == Outcome.RUNNING)
+        if conn is not None:
+            done = conn.execute(update(retrain_attempts).where(*running).values(**values)).rowcount
+        else:
+            with write_transaction(self._engine) as own:
+                done = own.execute(update(retrain_attempts).where(*running).values(**values)).rowcount
         if done != 1:
             raise ValueError(f"attempt {attempt_id} is not running")
+        if conn is not None:
+            return _attempt(conn.execute(select(retrain_attempts).where(retrain_attempts.c.id == attempt_id)).one())
         return self.get(attempt_id)
 
-    def end_shadow(self, version: str, status: str, reason: str) -> Attempt | None:
+    def end_shadow(self, version: str, status: Outcome, reason: str, conn: Connection | None = None) -> Attempt | None:
         """Settle the attempt whose challenger ``version`` was held in shadow as ``promoted`` or
         ``rejected`` (the shadow's verdict on live traffic), adding ``reason``. None when no attempt
         of this model holds ``version`` in shadow (already settled, or the shadow came from a
-        retrain run outside the daemon)."""
-        if status not in ("promoted", "rejected"):
+        retrain run outside the daemon). ``conn``: write in the caller's transaction."""
+        if conn is None:
+            with write_transaction(self._engine) as own:
+                return self.end_shadow(version, status, reason, own)
+        if status not in (Outcome.PROMOTED, Outcome.REJECTED):
             raise ValueError(f"a shadow ends promoted or rejected, not {status!r}")
         q = select(retrain_attempts).where(retrain_attempts.c.model == self._model,
-                                           retrain_attempts.c.status == "shadow",
+                                           retrain_attempts.c.status == Outcome.SHADOW,
                                            retrain_attempts.c.challenger_version == str(version))
-        with write_transaction(self._engine) as conn:
-            row = conn.execute(q).first()
-            if row is None:
-                return None
-            held = _attempt(row)
-            conn.execute(update(retrain_attempts)
-                         .where(retrain_attempts.c.id == held.id, retrain_attempts.c.status == "shadow")
-                         .values(status=status, finished_at=self._clock(),
-                                 champion_version=str(version) if status == "promoted" else held.champion_version,
-                                 reasons=json.dumps([*held.reasons, reason])))
-        return self.get(held.id)
+        row = conn.execute(q).first()
+        if row is None:
+            return None
+        held = _attempt(row)
+        conn.execute(update(retrain_attempts)
+                     .where(retrain_attempts.c.id == held.id, retrain_attempts.c.status == Outcome.SHADOW)
+                     .values(status=status, finished_at=self._clock(),
+                             champion_version=str(version) if status == Outcome.PROMOTED else held.champion_version,
+                             reasons=json.dumps([*held.reasons, reason])))
+        return _attempt(conn.execute(select(retrain_attempts).where(retrain_attempts.c.id == held.id)).one())
 
     def in_shadow(self) -> Attempt | None:
         """The latest attempt whose challenger is still held in shadow."""
         q = (select(retrain_attempts).where(retrain_attempts.c.model == self._model,
-                                            retrain_attempts.c.status == "shadow")
+                                            retrain_attempts.c.status == Outcome.SHADOW)
              .order_by(retrain_attempts.c.started_at.desc()).limit(1))
         with self._engine.connect() as conn:
             row = conn.execute(q).first()
@@ -146,7 +156,7 @@ class AttemptStore:
 
     def running(self) -> Attempt | None:
         q = select(retrain_attempts).where(retrain_attempts.c.model == self._model,
-                                           retrain_attempts.c.status == "running")
+                                           retrain_attempts.c.status == Outcome.RUNNING)
         with self._engine.connect() as conn:
             row = conn.execute(q).first()
         return _attempt(row) if row else None

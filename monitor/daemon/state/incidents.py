@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable
 
 from sqlalchemy import func, insert, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from monitor.daemon.decisions.kinds import OPENING_STATES, Reason, State
 from monitor.daemon.decisions.lifecycle import Effect, Event, IllegalTransition, event_to, exits, step
@@ -148,51 +148,57 @@ class IncidentStore:
         with self._engine.connect() as conn:
             return [_incident(r) for r in conn.execute(q)]
 
-    def apply(self, incident_id: str, event: Event, message: str, **fields: Any) -> tuple[Incident, Effect]:
+    def apply(self, incident_id: str, event: Event, message: str, *, conn: Connection | None = None,
+              **fields: Any) -> tuple[Incident, Effect]:
         """Send ``event`` to ``incident_id``: move it as the lifecycle's table says (one write with
         its event row) and return it with the move's effect. The incident's ``detail`` (what it is
         doing or waiting for now) becomes ``message`` unless the caller gives one: a detail never
-        outlives the state it described. ``fields``: run_id, version, outcome_reasons, detail, data."""
-        return self._move(incident_id, lambda state: event, message, fields)
+        outlives the state it described. ``fields``: run_id, version, outcome_reasons, detail, data.
+        ``conn``: write in the caller's transaction (a decision that writes another table too)."""
+        if conn is not None:
+            return self._move_in(conn, incident_id, lambda state: event, message, fields)
+        with write_transaction(self._engine) as own:
+            return self._move_in(own, incident_id, lambda state: event, message, fields)
 
     def transition(self, incident_id: str, to: State | str, message: str, **fields: Any) -> Incident:
         """Move ``incident_id`` to the state ``to`` by the table's event for that move."""
         if to not in STATES:
             raise ValueError(f"unknown incident state {to!r}")
-        return self._move(incident_id, lambda state: event_to(state, to), message, fields)[0]
-
-    def _move(self, incident_id: str, event_for: Callable[[State], Event], message: str,
-              fields: dict[str, Any]) -> tuple[Incident, Effect]:
-        now = self._clock()
         with write_transaction(self._engine) as conn:
-            row = conn.execute(select(incidents.c.state).where(incidents.c.id == incident_id)).first()
-            if row is None:
-                raise TransitionError(f"incident {incident_id} does not exist")
-            state = State(row.state)
-            try:
-                event = event_for(state)
-                to, effect = step(state, event)
-            except IllegalTransition as exc:
-                raise TransitionError(f"incident {incident_id}: {exc}") from None
-            values: dict[str, Any] = {"state": to, "updated_at": now}
-            if to == State.RESOLVED:
-                values["resolved_at"] = now
-            if to == State.RETRAINING:
-                values["attempts"] = incidents.c.attempts + 1
-            for key in ("run_id", "version"):
-                if key in fields:
-                    values[key] = fields[key]
-            values["detail"] = fields.get("detail", message)
-            if "outcome_reasons" in fields:
-                values["outcome_reasons"] = json.dumps(list(fields["outcome_reasons"]))
-            done = conn.execute(update(incidents).where(incidents.c.id == incident_id, incidents.c.state == state)
-                                .values(**values)).rowcount
-            if done != 1:  # another writer moved it between the read and the write
-                raise TransitionError(f"incident {incident_id} moved meanwhile; cannot {event} it")
-            conn.execute(insert(incident_events).values(
-                incident_id=incident_id, ts=now, kind=to, message=message,
-                data=json.dumps(fields.get("data")) if fields.get("data") is not None else None))
-        return self.get(incident_id), effect
+            return self._move_in(conn, incident_id, lambda state: event_to(state, to), message, fields)[0]
+
+    def _move_in(self, conn: Connection, incident_id: str, event_for: Callable[[State], Event], message: str,
+                 fields: dict[str, Any]) -> tuple[Incident, Effect]:
+        now = self._clock()
+        row = conn.execute(select(incidents.c.state).where(incidents.c.id == incident_id)).first()
+        if row is None:
+            raise TransitionError(f"incident {incident_id} does not exist")
+        state = State(row.state)
+        try:
+            event = event_for(state)
+            to, effect = step(state, event)
+        except IllegalTransition as exc:
+            raise TransitionError(f"incident {incident_id}: {exc}") from None
+        values: dict[str, Any] = {"state": to, "updated_at": now}
+        if to == State.RESOLVED:
+            values["resolved_at"] = now
+        if to == State.RETRAINING:
+            values["attempts"] = incidents.c.attempts + 1
+        for key in ("run_id", "version"):
+            if key in fields:
+                values[key] = fields[key]
+        values["detail"] = fields.get("detail", message)
+        if "outcome_reasons" in fields:
+            values["outcome_reasons"] = json.dumps(list(fields["outcome_reasons"]))
+        done = conn.execute(update(incidents).where(incidents.c.id == incident_id, incidents.c.state == state)
+                            .values(**values)).rowcount
+        if done != 1:  # another writer moved it between the read and the write
+            raise TransitionError(f"incident {incident_id} moved meanwhile; cannot {event} it")
+        conn.execute(insert(incident_events).values(
+            incident_id=incident_id, ts=now, kind=to, message=message,
+            data=json.dumps(fields.get("data")) if fields.get("data") is not None else None))
+        moved = conn.execute(select(incidents).where(incidents.c.id == incident_id)).first()
+        return _incident(moved), effect
 
     UPDATABLE = frozenset({"reason", "retrain", "change_ts", "escalated", "report_paths", "detail"})
 

@@ -8,6 +8,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from monitor.daemon.decisions.actions import ActionKind, StartKind
 from monitor.daemon.state.attempts import BusyError
 from monitor.daemon.runtime.checks import CheckOutcome
 from tests.monitor.daemon.conftest import Traffic
@@ -59,20 +60,21 @@ def test_retry_needs_new_evidence_then_single_flight(make_daemon, clock):
     traffic.send(1500, 40, concept=1.0)
     first = daemon.run_check_now()
     incident = first.incident
-    assert incident.reason == "accuracy" and "retrain att-" in first.action
+    assert incident.reason == "accuracy" and first.action.started
     assert daemon.wait_for_retrain(60)
     assert daemon.controller.incidents.get(incident.id).state == "promoted"
     # The stand-in "promoted" without changing the model: still breaching, but no new labelled rows
     # since that try: it waits for evidence instead of retraining on the same rows (no wall clock involved).
     report = daemon.run_check_now()
-    assert "waiting for 300 more labelled rows after a rejected" not in report.action
-    assert "waiting for 300 more labelled rows for the new champion" in report.action, report.action
+    assert report.action.retrain is StartKind.WAITING, report.action
+    assert report.action.detail.startswith("waiting for 300 more labelled rows for the new champion"), report.action
     inc = daemon.controller.incidents.get(incident.id)
     assert inc.state == "waiting" and "for the new champion" in inc.detail  # says what it waits for
     clock.advance(3600)
     for _ in range(2):
         again = daemon.run_check_now().action
-        assert "(waiting) still breaching; waiting for 300 more labelled rows for the new champion" in again, again
+        assert (again.kind, again.state, again.retrain) == (ActionKind.STILL_BREACHING, "waiting", StartKind.WAITING)
+        assert again.detail.startswith("waiting for 300 more labelled rows for the new champion"), again
     assert daemon.controller.incidents.get(incident.id).attempts == 1
     waits = [e["kind"] for e in daemon.controller.incidents.events(incident.id)
              if e["kind"] in ("waiting", "waiting_progress", "retrain_deferred")]
@@ -80,10 +82,11 @@ def test_retry_needs_new_evidence_then_single_flight(make_daemon, clock):
     (daemon.cfg.home / "retrains" / "behaviour").write_text("hang")
     traffic.send(300, 41, concept=1.0)  # new evidence: alerts.retry_rows (default drift.min_labels = 300)
     report = daemon.run_check_now()
-    assert "retrain att-" in report.action, report.action
+    assert report.action.started, report.action
     assert daemon.controller.incidents.get(incident.id).state == "retraining"
     # One retrain at a time: another breaching check waits, a manual request is refused.
-    assert "waiting: a retrain is already running" in daemon.run_check_now().action
+    busy = daemon.run_check_now().action
+    assert busy.retrain is StartKind.DEFERRED and busy.detail == "waiting: a retrain is already running", busy
     with pytest.raises(BusyError):
         daemon.retrain_now("manual", "impatient human")
     assert samples(daemon)[("driftloop_retrain_running", ())] == 1
@@ -103,9 +106,9 @@ def test_failed_retrain_is_retried_after_the_cooldown_and_escalates(make_daemon,
     assert daemon.wait_for_retrain(60)
     assert daemon.controller.incidents.get(incident.id).state == "failed"
     report = daemon.run_check_now()
-    assert "retry after the failed retrain" in report.action and "alerts.cooldown_seconds" in report.action
+    assert report.action.retrain is StartKind.WAITING and "alerts.cooldown_seconds" in report.action.detail
     clock.advance(601)
-    assert "retrain att-" in daemon.run_check_now().action  # no new rows needed after a failure
+    assert daemon.run_check_now().action.started  # no new rows needed after a failure
     assert daemon.wait_for_retrain(60)
     inc = daemon.controller.incidents.get(incident.id)
     assert inc.state == "failed" and inc.escalated  # 2 failures in a row = alerts.max_attempts
@@ -113,7 +116,7 @@ def test_failed_retrain_is_retried_after_the_cooldown_and_escalates(make_daemon,
     assert any(e["kind"] == "escalated" for e in daemon.controller.incidents.events(incident.id))
     # Escalation does not stop the loop: after the cooldown it tries again.
     clock.advance(601)
-    assert "retrain att-" in daemon.run_check_now().action
+    assert daemon.run_check_now().action.started
 
 
 def test_drift_without_labels_alerts_without_retraining(make_daemon):
@@ -122,12 +125,12 @@ def test_drift_without_labels_alerts_without_retraining(make_daemon):
     traffic.send(1500, 50, covariate=1.5, labelled=0.0)
     report = daemon.run_check_now()
     assert report.incident.reason == "drift" and not report.incident.retrain
-    assert "alerts.retrain_on_drift is off" in report.action
+    assert report.action.kind is ActionKind.OPENED and report.action.retrain is None, report.action
     assert daemon.controller.attempts.recent() == []
     assert samples(daemon)[("driftloop_model_alert_firing", (("reason", "drift"),))] == 1
     traffic.send(1500, 51, labelled=0.0)  # the inputs look like the reference again
     report = daemon.run_check_now()
-    assert report.incident is None and "resolved" in report.action
+    assert report.incident is None and report.action.kind is ActionKind.RESOLVED, report.action
 
 
 def test_drift_that_does_not_hurt_the_model_ends_as_drift_without_impact(make_daemon):
@@ -146,8 +149,8 @@ def test_drift_that_does_not_hurt_the_model_ends_as_drift_without_impact(make_da
     for seed in (151, 152):
         traffic.send(1500, seed, covariate=1.5)
         actions.append(daemon.run_check_now().action)
-    assert "performance within thresholds 1/2" in actions[0], actions
-    assert "drift without performance impact" in actions[1], actions
+    assert (actions[0].kind, actions[0].progress) == (ActionKind.NO_IMPACT_PROGRESS, (1, 2)), actions
+    assert actions[1].kind is ActionKind.RESOLVED_NO_IMPACT, actions
     resolved = daemon.controller.incidents.get(incident.id)
     assert resolved.state == "resolved" and resolved.detail.startswith("drift without performance impact")
     assert resolved.report_paths  # the evidence stays with it

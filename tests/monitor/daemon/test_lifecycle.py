@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from monitor.daemon.decisions.actions import StartKind
 from monitor.daemon.state.incidents import OPEN_STATES, STATES, TRANSITIONS
 from tests.monitor.daemon.conftest import Traffic
 
@@ -46,13 +47,13 @@ def test_waits_for_rows_after_the_change_then_trains_on_them_across_a_restart(ma
     assert report.verdict.fast, report.verdict.message   # found by the change point, before min_labels rows
     assert incident.state == "waiting" and incident.change_ts is not None
     assert "more labelled rows after the change at" in incident.detail
-    assert "training.min_post_change_rows" in report.action
+    assert report.action.retrain is StartKind.WAITING and "training.min_post_change_rows" in report.action.detail
 
     daemon, traffic = _restart(make_daemon, daemon, traffic, overrides={"drift": {"window_size": 3000}})
     assert daemon.controller.incidents.get(incident.id).state == "waiting"   # survives the restart
     traffic.send(800, 52, concept=1.0, tag_version=True)
     report = daemon.run_check_now()
-    assert "retrain att-" in report.action, report.action
+    assert report.action.started, report.action
     assert daemon.wait_for_retrain(60)
     [attempt] = daemon.controller.attempts.for_incident(incident.id)
     assert attempt.data_window["since_change"] is not None
@@ -68,18 +69,19 @@ def test_rejected_retrains_wait_for_new_rows_with_back_off_and_escalate(make_dae
     ctl = daemon.controller
     assert ctl.incidents.get(incident.id).state == "rejected"
     report = daemon.run_check_now()
-    assert "waiting for 200 more labelled rows after a rejected retrain" in report.action, report.action
+    assert report.action.retrain is StartKind.WAITING, report.action
+    assert report.action.detail.startswith("waiting for 200 more labelled rows after a rejected retrain")
     traffic.send(200, 61, concept=1.0)
-    assert "retrain att-" in daemon.run_check_now().action
+    assert daemon.run_check_now().action.started
     assert daemon.wait_for_retrain(60)
     inc = ctl.incidents.get(incident.id)
     assert inc.state == "rejected" and inc.escalated  # two rejections in a row = alerts.max_attempts
     status = daemon.status()
     assert status["open_incidents"][0]["escalated"] is True
     # Back-off: the next try needs twice the rows; the loop keeps going while escalated.
-    assert "waiting for 400 more labelled rows" in daemon.run_check_now().action
+    assert daemon.run_check_now().action.detail.startswith("waiting for 400 more labelled rows")
     traffic.send(400, 62, concept=1.0)
-    assert "retrain att-" in daemon.run_check_now().action
+    assert daemon.run_check_now().action.started
 
 
 def test_each_retry_learns_from_every_row_since_the_change_up_to_max_rows(make_daemon):
@@ -94,13 +96,13 @@ def test_each_retry_learns_from_every_row_since_the_change_up_to_max_rows(make_d
     incident = daemon.run_check_now().incident
     assert incident is not None and incident.change_ts is not None
     traffic.send(1500, 82, concept=1.0, tag_version=True)
-    assert "retrain att-" in daemon.run_check_now().action
+    assert daemon.run_check_now().action.started
     assert daemon.wait_for_retrain(60)
     [first] = daemon.controller.attempts.for_incident(incident.id)
     assert first.data_window["since_change"] is not None
     assert 1700 <= first.rows <= 1800  # every row after the change: more than the 1,500-row check window
     traffic.send(600, 83, concept=1.0, tag_version=True)
-    assert "retrain att-" in daemon.run_check_now().action
+    assert daemon.run_check_now().action.started
     assert daemon.wait_for_retrain(60)
     _, second = daemon.controller.attempts.for_incident(incident.id)  # in start order
     now = daemon.controller.incidents.get(incident.id)
@@ -201,7 +203,7 @@ def test_a_drift_incident_becomes_a_performance_incident_when_labels_show_the_dr
     report = daemon.run_check_now()
     inc = daemon.controller.incidents.get(incident.id)
     assert inc.reason in ("accuracy", "roc_auc") and inc.retrain, report.action
-    assert "retrain att-" in report.action
+    assert report.action.started
     kinds = [e["kind"] for e in daemon.controller.incidents.events(incident.id)]
     assert "reason_changed" in kinds
 
@@ -225,7 +227,7 @@ def test_a_breach_waiting_on_late_labels_says_so_then_retrains_when_they_arrive(
         inc = ctl.incidents.get(incident.id)
         assert inc.state == "waiting", (inc.state, report.action)
         assert "waiting for 200 more labelled rows after a rejected retrain" in inc.detail
-        assert "waiting for 200 more labelled rows" in report.action
+        assert report.action.detail.startswith("waiting for 200 more labelled rows"), report.action
         assert daemon.status()["open_incidents"][0]["state"] == "waiting"
     ctl.store.add_labels(late[0][["id", "label", "ts"]].head(120))  # some labels come: the count moves
     daemon.run_check_now()
@@ -233,7 +235,7 @@ def test_a_breach_waiting_on_late_labels_says_so_then_retrains_when_they_arrive(
     for frame in late:  # the rest arrive
         ctl.store.add_labels(frame[["id", "label", "ts"]])
     report = daemon.run_check_now()
-    assert "retrain att-" in report.action, report.action
+    assert report.action.started, report.action
     assert ctl.incidents.get(incident.id).state == "retraining"
     assert daemon.wait_for_retrain(60)
     kinds = [e["kind"] for e in ctl.incidents.events(incident.id)]

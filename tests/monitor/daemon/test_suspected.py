@@ -3,6 +3,7 @@
 Evidently, the real champion from MLflow; the retrain child is the scripted stand-in."""
 from __future__ import annotations
 
+from monitor.daemon.decisions.actions import ActionKind
 from tests.monitor.daemon.conftest import Traffic
 from tests.monitor.daemon.test_controller import samples
 
@@ -22,7 +23,7 @@ def test_estimated_drop_opens_suspected_without_retraining_then_labels_confirm(m
     df, report = _suspect(daemon, traffic)
     incident = report.incident
     assert incident.state == "suspected" and incident.reason == "accuracy" and not incident.retrain
-    assert "opened suspected incident" in report.action and "retrain att-" not in report.action
+    assert report.action.kind is ActionKind.OPENED_SUSPECTED and not report.action.started
     assert daemon.controller.attempts.recent(5) == []
     r = report.outcome.result
     assert r.estimated_accuracy < r.baseline_accuracy - 0.03 and r.estimated_accuracy_ci[1] < r.baseline_accuracy - 0.03
@@ -37,7 +38,7 @@ def test_estimated_drop_opens_suspected_without_retraining_then_labels_confirm(m
     daemon.store.add_labels(df[["id", "label", "ts"]].iloc[100:])
     confirmed = daemon.run_check_now()
     assert confirmed.verdict.performance_known and confirmed.verdict.fire
-    assert "confirmed suspected incident" in confirmed.action and "retrain att-" in confirmed.action, confirmed.action
+    assert confirmed.action.kind is ActionKind.CONFIRMED and confirmed.action.started, confirmed.action
     events = daemon.controller.incidents.events(incident.id)
     firing = next(e for e in events if e["kind"] == "firing")
     assert firing["message"].startswith("confirmed by labels")
@@ -61,7 +62,7 @@ def test_labels_that_say_healthy_clear_a_suspected_incident_across_a_restart(mak
     traffic = Traffic(daemon.cfg, daemon.store, start=traffic.t)
     traffic.send(1500, 71)  # ordinary rows, labelled: the window is healthy
     cleared = daemon.run_check_now()
-    assert cleared.verdict.performance_known and "cleared suspected incident" in cleared.action, cleared.action
+    assert cleared.verdict.performance_known and cleared.action.kind is ActionKind.CLEARED, cleared.action
     assert daemon.controller.incidents.get(incident.id).state == "resolved"
     resolved = [e for e in daemon.controller.incidents.events(incident.id) if e["kind"] == "resolved"][0]
     assert resolved["message"].startswith("cleared by labels") and "realised_accuracy" in resolved["data"]
@@ -79,6 +80,6 @@ def test_retrain_on_estimate_retrains_a_suspected_incident(make_daemon):
     daemon.run_check_now()
     _, report = _suspect(daemon, traffic)
     assert report.incident is not None and report.incident.retrain
-    assert "opened suspected incident" in report.action and "retrain att-" in report.action, report.action
+    assert report.action.kind is ActionKind.OPENED_SUSPECTED and report.action.started, report.action
     assert daemon.controller.incidents.get(report.incident.id).state == "retraining"
     assert daemon.wait_for_retrain(60)

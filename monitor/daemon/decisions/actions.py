@@ -1,0 +1,92 @@
+"""What the controller did about one check or request: a kind and its data (:class:`Action`), and
+whether a retrain started (:class:`StartKind`). Code dispatches and tests assert on these; the
+sentence a person reads (logs, ``POST /v1/alerts``, ``driftloop check``) is :meth:`Action.describe`.
+Pure.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from monitor.daemon.decisions.kinds import State
+
+
+class StartKind(StrEnum):
+    """How an attempt to start a retrain ended."""
+
+    STARTED = "started"                  # a child runs (attempt_id)
+    WAITING = "waiting"                  # the incident waits for rows, the cooldown or a running retrain
+    DEFERRED = "deferred"                # not now, noted on the incident (it keeps its state)
+    NOT_STARTED = "not_started"          # another daemon's retrain got there first
+    FAILED_TO_START = "failed_to_start"  # the child could not start; settled as failed
+
+
+class ActionKind(StrEnum):
+    CHECK_NOT_OK = "check_not_ok"                      # the check was skipped or failed (detail says why)
+    NONE = "none"                                      # healthy, no incident
+    OPENED = "opened"                                  # a firing incident opened
+    OPENED_SUSPECTED = "opened_suspected"              # an estimated drop, before labels
+    CONFIRMED = "confirmed"                            # labels confirmed a suspected incident
+    CLEARED = "cleared"                                # a suspected incident cleared (labels or the estimate)
+    SUSPECT_LABELS_BREACH = "suspect_labels_breach"    # labels breach, not yet sustained
+    SUSPECT_PERSISTS = "suspect_persists"              # the estimated drop persists, no labels
+    SUSPECT_ESTIMATE_HEALTHY = "suspect_estimate_healthy"  # the estimate is back, progress counted
+    SUSPECT_WAITING = "suspect_waiting"                # waiting for labels
+    RESOLVED = "resolved"                              # healthy for alerts.healthy_windows checks
+    RESOLVED_NO_IMPACT = "resolved_no_impact"          # drift without performance impact
+    NO_IMPACT_PROGRESS = "no_impact_progress"          # drift goes on, performance within thresholds
+    HEALTHY_PROGRESS = "healthy_progress"              # a healthy window counted
+    HEALTHY_WHILE_RETRAINING = "healthy_while_retraining"
+    STILL_BREACHING = "still_breaching"                # the breach stands: retrain, or say why not
+    AWAITING_JUDGEMENT = "awaiting_judgement"          # a promoted champion waits for its own labels
+    OPEN = "open"                                      # open, health unknown or unhealthy
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: ActionKind
+    incident_id: str | None = None
+    state: State | None = None          # the incident's state when the action was decided
+    progress: tuple[int, int] | None = None  # (have, need): healthy windows, judged windows
+    retrain: StartKind | None = None    # None: no retrain was asked for
+    attempt_id: str | None = None       # the retrain that started
+    healthy: bool | None = None         # OPEN: unhealthy (False) or not judged (None)
+    detail: str | None = None           # what a person reads: why no retrain, what it waits for
+
+    @property
+    def started(self) -> bool:
+        return self.retrain is StartKind.STARTED
+
+    def describe(self) -> str:
+        """The one line a person reads."""
+        k, i = self.kind, self.incident_id
+        have, need = self.progress or (0, 0)
+        text = {
+            ActionKind.CHECK_NOT_OK: self.detail or "check not run",
+            ActionKind.NONE: "no incident",
+            ActionKind.OPENED: f"opened incident {i}",
+            ActionKind.OPENED_SUSPECTED: f"opened suspected incident {i}",
+            ActionKind.CONFIRMED: f"confirmed suspected incident {i}",
+            ActionKind.CLEARED: f"cleared suspected incident {i}",
+            ActionKind.SUSPECT_LABELS_BREACH: f"incident {i} (suspected): labels breach, not yet sustained",
+            ActionKind.SUSPECT_PERSISTS: f"incident {i} (suspected): estimated drop persists, waiting for labels",
+            ActionKind.SUSPECT_ESTIMATE_HEALTHY: f"incident {i} (suspected): estimate healthy {have}/{need}",
+            ActionKind.SUSPECT_WAITING: f"incident {i} (suspected): waiting for labels",
+            ActionKind.RESOLVED: f"resolved incident {i}",
+            ActionKind.RESOLVED_NO_IMPACT: f"resolved incident {i} (drift without performance impact)",
+            ActionKind.NO_IMPACT_PROGRESS: f"incident {i}: drift goes on, performance within thresholds "
+                                           f"{have}/{need} judged window(s)",
+            ActionKind.HEALTHY_PROGRESS: f"incident {i}: healthy {have}/{need}",
+            ActionKind.HEALTHY_WHILE_RETRAINING: f"incident {i}: healthy window while retraining",
+            ActionKind.STILL_BREACHING: f"incident {i} ({self.state}) still breaching",
+            ActionKind.AWAITING_JUDGEMENT: f"incident {i} (promoted): {self.detail}",
+            ActionKind.OPEN: f"incident {i} ({self.state}) open; "
+                             f"{'unknown health' if self.healthy is None else 'unhealthy'}",
+        }[k]
+        if k in (ActionKind.OPENED, ActionKind.OPENED_SUSPECTED) and self.retrain is None and self.detail:
+            text += f" ({self.detail})"
+        elif self.retrain is not None and self.detail:
+            text += f"; {self.detail}"
+        return text
+
+    __str__ = describe

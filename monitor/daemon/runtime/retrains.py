@@ -1,0 +1,214 @@
+"""Starting a retrain, or saying why not: single-flight, new evidence since the last try (more after
+each unsuccessful one), the cooldown after a failure, enough labelled rows after the change point.
+A wait moves the incident to ``waiting`` (the lifecycle's ``wait`` event) with its reason as detail.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from monitor.daemon.runtime import rescan
+from monitor.daemon.state.attempts import Attempt, BusyError
+from monitor.daemon.state.incidents import Incident, TransitionError
+from monitor.daemon.retraining.launcher import RetrainJob
+from monitor.daemon.decisions.actions import Action, ActionKind, StartKind
+from monitor.daemon.decisions.kinds import Outcome, State
+from monitor.daemon.decisions.lifecycle import Event
+from monitor.daemon.decisions.policy import cooldown_remaining
+from monitor.daemon.decisions.post_change import post_change_need
+from monitor.daemon.runtime.status import iso
+from monitor.daemon.runtime.moves import IncidentMoves
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Started:
+    attempt: Attempt | None     # None: the retrain did not start, ``message`` says why
+    message: str                # for people: the incident's detail, logs, the API
+    kind: StartKind
+
+    def __str__(self) -> str:
+        return self.message
+
+    def action(self, kind: ActionKind, incident: Incident) -> Action:
+        return Action(kind, incident.id, incident.state, retrain=self.kind,
+                      attempt_id=self.attempt.id if self.attempt else None, detail=self.message)
+
+
+def unsuccessful_in_a_row(tries: list[Attempt]) -> int:
+    """Rejected or failed attempts since the last promotion (running ones not counted)."""
+    n = 0
+    for a in reversed(tries):
+        if a.status == Outcome.PROMOTED:
+            break
+        if Outcome(a.status).unsuccessful:
+            n += 1
+    return n
+
+
+class Retrains(IncidentMoves):
+    # -- retrains -------------------------------------------------------------------------
+    def maybe_retrain(self, incident: Incident, trigger: str, respect_cooldown: bool = True,
+                      ignore_attempt_limit: bool = False) -> Started:
+        """Start a retrain for ``incident`` when it may (single-flight; new evidence since the last
+        try; enough labelled rows after the change point), or say in one line why not (also recorded
+        on the incident). ``respect_cooldown=False`` (a person, the schedule) skips the evidence
+        rules but not single-flight. ``ignore_attempt_limit`` is kept for callers; escalation
+        never stops retraining."""
+        with self.lock:
+            forced = not respect_cooldown
+            why_not = self._blocked(incident, forced)
+            if why_not and not forced and incident.state.is_outcome and not self._retrain_running(incident):
+                # A breach after a promotion, rejection or failure that must wait for new evidence
+                # (alerts.retry_rows, with labels arriving late that can take many checks) or the
+                # cooldown: the incident says it waits, and for what, instead of sitting in its outcome.
+                try:
+                    self.move(incident.id, Event.WAIT, why_not, detail=why_not)
+                except TransitionError as exc:
+                    log.info("%s", exc)
+                return Started(None, why_not, StartKind.WAITING)
+            if why_not and not forced and incident.state == State.WAITING:
+                self.incidents.note(incident.id, "waiting_progress", why_not, coalesce=True)
+                self.incidents.set_fields(incident.id, detail=why_not)
+                return Started(None, why_not, StartKind.WAITING)
+            if why_not:
+                # One row per wait since the last state change, updated with the newest count.
+                self.incidents.note(incident.id, "retrain_deferred", why_not, coalesce=True)
+                return Started(None, why_not, StartKind.DEFERRED)
+            if not forced:  # the concept may have changed again since the incident's change point
+                incident = rescan.follow(self.cfg, self.store, self.champion, self.incidents, self.attempts, incident)
+            window, data_window, wait = self.training_window(incident, forced=forced)
+            if wait and forced:  # a person or the schedule asked: say why not, do not park the incident
+                self.incidents.note(incident.id, "retrain_deferred", wait, coalesce=True)
+                return Started(None, wait, StartKind.DEFERRED)
+            if wait:
+                if incident.state != State.WAITING:
+                    try:
+                        incident = self.move(incident.id, Event.WAIT, wait, data=data_window, detail=wait)
+                    except TransitionError as exc:
+                        log.info("%s", exc)
+                else:
+                    self.incidents.note(incident.id, "waiting_progress", wait, data_window, coalesce=True)
+                    self.incidents.set_fields(incident.id, detail=wait)
+                return Started(None, wait, StartKind.WAITING)
+            self.move(incident.id, Event.START_RETRAIN, f"retrain ({trigger}) on {len(window)} rows", data=data_window)
+            # The child needs no server token; keep it out of the files on disk.
+            config = self.cfg.model_dump(mode="json", exclude={"server": {"token"}})
+
+            def job_for(attempt: Attempt) -> RetrainJob:
+                # Reports are kept in the incident's folder while it is open; skip any removed by hand.
+                reports = [p for p in incident.report_paths if Path(p).is_file()]
+                return RetrainJob(attempt.id, incident.id, trigger, window, config, report_paths=reports,
+                                  data_window={**data_window, "attempt_id": attempt.id,
+                                               "reason": incident.reason})
+            try:
+                attempt = self.supervisor.launch(job_for, incident.id, trigger, rows=len(window),
+                                                 data_window=data_window)
+            except BusyError as exc:  # another daemon on the same store got there first
+                self.move(incident.id, Event.FAIL, f"not started: {exc}")
+                return Started(None, f"not retraining: {exc}", StartKind.NOT_STARTED)
+            if attempt.status != Outcome.RUNNING:  # the child could not even start; already settled as failed
+                return Started(None, f"retrain {attempt.id} failed to start: {attempt.error}",
+                               StartKind.FAILED_TO_START)
+            return Started(attempt, f"retrain {attempt.id} started", StartKind.STARTED)
+
+    def _retrain_running(self, incident: Incident) -> bool:
+        return self.supervisor.busy or self.attempts.running() is not None or incident.state == State.RETRAINING
+
+    def _blocked(self, incident: Incident, forced: bool = False) -> str | None:
+        if self.supervisor.busy or self.attempts.running() is not None:
+            return "waiting: a retrain is already running"
+        if incident.state == State.RETRAINING:
+            return "waiting: this incident is retraining"
+        if forced:
+            return None
+        tries = self.attempts.for_incident(incident.id)
+        if not tries:
+            return None
+        last = tries[-1]
+        if last.status == Outcome.INTERRUPTED:  # its leader died under it: retried at once (retraining.failover)
+            return None
+        if last.status == Outcome.SHADOW:
+            return (f"waiting: challenger v{last.challenger_version} passed the gate and is scoring live windows "
+                    "in shadow (training.shadow.windows)")
+        if last.status == Outcome.FAILED:
+            left = cooldown_remaining(self.clock(), last.finished_at, self.cfg.alerts.cooldown_seconds)
+            if left > 0:
+                return (f"waiting: retry after the failed retrain at {iso(self.clock() + left)} "
+                        "(alerts.cooldown_seconds)")
+            return None
+        # Promoted or rejected: the next try needs new labelled rows, more after each rejection in a row.
+        need = self.retry_rows_needed(tries)
+        have, since = self._evidence_since(last)
+        if have < need:
+            promoted = last.status == Outcome.PROMOTED
+            what = "for the new champion to be judged" if promoted else "after a rejected retrain"
+            return (f"waiting for {need - have} more labelled rows {what} ({have}/{need} labelled rows newer than "
+                    f"the last try's data, {since})")
+        return None
+
+    def _evidence_since(self, attempt: Attempt) -> tuple[int, str]:
+        """Labelled rows that the last try did not see: predictions newer than its data's end (or,
+        without a recorded end, labels received since it started)."""
+        end = (attempt.data_window or {}).get("end")
+        if end:
+            ts = pd.Timestamp(end) + pd.Timedelta(microseconds=1)
+            return self.store.labelled_count(since=ts), f"after {end}"
+        return self.store.labelled_count(received_after=attempt.started_at), f"since {iso(attempt.started_at)}"
+
+    def retry_rows_needed(self, tries: list[Attempt]) -> int:
+        """New labelled rows before the next try: ``alerts.retry_rows`` (default ``drift.min_labels``),
+        doubled for each rejected or failed try in a row (at most 8x)."""
+        base = self.cfg.alerts.retry_rows or self.cfg.drift.min_labels
+        return base * min(8, 2 ** max(0, unsuccessful_in_a_row(tries) - 1))
+
+    def training_window(self, incident: Incident,
+                        forced: bool = False) -> tuple[pd.DataFrame, dict[str, Any], str | None]:
+        """The labelled rows to retrain on, and why to wait instead (or None).
+
+        With a change point on the incident: every labelled row from after it (the newest
+        ``training.max_rows``), so a retry sees strictly more of the new concept than the try before,
+        and a wait while fewer than ``training.post_change_rows`` exist (enough for the gate's
+        held-out rows to decide). Without one (gradual drift, data drift): the rows after the last
+        healthy window when there are that many, else the most recent ``alerts.retrain_rows``
+        (default ``drift.window_size``) labelled rows."""
+        recent = self.cfg.alerts.retrain_rows or self.cfg.drift.window_size
+        n = self.cfg.training.max_rows
+        need = self.cfg.training.post_change_rows
+        since = None
+        if incident.change_ts is not None:
+            # A located step: rows before it are the old concept. Wait for enough rows after it.
+            # Stored times are whole microseconds; float seconds can miss one by a fraction of a microsecond.
+            since = pd.Timestamp(incident.change_ts, unit="s", tz="UTC").round("us")
+            window = self.store.window(last_n=n, since=since, labelled_only=True)
+            if len(window) < need and not forced:
+                need = post_change_need(self.cfg, window, self.levels.read())
+            if len(window) < need and not forced:
+                msg = (f"waiting for {need - len(window)} more labelled rows after the change at "
+                       f"{iso(incident.change_ts)} ({len(window)}/{need}; training.min_post_change_rows)")
+                return window, {"rows": int(len(window)), "since": since.isoformat()}, msg
+            if len(window) < self.cfg.training.min_rows:  # forced, and too few after the change: take recent rows
+                since = None
+        elif incident.window_start is not None:
+            # No step located (a gradual decline): rows after the last healthy window when there are
+            # enough of them, else the most recent rows. Waiting would only let the decline go on.
+            since = pd.Timestamp(incident.window_start, unit="s", tz="UTC").round("us")
+            window = self.store.window(last_n=n, since=since, labelled_only=True)
+            window = window[window["ts"] > since]
+            if len(window) < need:
+                since = None
+        if since is None:
+            window = self.store.window(last_n=recent, labelled_only=True)
+        span = {"rows": int(len(window)),
+                "start": window["ts"].iloc[0].isoformat() if len(window) else None,
+                "end": window["ts"].iloc[-1].isoformat() if len(window) else None,
+                "since_change": since.isoformat() if since is not None else None}
+        if len(window) < self.cfg.training.min_rows:
+            return window, span, (f"not retraining: {len(window)} labelled rows < training.min_rows="
+                                  f"{self.cfg.training.min_rows}; waiting for more")
+        return window.reset_index(drop=True), span, None

@@ -45,6 +45,8 @@ class RetrainOutcome:
     duration_seconds: float = 0.0
     samples_per_second: float = 0.0
     previous_champion_version: str | None = None
+    # One per gate that ran (trainer/judge.py Verdict.to_dict: gate, passed, kind, message, data).
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from monitor.daemon.decisions.kinds import OPENING_STATES, State
+from monitor.daemon.decisions.kinds import OPENING_STATES, Outcome, State
 from monitor.errors import DriftloopError
 
 
@@ -62,8 +62,8 @@ TABLE: dict[tuple[State, Event], tuple[State, Effect]] = {
 # States with no exit, on purpose.
 TERMINAL = frozenset({State.RESOLVED})
 # How a retrain attempt's outcome moves its incident (the supervisor's result, a shadow's verdict).
-OUTCOME_EVENTS = {"promoted": Event.PROMOTE, "rejected": Event.REJECT, "failed": Event.FAIL,
-                  "shadow": Event.HOLD_SHADOW}
+OUTCOME_EVENTS: dict[Outcome, Event] = {Outcome.PROMOTED: Event.PROMOTE, Outcome.REJECTED: Event.REJECT,
+                                        Outcome.FAILED: Event.FAIL, Outcome.SHADOW: Event.HOLD_SHADOW}
 
 
 class IllegalTransition(DriftloopError):

@@ -148,7 +148,7 @@ class DaemonCollector:
                      [([m], 1.0 if any(i.state == State.SUSPECTED for i in open_now) else 0.0)])
         yield _gauge("driftloop_incident_waiting",
                      "1 while an open incident waits for labelled rows after the change point before retraining",
-                     ["model"], [([m], 1.0 if any(i.state == "waiting" for i in open_now) else 0.0)])
+                     ["model"], [([m], 1.0 if any(i.state == State.WAITING for i in open_now) else 0.0)])
         level = ctl.levels.read() or {}
         for key, metric in (("reference_accuracy", "driftloop_model_reference_accuracy"),
                             ("reference_roc_auc", "driftloop_model_reference_roc_auc")):

@@ -375,3 +375,59 @@ def test_the_module_map_check_sees_a_missing_module():
     doc = "Rooms:\n\n    decisions/   policy.py (AlertPolicy)\n                 rules.py\n    state/   levels.py\n"
     assert module_map_gaps(doc, ["decisions/policy.py", "decisions/rules.py", "state/levels.py"]) == []
     assert module_map_gaps(doc, ["state/policy.py", "state/tables.py"]) == ["state/policy.py", "state/tables.py"]
+
+
+def room_entry(room: str) -> set[str]:
+    """The names a room's ``__init__`` lists in ``__all__`` (read with ``ast``, nothing imported)."""
+    tree = ast.parse((ROOT / "monitor" / "daemon" / room / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+def entry_violations(module: str, source: str, entries: dict[str, set[str]]) -> list[str]:
+    """Names imported from another room that its entry (``__all__``) does not list, type-only ones included."""
+    rank = room_of(module)
+    if rank is None:
+        return []
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            other = room_of(node.module)
+            if other is None or other == rank:
+                continue
+            out += [f"{module}:{node.lineno} imports {alias.name} from {node.module}, which "
+                    f"monitor/daemon/{ROOMS[other]}/__init__.py does not list in __all__"
+                    for alias in node.names if alias.name not in entries[ROOMS[other]]]
+    return out
+
+
+def test_rooms_import_each_other_through_their_entries():
+    """Each room has one public entry: another room imports only the names its ``__all__`` lists
+    (from the room or the module that defines them); a new one is added there, deliberately."""
+    entries = {room: room_entry(room) for room in ROOMS}
+    found = []
+    for path, module in _daemon_modules():
+        found += entry_violations(module, path.read_text(), entries)
+    assert found == []
+
+
+def test_each_room_entry_resolves():
+    import importlib
+    for room in ROOMS:
+        package = importlib.import_module(f"monitor.daemon.{room}")
+        assert set(package._WHERE) == room_entry(room), room
+        missing = [name for name in room_entry(room) if getattr(package, name, None) is None]
+        assert missing == [], room
+
+
+def test_the_entry_checker_sees_an_unlisted_name():
+    entries = {"decisions": {"AlertPolicy"}, "state": {"IncidentStore"}, "retraining": set(), "runtime": set()}
+    source = ("from monitor.daemon.decisions.policy import AlertPolicy, _level\n"
+              "from monitor.daemon.state.incidents import IncidentStore\n"
+              "from monitor.daemon.retraining.launcher import ChildResult\n")
+    found = entry_violations("monitor.daemon.runtime.controller", source, entries)
+    assert [f.split(" imports ")[1].split(" ")[0] for f in found] == ["_level", "ChildResult"]
+    assert entry_violations("monitor.daemon.decisions.policy", "from monitor.daemon.decisions.breach import _x\n",
+                            entries) == []  # inside a room, anything goes

@@ -3,4 +3,35 @@
 
 The lowest room: no I/O and no clock of its own (the caller injects one); imports nothing else of the
 daemon (``test_decisions_are_pure`` in ``tests/test_layers.py``).
+
+The room's one public entry: what other rooms import from it is listed in ``__all__`` (and can be
+imported from the room itself, lazily); ``test_rooms_import_each_other_through_their_entries``
+in ``tests/test_layers.py`` holds it.
 """
+from __future__ import annotations
+
+from monitor.lazy import lazy_attributes
+
+__all__ = ["Action", "ActionKind", "AlertPolicy", "Breach", "Effect", "Event", "IllegalTransition", "OPENING_STATES",
+           "OUTCOME_EVENTS", "Observation", "Outcome", "REQUESTED_REASONS", "Reason", "StartKind", "State",
+           "Verdict", "check_rules_fit", "cooldown_remaining", "event_to", "exits", "is_performance_reason", "level",
+           "post_change_need", "rule_inputs", "rule_inputs_from", "step"]
+
+_WHERE = {
+    "Action": "monitor.daemon.decisions.actions", "ActionKind": "monitor.daemon.decisions.actions",
+    "StartKind": "monitor.daemon.decisions.actions", "Breach": "monitor.daemon.decisions.breach",
+    "Observation": "monitor.daemon.decisions.breach", "is_performance_reason": "monitor.daemon.decisions.breach",
+    "level": "monitor.daemon.decisions.breach", "OPENING_STATES": "monitor.daemon.decisions.kinds",
+    "Outcome": "monitor.daemon.decisions.kinds", "REQUESTED_REASONS": "monitor.daemon.decisions.kinds",
+    "Reason": "monitor.daemon.decisions.kinds", "State": "monitor.daemon.decisions.kinds",
+    "Effect": "monitor.daemon.decisions.lifecycle", "Event": "monitor.daemon.decisions.lifecycle",
+    "IllegalTransition": "monitor.daemon.decisions.lifecycle",
+    "OUTCOME_EVENTS": "monitor.daemon.decisions.lifecycle", "event_to": "monitor.daemon.decisions.lifecycle",
+    "exits": "monitor.daemon.decisions.lifecycle", "step": "monitor.daemon.decisions.lifecycle",
+    "AlertPolicy": "monitor.daemon.decisions.policy", "Verdict": "monitor.daemon.decisions.policy",
+    "cooldown_remaining": "monitor.daemon.decisions.policy",
+    "post_change_need": "monitor.daemon.decisions.post_change", "check_rules_fit": "monitor.daemon.decisions.rules",
+    "rule_inputs": "monitor.daemon.decisions.rules", "rule_inputs_from": "monitor.daemon.decisions.rules",
+}
+
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

@@ -3,4 +3,30 @@ truth, the champion, fail-over settling and the champion review.
 
 Imports :mod:`monitor.daemon.state` and :mod:`monitor.daemon.decisions`; the controller it reports
 to is handed in and named for annotations only (one listed exception in ``tests/test_layers.py``:
-start-up recovery calls it)."""
+start-up recovery calls it).
+
+The room's one public entry: what other rooms import from it is listed in ``__all__`` (and can be
+imported from the room itself, lazily); ``test_rooms_import_each_other_through_their_entries``
+in ``tests/test_layers.py`` holds it.
+"""
+from __future__ import annotations
+
+from monitor.lazy import lazy_attributes
+
+__all__ = ["ChampionCache", "ChampionReview", "ChildResult", "Launcher", "MlflowProbe", "NoChampionError",
+           "ProcessLauncher", "RegistryProbe", "RetrainJob", "RetrainSupervisor", "mlflow_alias_lookup",
+           "promoted_version", "recover", "stopped_with_its_daemon"]
+
+_WHERE = {
+    "ChampionCache": "monitor.daemon.retraining.champion", "NoChampionError": "monitor.daemon.retraining.champion",
+    "mlflow_alias_lookup": "monitor.daemon.retraining.champion",
+    "stopped_with_its_daemon": "monitor.daemon.retraining.failover",
+    "ChildResult": "monitor.daemon.retraining.launcher", "Launcher": "monitor.daemon.retraining.launcher",
+    "ProcessLauncher": "monitor.daemon.retraining.launcher", "RetrainJob": "monitor.daemon.retraining.launcher",
+    "recover": "monitor.daemon.retraining.recovery", "MlflowProbe": "monitor.daemon.retraining.registry",
+    "RegistryProbe": "monitor.daemon.retraining.registry", "promoted_version": "monitor.daemon.retraining.registry",
+    "ChampionReview": "monitor.daemon.retraining.review",
+    "RetrainSupervisor": "monitor.daemon.retraining.supervisor",
+}
+
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

@@ -24,10 +24,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
+from monitor.config import GateConfig, MetricRule
 from trainer.gate import Floors, RegressionFloors, cost_refusals, judge
 from trainer.rule_gate import rule_regressions
+
+if TYPE_CHECKING:
+    from trainer.live import LiveComparison
 
 
 class GateName(StrEnum):
@@ -98,7 +102,7 @@ class Evidence:
     """What the gates weigh: the challenger and champion on the same held-out recent rows, and what
     was measured of the registered challenger (its exported form, the live comparison)."""
     task: str
-    gate: Any                                  # training.gate (monitor.config.GateConfig)
+    gate: GateConfig                           # training.gate
     shadow_windows: int
     challenger: dict[str, float]
     champion: dict[str, float]
@@ -109,10 +113,10 @@ class Evidence:
     concept_holds: bool
     challenger_rules: dict[str, float]         # what alerts.rules compare, on the held-out rows
     champion_rules: dict[str, float]
-    rules: Sequence[Any]
+    rules: Sequence[MetricRule]
     rules_mode: str
     deployed: dict[str, Any] | None            # the exported form that would be served (None: none published)
-    live: Any                                  # trainer.live.LiveComparison
+    live: LiveComparison
     version: str                               # the registered challenger
     champion_version: str                      # the champion the retrain started from
     current_champion: Callable[[], str | None]  # reads the alias now (the compare of compare-and-set)

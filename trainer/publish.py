@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import mlflow
 import pandas as pd
@@ -26,6 +26,9 @@ from trainer.metrics import comparison, model_figures, reference_figure, task_me
 from trainer.outcomes import Baseline, RetrainOutcome
 from trainer.rule_gate import rule_metrics
 from trainer.shadow import hold
+
+if TYPE_CHECKING:
+    from trainer.retraining import Prepared, Trained
 
 
 def evaluate_model(cfg: DriftloopConfig, model: Any, rows: pd.DataFrame) -> dict[str, float]:
@@ -67,10 +70,10 @@ class Examined:
     exported: Any                 # trainer.forms' export result (None when export is off)
 
 
-def examine(cfg: DriftloopConfig, p: Any, trained: Any, registry: Any, window: pd.DataFrame) -> Examined:
+def examine(cfg: DriftloopConfig, p: Prepared, trained: Trained, registry: reg.Registry,
+            window: pd.DataFrame) -> Examined:
     """Score challenger and champion on the held-out rows, register the challenger (alias
-    ``challenger``, with the baseline it would bring), export it, and compare it on live traffic.
-    ``p``/``trained``: trainer.retraining's Prepared and Trained."""
+    ``challenger``, with the baseline it would bring), export it, and compare it on live traffic."""
     t, target, task = cfg.training, cfg.model.target, cfg.model.task
     model, champion, holdout = trained.model, p.champion, p.holdout
     challenger_m = evaluate_model(cfg, model, holdout)
@@ -111,8 +114,8 @@ class Lineage:
     data_window: Any
 
 
-def publish(cfg: DriftloopConfig, registry: Any, run_id: str, p: Any, trained: Any, examined: Examined,
-            judgement: Judgement, lineage: Lineage) -> RetrainOutcome:
+def publish(cfg: DriftloopConfig, registry: reg.Registry, run_id: str, p: Prepared, trained: Trained,
+            examined: Examined, judgement: Judgement, lineage: Lineage) -> RetrainOutcome:
     """Carry out ``judgement`` (hold in shadow, or move ``champion``) and record it."""
     e, task = examined.evidence, cfg.model.task
     ruling, reasons, version = judgement.ruling, judgement.reasons, e.version

@@ -30,7 +30,7 @@ from trainer.baseline_training import task_params
 from trainer.data import check_frame, split
 from trainer.entrypoint import checked_rows
 from trainer.judge import run_gates
-from trainer.loop import LoopConfig, LoopState, copy_model, peek_checkpoint
+from trainer.loop import FitResult, LoopConfig, LoopState, copy_model, peek_checkpoint
 from trainer.metrics import ranking
 from trainer.outcomes import Champion, RetrainOutcome
 from trainer.previous import best_previous, recall_allowed, reinstate
@@ -99,7 +99,7 @@ class Prepared:
 @dataclass
 class Trained:
     model: Any
-    result: Any                   # trainer.loop's FitResult
+    result: FitResult
     start: str                    # "warm" or "cold"
 
 

@@ -13,8 +13,9 @@ each against a raw baseline measured in the same run on the same SQLite file.
 
 * Load (``--only load``, or part of the full run): ``--records`` predictions over HTTP from 1 and 8
   clients (``--clients``), a fresh store each, medians of ``--repeats``: rows/s, request latency
-  p50/p99, and exact counts (every response's ``stored`` summed, the table's count, and
-  ``--resend`` batches sent again answered as duplicates). ``--postgres`` repeats it on a private
+  p50/p99, the server's and the client's CPU per batch, the load average, and exact counts (every
+  response's ``stored`` summed, the table's count, and ``--resend`` batches sent again answered as
+  duplicates). ``--postgres`` repeats it on a private
   PostgreSQL with its default durability (fsync, synchronous commit) started for the run, or on
   ``--postgres-url`` (an admin URL; a database is created per run). Baselines as above: SQLite
   ``executemany``; PostgreSQL psycopg ``executemany``, one transaction per batch.

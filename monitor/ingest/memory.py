@@ -10,7 +10,7 @@ without ``malloc_trim`` (musl, macOS) it does nothing.
 A parsed 1,000-record batch holds about 2,000 dicts (a record and its features) and as many tuples
 while it is validated and stored. With CPython's default first-generation threshold (700 container
 objects), each batch set off three to four young collections, each walking every live record of
-every batch in flight, plus one older collection every few batches: a quarter of the server's CPU
+every batch in flight, plus one older collection every few batches: 10-25 % of the server's CPU
 per batch under load (bench/bench_ingest.py). :func:`size_collector` raises that threshold so that
 the batches in flight fit under it. Reference counting still frees every batch as soon as it is
 answered; only cyclic garbage (rare here; a refused batch's traceback) waits longer, and

@@ -1,0 +1,187 @@
+"""What the checks judge: ``drift`` and ``alerts`` (with ``alerts.rules``)."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from monitor.config.base import _Section
+
+
+class DriftConfig(_Section):
+    interval_seconds: float = Field(300.0, gt=0, description="how often the daemon checks (also --check-interval)")
+    window_size: int = Field(5000, gt=0, description="last N predictions")
+    window_seconds: float | None = Field(None, gt=0, description="time window instead of last N")
+    min_labels: int = Field(1000, ge=1, description="labelled rows needed before performance alerts can fire")
+    min_rows: int = Field(500, ge=1, description="rows a window needs before its dataset-drift verdict can fire")
+    # Smaller samples save little (Evidently's cost is mostly per column) and their noise nears the
+    # 0.1 threshold of the default distances (Wasserstein p99 ~0.13 at 1000 rows); see docs/parts/drift.md "Cost stays
+    # bounded on large windows".
+    sample_size: int = Field(20_000, ge=5000, description="rows per side the drift tests run on at most")
+    drift_share: float = Field(0.5, gt=0, le=1, description="share of drifted features that marks dataset drift")
+    stattest_threshold: float | None = Field(None, gt=0, description="per-feature threshold; Evidently's default when "
+                                                                     "unset")
+    # Evidently's stattest names; None keeps Evidently's own choice (by reference size and cardinality).
+    num_method: Literal["anderson", "cramer_von_mises", "ed", "empirical_mmd", "es", "hellinger", "jensenshannon",
+                        "kl_div", "ks", "mannw", "psi", "t_test", "wasserstein"] | None = Field(
+        None, description="one Evidently stattest for every numeric column; unset keeps Evidently's choice, made on "
+        "the full data")
+    cat_method: Literal["TVD", "chisquare", "fisher_exact", "g_test", "hellinger", "jensenshannon", "kl_div",
+                        "psi", "z"] | None = Field(None, description="one Evidently stattest for every categorical "
+                                                                     "column; unset keeps Evidently's choice")
+    reports_keep: int = Field(50, ge=0, description="newest Evidently snapshots kept on disk (report files and "
+                              "workspace snapshots alike; an open incident's are kept too); 0 keeps all")
+    report_max_bytes: int = Field(20 * 1024 * 1024, ge=64 * 1024, description="largest report file kept: past it "
+                                  "the interactive HTML is replaced by a note (the static summary stays) and the "
+                                  "JSON keeps driftloop's figures without Evidently's (recorded as report_omitted)")
+    workspace: str = Field("evidently", description="Evidently workspace each check's snapshot is added to (one "
+                           "project per model with a dashboard; view it with `evidently ui --workspace <folder>`); "
+                           "relative to home; empty turns it off")
+    confidence: float = Field(0.95, gt=0, lt=1, description="level of the accuracy and ROC AUC intervals")
+    estimate: bool = Field(True, description="estimate accuracy, ROC AUC, precision, recall and F1 from the scores "
+                           "alone (CBPE: the champion's scores calibrated on its reference sample), before labels "
+                           "arrive")
+    estimation_recalibrate_windows: int = Field(3, ge=0, description="labelled windows in a row whose realised "
+                                                "accuracy (regression: MAE) falls outside the estimate's band after "
+                                                "which the estimate is recalibrated on the champion's recent labelled "
+                                                "rows (kept per champion version across restarts); 0 never "
+                                                "recalibrates")
+    fast_lane: bool = Field(True, description="open an incident as soon as a change point in the champion's labelled "
+                            "error stream proves a drop of at least alerts.accuracy_drop (before drift.min_labels "
+                            "rows)")
+    fast_min_rows: int = Field(200, ge=30, description="labelled rows after a change point the fast lane needs")
+    judge_by_interval: bool = Field(True, description="with fewer than drift.min_labels labelled rows (but at least "
+                                    "drift.fast_min_rows), judge a window whose accuracy (regression: MAE) interval "
+                                    "lies wholly past the threshold as a breach: label-starved streams (sampled or "
+                                    "late labels) need not wait for the fixed count; health still needs min_labels")
+    labelled_window: bool = Field(True, description="size the check window by labelled rows: when the last "
+                                  "drift.window_size rows hold fewer than drift.min_labels labels, it reaches back "
+                                  "until it holds that many (at most drift.max_window_rows rows)")
+    max_window_rows: int = Field(50_000, ge=1, description="rows a window sized by labelled rows "
+                                 "(drift.labelled_window) holds at most")
+    segment_min_labels: int = Field(300, ge=30, description="labelled rows a segment value needs before its "
+                                    "accuracy (or recall) can breach (the segment alert), and rows in the drift "
+                                    "sample before it gets a drift share; fewer: shown, not judged")
+    fast_confidence: float = Field(0.99, gt=0.5, lt=1, description="one-sided confidence that the drop after a "
+                                   "change point is at least alerts.accuracy_drop, for the fast lane to fire")
+    # Embedding features (type embedding): one two-sample test of the vectors per feature, chosen and
+    # sized by bench/bench_embedding_drift.py (docs/parts/drift.md "Embedding features").
+    embedding_method: Literal["mmd", "classifier", "components", "reconstruction"] = Field(
+        "mmd", description="test of an embedding feature's vectors: mmd (RBF-kernel MMD, permutation p-value), "
+        "classifier (Evidently's default: ROC AUC of a reference-vs-window logistic classifier), components (K-S per "
+        "principal component, Benjamini-Hochberg), reconstruction (NannyML's PCA reconstruction error)")
+    embedding_threshold: float | None = Field(None, gt=0, description="the embedding test's threshold; unset uses "
+                                              "the method's: p < 0.05 (mmd, components), AUC >= 0.55 (classifier), "
+                                              "|z| >= 3 (reconstruction)")
+    embedding_sample_rows: int = Field(2000, ge=100, le=5000, description="vectors per side an embedding test uses "
+                                       "at most (a seeded uniform sample; mmd holds a (2 x rows)² kernel: 128 MB at "
+                                       "2000); the reference also fits its projection on as many other rows")
+    embedding_components: int = Field(32, ge=2, le=256, description="principal components (fitted on the "
+                                      "reference, once per champion) an embedding feature's vectors are projected "
+                                      "on before the test")
+
+
+RULE_METRICS = ("accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate",
+                "macro_f1", "weighted_f1", "mae", "rmse", "mape", "r2")
+# Which task each rule metric needs (absent: every classifier); mae, rmse and mape worsen by rising.
+RULE_METRIC_TASKS = {"precision": ("binary", "multiclass"), "recall": ("binary", "multiclass"),
+                     "f1": ("binary",), "positive_rate": ("binary",), "macro_f1": ("multiclass",),
+                     "weighted_f1": ("multiclass",), "mae": ("regression",), "rmse": ("regression",),
+                     "mape": ("regression",), "r2": ("regression",), "accuracy": ("binary", "multiclass"),
+                     "roc_auc": ("binary", "multiclass")}
+SEGMENT_RULE_METRICS = ("accuracy", "recall")  # those a segment value has with an interval
+
+
+class MetricRule(_Section):
+    """One entry of ``alerts.rules``: a drop of ``metric`` against the champion's bar that breaches."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+
+    metric: Literal["accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate", "macro_f1", "weighted_f1",
+                    "mae", "rmse", "mape", "r2"] = Field(
+        description="the realised metric on the window's labelled rows: accuracy, roc_auc, precision, recall, f1, "
+                    "or positive_rate (share of the window's rows served label 1) for binary; accuracy, roc_auc "
+                    "(one-vs-rest macro), macro_f1, weighted_f1, and precision / recall of one class (with "
+                    "class) for multiclass; mae, rmse, mape, r2 for regression. Judged, like the default pair, "
+                    "once the window has drift.min_labels labels")
+    drop: float = Field(gt=0, description="worsening vs the bar (alerts.mode: absolute or relative) that breaches: "
+                        "a drop, or for mae, rmse and mape a rise")
+    class_name: str | None = Field(None, alias="class", description="multiclass: the class whose precision or "
+                                   "recall the rule judges (e.g. {metric: recall, class: night, drop: 0.05})")
+    segment: bool = Field(False, description="also judge each segment value (model.segments) on this metric: "
+                          "accuracy or recall, whose interval must lie wholly past the drop (a segment alert, no "
+                          "incident)")
+
+    @property
+    def key(self) -> str:
+        """The rule's name in readings and breaches: the metric, or ``recall[<class>]`` for a class."""
+        return self.metric if self.class_name is None else f"{self.metric}[{self.class_name}]"
+
+    @model_validator(mode="after")
+    def _segment_metric(self) -> "MetricRule":
+        if self.class_name is not None and self.metric not in ("precision", "recall"):
+            raise ValueError(f"class is for precision and recall of one class, not {self.metric}")
+        if self.segment and self.metric not in SEGMENT_RULE_METRICS:
+            raise ValueError(f"segment: true needs a metric a segment value has with an interval "
+                             f"({', '.join(SEGMENT_RULE_METRICS)}), not {self.metric}")
+        return self
+
+
+class AlertsConfig(_Section):
+    accuracy_drop: float = Field(0.03, gt=0, description="accuracy drop (vs the champion's baseline) that breaches")
+    auc_drop: float = Field(0.05, gt=0,
+                            description="ROC AUC drop that breaches (multiclass: one-vs-rest macro ROC AUC)")
+    mae_rise: float = Field(0.10, gt=0, description="regression: relative rise of the MAE against the champion's "
+                            "baseline that breaches ((live - baseline) / baseline; 0.10 = 10 % worse)")
+    mode: Literal["absolute", "relative"] = Field("absolute", description="absolute (baseline - live) or relative "
+                                                                          "((baseline - live) / baseline)")
+    sustained_windows: int = Field(1, ge=1, description="breaching checks in a row before an alert fires")
+    cooldown_seconds: float = Field(300.0, ge=0, description="seconds before retrying after a retrain that *failed* "
+                                    "(crashed, MLflow down); rejected retrains wait for new labelled rows instead")
+    retrain_on_drift: bool = Field(False, description="retrain on dataset drift without a performance drop")
+    drift_impact_windows: int = Field(3, ge=1, description="a data-drift incident (no retrain) is resolved as 'drift "
+                                      "without performance impact' after this many judged checks in a row with the "
+                                      "labelled performance within thresholds, while the drift goes on")
+    retrain_on_estimate: bool = Field(False, description="retrain on an estimated drop (a suspected incident, before "
+                                      "drift.min_labels labels confirm it); off: a suspected incident alerts and waits")
+    retrain_cron: str | None = Field(None, description="crontab expression, e.g. '0 3 * * *'")
+    healthy_windows: int = Field(1, ge=1, description="healthy checks in a row that resolve an incident")
+    retrain_rows: int | None = Field(None, ge=10, description="most recent labelled rows to retrain on when nothing "
+                                     "bounds the incident's evidence (no change point, no last healthy window); "
+                                     "default drift.window_size. With a bound, every labelled row since it is used "
+                                     "(training.max_rows)")
+    max_attempts: int = Field(3, ge=1, description="rejected or failed retrains in a row after which an incident is "
+                              "escalated (status, metric, alert); it keeps retrying when new labelled rows allow")
+    retry_rows: int | None = Field(None, ge=10, description="new labelled rows needed before retrying after a "
+                                   "rejected retrain; doubles with each rejection in a row (back-off, capped at 8x); "
+                                   "default drift.min_labels")
+    retrain_timeout_seconds: float = Field(3600.0, gt=0, description="a retrain child running longer is killed")
+    webhook_match: dict[str, str] = Field(default_factory=lambda: {"component": "model"},
+                                          description="labels an Alertmanager alert needs to concern the daemon")
+    rules: list[MetricRule] = Field(default_factory=list, description="breach rules besides the accuracy_drop / "
+                                    "auc_drop pair, e.g. [{metric: recall, drop: 0.05}]. metric: accuracy, roc_auc, "
+                                    "precision, recall, f1 or positive_rate (served); drop: > 0, as alerts.mode; "
+                                    "segment: true also judges each segment value (accuracy, recall only). One rule "
+                                    "per metric; a breach opens an incident named after its metric (docs: "
+                                    "Estimation, Alert rules)")
+
+    @field_validator("rules")
+    @classmethod
+    def _one_rule_per_metric(cls, v: list[MetricRule]) -> list[MetricRule]:
+        seen = [r.key for r in v]
+        twice = sorted({m for m in seen if seen.count(m) > 1})
+        if twice:
+            raise ValueError(f"more than one rule for {', '.join(twice)}; give each metric one rule "
+                             "(segment: true judges the segments with the same drop)")
+        return v
+
+    @field_validator("retrain_cron")
+    @classmethod
+    def _crontab(cls, v: str | None) -> str | None:
+        if v is not None:
+            from apscheduler.triggers.cron import CronTrigger
+            try:
+                CronTrigger.from_crontab(v)
+            except ValueError as exc:
+                raise ValueError(f"not a crontab expression (minute hour day month weekday): {exc}") from None
+        return v

@@ -94,10 +94,14 @@ class CheckJob:
 
     def __init__(self, cfg: DriftloopConfig, store: WindowSource, champion: ChampionSource,
                  evaluate: Callable[..., Any], save_report: Callable[[Any, float], tuple[Path | None, Path | None]],
-                 clock: Callable[[], float] = time.time, estimator: Callable[[str], Any] | None = None):
+                 clock: Callable[[], float] = time.time, estimator: Callable[[str], Any] | None = None,
+                 tenure: Callable[[str], float | None] | None = None):
         """``estimator(version)``: a recalibrated label-free estimator for the champion, or None to
-        keep its reference's (monitor.daemon.runtime.estimation_watch); passed to ``evaluate`` as ``estimator``."""
+        keep its reference's (monitor.daemon.runtime.estimation_watch); passed to ``evaluate`` as ``estimator``.
+        ``tenure(version)``: when a champion back on the throne returned (:func:`returned_at`), so
+        its earlier tenure's rows are not judged as its present; None for a first tenure."""
         self._cfg = cfg
+        self._tenure = tenure
         self._estimator = estimator
         self._store = store
         self._champion = champion
@@ -170,13 +174,16 @@ class CheckJob:
                                 f"{self._cfg.model.task}; restart driftloop serve (or set model.task) to judge it",
                                 champion_version=version, **span)
         versions = version_summary(window, self._cfg.model)
-        window = champion_rows(window, version)
+        since = self._tenure(version) if self._tenure is not None else None
+        window = champion_rows(window, version, since)
         other = span["window_rows"] - len(window)
         span = span_of(window)
         rows = len(window)
         if rows == 0:
             where = (f"in the last {self._cfg.drift.window_seconds:g} s" if self._cfg.drift.window_seconds
                      else "in the store")
+            if since is not None:
+                where += f" since it became champion again at {pd.Timestamp(since, unit='s', tz='UTC').isoformat()}"
             what = (f"no predictions scored by champion v{version} {where} yet ({other} by other versions); "
                     "judging starts when it has served some" if other else f"no predictions {where} yet; nothing to "
                                                                            "check")
@@ -210,16 +217,40 @@ UNKNOWN_VERSION = "unknown"
 MAX_VERSIONS_REPORTED = 10
 
 
-def champion_rows(window: pd.DataFrame, version: str) -> pd.DataFrame:
+def champion_rows(window: pd.DataFrame, version: str, since: float | None = None) -> pd.DataFrame:
     """The rows the champion scored, and those whose scorer is unknown (senders that do not say
-    which version scored a row are judged as before: against the current champion)."""
+    which version scored a row are judged as before: against the current champion). ``since``
+    (epoch seconds): only rows timestamped from then on, for a version back on the throne
+    (:func:`returned_at`), so it is judged on what it serves now, not on its earlier tenure."""
     if "model_version" not in window.columns or not len(window):
         return window
     versions = window["model_version"]
     keep = versions.isna() | (versions == version)
+    if since is not None:
+        ts = pd.to_datetime(window["ts"])
+        ts = ts.dt.tz_localize("UTC") if ts.dt.tz is None else ts
+        keep &= ts >= pd.Timestamp(since, unit="s", tz="UTC")
     if bool(keep.all()):
         return window
     return window[keep.to_numpy()].reset_index(drop=True)
+
+
+def returned_at(attempts: list[Any], version: str) -> float | None:
+    """When ``version`` became champion again: the end of the latest promoted attempt (a recall or
+    a reinstatement) that made it champion, if it served before: promoted earlier, or older than the
+    first version promoted (the loop's first champion; versions grow). None in a first tenure, whose
+    rows are all its own (rows scored before its promotion, as in a live A/B, count)."""
+    promoted = sorted((a for a in attempts if a.status == "promoted" and a.challenger_version is not None
+                       and a.finished_at is not None), key=lambda a: a.started_at)
+    mine = [i for i, a in enumerate(promoted) if str(a.challenger_version) == version]
+    if not mine:
+        return None
+    last = mine[-1]
+    if len(mine) > 1:
+        return float(promoted[last].finished_at)
+    first = str(promoted[0].challenger_version)
+    older = version.isdigit() and first.isdigit() and int(version) < int(first)
+    return float(promoted[last].finished_at) if last > 0 and older else None
 
 
 def _labelled_loss(frame: pd.DataFrame, model: Any) -> np.ndarray:

@@ -25,7 +25,7 @@ from monitor.config import DriftloopConfig
 from monitor.daemon.state.attempts import AttemptStore
 from monitor.daemon.retraining.champion import ChampionCache
 from monitor.daemon.state.checklog import CheckLog
-from monitor.daemon.runtime.checks import CheckJob, champion_rows
+from monitor.daemon.runtime.checks import CheckJob, champion_rows, returned_at
 from monitor.daemon.runtime.controller import CheckReport, Controller
 from monitor.daemon.runtime.estimation_watch import EstimationWatch
 from monitor.daemon.state.incidents import IncidentStore
@@ -74,7 +74,7 @@ class Daemon:
         # proving it wrong (drift.estimation_recalibrate_windows).
         self.estimation = EstimationWatch(cfg, self._labelled_rows, clock)
         check_job = CheckJob(cfg, store, self.champion, evaluate, save_report, clock,
-                             estimator=self.estimation.estimator)
+                             estimator=self.estimation.estimator, tenure=self._returned_at)
         self.controller = Controller(
             cfg, store, check_job, checklog,
             IncidentStore(engine, model, clock), AttemptStore(engine, model, clock),
@@ -106,7 +106,13 @@ class Daemon:
     # -- composition ----------------------------------------------------------------------
     def _labelled_rows(self, version: str) -> Any:
         """The champion's labelled rows of the current window (what a recalibration fits on)."""
-        return champion_rows(self.controller.check_job.current_window(labelled_only=True), version)
+        return champion_rows(self.controller.check_job.current_window(labelled_only=True), version,
+                             self._returned_at(version))
+
+    def _returned_at(self, version: str) -> float | None:
+        """When ``version`` became champion again (None in its first tenure): checks and
+        recalibration judge a reinstated champion on the rows it served since."""
+        return returned_at(self.controller.attempts.recent(50), version)
 
     def _register_model_metrics(self) -> None:
         from monitor.drift import ModelMetricsCollector

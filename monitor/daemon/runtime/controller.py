@@ -3,6 +3,10 @@
 It owns the decisions; everything with a side effect is injected (check job, stores, policy,
 retrain launcher, champion cache, registry probe, clock). One re-entrant lock serialises
 decisions, so a check, an Alertmanager webhook and a finishing retrain never race on an incident.
+What it did is an :class:`monitor.daemon.decisions.actions.Action` (a kind and its data); incidents
+move only by the lifecycle's events (:mod:`monitor.daemon.decisions.lifecycle`). Built in floors:
+:mod:`~monitor.daemon.runtime.moves`, :mod:`~monitor.daemon.runtime.retrains`,
+:mod:`~monitor.daemon.runtime.settlement`, :mod:`~monitor.daemon.runtime.suspicion`, then this.
 """
 from __future__ import annotations
 

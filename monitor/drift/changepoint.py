@@ -140,6 +140,21 @@ def find_loss_change(task: str, loss: np.ndarray, *, min_segment: int = 50, z_mi
                   mae_after_sd=float(after.std(ddof=1)) if len(after) > 1 else None)
 
 
+def batch_boundary(ts: np.ndarray, index: int) -> int:
+    """``index`` (a change's first row in time order) moved to the nearest start of a run of equal
+    timestamps. Rows that share a timestamp (a client that stamps a whole batch once) cannot be
+    told apart in time, so a step located a few rows into such a run starts at its nearer edge:
+    otherwise a step located 5 rows before the end of the previous batch dates the change to that
+    batch, and the retrain learns from a whole batch of the old concept (bench_outside
+    ``delayed_labels``). Unique timestamps leave ``index`` unchanged."""
+    t = np.asarray(ts)
+    if not 0 < index < len(t) or t[index] != t[index - 1]:
+        return index
+    start = int(np.searchsorted(t, t[index], side="left"))
+    end = int(np.searchsorted(t, t[index], side="right"))
+    return end if end < len(t) and end - index < index - start else start
+
+
 @dataclass(frozen=True)
 class FastBreach:
     value: float             # the figure after the change: accuracy, or the MAE (metric "mae")

@@ -286,8 +286,8 @@ def version_summary(window: pd.DataFrame, model: Any) -> dict[str, dict[str, Any
 
 
 def locate_change(window: pd.DataFrame, model: Any) -> tuple[Any, float | None]:
-    """The change point of the champion's labelled per-row loss stream in ``window``, and its time."""
-    from monitor.drift.changepoint import find_loss_change
+    """The change point of the champion's labelled loss in ``window``, and its time (batch edge)."""
+    from monitor.drift.changepoint import batch_boundary, find_loss_change
     labelled = window[window[model.target].notna()]
     if len(labelled) < 100:
         return None, None
@@ -297,4 +297,5 @@ def locate_change(window: pd.DataFrame, model: Any) -> tuple[Any, float | None]:
     change = find_loss_change(model.task, loss[keep])
     if change is None:
         return None, None
-    return change, _epoch(labelled["ts"].iloc[np.flatnonzero(keep)[change.index]])
+    at = batch_boundary(pd.to_datetime(labelled["ts"]).to_numpy("datetime64[ns]")[keep], change.index)
+    return change, _epoch(labelled["ts"].iloc[np.flatnonzero(keep)[at]])

@@ -128,3 +128,24 @@ def test_regression_fast_lane_needs_the_mae_rise_proven():
         small = find_loss_change("regression", abs_errors(rng, [(2000, 1.0), (3000, 1.05)]))
         fired += fast_breach(small, 0.798, 0.10) is not None
     assert fired == 0
+
+
+def test_a_step_inside_a_batch_stamped_once_moves_to_the_nearer_batch_edge():
+    """Clients that stamp a whole batch with one ts: a step located 5 rows before the end of the
+    pre-change batch starts at the next batch, not at the old concept's batch (delayed_labels)."""
+    from monitor.drift.changepoint import batch_boundary
+    ts = np.repeat(np.arange(10, dtype="int64") * 1_000_000_000, 500).astype("datetime64[ns]")
+    assert batch_boundary(ts, 1995) == 2000 and batch_boundary(ts, 1751) == 2000
+    assert batch_boundary(ts, 1749) == 1500 and batch_boundary(ts, 2000) == 2000
+    assert batch_boundary(ts, 4990) == 4500        # no batch after the last: its own start
+    unique = np.arange(100).astype("datetime64[s]")
+    assert [batch_boundary(unique, i) for i in (0, 37, 99)] == [0, 37, 99]
+
+    # On a real stream: the loss steps up at row 2000 of 500-row batches; the scan's own index may
+    # land a few rows early, the time it dates the change to is batch 4's.
+    from monitor.drift.changepoint import find_loss_change
+    rng = np.random.default_rng(7)
+    loss = np.concatenate([rng.random(2000) < 0.1, rng.random(1500) < 0.45]).astype(float)
+    change = find_loss_change("binary", loss)
+    assert change is not None and abs(change.index - 2000) < 100
+    assert ts[batch_boundary(ts[: len(loss)], change.index)] == ts[2000]

@@ -2,8 +2,7 @@
 
 :class:`CheckJob` never raises for expected conditions: no champion yet, an empty window and
 evaluation errors become a :class:`CheckOutcome` with ``status`` ``no_champion``, ``empty`` or
-``error`` and a message saying what to do, so the scheduler job keeps running.
-"""
+``error`` and a message saying what to do, so the scheduler job keeps running."""
 from __future__ import annotations
 
 import logging

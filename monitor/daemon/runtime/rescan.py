@@ -56,7 +56,7 @@ def later_change(cfg: DriftloopConfig, store: WindowSource, champion: Scorer, ch
     step up in its MAE) after ``change_ts`` on re-scored labelled rows newer than
     ``trained_until(version)`` (the end of the champion's training data, when the loop trained it),
     or None."""
-    from monitor.drift.changepoint import find_loss_change
+    from monitor.drift.changepoint import batch_boundary, find_loss_change
     if change_ts is None:
         return None
     try:
@@ -77,7 +77,8 @@ def later_change(cfg: DriftloopConfig, store: WindowSource, champion: Scorer, ch
     need = cfg.alerts.mae_rise if cfg.model.task == "regression" else cfg.alerts.accuracy_drop
     if change is None or change.worsening < need:
         return None
-    ts = pd.Timestamp(rows["ts"].iloc[np.flatnonzero(keep)[change.index]]).timestamp()
+    at = batch_boundary(pd.to_datetime(rows["ts"]).to_numpy("datetime64[ns]")[keep], change.index)
+    ts = pd.Timestamp(rows["ts"].iloc[np.flatnonzero(keep)[at]]).timestamp()
     return (change, ts, str(model.version)) if ts > change_ts else None
 
 

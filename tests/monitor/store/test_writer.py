@@ -49,7 +49,8 @@ class Held:
 
 
 def in_threads(calls: list[Callable[[], Any]], writer: BatchWriter) -> list[Any]:
-    """Run each call in its own thread while ``writer`` is held; once all are queued, release it.
+    """Run each call in its own thread while ``writer`` is held, each started once the one before
+    has queued (so the queue's order is the calls' order); once all are queued, release it.
     Returns each call's result or exception, in order."""
     out: list[Any] = [None] * len(calls)
 
@@ -61,9 +62,9 @@ def in_threads(calls: list[Callable[[], Any]], writer: BatchWriter) -> list[Any]
 
     with Held(writer):
         threads = [threading.Thread(target=run, args=(k,)) for k in range(len(calls))]
-        for t in threads:
+        for k, t in enumerate(threads):
             t.start()
-        wait_until(lambda: writer.queued == len(calls), 30, message="the batches did not queue up")
+            wait_until(lambda k=k: writer.queued == k + 1, 30, message=f"batch {k} did not queue up")
     for t in threads:
         t.join(60)
     return out

@@ -174,7 +174,7 @@ class CheckJob:
                                 champion_version=version, **span)
         versions = version_summary(window, self._cfg.model)
         since = self._tenure(version) if self._tenure is not None else None
-        window = champion_rows(window, version, since)
+        window = champion_rows(window, version, returned=since is not None)
         other = span["window_rows"] - len(window)
         span = span_of(window)
         rows = len(window)
@@ -216,19 +216,19 @@ UNKNOWN_VERSION = "unknown"
 MAX_VERSIONS_REPORTED = 10
 
 
-def champion_rows(window: pd.DataFrame, version: str, since: float | None = None) -> pd.DataFrame:
+def champion_rows(window: pd.DataFrame, version: str, returned: bool = False) -> pd.DataFrame:
     """The rows the champion scored, and those whose scorer is unknown (senders that do not say
-    which version scored a row are judged as before: against the current champion). ``since``
-    (epoch seconds): only rows timestamped from then on, for a version back on the throne
-    (:func:`returned_at`), so it is judged on what it serves now, not on its earlier tenure."""
+    which version scored a row are judged as before: against the current champion). ``returned``
+    (back on the throne, :func:`returned_at`): only rows after the last one another version scored,
+    in the rows' own time (a client's clock need not match ours), not its earlier tenure's."""
     if "model_version" not in window.columns or not len(window):
         return window
     versions = window["model_version"]
     keep = versions.isna() | (versions == version)
-    if since is not None:
-        ts = pd.to_datetime(window["ts"])
-        ts = ts.dt.tz_localize("UTC") if ts.dt.tz is None else ts
-        keep &= ts >= pd.Timestamp(since, unit="s", tz="UTC")
+    others = ~keep & (versions != UNKNOWN_VERSION)
+    if returned and bool(others.any()):
+        ts = window["ts"]
+        keep &= ts > ts[others].max()
     if bool(keep.all()):
         return window
     return window[keep.to_numpy()].reset_index(drop=True)

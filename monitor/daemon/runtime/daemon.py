@@ -107,7 +107,7 @@ class Daemon:
     def _labelled_rows(self, version: str) -> Any:
         """The champion's labelled rows of the current window (what a recalibration fits on)."""
         return champion_rows(self.controller.check_job.current_window(labelled_only=True), version,
-                             self._returned_at(version))
+                             returned=self._returned_at(version) is not None)
 
     def _returned_at(self, version: str) -> float | None:
         """When ``version`` became champion again (None in its first tenure): checks and

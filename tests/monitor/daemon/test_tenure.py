@@ -58,11 +58,12 @@ def test_champion_rows_keeps_only_the_rows_served_since_the_return():
     t0 = 1_700_000_000.0
     window = pd.concat([_frame(t0, 50, "1", 1), _frame(t0 + 100, 30, "2", 2), _frame(t0 + 200, 20, "1", 3)],
                        ignore_index=True)
-    assert len(champion_rows(window, "1")) == 70                    # both tenures without a return time
-    recent = champion_rows(window, "1", since=t0 + 150)
+    assert len(champion_rows(window, "1")) == 70                    # both tenures in a first tenure's reading
+    recent = champion_rows(window, "1", returned=True)              # after v2's last row, in the rows' own time
     assert len(recent) == 20 and recent["id"].str.startswith("1-3-").all()
-    naive = window.assign(ts=window["ts"].dt.tz_localize(None))     # naive UTC timestamps compare the same
-    assert len(champion_rows(naive, "1", since=t0 + 150)) == 20
+    unknown = pd.concat([window, _frame(t0 + 300, 5, "unknown", 4)], ignore_index=True)
+    assert len(champion_rows(unknown.drop(index=range(50, 80)), "1", returned=True)) == 70  # no other version seen
+    assert len(champion_rows(window.drop(index=range(50, 80)), "1", returned=True)) == 70
 
 
 def test_a_returned_champion_is_judged_on_its_new_rows_only(make_config):
@@ -88,9 +89,13 @@ def test_a_returned_champion_is_judged_on_its_new_rows_only(make_config):
             df["label"] = 1 - (df["score"] > cfg.model.threshold).astype(int)
         return df
 
-    old, new = served(600, now - 3600, 11, flip=True), served(400, now - 60, 12, flip=False)
+    # v1's earlier tenure (rows it got wrong), v2's tenure, then v1 again (rows it gets right). The
+    # rows carry the service's own times, an hour in the past: the tenure is read in them.
+    old, middle, new = (served(600, now - 3600, 11, flip=True), served(300, now - 3000, 13, flip=False),
+                        served(400, now - 2400, 12, flip=False))
+    middle["model_version"] = "2"
     with PredictionStore.from_config(cfg) as store:
-        for df in (old, new):
+        for df in (old, middle, new):
             store.add_predictions(df.drop(columns=["label"]))
             store.add_labels(df[["id", "label", "ts"]])
 
@@ -100,7 +105,8 @@ def test_a_returned_champion_is_judged_on_its_new_rows_only(make_config):
 
         both = check(None)
         assert both.labelled_rows == 1000 and both.result.accuracy < 0.5
-        mine = check(lambda v: now - 120 if v == "1" else None)
-        assert mine.labelled_rows == 400 and mine.result.accuracy > 0.7
-        waiting = check(lambda v: now + 60)
+        mine = check(lambda v: now if v == "1" else None)
+        assert mine.labelled_rows == 400 and mine.result.accuracy > 0.7 and mine.other_version_rows == 900
+        store.add_predictions(served(10, now - 60, 14, flip=False).assign(model_version="2").drop(columns=["label"]))
+        waiting = check(lambda v: now)   # v2 scored rows after v1's: none of v1's rows are of its present
         assert waiting.status == "empty" and "since it became champion again" in waiting.message

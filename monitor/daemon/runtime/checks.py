@@ -235,21 +235,21 @@ def champion_rows(window: pd.DataFrame, version: str, returned: bool = False) ->
 
 
 def returned_at(attempts: list[Any], version: str) -> float | None:
-    """When ``version`` became champion again: the end of the latest promoted attempt (a recall or
-    a reinstatement) that made it champion, if it served before: promoted earlier, or older than the
-    first version promoted (the loop's first champion; versions grow). None in a first tenure, whose
-    rows are all its own (rows scored before its promotion, as in a live A/B, count)."""
+    """Whether ``version`` is champion again (a time, else None): promoted before by the loop, older
+    than the first version it promoted (its first champion), or older than the last it promoted (the
+    alias moved back: a recall or reinstatement not yet settled, or a rollback)."""
     promoted = sorted((a for a in attempts if a.status == "promoted" and a.challenger_version is not None
                        and a.finished_at is not None), key=lambda a: a.started_at)
-    mine = [i for i, a in enumerate(promoted) if str(a.challenger_version) == version]
-    if not mine:
+    if not promoted:
         return None
-    last = mine[-1]
-    if len(mine) > 1:
-        return float(promoted[last].finished_at)
-    first = str(promoted[0].challenger_version)
-    older = version.isdigit() and first.isdigit() and int(version) < int(first)
-    return float(promoted[last].finished_at) if last > 0 and older else None
+    mine = [a for a in promoted if str(a.challenger_version) == version]
+    last, first = str(promoted[-1].challenger_version), str(promoted[0].challenger_version)
+
+    def older(than: str) -> bool:
+        return version.isdigit() and than.isdigit() and int(version) < int(than)
+    if last != version:
+        return float(promoted[-1].finished_at) if older(last) else None
+    return float(promoted[-1].finished_at) if len(mine) > 1 or (len(promoted) > 1 and older(first)) else None
 
 
 def _labelled_loss(frame: pd.DataFrame, model: Any) -> np.ndarray:

@@ -36,6 +36,8 @@ def test_returned_at_tells_a_return_from_a_first_tenure(make_config):
         assert returned_at(attempts.recent(), "1") is None          # the first champion, never replaced
         _settle(attempts, "2")
         assert returned_at(attempts.recent(), "2") is None          # v2's first tenure: all its rows are its own
+        assert returned_at(attempts.recent(), "1") is not None      # the alias back on v1 before its attempt settled
+        assert returned_at(attempts.recent(), "7") is None          # a newer version aliased by hand: first tenure
         back = _settle(attempts, "1")                               # v1 recalled after the episode
         assert returned_at(attempts.recent(), "1") == back
         rejected = attempts.begin("inc-1", "alert")

@@ -17,7 +17,7 @@ from monitor.daemon.state.incidents import Incident
 from monitor.daemon.state.levels import Level
 from monitor.daemon.decisions.actions import Action, ActionKind
 from monitor.daemon.decisions.breach import Observation, is_performance_reason
-from monitor.daemon.decisions.kinds import Reason, State
+from monitor.daemon.decisions.kinds import Outcome, Reason, State
 from monitor.daemon.decisions.policy import Verdict
 from monitor.daemon.decisions.rules import rule_inputs
 from monitor.daemon.runtime.status import iso
@@ -109,6 +109,11 @@ class Controller(Suspicion):
             return self.maybe_retrain(incident, "alert").action(ActionKind.OPENED, incident)
         if current.state == State.SUSPECTED:
             return self._judge_suspected(current, outcome, verdict)
+        if current.state == State.PROMOTED and self._judged_its_predecessor(current, outcome):
+            # A check that began before the promotion judged the champion it replaced: neither its
+            # breach nor its health is the new champion's (episode: a breach of v2 re-armed v1's wait).
+            return Action(ActionKind.OPEN, current.id, current.state,
+                          detail=f"the check judged v{outcome.champion_version}, replaced while it ran")
         current = self._follow_evidence(current, outcome, verdict)
         impactless = self._drift_without_impact(current, verdict)
         if impactless is not None:
@@ -134,6 +139,13 @@ class Controller(Suspicion):
         if current.state == State.PROMOTED and healthy is None and not verdict.performance_known:
             return self._await_judgement(current, outcome, verdict)
         return Action(ActionKind.OPEN, current.id, current.state, healthy=healthy)
+
+    def _judged_its_predecessor(self, incident: Incident, outcome: CheckOutcome) -> bool:
+        """Whether ``outcome``, begun before the incident's last promotion ended, judged another version."""
+        promoted = [a for a in self.attempts.for_incident(incident.id) if a.status == Outcome.PROMOTED]
+        last = promoted[-1] if promoted else None
+        return (last is not None and last.finished_at is not None and outcome.ts < last.finished_at
+                and str(last.challenger_version) != str(outcome.champion_version))
 
     def _await_judgement(self, incident: Incident, outcome: CheckOutcome, verdict: Verdict) -> Action:
         """A promoted champion is judged once it has ``drift.min_labels`` labelled rows of its own;

@@ -172,15 +172,24 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_module_imports_one_that_imports_it_back():
     """No circles between modules, function-local imports included (a package's ``__init__``
-    re-exporting its modules is not a module of its own here)."""
-    packages = {_module_name(p) for p in _our_modules() if p.name == "__init__.py"}
+    re-exporting its modules is not a module of its own here: importing the package stands for
+    importing the modules its ``__init__`` imports, e.g. ``monitor.daemon.runtime.views``'s)."""
+    inits = {_module_name(p): p for p in _our_modules() if p.name == "__init__.py"}
+    reexported = {name: {m for _, m in runtime_imports(path.read_text(), name, True) if not _under(name, m)}
+                  for name, path in inits.items()}
+
+    def modules_behind(m: str, seen: frozenset[str] = frozenset()) -> set[str]:
+        if m not in inits:
+            return {m}
+        return {x for r in reexported[m] - seen for x in modules_behind(r, seen | {m})}
+
     graph = {}
     for path in _our_modules():
         module = _module_name(path)
-        if module in packages:
+        if module in inits:
             continue
-        graph[module] = {m for _, m in runtime_imports(path.read_text(), module, False)
-                         if m != module and m not in packages}
+        graph[module] = {x for _, m in runtime_imports(path.read_text(), module, False)
+                         for x in modules_behind(m) if x != module}
     assert circles(graph) == []
 
 
@@ -273,8 +282,11 @@ def test_rooms_point_one_way():
 
 
 def test_every_daemon_module_lives_in_a_room():
+    """A room's subpackage (``runtime/views/``) is part of that room."""
     loose = [module for path, module in _daemon_modules() if module != "monitor.daemon" and room_of(module) is None]
     assert loose == []
+    assert room_of("monitor.daemon.runtime.views") == room_of("monitor.daemon.runtime.views.status") == \
+        ROOMS.index("runtime")
 
 
 def test_decisions_are_pure():
@@ -349,8 +361,9 @@ def test_the_room_circle_finder_finds_a_circle_of_rooms():
 
 
 def module_map_gaps(docstring: str, modules: list[str]) -> list[str]:
-    """The daemon modules (``room/name.py``) that the module map in ``monitor/daemon/__init__.py``
-    does not name under their room."""
+    """The daemon modules (``room/name.py``, or ``room/package/name.py`` inside a room's subpackage,
+    named ``package/name.py``) that the module map in ``monitor/daemon/__init__.py`` does not name
+    under their room."""
     sections: dict[str, str] = {}
     room = None
     for line in docstring.splitlines():
@@ -361,20 +374,28 @@ def module_map_gaps(docstring: str, modules: list[str]) -> list[str]:
             room = None
         if room is not None:
             sections[room] = sections.get(room, "") + " " + line
-    return [m for m in modules if f"{m.split('/')[1]}" not in
+    return [m for m in modules if m.partition("/")[2] not in
             sections.get(m.split("/")[0], "").replace(",", " ").replace("(", " ").split()]
 
 
 def test_the_module_map_names_every_daemon_module():
+    """Subpackages of a room included (``runtime/views/status.py``); a package's ``__init__`` is
+    its folder, named by the modules in it."""
     package = ROOT / "monitor" / "daemon"
-    modules = [f"{p.parent.name}/{p.name}" for p in sorted(package.glob("*/*.py")) if p.name != "__init__.py"]
+    modules = [p.relative_to(package).as_posix() for p in sorted(package.rglob("*.py"))
+               if p.name != "__init__.py" and p.parent != package]
+    assert "runtime/views/status.py" in modules
     assert module_map_gaps(ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or "", modules) == []
 
 
 def test_the_module_map_check_sees_a_missing_module():
-    doc = "Rooms:\n\n    decisions/   policy.py (AlertPolicy)\n                 rules.py\n    state/   levels.py\n"
-    assert module_map_gaps(doc, ["decisions/policy.py", "decisions/rules.py", "state/levels.py"]) == []
+    doc = ("Rooms:\n\n    decisions/   policy.py (AlertPolicy)\n                 rules.py\n    state/   levels.py\n"
+           "    runtime/   daemon.py, views/ (presentation): views/status.py\n")
+    assert module_map_gaps(doc, ["decisions/policy.py", "decisions/rules.py", "state/levels.py",
+                                 "runtime/views/status.py"]) == []
     assert module_map_gaps(doc, ["state/policy.py", "state/tables.py"]) == ["state/policy.py", "state/tables.py"]
+    assert module_map_gaps(doc, ["runtime/status.py", "runtime/views/render.py", "state/views/status.py"]) == \
+        ["runtime/status.py", "runtime/views/render.py", "state/views/status.py"]
 
 
 def room_entry(room: str) -> set[str]:
@@ -437,3 +458,78 @@ def test_no_daemon_module_over_300_lines():
     """Issue 25, "How it is measured": no module over 300 lines in the daemon (docs/development.md)."""
     long = {module: n for path, module in _daemon_modules() if (n := len(path.read_text().splitlines())) > 300}
     assert long == {}
+
+
+# -- the views: one entry, no writes --------------------------------------------------------------
+VIEWS = "monitor.daemon.runtime.views"
+
+# What the views may call on the stores they are handed: reads. Any other method of a
+# monitor/daemon/state/ module (apply, record, write, set_verdict, ...) called in a view is a write.
+STORE_READS = {"count_open", "current", "error_total", "events", "firing", "for_incident", "get", "in_shadow",
+               "is_open", "last", "last_finished", "last_with_status", "open_incidents", "peek",
+               "promoted_by_loop", "read", "recent", "recent_observations", "running", "sort", "to_dict",
+               "totals_by_outcome", "totals_by_reason"}
+
+
+def inner_view_imports(module: str, source: str) -> list[str]:
+    """Imports of a module inside the views package from outside it (the entry is the way in); a
+    test may still reach a private helper (``_name``) where it lives."""
+    if _under(module, VIEWS):
+        return []
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names if _under(a.name, VIEWS) and a.name != VIEWS]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            if _under(node.module, VIEWS) and node.module != VIEWS:
+                names = [f"{node.module}.{a.name}" for a in node.names if not a.name.startswith("_")]
+        out += [f"{module}:{node.lineno} imports {n} (import from {VIEWS})" for n in names]
+    return out
+
+
+def store_writes(module: str, source: str, methods: set[str]) -> list[str]:
+    """Calls of a state-store method (``methods``) that is not a read."""
+    return [f"{module}:{node.lineno} calls .{node.func.attr}() (views do no writes)"
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in methods - STORE_READS]
+
+
+def _state_methods() -> set[str]:
+    return {node.name for path in (ROOT / "monitor" / "daemon" / "state").glob("*.py")
+            for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.FunctionDef)}
+
+
+def test_the_views_are_imported_through_their_entry():
+    found = []
+    for top in ("monitor", "trainer", "tests", "bench"):
+        for path in sorted((ROOT / top).rglob("*.py")) if (ROOT / top).is_dir() else ():
+            module = _module_name(path)
+            found += inner_view_imports(module, path.read_text())
+    assert found == []
+
+
+def test_the_views_do_no_writes():
+    methods = _state_methods()
+    assert {"apply", "record", "write", "set_verdict"} <= methods  # the store's writes are seen
+    found = []
+    for path in sorted((ROOT / "monitor" / "daemon" / "runtime" / "views").glob("*.py")):
+        module = _module_name(path)
+        found += store_writes(module, path.read_text(), methods)
+        found += [f"{module}:{line} imports {name} (views do no writes)"
+                  for line, name in _all_imported_names(path.read_text())
+                  if name.split(".")[0] == "sqlalchemy" or _under(name, "monitor.writable", "monitor.files")]
+    assert found == []
+
+
+def test_the_view_checkers_see_an_inner_import_and_a_write():
+    source = ("from monitor.daemon.runtime.views.status import render_status, _check_summary\n"
+              "import monitor.daemon.runtime.views.render\nfrom monitor.daemon.runtime.views import iso\n")
+    found = inner_view_imports("monitor.commands.status", source)
+    assert [f.split(" imports ")[1].split(" ")[0] for f in found] == [
+        "monitor.daemon.runtime.views.status.render_status", "monitor.daemon.runtime.views.render"]
+    assert inner_view_imports("monitor.daemon.runtime.views.render", source) == []
+    source = "def f(incidents, levels):\n    levels.read()\n    incidents.apply('x', 1, 'm')\n"
+    found = store_writes("monitor.daemon.runtime.views.status", source, {"read", "apply"})
+    assert len(found) == 1 and ".apply()" in found[0]

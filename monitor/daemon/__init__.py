@@ -29,8 +29,10 @@ names a higher one only for annotations, under ``if TYPE_CHECKING:``; ``tests/te
                  scheduler.py, leader.py,
                  serve.py (``driftloop serve``), api.py (/v1/alerts, /v1/retrain, /v1/status),
                  alertmanager.py (webhook payload), triggers.py, rescan.py, metrics.py
-                 (DaemonCollector), estimation_watch.py, facade.py (the commands' one door), and the
-                 views: status.py, render.py, segment_view.py, task_view.py
+                 (DaemonCollector), estimation_watch.py, facade.py (the commands' one door), and
+                 views/ (presentation only, no writes; imported from its entry, views/__init__.py):
+                 views/status.py (status, incident trail), views/render.py (one check),
+                 views/segments.py (worst segment values), views/tasks.py (figures per task)
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The running daemon, the top room: the daemon and its default collaborators (wiring), the check
 job, the controller that acts on decisions, the scheduler, leader election, HTTP endpoints, metrics,
-triggers and the views (status, render, segments, tasks). May import every room below it.
+triggers, and the views (``runtime/views/``: status, check render, segments, tasks; presentation
+only, imported through ``monitor.daemon.runtime.views``). May import every room below it.
 
 The room's one public entry: what other rooms import from it is listed in ``__all__`` (and can be
 imported from the room itself, lazily); ``test_rooms_import_each_other_through_their_entries``

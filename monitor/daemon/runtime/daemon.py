@@ -37,7 +37,7 @@ from monitor.daemon.retraining.recovery import recover
 from monitor.daemon.retraining.review import ChampionReview
 from monitor.daemon.retraining.registry import MlflowProbe, RegistryProbe
 from monitor.daemon.runtime.scheduler import build_scheduler
-from monitor.daemon.runtime.status import collect_status
+from monitor.daemon.runtime.views import collect_status
 from monitor.daemon.runtime.triggers import TriggerResult, handle_alertmanager, request_retrain
 from monitor.daemon.runtime.wiring import LazyEvaluator, ReportSaver, default_champion, shadow_observer
 

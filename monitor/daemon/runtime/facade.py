@@ -25,9 +25,9 @@ __getattr__, __dir__ = lazy_attributes(__name__, {
     "default_champion": "monitor.daemon.runtime.wiring",
     "install_signal_handlers": "monitor.daemon.runtime.serve",
     "observation": "monitor.daemon.runtime.controller",
-    "render_check": "monitor.daemon.runtime.render",
-    "render_incident": "monitor.daemon.runtime.status",
-    "render_status": "monitor.daemon.runtime.status",
+    "render_check": "monitor.daemon.runtime.views",
+    "render_incident": "monitor.daemon.runtime.views",
+    "render_status": "monitor.daemon.runtime.views",
     "serve": "monitor.daemon.runtime.serve",
 })
 
@@ -39,7 +39,7 @@ def read_status(cfg: DriftloopConfig, limit: int) -> dict:
     from monitor.daemon.state.checklog import CheckLog
     from monitor.daemon.state.incidents import IncidentStore
     from monitor.daemon.state.levels import ReferenceLevels
-    from monitor.daemon.runtime.status import collect_status
+    from monitor.daemon.runtime.views import collect_status
     from monitor.store import PredictionStore
 
     store = PredictionStore.from_config(cfg)
@@ -60,7 +60,7 @@ def read_incident(cfg: DriftloopConfig, incident_id: str) -> dict[str, Any] | No
     """One incident (open or closed) with its events and retrains; None when there is no such incident."""
     from monitor.daemon.state.attempts import AttemptStore
     from monitor.daemon.state.incidents import IncidentStore, TransitionError
-    from monitor.daemon.runtime.status import collect_incident
+    from monitor.daemon.runtime.views import collect_incident
     from monitor.store import PredictionStore
 
     store = PredictionStore.from_config(cfg)

@@ -104,7 +104,7 @@ def follow(cfg: DriftloopConfig, store: WindowSource, champion: Scorer, incident
     if found is None:
         return incident
     change, ts, version = found
-    from monitor.daemon.runtime.status import iso
+    from monitor.daemon.runtime.views import iso
     log.info("incident %s: later change point at %s on champion v%s's re-scored rows", incident.id, iso(ts), version)
     return incidents.update(
         incident.id, "change_point",

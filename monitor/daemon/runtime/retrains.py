@@ -20,7 +20,7 @@ from monitor.daemon.decisions.kinds import Outcome, State
 from monitor.daemon.decisions.lifecycle import Event
 from monitor.daemon.decisions.policy import cooldown_remaining
 from monitor.daemon.decisions.post_change import post_change_need
-from monitor.daemon.runtime.status import iso
+from monitor.daemon.runtime.views import iso
 from monitor.daemon.runtime.moves import IncidentMoves
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ import pytest
 
 from monitor.config import AlertsConfig, MetricRule
 from monitor.daemon.decisions.policy import AlertPolicy, Observation
-from monitor.daemon.runtime.status import render_status
+from monitor.daemon.runtime.views import render_status
 from tests.monitor.daemon.test_controller import samples
 
 # The default pair made deaf, so only the rule can speak.

@@ -9,8 +9,7 @@ from monitor.daemon.state.checklog import CheckLog
 from monitor.daemon.runtime.controller import observation
 from monitor.daemon.state.incidents import IncidentStore
 from monitor.daemon.decisions.policy import AlertPolicy
-from monitor.daemon.runtime.render import render_check
-from monitor.daemon.runtime.status import collect_status, render_status
+from monitor.daemon.runtime.views import collect_status, render_check, render_status
 import numpy as np
 
 from tests.monitor.daemon.task_frames import checked, task_config

@@ -146,8 +146,8 @@ def test_a_segment_recall_rule_flags_the_night_where_positives_are_missed(scfg):
 
 
 def test_check_and_status_text_show_the_worst_segments(scfg):
-    from monitor.daemon.runtime.render import render_check
-    from monitor.daemon.runtime.status import _check_summary, render_status
+    from monitor.daemon.runtime.views import render_check, render_status
+    from monitor.daemon.runtime.views.status import _check_summary  # a private step, not in the entry
     frame = timed(window(19_200, seed=7))
     baseline = {"accuracy": float((frame["prediction"] == frame["label"]).mean()), "roc_auc": 0.9}
     night = pd.to_datetime(frame["ts"]).dt.hour == 2

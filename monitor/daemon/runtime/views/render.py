@@ -6,9 +6,9 @@ from typing import Any
 from monitor.daemon.decisions.breach import Breach
 from monitor.daemon.decisions.breach import level as _level
 from monitor.daemon.runtime.checks import CheckOutcome
-from monitor.daemon.runtime.segment_view import aggregate_bar, render_worst
-from monitor.daemon.runtime.status import iso
-from monitor.daemon.runtime.task_view import baseline_of, class_rows, estimated_rows, realised_rows, task_of, worse
+from monitor.daemon.runtime.views.segments import aggregate_bar, render_worst
+from monitor.daemon.runtime.views.status import iso
+from monitor.daemon.runtime.views.tasks import baseline_of, class_rows, estimated_rows, realised_rows, task_of, worse
 from monitor.tasks import LOWER_IS_BETTER
 
 

@@ -9,8 +9,8 @@ from typing import Any, Callable
 from monitor.daemon.state.attempts import AttemptStore
 from monitor.daemon.state.checklog import CheckLog
 from monitor.daemon.state.incidents import IncidentStore
-from monitor.daemon.runtime.segment_view import aggregate_bar, render_worst, worst_segments
-from monitor.daemon.runtime.task_view import SUMMARY_KEYS, class_rows, estimated_rows, realised_rows, task_of
+from monitor.daemon.runtime.views.segments import aggregate_bar, render_worst, worst_segments
+from monitor.daemon.runtime.views.tasks import SUMMARY_KEYS, class_rows, estimated_rows, realised_rows, task_of
 
 _TIME_KEYS = ("ts", "opened_at", "updated_at", "resolved_at", "started_at", "finished_at", "window_start", "window_end",
               "change_ts")

@@ -52,30 +52,41 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def _config(home: Path, features: int, categorical: int, store_url: str | None = None):
+CLASSES = [f"class_{i}" for i in range(10)]  # --task multiclass: a 10-class model
+
+
+def _config(home: Path, features: int, categorical: int, store_url: str | None = None, task: str = "binary"):
     from monitor.config import load_config
     feats = [{"name": f"x{i}"} for i in range(features - categorical)]
     feats += [{"name": f"c{i}", "type": "categorical"} for i in range(categorical)]
-    overrides = {"home": str(home), "model": {"name": "bench", "features": feats},
+    model = {"name": "bench", "features": feats, "task": task, **({"classes": CLASSES} if task == "multiclass" else {})}
+    overrides = {"home": str(home), "model": model,
                  "server": {"max_batch_records": 1_000_000}}
     if store_url:
         overrides["store"] = {"url": store_url}
     return load_config(environ={}, overrides=overrides)
 
 
-def _records(prefix: str, n: int, features: int, categorical: int, seed: int = 0) -> list[dict]:
+def _records(prefix: str, n: int, features: int, categorical: int, seed: int = 0,
+             task: str = "binary") -> list[dict]:
     import numpy as np
     rng = np.random.default_rng(seed)
     numeric = rng.normal(size=(n, features - categorical)).round(6).tolist()
     cats = ["eu", "us", "apac", "latam"]
-    scores = rng.random(n).round(6).tolist()
+    if task == "multiclass":  # one probability per class, summing to 1
+        weights = rng.random((n, len(CLASSES)))
+        outputs = [{"probabilities": row} for row in (weights / weights.sum(axis=1, keepdims=True)).tolist()]
+    elif task == "regression":
+        outputs = [{"prediction": v} for v in rng.normal(100, 15, n).round(3).tolist()]
+    else:
+        outputs = [{"score": v} for v in rng.random(n).round(6).tolist()]
     t0 = 1_790_000_000.0
     out = []
     for i in range(n):
         f = {f"x{j}": v for j, v in enumerate(numeric[i])}
         for j in range(categorical):
             f[f"c{j}"] = cats[(i + j) % 4]
-        out.append({"id": f"{prefix}-{i}", "ts": t0 + i * 0.001, "features": f, "score": scores[i]})
+        out.append({"id": f"{prefix}-{i}", "ts": t0 + i * 0.001, "features": f, **outputs[i]})
     return out
 
 
@@ -90,7 +101,7 @@ def serve(args: argparse.Namespace) -> None:
 
     from monitor.ingest import create_app
     from monitor.store import PredictionStore
-    cfg = _config(Path(args.home), args.features, args.categorical, args.store_url)
+    cfg = _config(Path(args.home), args.features, args.categorical, args.store_url, args.task)
     store = PredictionStore.from_config(cfg)
     uvicorn.run(create_app(cfg, store), host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
 
@@ -104,7 +115,7 @@ def post(args: argparse.Namespace) -> None:
     from urllib.parse import urlsplit
 
     import orjson
-    records = _records(args.prefix, args.records, args.features, args.categorical, seed=1)
+    records = _records(args.prefix, args.records, args.features, args.categorical, seed=1, task=args.task)
     bodies = [orjson.dumps(records[i:i + args.batch]) for i in range(0, len(records), args.batch)]
     del records
     latencies: list[float] = []
@@ -183,22 +194,23 @@ def _free_port() -> int:
 
 def _subprocess(role: str, args: argparse.Namespace, **extra) -> list[str]:
     cmd = [sys.executable, str(Path(__file__).resolve()), role, "--features", str(args.features),
-           "--categorical", str(args.categorical), "--batch", str(args.batch)]
+           "--categorical", str(args.categorical), "--batch", str(args.batch), "--task", args.task]
     for k, v in extra.items():
         cmd += [f"--{k.replace('_', '-')}", str(v)]
     return cmd
 
 
 def _rows(batch, now: int) -> list[tuple]:
-    """A validated binary batch as the store's insert tuples (model_version and input_uri empty)."""
+    """A validated batch as the store's insert tuples (model_version and input_uri empty), in the
+    order of ``PredictionStore.add_predictions``."""
     n = len(batch)
     return list(zip(batch.ids, batch.ts, *batch.features, batch.scores, batch.predictions, [now] * n,
-                    [None] * n, [None] * n))
+                    [None] * n, *(batch.probas or ()), [None] * n))
 
 
 def raw_insert_rate(store, n: int, args: argparse.Namespace) -> float:
     """Baseline: rows ready as tuples, executemany into the store's table, one commit per batch."""
-    records = _records("raw", n, args.features, args.categorical, seed=3)
+    records = _records("raw", n, args.features, args.categorical, seed=3, task=args.task)
     batch = store.validator.predictions(records)
     now = int(time.time() * 1e6)
     rows = _rows(batch, now)
@@ -269,7 +281,7 @@ def load_run(home: Path, clients: int, args: argparse.Namespace, store_url: str 
         cpu = _cpu_seconds(pid)
         result = _post_load(url, clients, args, "load")
         cpu = _cpu_seconds(pid) - cpu
-    cfg = _config(home, args.features, args.categorical, store_url)
+    cfg = _config(home, args.features, args.categorical, store_url, args.task)
     with PredictionStore.from_config(cfg) as store:
         in_table = store.row_counts()["predictions"]
     resent_rows = min(args.resend * args.batch, args.records)
@@ -296,9 +308,9 @@ def postgres_raw_rate(url: str, args: argparse.Namespace) -> float:
     import psycopg
 
     from monitor.store import PredictionStore
-    cfg = _config(Path(tempfile.gettempdir()), args.features, args.categorical, url)
+    cfg = _config(Path(tempfile.gettempdir()), args.features, args.categorical, url, args.task)
     with PredictionStore.from_config(cfg) as store:
-        records = _records("raw", args.records, args.features, args.categorical, seed=3)
+        records = _records("raw", args.records, args.features, args.categorical, seed=3, task=args.task)
         batch = store.validator.predictions(records)
         now = int(time.time() * 1e6)
         rows = _rows(batch, now)
@@ -455,6 +467,8 @@ def main() -> None:
                    help="load: only the 1- and 8-client load table (no monitor.client, no windows)")
     p.add_argument("--clients", default="1,8", help="client counts of the load table, comma-separated")
     p.add_argument("--resend", type=int, default=8, help="batches re-sent after each load run (must be duplicates)")
+    p.add_argument("--task", choices=["binary", "multiclass", "regression"], default="binary",
+                   help="the model's task (multiclass: 10 classes); other than binary with --only load")
     p.add_argument("--postgres", action="store_true", help="also load a private PostgreSQL (default durability)")
     p.add_argument("--postgres-url", help="also load this PostgreSQL (admin URL; a database per run)")
     for internal in ("--home", "--url", "--prefix", "--store-url"):  # used by the subprocess roles
@@ -474,6 +488,8 @@ def main() -> None:
                 setattr(args, name, value)
     sizes = [int(s) for s in args.window_rows.split(",") if s]
     args.client_counts = [int(c) for c in args.clients.split(",") if c]
+    if args.task != "binary" and args.only != "load" and args.role == "bench":
+        p.error("--task multiclass / regression is measured with --only load")
     if args.embedding_dim:
         workdir = Path(args.workdir or tempfile.mkdtemp(prefix="driftloop-bench-"))
         try:
@@ -486,7 +502,7 @@ def main() -> None:
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="driftloop-bench-"))
     try:
         home = workdir / "ingest"
-        cfg = _config(home, args.features, args.categorical)
+        cfg = _config(home, args.features, args.categorical, task=args.task)
         with PredictionStore.from_config(cfg) as store:
             raw_rate = raw_insert_rate(store, args.records, args)
         load = load_table(workdir, args, raw_rate)
@@ -500,7 +516,8 @@ def main() -> None:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    print(f"\ndriftloop ingestion under load: {args.records:,} predictions over HTTP in batches of {args.batch} x "
+    print(f"\ndriftloop ingestion under load ({args.task}): {args.records:,} predictions over HTTP in batches of "
+          f"{args.batch} x "
           f"{args.features} features ({args.categorical} categorical), median of {args.repeats} runs, "
           f"{os.cpu_count()} CPUs\n")
     print("| store, clients | driftloop | p50 latency | p99 latency | server CPU per batch | client CPU per batch "

@@ -14,25 +14,17 @@ from collections import Counter
 from dataclasses import fields, replace
 from functools import partial
 from itertools import chain, repeat
-from operator import itemgetter, mul
-from typing import Any, Callable, Sequence, cast
+from operator import itemgetter
+from typing import Any, Callable
 
 from monitor.config import ModelConfig
 from monitor.records import embedded
+from monitor.records import fastpath as fast
 from monitor.records import fields as F
 from monitor.records.batches import ErrorList, LabelBatch, PredictionBatch, as_record_list
 from monitor.tasks import PROBA_SUM_TOLERANCE, class_name
 
 MAX_LISTED_ERRORS = 50
-_NUMBER = frozenset({int, float})
-_OPTIONAL_NUMBER = frozenset({int, float, type(None)})
-# A numeric feature also takes JSON booleans, as 1.0 / 0.0 (fields.check_feature_number).
-_OPTIONAL_FEATURE_NUMBER = frozenset({int, float, bool, type(None)})
-_STR = {str}
-_OPTIONAL_STR = frozenset({str, type(None)})
-_NONE = {type(None)}
-_OPTIONAL_INT = frozenset({int, type(None)})
-_OPTIONAL_BINARY = frozenset({None, 0, 1})
 _PRED_FIELDS = frozenset({"id", "ts", "features", "score", "prediction", "model_version", "input_uri"})
 _PRED_REQUIRED = frozenset({"id", "features", "score"})
 _LABEL_FIELDS = frozenset({"id", "ts", "label"})
@@ -47,67 +39,6 @@ _TASK_PRED_FIELDS = {
                    frozenset({"id", "features", "prediction"})),
 }
 _BAD = object()
-
-
-def _clean_text(values: Sequence[str]) -> bool:
-    joined = "".join(values)
-    if "\x00" in joined:
-        return False
-    try:
-        joined.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _dicts_with_keys(dicts: list, allowed: frozenset, required: frozenset) -> bool:
-    """All are dicts whose keys lie between ``required`` and ``allowed``. Clients write every record
-    the same way, so a batch has one or two distinct key orders: check those, not each record."""
-    if set(map(type, dicts)) != {dict}:
-        return False
-    return all(required <= set(keys) <= allowed for keys in set(map(tuple, dicts)))
-
-
-def _all_finite(columns: list[list]) -> bool:
-    # A NaN or an infinity anywhere makes the sum non-finite (JSON has neither; Python callers might).
-    # Huge finite values can overflow the sum too: only then look at each value.
-    try:
-        if math.isfinite(sum(chain.from_iterable(columns))):
-            return True
-    except OverflowError:  # an int too large for a float
-        return False
-    return all(map(math.isfinite, chain.from_iterable(columns)))
-
-
-def _good_ids(ids: list) -> bool:
-    if set(map(type, ids)) != _STR or not _clean_text(ids):
-        return False
-    lengths = list(map(len, ids))
-    return min(lengths) >= 1 and max(lengths) <= F.MAX_ID_LENGTH
-
-
-def _fast_ts(raw: list, now: int) -> tuple[list[int], list[bool]] | None:
-    n = len(raw)
-    types = set(map(type, raw))
-    if types == _NONE:
-        return [now] * n, [False] * n
-    if types <= _NUMBER:
-        if not (_all_finite([raw]) and min(raw) >= 0 and max(raw) < F.MAX_EPOCH_SECONDS):
-            return None
-        # The same arithmetic as fields.check_ts, so both paths store the same microsecond.
-        return list(map(round, map(mul, raw, repeat(1_000_000)))), [True] * n
-    return [now if v is None else F.check_ts(v) for v in raw], [v is not None for v in raw]
-
-def _fast_versions(raw: list) -> list | None:
-    types = set(map(type, raw))
-    if types == _NONE:
-        return raw
-    if not types <= {str, type(None)}:
-        return None  # integers and bad values: the slow path normalises or names them
-    texts = [v for v in raw if v is not None]
-    if not _clean_text(texts) or min(map(len, texts)) < 1 or max(map(len, texts)) > F.MAX_VERSION_LENGTH:
-        return None
-    return raw
 
 
 class RecordValidator:
@@ -153,86 +84,87 @@ class RecordValidator:
     def predictions(self, records: Any) -> PredictionBatch:
         records = _renamed(as_record_list(records), self._prediction_aliases)
         now = self._now_us()
-        # Multiclass and regression records are checked one by one: their outputs (a mapping or list
-        # of probabilities, a class name) have no cheap column-wise check.
-        batch, path = (self._fast_predictions(records, now) if self._task == "binary" else None), "fast"
+        batch, path = self._fast_predictions(records, now), "fast"
         if batch is None:
             batch, path = self.slow_predictions(records, now), "slow"
         self.paths["prediction", path] += 1
         return self._dedupe(records, batch, "prediction")
 
     def _fast_predictions(self, records: list, now: int) -> PredictionBatch | None:
+        """The whole batch checked column by column (:mod:`monitor.records.fastpath`), every task."""
         n = len(records)
         if n == 0:
-            return PredictionBatch([], [], [], [[] for _ in self._names], [], [], [], [], input_uris=[])
+            return PredictionBatch([], [], [], [[] for _ in self._names], [], [], [], [], input_uris=[],
+                                   probas=[[] for _ in range(self.model.n_classes)]
+                                   if self._task == "multiclass" else None)
         try:
-            if not _dicts_with_keys(records, _PRED_FIELDS, _PRED_REQUIRED):
+            if not fast.dicts_with_keys(records, self._pred_fields, self._pred_required):
                 return None
             ids = list(map(itemgetter("id"), records))
-            if not _good_ids(ids):
+            if not fast.good_ids(ids):
                 return None
-            feats = list(map(itemgetter("features"), records))
-            # Every configured name present (the getters raise KeyError otherwise) and no more keys
-            # than names: exactly the configured features.
-            if set(map(type, feats)) != {dict} or set(map(len, feats)) != {len(self._names)}:
+            cols = self._fast_features(list(map(itemgetter("features"), records)))
+            if cols is None:
                 return None
-            cols = self._feature_columns(feats)
-            # null is a missing value, stored as NULL: a monitored signal, handled by the model.
-            for j in self._categorical:
-                types = set(map(type, cols[j]))
-                if not types <= _OPTIONAL_STR:
-                    return None
-                texts = cols[j] if types == _STR else [v for v in cols[j] if v is not None]
-                if not _clean_text(texts) or (texts and max(map(len, texts)) > self._max_value_chars):
-                    return None
-            if self._numeric:
-                types = set(map(type, chain.from_iterable(cols[j] for j in self._numeric)))
-                if not types <= _OPTIONAL_FEATURE_NUMBER:
-                    return None
-                present = [cols[j] for j in self._numeric]
-                if type(None) in types:
-                    present = [[v for v in col if v is not None] for col in present]
-                if int in types or bool in types:  # float(True) is 1.0: the slow path's rule
-                    for j in self._numeric:  # stored as float; OverflowError -> slow path
-                        cols[j] = [v if v is None else float(v) for v in cols[j]] if type(None) in types \
-                            else list(map(float, cols[j]))
-                if not _all_finite(present):
-                    return None
-            for j, dim in self._embedded:
-                blobs = embedded.fast_column(cols[j], dim)
-                if blobs is None:
-                    return None
-                cols[j] = blobs
             uris = embedded.fast_uris(list(map(dict.get, records, repeat("input_uri", n))))
             if uris is None:
                 return None
-            scores = list(map(itemgetter("score"), records))
-            types = set(map(type, scores))
-            if not types <= _NUMBER:
+            outputs = self._fast_outputs(records)
+            if outputs is None:
                 return None
-            if int in types:
-                scores = list(map(float, scores))
-            if not (_all_finite([scores]) and min(scores) >= 0.0 and max(scores) <= 1.0):
-                return None
-            preds_raw = list(map(dict.get, records, repeat("prediction", n)))
-            if not set(map(type, preds_raw)) <= _OPTIONAL_INT or not set(preds_raw) <= _OPTIONAL_BINARY:
-                return None
-            pred_given = [p is not None for p in preds_raw]
-            preds: list[int]
-            if all(pred_given):
-                preds = cast(list[int], preds_raw)  # all 0 or 1, checked above
-            else:
-                threshold = self.model.threshold
-                preds = [int(sc > threshold) if p is None else p for p, sc in zip(preds_raw, scores)]
-            ts = _fast_ts(list(map(dict.get, records, repeat("ts", n))), now)
+            scores, preds, given, probas = outputs
+            ts = fast.timestamps(list(map(dict.get, records, repeat("ts", n))), now)
             if ts is None:
                 return None
-            versions = _fast_versions(list(map(dict.get, records, repeat("model_version", n))))
+            versions = fast.versions(list(map(dict.get, records, repeat("model_version", n))))
             if versions is None:
                 return None
         except (TypeError, ValueError, KeyError, OverflowError):
             return None
-        return PredictionBatch(ids, ts[0], ts[1], cols, scores, preds, pred_given, versions, input_uris=uris)
+        return PredictionBatch(ids, ts[0], ts[1], cols, scores, preds, given, versions, input_uris=uris,
+                               probas=probas)
+
+    def _fast_outputs(self, records: list) -> tuple[list, list, list, list[list[float]] | None] | None:
+        """(scores, class indices, prediction given, per-class probabilities) of the model's task."""
+        if self._task == "regression":
+            return fast.regression_outputs(records)
+        if self._task == "multiclass":
+            return fast.multiclass_outputs(records, self._classes, self._class_index)
+        return fast.binary_outputs(records, self.model.threshold)
+
+    def _fast_features(self, feats: list) -> list[list] | None:
+        # Every configured name present (the getters raise KeyError otherwise) and no more keys
+        # than names: exactly the configured features.
+        if set(map(type, feats)) != {dict} or set(map(len, feats)) != {len(self._names)}:
+            return None
+        cols = self._feature_columns(feats)
+        # null is a missing value, stored as NULL: a monitored signal, handled by the model.
+        for j in self._categorical:
+            types = set(map(type, cols[j]))
+            if not types <= fast.OPTIONAL_STR:
+                return None
+            texts = cols[j] if types == fast.STR else [v for v in cols[j] if v is not None]
+            if not fast.clean_text(texts) or (texts and max(map(len, texts)) > self._max_value_chars):
+                return None
+        if self._numeric:
+            types = set(map(type, chain.from_iterable(cols[j] for j in self._numeric)))
+            if not types <= fast.OPTIONAL_FEATURE_NUMBER:
+                return None
+            present = [cols[j] for j in self._numeric]
+            if type(None) in types:
+                present = [[v for v in col if v is not None] for col in present]
+            if int in types or bool in types:  # float(True) is 1.0: the slow path's rule
+                for j in self._numeric:  # stored as float; OverflowError -> slow path
+                    cols[j] = [v if v is None else float(v) for v in cols[j]] if type(None) in types \
+                        else list(map(float, cols[j]))
+            if not fast.all_finite(present):
+                return None
+        for j, dim in self._embedded:
+            blobs = embedded.fast_column(cols[j], dim)
+            if blobs is None:
+                return None
+            cols[j] = blobs
+        return cols
 
     def _feature_columns(self, feats: list[dict]) -> list[list]:
         """One list per configured feature, in order (KeyError when a record lacks one). One lookup
@@ -395,8 +327,7 @@ class RecordValidator:
     def labels(self, records: Any) -> LabelBatch:
         records = _renamed(as_record_list(records), self._label_aliases)
         now = self._now_us()
-        plain = self._task == "binary" and self._classes is None
-        batch, path = (self._fast_labels(records, now) if plain else None), "fast"
+        batch, path = self._fast_labels(records, now), "fast"
         if batch is None:
             batch, path = self.slow_labels(records, now), "slow"
         self.paths["label", path] += 1
@@ -407,20 +338,29 @@ class RecordValidator:
         if n == 0:
             return LabelBatch([], [], [], [])
         try:
-            if not _dicts_with_keys(records, _LABEL_FIELDS, _LABEL_REQUIRED):
+            if not fast.dicts_with_keys(records, _LABEL_FIELDS, _LABEL_REQUIRED):
                 return None
             ids = list(map(itemgetter("id"), records))
-            if not _good_ids(ids):
+            if not fast.good_ids(ids):
                 return None
-            labels = list(map(itemgetter("label"), records))
-            if set(map(type, labels)) != {int} or not set(labels) <= {0, 1}:
+            labels = self._fast_label_values(list(map(itemgetter("label"), records)))
+            if labels is None:
                 return None
-            ts = _fast_ts(list(map(dict.get, records, repeat("ts", n))), now)
+            ts = fast.timestamps(list(map(dict.get, records, repeat("ts", n))), now)
             if ts is None:
                 return None
-        except (TypeError, ValueError, KeyError):
+        except (TypeError, ValueError, KeyError, OverflowError):
             return None
         return LabelBatch(ids, labels, ts[0], ts[1])
+
+    def _fast_label_values(self, raw: list) -> list | None:
+        """As :meth:`_label_value` for a whole column: a number (regression), a class (multiclass),
+        0/1 or one of the two classes (binary); None when any needs the slow path's words."""
+        if self._task == "regression":
+            return fast.numbers(raw)
+        if self._task == "binary" and set(map(type, raw)) == {int} and set(raw) <= {0, 1}:
+            return raw
+        return fast.class_indices(raw, self._class_index)
 
     def slow_labels(self, records: list, now: int) -> LabelBatch:
         errors = ErrorList(self._max_errors)

@@ -15,6 +15,7 @@ HERE = Path(__file__).resolve().parent
 BENCHES = {
     "exporter": (["bench_exporter.py"], ["--quick"]),
     "ingest": (["bench_ingest.py"], ["--quick"]),
+    "validation": (["bench_validation.py"], ["--repeats", "5"]),
     "trainer": (["bench_trainer.py"], ["--quick"]),
     "export": (["bench_export.py"], ["--quick"]),
     "drift": (["bench_drift.py"], ["--sizes", "10000,100000"]),

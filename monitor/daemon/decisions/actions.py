@@ -1,6 +1,7 @@
-"""What the controller did about one check or request: a kind and its data (:class:`Action`), and
+"""What the controller did about one check or request: a kind and its data (:class:`Action` for a
+check, :class:`TriggerAction` for ``POST /v1/alerts``, ``POST /v1/retrain`` and the schedule), and
 whether a retrain started (:class:`StartKind`). Code dispatches and tests assert on these; the
-sentence a person reads (logs, ``POST /v1/alerts``, ``driftloop check``) is :meth:`Action.describe`.
+sentence a person reads (logs, the API's ``action``, ``driftloop check``) is their ``describe()``.
 Pure.
 """
 from __future__ import annotations
@@ -88,5 +89,44 @@ class Action:
         elif self.retrain is not None and self.detail:
             text += f"; {self.detail}"
         return text
+
+    __str__ = describe
+
+
+class TriggerKind(StrEnum):
+    """What a retrain asked for from outside the checks did to the incidents."""
+
+    OPENED = "opened"                  # opened an incident
+    ATTACHED = "attached"              # attached to the open incident
+    RESOLVED = "resolved"              # Alertmanager resolved the incident it had opened
+    NOTED = "noted"                    # a resolved alert noted on the open incident
+    REPLAY_IGNORED = "replay_ignored"  # a firing alert delivered again after its resolution
+    NOTHING = "nothing"                # no firing alert concerns this model
+
+
+@dataclass(frozen=True)
+class TriggerAction:
+    kind: TriggerKind
+    incident_id: str | None = None
+    retrain: StartKind | None = None    # None: no retrain was asked for
+    attempt_id: str | None = None       # the retrain that started
+    detail: str | None = None           # what a person reads about the retrain: started, or why not
+
+    @property
+    def started(self) -> bool:
+        return self.retrain is StartKind.STARTED
+
+    def describe(self) -> str:
+        """The one line a person reads (the ``action`` of the API's answer)."""
+        i = self.incident_id
+        text = {
+            TriggerKind.OPENED: f"opened incident {i}",
+            TriggerKind.ATTACHED: f"attached to incident {i}",
+            TriggerKind.RESOLVED: f"resolved incident {i}",
+            TriggerKind.NOTED: f"noted on incident {i}",
+            TriggerKind.REPLAY_IGNORED: "recorded: replayed firing alert(s) already resolved; not acted upon",
+            TriggerKind.NOTHING: "nothing to do: no firing alert concerns this model",
+        }[self.kind]
+        return text if self.retrain is None else f"{text}; {self.detail or ''}"
 
     __str__ = describe

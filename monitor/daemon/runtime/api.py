@@ -117,7 +117,7 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
         except BusyError as exc:
             return _error(BadRequest(409, str(exc)))
         if result.details.get("attempt_id") is None:  # e.g. too few labelled rows to train on
-            return JSONResponse({"error": f"retrain not started: {result.action}", **result.to_dict()},
+            return JSONResponse({"error": f"retrain not started: {result.action.describe()}", **result.to_dict()},
                                 status_code=409)
         return JSONResponse(result.to_dict(), status_code=202)
 

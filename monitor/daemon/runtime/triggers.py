@@ -1,7 +1,9 @@
 """Retrains asked for from outside the check: Alertmanager's webhook, a person, the cron schedule.
 
 Each attaches to the open incident when there is one (one incident at a time keeps the story
-of a degradation in one place) and opens one otherwise.
+of a degradation in one place) and opens one otherwise. What it did is a
+:class:`~monitor.daemon.decisions.actions.TriggerAction` (a kind and its data); the API answers with
+its sentence.
 """
 from __future__ import annotations
 
@@ -9,10 +11,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from monitor.daemon.decisions.actions import TriggerAction, TriggerKind
 from monitor.daemon.decisions.kinds import Reason, State
 from monitor.daemon.runtime.alertmanager import WebhookPayload, select_alerts, summarize
 from monitor.daemon.state.attempts import BusyError
 from monitor.daemon.runtime.controller import Controller
+from monitor.daemon.runtime.retrains import Started
 from monitor.daemon.state.deliveries import DeliveryLedger
 from monitor.daemon.state.incidents import Incident
 
@@ -22,15 +26,23 @@ log = logging.getLogger(__name__)
 @dataclass
 class TriggerResult:
     incident: Incident | None
-    action: str
+    action: TriggerAction
     details: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"incident": self.incident.to_dict() if self.incident else None, "action": self.action, **self.details}
+        return {"incident": self.incident.to_dict() if self.incident else None, "action": self.action.describe(),
+                **self.details}
+
+
+def _action(kind: TriggerKind, incident: Incident | None, started: Started | None = None) -> TriggerAction:
+    if started is None:
+        return TriggerAction(kind, incident.id if incident else None)
+    return TriggerAction(kind, incident.id if incident else None, started.kind,
+                         started.attempt.id if started.attempt else None, started.message)
 
 
 def _wants_retrain(labels: dict[str, str], retrain_on_drift: bool) -> bool:
-    return labels.get("reason") != "drift" or retrain_on_drift
+    return labels.get("reason") != Reason.DRIFT or retrain_on_drift
 
 
 def handle_alertmanager(ctl: Controller, payload: WebhookPayload) -> TriggerResult:
@@ -53,15 +65,14 @@ def handle_alertmanager(ctl: Controller, payload: WebhookPayload) -> TriggerResu
             if current is None:
                 current = ctl.incidents.open(Reason.ALERTMANAGER, "alert", f"Alertmanager: {summary}", retrain=retrain)
                 ctl.incidents.note(current.id, "alertmanager_firing", summary, data, coalesce=True)
-                action = f"opened incident {current.id}"
+                kind = TriggerKind.OPENED
             else:
                 ctl.incidents.note(current.id, "alertmanager_firing", summary, data, coalesce=True)
                 if retrain and not current.retrain:
                     ctl.incidents.set_retrain(current.id)
                 current = ctl.incidents.get(current.id)
-                action = f"attached to incident {current.id}"
-            if current.retrain:
-                action += f"; {ctl.maybe_retrain(current, 'alert')}"
+                kind = TriggerKind.ATTACHED
+            action = _action(kind, current, ctl.maybe_retrain(current, "alert") if current.retrain else None)
             log.warning("Alertmanager: %s (%s)", summary, action)
             return TriggerResult(ctl.incidents.get(current.id), action, details)
         if seen.replay:
@@ -74,12 +85,11 @@ def handle_alertmanager(ctl: Controller, payload: WebhookPayload) -> TriggerResu
             ctl.incidents.note(current.id, "alertmanager_resolved", summary, coalesce=True)
             if current.reason == Reason.ALERTMANAGER and current.state != State.RETRAINING:
                 ctl.resolve(current, f"Alertmanager resolved: {summary}")
-                return TriggerResult(ctl.incidents.get(current.id), f"resolved incident {current.id}", details)
-            return TriggerResult(current, f"noted on incident {current.id}", details)
+                return TriggerResult(ctl.incidents.get(current.id), _action(TriggerKind.RESOLVED, current), details)
+            return TriggerResult(current, _action(TriggerKind.NOTED, current), details)
         if seen.replay:
-            return TriggerResult(current, "recorded: replayed firing alert(s) already resolved; not acted upon",
-                                 details)
-        return TriggerResult(current, "nothing to do: no firing alert concerns this model", details)
+            return TriggerResult(current, _action(TriggerKind.REPLAY_IGNORED, current), details)
+        return TriggerResult(current, _action(TriggerKind.NOTHING, current), details)
 
 
 def request_retrain(ctl: Controller, trigger: str, detail: str) -> TriggerResult:
@@ -93,15 +103,15 @@ def request_retrain(ctl: Controller, trigger: str, detail: str) -> TriggerResult
         current = ctl.incidents.current()
         if current is None:
             current = ctl.incidents.open(reason, trigger, detail)
-            action = f"opened incident {current.id}"
+            kind = TriggerKind.OPENED
         else:
             ctl.incidents.note(current.id, f"{reason}_retrain", detail)
-            action = f"attached to incident {current.id}"
+            kind = TriggerKind.ATTACHED
         # A person asking explicitly overrides the attempt limit; the schedule does not.
         started = ctl.maybe_retrain(current, trigger, respect_cooldown=False, ignore_attempt_limit=trigger == "manual")
         incident = ctl.incidents.get(current.id)
         if started.attempt is None and incident.reason == reason and incident.state == State.FIRING:
             ctl.resolve(incident, f"{reason} retrain not started: {started}")
             incident = ctl.incidents.get(current.id)
-        return TriggerResult(incident, f"{action}; {started}",
+        return TriggerResult(incident, _action(kind, current, started),
                              {"attempt_id": started.attempt.id if started.attempt else None})

@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.daemon.decisions.actions import ActionKind, StartKind
+from monitor.daemon.decisions.actions import ActionKind, StartKind, TriggerKind
 from monitor.daemon.state.attempts import BusyError
 from monitor.daemon.runtime.checks import CheckOutcome
 from tests.monitor.daemon.conftest import Traffic
@@ -198,6 +198,7 @@ def test_scheduled_retrain_opens_and_resolves_its_own_incident(make_daemon):
     daemon, traffic = make_daemon()
     traffic.send(300, 110)
     result = daemon.retrain_now("schedule", "cron 0 3 * * *")
+    assert result.action.kind is TriggerKind.OPENED and result.action.started, result.action
     assert result.incident.reason == "schedule" and result.incident.trigger == "schedule"
     assert daemon.wait_for_retrain(60)
     incident = daemon.controller.incidents.get(result.incident.id)

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from monitor.daemon.decisions.kinds import Outcome, State
 from monitor.daemon.state.attempts import OUTCOMES, Attempt
-from monitor.daemon.state.incidents import OUTCOME_STATES, TransitionError
+from monitor.daemon.state.incidents import TransitionError
 from monitor.daemon.retraining.launcher import ChildResult, read_result
 from monitor.daemon.retraining.registry import INCIDENT_TAG, promoted_version
 from monitor.errors import DriftloopError
@@ -119,15 +120,16 @@ def _left_result(ctl: Controller, attempt: Attempt) -> ChildResult | None:
 def _from_registry(v: AttemptVersion, champion_now: str | None) -> ChildResult:
     """The outcome the child had decided: promoted when its version is champion, else the verdict
     it recorded (rejected, or held in shadow)."""
-    recorded = v.outcome if v.outcome in OUTCOMES and v.outcome not in ("promoted", "failed", "interrupted") else None
-    status = "promoted" if v.is_champion else recorded or "rejected"
+    recorded = (Outcome(v.outcome) if v.outcome in OUTCOMES
+                and v.outcome not in (Outcome.PROMOTED, Outcome.FAILED, Outcome.INTERRUPTED) else None)
+    status = Outcome.PROMOTED if v.is_champion else recorded or Outcome.REJECTED
     reasons = [r for r in (v.tags.get("driftloop.reasons") or "").splitlines() if r]
     return ChildResult(None, outcome={"outcome": status, "challenger_version": v.version, "run_id": v.run_id,
                                       "champion_version": v.version if v.is_champion else champion_now,
                                       "reasons": [f"{COMPLETED}: the old leader died after the gate"] + reasons})
 
 
-def settle_dead_leaders_attempt(ctl: Controller, attempt: Attempt) -> str:
+def settle_dead_leaders_attempt(ctl: Controller, attempt: Attempt) -> Outcome:
     """Settle a ``running`` attempt whose daemon is gone (see the module docstring); returns its
     status. Called with ``ctl.lock`` held, after the child was stopped if it ran on this host."""
     left = _left_result(ctl, attempt)
@@ -161,7 +163,7 @@ def settle_dead_leaders_attempt(ctl: Controller, attempt: Attempt) -> str:
         f" (version(s) {', '.join(v.version for v in versions)} registered before the gate: {ORPHANED})"
         if versions else "")
     interrupt(ctl, attempt, why)
-    return "interrupted"
+    return Outcome.INTERRUPTED
 
 
 def stopped_with_its_daemon(ctl: Controller, attempt: Attempt, why: str) -> None:
@@ -182,13 +184,13 @@ def interrupt(ctl: Controller, attempt: Attempt, why: str) -> None:
     retried by the leader and not counted. A second settling (the new leader got there first) is
     ignored: the first word stands."""
     try:
-        ctl.attempts.finish(attempt.id, "interrupted", error=why, reasons=[why],
+        ctl.attempts.finish(attempt.id, Outcome.INTERRUPTED, error=why, reasons=[why],
                             duration_seconds=max(0.0, ctl.clock() - attempt.started_at))
     except ValueError:
         log.warning("retrain %s was already settled; ignoring its interruption", attempt.id)
         return
     try:
-        ctl.incidents.transition(attempt.incident_id, "failed",
+        ctl.incidents.transition(attempt.incident_id, State.FAILED,
                                  f"{why}; retried by the leader (not counted as a failed retrain)",
                                  outcome_reasons=[why])
     except TransitionError as exc:
@@ -200,10 +202,10 @@ def retry_interrupted(ctl: Controller) -> list[str]:
     cooldown, no new evidence needed (single-flight still holds). Returns what it did."""
     done: list[str] = []
     for incident in ctl.incidents.open_incidents():
-        if incident.state not in OUTCOME_STATES:
+        if not incident.state.is_outcome:
             continue
         tries = ctl.attempts.for_incident(incident.id)
-        if not tries or tries[-1].status != "interrupted":
+        if not tries or tries[-1].status != Outcome.INTERRUPTED:
             continue
         trigger = tries[-1].trigger
         try:

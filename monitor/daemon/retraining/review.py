@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pandas as pd
 
+from monitor.daemon.decisions.kinds import Reason, State
 from monitor.daemon.state.attempts import BusyError
 from monitor.daemon.state.incidents import TransitionError
 from monitor.daemon.retraining.launcher import ChildResult
@@ -49,7 +50,7 @@ if TYPE_CHECKING:  # the controller is handed in; the room below runtime imports
 
 log = logging.getLogger(__name__)
 
-REASON = "review"
+REASON = Reason.REVIEW
 
 
 class ChampionReview:
@@ -84,7 +85,7 @@ class ChampionReview:
     def _busy(self) -> str | None:
         ctl = self.ctl
         current = ctl.incidents.current()
-        if current is not None and current.state in ("retraining", "shadow"):
+        if current is not None and current.state in (State.RETRAINING, State.SHADOW):
             return f"incident {current.id} is {current.state}"
         if ctl.supervisor.busy or ctl.attempts.running() is not None:
             return "a retrain is running"
@@ -153,9 +154,9 @@ class ChampionReview:
                 attempt = ctl.attempts.begin(incident.id, "schedule", rows=len(rows), data_window=window)
             except BusyError as exc:
                 if incident.reason == REASON:
-                    ctl._resolve(incident, f"champion review not applied: {exc}")
+                    ctl.resolve(incident, f"champion review not applied: {exc}")
                 return f"champion review: {exc}"
-            ctl.incidents.transition(incident.id, "retraining", f"reinstating earlier version {best.version}",
+            ctl.incidents.transition(incident.id, State.RETRAINING, f"reinstating earlier version {best.version}",
                                      data=window)
             recalled = Recalled(best.version, best.metrics, found.champion_metrics, Decision(True, [reason]),
                                 [line for line in found.summary().split("; ") if line])
@@ -188,7 +189,7 @@ def recover(ctl: Controller) -> list[str]:
         what = (f"champion review {tries[-1].status}: {'; '.join(tries[-1].reasons)[:300]}" if tries
                 else "champion review interrupted before it reinstated anything")
         try:
-            ctl.incidents.transition(incident.id, "resolved", f"{what} (settled at start-up)")
+            ctl.incidents.transition(incident.id, State.RESOLVED, f"{what} (settled at start-up)")
             done.append(f"review incident {incident.id}: {what}; resolved")
         except TransitionError as exc:
             log.warning("%s", exc)

@@ -9,6 +9,7 @@ import json
 
 from mlflow import MlflowClient
 
+from monitor.daemon.decisions.actions import Wait, WaitKind
 from monitor.daemon.retraining.failover import COMPLETED, FATE_TAG, ORPHANED
 from monitor.files import PRIVATE, atomic_write_json
 from tests.monitor.daemon.conftest import Traffic, clock, make_daemon  # noqa: F401  (fixtures)
@@ -81,8 +82,8 @@ def test_after_an_interruption_a_breach_retrains_at_once_after_a_failure_it_wait
         ctl.incidents.transition(incident.id, "failed", status)
         said[status] = ctl.maybe_retrain(ctl.incidents.get(incident.id), "alert")
         if status == "failed":
-            ctl._resolve(ctl.incidents.get(incident.id), "next case")
-    assert said["failed"].attempt is None and "alerts.cooldown_seconds" in said["failed"].message
+            ctl.resolve(ctl.incidents.get(incident.id), "next case")
+    assert said["failed"].attempt is None and said["failed"].wait == Wait(WaitKind.COOLDOWN), said["failed"]
     assert said["interrupted"].attempt is not None, said["interrupted"].message
     assert daemon.wait_for_retrain(60)
 

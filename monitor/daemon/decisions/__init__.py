@@ -14,13 +14,15 @@ from monitor.lazy import lazy_attributes
 
 __all__ = ["Action", "ActionKind", "AlertPolicy", "Breach", "Effect", "Event", "IllegalTransition", "OPENING_STATES",
            "OUTCOME_EVENTS", "Observation", "Outcome", "REQUESTED_REASONS", "Reason", "StartKind", "State",
-           "TriggerAction", "TriggerKind", "Verdict", "check_rules_fit", "cooldown_remaining", "event_to", "exits",
-           "is_performance_reason", "level", "post_change_need", "rule_inputs", "rule_inputs_from", "step"]
+           "TriggerAction", "TriggerKind", "Verdict", "Wait", "WaitKind", "check_rules_fit", "cooldown_remaining",
+           "event_to", "exits", "is_performance_reason", "level", "post_change_need", "rule_inputs", "rule_inputs_from",
+           "step"]
 
 _WHERE = {
     "Action": "monitor.daemon.decisions.actions", "ActionKind": "monitor.daemon.decisions.actions",
     "StartKind": "monitor.daemon.decisions.actions", "TriggerAction": "monitor.daemon.decisions.actions",
-    "TriggerKind": "monitor.daemon.decisions.actions", "Breach": "monitor.daemon.decisions.breach",
+    "TriggerKind": "monitor.daemon.decisions.actions", "Wait": "monitor.daemon.decisions.actions",
+    "WaitKind": "monitor.daemon.decisions.actions", "Breach": "monitor.daemon.decisions.breach",
     "Observation": "monitor.daemon.decisions.breach", "is_performance_reason": "monitor.daemon.decisions.breach",
     "level": "monitor.daemon.decisions.breach", "OPENING_STATES": "monitor.daemon.decisions.kinds",
     "Outcome": "monitor.daemon.decisions.kinds", "REQUESTED_REASONS": "monitor.daemon.decisions.kinds",

@@ -22,6 +22,34 @@ class StartKind(StrEnum):
     FAILED_TO_START = "failed_to_start"  # the child could not start; settled as failed
 
 
+class WaitKind(StrEnum):
+    """What a retrain that did not start waits for (:class:`Wait`)."""
+
+    RETRAIN_RUNNING = "retrain_running"      # another retrain runs (single-flight)
+    RETRAINING = "retraining"                # this incident is retraining
+    SHADOW = "shadow"                        # its challenger scores live windows in shadow
+    COOLDOWN = "cooldown"                    # alerts.cooldown_seconds after a failed retrain
+    NEW_CHAMPION = "new_champion"            # new labelled rows for the promoted champion to be judged
+    AFTER_REJECTION = "after_rejection"      # new labelled rows after a rejected retrain (alerts.retry_rows)
+    POST_CHANGE = "post_change"              # labelled rows after the change point (training.min_post_change_rows)
+    MIN_ROWS = "min_rows"                    # labelled rows for training.min_rows
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Why a retrain did not start: a kind and, for a wait on rows, the rows there are and the rows
+    needed. The sentence a person reads (the incident's detail, the action's) is made from these."""
+
+    kind: WaitKind
+    have: int | None = None
+    need: int | None = None
+
+    @property
+    def more(self) -> int | None:
+        """Rows still needed (None: not a wait on rows)."""
+        return None if self.need is None else max(0, self.need - (self.have or 0))
+
+
 class ActionKind(StrEnum):
     CHECK_NOT_OK = "check_not_ok"                      # the check was skipped or failed (detail says why)
     NONE = "none"                                      # healthy, no incident
@@ -53,6 +81,7 @@ class Action:
     attempt_id: str | None = None       # the retrain that started
     healthy: bool | None = None         # OPEN: unhealthy (False) or not judged (None)
     detail: str | None = None           # what a person reads: why no retrain, what it waits for
+    wait: Wait | None = None            # a retrain waiting or deferred: what for (the data of ``detail``)
 
     @property
     def started(self) -> bool:

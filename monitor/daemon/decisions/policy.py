@@ -74,6 +74,9 @@ class Verdict:
     suspect: bool = False         # sustained estimated breach: open a ``suspected`` incident
     segment_breaches: tuple[Breach, ...] = ()  # judged segment values whose accuracy dropped (an alert, no incident)
     rules: tuple[Any, ...] = ()   # rules.RuleReading per alerts.rules entry (performance known)
+    labels: tuple[int, int] = (0, 0)  # (labelled rows, drift.min_labels): fewer leave performance to a proof
+    drift_rows: tuple[int, int] | None = None  # (window rows, drift.min_rows): too few to judge drift
+    change_row: int | None = None  # fired by the change-point lane before a streak: the change's row in the window
 
     def healthy_for(self, reason: str) -> bool | None:
         """Is this check healthy for an incident opened for ``reason``? ``None``: cannot tell.
@@ -238,10 +241,13 @@ class AlertPolicy:
             "estimate": None if estimated is None else estimated[1],
         }
         suspect = bool(suspected) and self._estimate_streak >= need
+        labels = (obs.labelled_rows, self._min_labels)
+        drift_rows = (obs.window_rows, self._min_drift_rows) if too_small and obs.window_rows is not None else None
+        change_row = obs.change.index if fast is not None and perf_fire and self._perf_streak < need else None
         if perf is None:
-            msg = f"{obs.labelled_rows} labelled rows < drift.min_labels={self._min_labels}: performance not judged"
-        elif fast is not None and perf_fire and self._perf_streak < need:
-            msg = "; ".join(b.describe() for b in perf) + f" (change at row {obs.change.index} of the window)"
+            msg = f"{labels[0]} labelled rows < drift.min_labels={labels[1]}: performance not judged"
+        elif change_row is not None:
+            msg = "; ".join(b.describe() for b in perf) + f" (change at row {change_row} of the window)"
         elif perf and obs.labelled_rows < self._min_labels:
             msg = "; ".join(b.describe() for b in perf) + (f" (proven on {obs.labelled_rows} labelled rows < "
                                                           f"drift.min_labels: the interval is past the threshold)")
@@ -258,13 +264,14 @@ class AlertPolicy:
             msg += "; " + "; ".join(b.describe() for b in segments)
         if drifted:
             msg += f"; dataset drift ({self._drift_streak}/{need} windows)"
-        elif too_small:
-            msg += f"; drift not judged ({obs.window_rows} rows < drift.min_rows={self._min_drift_rows})"
+        elif drift_rows is not None:
+            msg += f"; drift not judged ({drift_rows[0]} rows < drift.min_rows={drift_rows[1]})"
         return Verdict(breaches=breaches, performance_known=perf is not None,
                        performance_streak=self._perf_streak, drift_streak=self._drift_streak,
                        fire=perf_fire or drift_fire, reason=reason, retrain=retrain, message=msg,
                        healthy=healthy, firing=firing, fast=fast is not None and perf_fire,
-                       suspected=suspected, suspect=suspect, segment_breaches=segments, rules=readings)
+                       suspected=suspected, suspect=suspect, segment_breaches=segments, rules=readings,
+                       labels=labels, drift_rows=drift_rows, change_row=change_row)
 
 
 def cooldown_remaining(now: float, last_finished_at: float | None, cooldown_seconds: float) -> float:

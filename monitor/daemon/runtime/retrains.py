@@ -15,7 +15,7 @@ from monitor.daemon.runtime import rescan
 from monitor.daemon.state.attempts import Attempt, BusyError
 from monitor.daemon.state.incidents import Incident, TransitionError
 from monitor.daemon.retraining.launcher import RetrainJob
-from monitor.daemon.decisions.actions import Action, ActionKind, StartKind
+from monitor.daemon.decisions.actions import Action, ActionKind, StartKind, Wait, WaitKind
 from monitor.daemon.decisions.kinds import Outcome, State
 from monitor.daemon.decisions.lifecycle import Event
 from monitor.daemon.decisions.policy import cooldown_remaining
@@ -31,13 +31,15 @@ class Started:
     attempt: Attempt | None     # None: the retrain did not start, ``message`` says why
     message: str                # for people: the incident's detail, logs, the API
     kind: StartKind
+    wait: Wait | None = None    # WAITING or DEFERRED: what for (the data of ``message``)
 
     def __str__(self) -> str:
         return self.message
 
     def action(self, kind: ActionKind, incident: Incident) -> Action:
         return Action(kind, incident.id, incident.state, retrain=self.kind,
-                      attempt_id=self.attempt.id if self.attempt else None, detail=self.message)
+                      attempt_id=self.attempt.id if self.attempt else None, detail=self.message,
+                      wait=self.wait)
 
 
 def unsuccessful_in_a_row(tries: list[Attempt]) -> int:
@@ -62,7 +64,8 @@ class Retrains(IncidentMoves):
         never stops retraining."""
         with self.lock:
             forced = not respect_cooldown
-            why_not = self._blocked(incident, forced)
+            blocked = self._blocked(incident, forced)
+            why_not, why = blocked if blocked else (None, None)
             if why_not and not forced and incident.state.is_outcome and not self._retrain_running(incident):
                 # A breach after a promotion, rejection or failure that must wait for new evidence
                 # (alerts.retry_rows, with labels arriving late that can take many checks) or the
@@ -71,21 +74,22 @@ class Retrains(IncidentMoves):
                     self.move(incident.id, Event.WAIT, why_not, detail=why_not)
                 except TransitionError as exc:
                     log.info("%s", exc)
-                return Started(None, why_not, StartKind.WAITING)
+                return Started(None, why_not, StartKind.WAITING, why)
             if why_not and not forced and incident.state == State.WAITING:
                 self.incidents.note(incident.id, "waiting_progress", why_not, coalesce=True)
                 self.incidents.set_fields(incident.id, detail=why_not)
-                return Started(None, why_not, StartKind.WAITING)
+                return Started(None, why_not, StartKind.WAITING, why)
             if why_not:
                 # One row per wait since the last state change, updated with the newest count.
                 self.incidents.note(incident.id, "retrain_deferred", why_not, coalesce=True)
-                return Started(None, why_not, StartKind.DEFERRED)
+                return Started(None, why_not, StartKind.DEFERRED, why)
             if not forced:  # the concept may have changed again since the incident's change point
                 incident = rescan.follow(self.cfg, self.store, self.champion, self.incidents, self.attempts, incident)
-            window, data_window, wait = self.training_window(incident, forced=forced)
+            window, data_window, short = self.training_window(incident, forced=forced)
+            wait, why = short if short else (None, None)
             if wait and forced:  # a person or the schedule asked: say why not, do not park the incident
                 self.incidents.note(incident.id, "retrain_deferred", wait, coalesce=True)
-                return Started(None, wait, StartKind.DEFERRED)
+                return Started(None, wait, StartKind.DEFERRED, why)
             if wait:
                 if incident.state != State.WAITING:
                     try:
@@ -95,7 +99,7 @@ class Retrains(IncidentMoves):
                 else:
                     self.incidents.note(incident.id, "waiting_progress", wait, data_window, coalesce=True)
                     self.incidents.set_fields(incident.id, detail=wait)
-                return Started(None, wait, StartKind.WAITING)
+                return Started(None, wait, StartKind.WAITING, why)
             self.move(incident.id, Event.START_RETRAIN, f"retrain ({trigger}) on {len(window)} rows", data=data_window)
             # The child needs no server token; keep it out of the files on disk.
             config = self.cfg.model_dump(mode="json", exclude={"server": {"token"}})
@@ -120,11 +124,12 @@ class Retrains(IncidentMoves):
     def _retrain_running(self, incident: Incident) -> bool:
         return self.supervisor.busy or self.attempts.running() is not None or incident.state == State.RETRAINING
 
-    def _blocked(self, incident: Incident, forced: bool = False) -> str | None:
+    def _blocked(self, incident: Incident, forced: bool = False) -> tuple[str, Wait] | None:
+        """Why a retrain may not start now (what a person reads, and its data), or None."""
         if self.supervisor.busy or self.attempts.running() is not None:
-            return "waiting: a retrain is already running"
+            return "waiting: a retrain is already running", Wait(WaitKind.RETRAIN_RUNNING)
         if incident.state == State.RETRAINING:
-            return "waiting: this incident is retraining"
+            return "waiting: this incident is retraining", Wait(WaitKind.RETRAINING)
         if forced:
             return None
         tries = self.attempts.for_incident(incident.id)
@@ -135,21 +140,22 @@ class Retrains(IncidentMoves):
             return None
         if last.status == Outcome.SHADOW:
             return (f"waiting: challenger v{last.challenger_version} passed the gate and is scoring live windows "
-                    "in shadow (training.shadow.windows)")
+                    "in shadow (training.shadow.windows)"), Wait(WaitKind.SHADOW)
         if last.status == Outcome.FAILED:
             left = cooldown_remaining(self.clock(), last.finished_at, self.cfg.alerts.cooldown_seconds)
             if left > 0:
                 return (f"waiting: retry after the failed retrain at {iso(self.clock() + left)} "
-                        "(alerts.cooldown_seconds)")
+                        "(alerts.cooldown_seconds)"), Wait(WaitKind.COOLDOWN)
             return None
         # Promoted or rejected: the next try needs new labelled rows, more after each rejection in a row.
         need = self.retry_rows_needed(tries)
         have, since = self._evidence_since(last)
         if have < need:
             promoted = last.status == Outcome.PROMOTED
+            wait = Wait(WaitKind.NEW_CHAMPION if promoted else WaitKind.AFTER_REJECTION, have, need)
             what = "for the new champion to be judged" if promoted else "after a rejected retrain"
-            return (f"waiting for {need - have} more labelled rows {what} ({have}/{need} labelled rows newer than "
-                    f"the last try's data, {since})")
+            return (f"waiting for {wait.more} more labelled rows {what} ({have}/{need} labelled rows newer than "
+                    f"the last try's data, {since})"), wait
         return None
 
     def _evidence_since(self, attempt: Attempt) -> tuple[int, str]:
@@ -168,8 +174,9 @@ class Retrains(IncidentMoves):
         return base * min(8, 2 ** max(0, unsuccessful_in_a_row(tries) - 1))
 
     def training_window(self, incident: Incident,
-                        forced: bool = False) -> tuple[pd.DataFrame, dict[str, Any], str | None]:
-        """The labelled rows to retrain on, and why to wait instead (or None).
+                        forced: bool = False) -> tuple[pd.DataFrame, dict[str, Any], tuple[str, Wait] | None]:
+        """The labelled rows to retrain on, and why to wait instead (what a person reads and its
+        data; or None).
 
         With a change point on the incident: every labelled row from after it (the newest
         ``training.max_rows``), so a retry sees strictly more of the new concept than the try before,
@@ -189,9 +196,10 @@ class Retrains(IncidentMoves):
             if len(window) < need and not forced:
                 need = post_change_need(self.cfg, window, self.levels.read())
             if len(window) < need and not forced:
-                msg = (f"waiting for {need - len(window)} more labelled rows after the change at "
+                wait = Wait(WaitKind.POST_CHANGE, len(window), need)
+                msg = (f"waiting for {wait.more} more labelled rows after the change at "
                        f"{iso(incident.change_ts)} ({len(window)}/{need}; training.min_post_change_rows)")
-                return window, {"rows": int(len(window)), "since": since.isoformat()}, msg
+                return window, {"rows": int(len(window)), "since": since.isoformat()}, (msg, wait)
             if len(window) < self.cfg.training.min_rows:  # forced, and too few after the change: take recent rows
                 since = None
         elif incident.window_start is not None:
@@ -210,5 +218,6 @@ class Retrains(IncidentMoves):
                 "since_change": since.isoformat() if since is not None else None}
         if len(window) < self.cfg.training.min_rows:
             return window, span, (f"not retraining: {len(window)} labelled rows < training.min_rows="
-                                  f"{self.cfg.training.min_rows}; waiting for more")
+                                  f"{self.cfg.training.min_rows}; waiting for more",
+                                  Wait(WaitKind.MIN_ROWS, len(window), self.cfg.training.min_rows))
         return window.reset_index(drop=True), span, None

@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.daemon.decisions.actions import ActionKind, StartKind, TriggerKind
+from monitor.daemon.decisions.actions import ActionKind, StartKind, TriggerKind, Wait, WaitKind
 from monitor.daemon.state.attempts import BusyError
 from monitor.daemon.runtime.checks import CheckOutcome
 from tests.monitor.daemon.conftest import Traffic
@@ -47,7 +47,7 @@ def test_too_few_labels_cannot_fire(make_daemon):
     df = traffic.send(1500, 30, concept=1.0, labelled=0.1)  # 150 labels < drift.min_labels=300
     report = daemon.run_check_now()
     assert report.outcome.labelled_rows == 150 and not report.verdict.performance_known
-    assert report.incident is None and "150 labelled rows < drift.min_labels=300" in report.verdict.message
+    assert report.incident is None and report.verdict.labels == (150, 300)
     # The rest of the labels arrive: the same window now has enough of them, and fires.
     daemon.store.add_labels(df[["id", "label", "ts"]].head(1350))
     report = daemon.run_check_now()
@@ -67,14 +67,15 @@ def test_retry_needs_new_evidence_then_single_flight(make_daemon, clock):
     # since that try: it waits for evidence instead of retraining on the same rows (no wall clock involved).
     report = daemon.run_check_now()
     assert report.action.retrain is StartKind.WAITING, report.action
-    assert report.action.detail.startswith("waiting for 300 more labelled rows for the new champion"), report.action
+    assert report.action.wait == Wait(WaitKind.NEW_CHAMPION, 0, 300), report.action
     inc = daemon.controller.incidents.get(incident.id)
-    assert inc.state == "waiting" and "for the new champion" in inc.detail  # says what it waits for
+    # The text people read (status shows the incident's detail): it says what the incident waits for.
+    assert inc.state == "waiting" and inc.detail.startswith("waiting for 300 more labelled rows for the new champion")
     clock.advance(3600)
     for _ in range(2):
         again = daemon.run_check_now().action
         assert (again.kind, again.state, again.retrain) == (ActionKind.STILL_BREACHING, "waiting", StartKind.WAITING)
-        assert again.detail.startswith("waiting for 300 more labelled rows for the new champion"), again
+        assert again.wait == Wait(WaitKind.NEW_CHAMPION, 0, 300), again
     assert daemon.controller.incidents.get(incident.id).attempts == 1
     waits = [e["kind"] for e in daemon.controller.incidents.events(incident.id)
              if e["kind"] in ("waiting", "waiting_progress", "retrain_deferred")]
@@ -86,7 +87,7 @@ def test_retry_needs_new_evidence_then_single_flight(make_daemon, clock):
     assert daemon.controller.incidents.get(incident.id).state == "retraining"
     # One retrain at a time: another breaching check waits, a manual request is refused.
     busy = daemon.run_check_now().action
-    assert busy.retrain is StartKind.DEFERRED and busy.detail == "waiting: a retrain is already running", busy
+    assert busy.retrain is StartKind.DEFERRED and busy.wait == Wait(WaitKind.RETRAIN_RUNNING), busy
     with pytest.raises(BusyError):
         daemon.retrain_now("manual", "impatient human")
     assert samples(daemon)[("driftloop_retrain_running", ())] == 1
@@ -106,7 +107,7 @@ def test_failed_retrain_is_retried_after_the_cooldown_and_escalates(make_daemon,
     assert daemon.wait_for_retrain(60)
     assert daemon.controller.incidents.get(incident.id).state == "failed"
     report = daemon.run_check_now()
-    assert report.action.retrain is StartKind.WAITING and "alerts.cooldown_seconds" in report.action.detail
+    assert report.action.retrain is StartKind.WAITING and report.action.wait == Wait(WaitKind.COOLDOWN)
     clock.advance(601)
     assert daemon.run_check_now().action.started  # no new rows needed after a failure
     assert daemon.wait_for_retrain(60)
@@ -152,6 +153,7 @@ def test_drift_that_does_not_hurt_the_model_ends_as_drift_without_impact(make_da
     assert (actions[0].kind, actions[0].progress) == (ActionKind.NO_IMPACT_PROGRESS, (1, 2)), actions
     assert actions[1].kind is ActionKind.RESOLVED_NO_IMPACT, actions
     resolved = daemon.controller.incidents.get(incident.id)
+    # The text people read (status and the incident's history): why it was resolved.
     assert resolved.state == "resolved" and resolved.detail.startswith("drift without performance impact")
     assert resolved.report_paths  # the evidence stays with it
     assert daemon.controller.attempts.recent() == []

@@ -22,7 +22,7 @@ def test_a_drop_its_interval_proves_is_judged_before_min_labels_and_nothing_else
     # 300 labelled rows at 0.70: the interval's upper end (0.75) is still 10 points under the bar.
     proven = _policy().observe(Observation(labelled_rows=300, accuracy=0.70, accuracy_upper=0.75, **BAR))
     assert proven.performance_known and proven.fire and proven.retrain and proven.reason == "accuracy"
-    assert "proven on 300 labelled rows" in proven.message
+    assert proven.labels == (300, 1000)  # judged on fewer labelled rows than drift.min_labels
     assert proven.healthy_for("performance") is False
     # The same point with an interval reaching the bar's threshold: unknown, and never "healthy".
     straddles = _policy().observe(Observation(labelled_rows=300, accuracy=0.80, accuracy_upper=0.83, **BAR))

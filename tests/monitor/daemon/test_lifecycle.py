@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from monitor.daemon.decisions.actions import StartKind
+from monitor.daemon.decisions.actions import StartKind, Wait, WaitKind
 from monitor.daemon.state.incidents import OPEN_STATES, STATES, TRANSITIONS
 from tests.monitor.daemon.conftest import Traffic
 
@@ -46,8 +46,9 @@ def test_waits_for_rows_after_the_change_then_trains_on_them_across_a_restart(ma
     incident = report.incident
     assert report.verdict.fast, report.verdict.message   # found by the change point, before min_labels rows
     assert incident.state == "waiting" and incident.change_ts is not None
-    assert "more labelled rows after the change at" in incident.detail
-    assert report.action.retrain is StartKind.WAITING and "training.min_post_change_rows" in report.action.detail
+    wait = report.action.wait
+    assert report.action.retrain is StartKind.WAITING and wait is not None and wait.kind is WaitKind.POST_CHANGE
+    assert wait.have is not None and wait.need is not None and 0 < wait.have < wait.need, wait
 
     daemon, traffic = _restart(make_daemon, daemon, traffic, overrides={"drift": {"window_size": 3000}})
     assert daemon.controller.incidents.get(incident.id).state == "waiting"   # survives the restart
@@ -70,7 +71,7 @@ def test_rejected_retrains_wait_for_new_rows_with_back_off_and_escalate(make_dae
     assert ctl.incidents.get(incident.id).state == "rejected"
     report = daemon.run_check_now()
     assert report.action.retrain is StartKind.WAITING, report.action
-    assert report.action.detail.startswith("waiting for 200 more labelled rows after a rejected retrain")
+    assert report.action.wait == Wait(WaitKind.AFTER_REJECTION, 0, 200), report.action
     traffic.send(200, 61, concept=1.0)
     assert daemon.run_check_now().action.started
     assert daemon.wait_for_retrain(60)
@@ -79,7 +80,7 @@ def test_rejected_retrains_wait_for_new_rows_with_back_off_and_escalate(make_dae
     status = daemon.status()
     assert status["open_incidents"][0]["escalated"] is True
     # Back-off: the next try needs twice the rows; the loop keeps going while escalated.
-    assert daemon.run_check_now().action.detail.startswith("waiting for 400 more labelled rows")
+    assert daemon.run_check_now().action.wait == Wait(WaitKind.AFTER_REJECTION, 0, 400)
     traffic.send(400, 62, concept=1.0)
     assert daemon.run_check_now().action.started
 
@@ -106,7 +107,8 @@ def test_each_retry_learns_from_every_row_since_the_change_up_to_max_rows(make_d
     assert daemon.wait_for_retrain(60)
     _, second = daemon.controller.attempts.for_incident(incident.id)  # in start order
     now = daemon.controller.incidents.get(incident.id)
-    assert now.state == "rejected" and now.detail.startswith("rejected"), now.detail  # no stale "waiting for"
+    # The text people read: the incident's detail tells its outcome, no stale "waiting for".
+    assert now.state == "rejected" and now.detail.startswith("rejected"), now.detail
     assert second.rows == 2200  # every row since the change would be more: max_rows, newest first
     assert pd.Timestamp(second.data_window["start"]) > pd.Timestamp(first.data_window["start"])
 
@@ -152,7 +154,9 @@ def test_checks_judge_the_champion_on_the_rows_it_scored(make_daemon):
         conn.exec_driver_sql(f'UPDATE "{table}" SET model_version = \'7\'')
     report = daemon.run_check_now()
     assert report.outcome.status == "empty" and report.incident is None
-    assert "no predictions scored by champion v1" in report.outcome.message
+    # none scored by champion v1: every row of the window is another version's
+    assert (report.outcome.champion_version, report.outcome.window_rows, report.outcome.other_version_rows) == (
+        "1", 0, 1500), report.outcome.message
     assert report.outcome.versions["7"]["rows"] == 1500 and report.outcome.versions["7"]["accuracy"] < 0.8
     traffic.send(1500, 81, tag_version=True)  # the champion's own rows: healthy
     report = daemon.run_check_now()
@@ -226,12 +230,14 @@ def test_a_breach_waiting_on_late_labels_says_so_then_retrains_when_they_arrive(
         assert report.verdict.fire, report.verdict.message  # still breaching on the labelled rows
         inc = ctl.incidents.get(incident.id)
         assert inc.state == "waiting", (inc.state, report.action)
+        # The text people read (status shows the incident's detail), made from the wait below.
         assert "waiting for 200 more labelled rows after a rejected retrain" in inc.detail
-        assert report.action.detail.startswith("waiting for 200 more labelled rows"), report.action
+        assert report.action.wait == Wait(WaitKind.AFTER_REJECTION, 0, 200), report.action
         assert daemon.status()["open_incidents"][0]["state"] == "waiting"
     ctl.store.add_labels(late[0][["id", "label", "ts"]].head(120))  # some labels come: the count moves
-    daemon.run_check_now()
-    assert "waiting for 80 more labelled rows" in ctl.incidents.get(incident.id).detail
+    wait = daemon.run_check_now().action.wait
+    assert wait == Wait(WaitKind.AFTER_REJECTION, 120, 200), wait
+    assert ctl.incidents.get(incident.id).state == "waiting"
     for frame in late:  # the rest arrive
         ctl.store.add_labels(frame[["id", "label", "ts"]])
     report = daemon.run_check_now()

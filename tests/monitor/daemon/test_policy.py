@@ -26,7 +26,10 @@ def test_accuracy_drop_at_threshold_fires_and_retrains():
     v = policy().observe(obs(acc=0.84))  # exactly 0.03 below: the threshold counts
     assert v.fire and v.retrain and v.reason == "accuracy"
     assert [b.reason for b in v.breaches] == ["accuracy"]
-    assert "accuracy 0.8400 vs baseline 0.8700" in v.message
+    (b,) = v.breaches
+    assert (b.value, b.against, b.baseline, b.threshold) == (0.84, "baseline", 0.87, 0.03)
+    # The text people read (the verdict's line in logs and the check log) is made from that breach.
+    assert "accuracy 0.8400 vs baseline 0.8700 (drop 0.0300 >= 0.03)" in v.message
 
 
 def test_drop_just_below_threshold_does_not_fire():
@@ -43,7 +46,7 @@ def test_too_few_labels_cannot_fire_and_does_not_reset_the_streak():
     assert not p.observe(obs(acc=0.70)).fire
     v = p.observe(obs(acc=0.50, labelled=999))
     assert not v.fire and not v.performance_known and v.healthy_for("accuracy") is None
-    assert "999 labelled rows < drift.min_labels=1000" in v.message
+    assert v.labels == (999, 1000)
     assert p.observe(obs(acc=0.70)).fire  # second breaching window with enough labels
 
 
@@ -91,7 +94,7 @@ def test_drift_on_a_window_below_min_rows_cannot_fire():
     p = AlertPolicy(AlertsConfig(), min_labels=1000, min_drift_rows=500)
     small = p.observe(obs(labelled=0, drift=True, window_rows=2))
     assert not small.fire and small.breaches == () and small.healthy_for("drift") is None
-    assert "drift not judged (2 rows < drift.min_rows=500)" in small.message
+    assert small.drift_rows == (2, 500)
     big = p.observe(obs(labelled=0, drift=True, window_rows=500))
     assert big.fire and big.reason == "drift"
 
@@ -110,7 +113,8 @@ def test_fast_lane_fires_before_min_labels_and_without_a_streak():
     p = AlertPolicy(AlertsConfig(sustained_windows=3), min_labels=1000, drift=DriftConfig())
     v = p.observe(obs(acc=0.80, labelled=600, change=change(0.55)))
     assert v.fire and v.fast and v.retrain and v.reason == "accuracy"
-    assert "change point: accuracy 0.5500" in v.message and "change at row 1000" in v.message
+    (b,) = v.breaches
+    assert b.fast and b.reason == "accuracy" and b.value == pytest.approx(0.55) and v.change_row == 1000
 
 
 def test_fast_lane_ignores_a_small_drop_and_can_be_switched_off():
@@ -125,10 +129,11 @@ def test_a_lowered_baseline_is_judged_against_the_reference_level():
     v = policy().observe(obs(acc=0.72, auc=0.80, baseline_accuracy=0.53, baseline_roc_auc=0.6,
                              reference_accuracy=0.87, reference_roc_auc=0.93))
     assert v.fire and v.healthy_for("accuracy") is False
-    assert "accuracy 0.7200 vs reference level 0.8700" in v.message
+    assert (v.breaches[0].reason, v.breaches[0].value, v.breaches[0].against, v.breaches[0].baseline) == (
+        "accuracy", 0.72, "reference level", 0.87)
     # A champion whose own baseline is higher than the level is judged against its own baseline.
     v = policy().observe(obs(acc=0.88, baseline_accuracy=0.92, reference_accuracy=0.87, reference_roc_auc=0.93))
-    assert v.fire and "vs baseline 0.9200" in v.message
+    assert v.fire and (v.breaches[0].against, v.breaches[0].baseline) == ("baseline", 0.92)
 
 
 def est(acc, upper, labelled=100, **kw):
@@ -138,7 +143,7 @@ def est(acc, upper, labelled=100, **kw):
 def test_estimated_drop_is_suspected_only_with_its_band_clear_of_the_threshold():
     v = policy().observe(est(0.80, 0.84))  # upper end exactly 0.03 below 0.87: clear
     assert v.suspect and not v.fire and not v.retrain and v.suspected[0].reason == "accuracy"
-    assert v.suspected[0].bound == 0.84 and "estimated accuracy 0.8000 (band up to 0.8400)" in v.message
+    assert (v.suspected[0].value, v.suspected[0].bound, v.suspected[0].baseline) == (0.80, 0.84, 0.87)
     v = policy().observe(est(0.80, 0.8401))  # a point estimate 7 points down, but the band reaches the bar
     assert not v.suspect and v.suspected == ()
     assert v.healthy["estimate"] is False  # not healthy either: an open suspicion is not cleared by it

@@ -36,7 +36,7 @@ def test_a_recall_rule_opens_a_recall_incident_that_retrains(make_daemon):
     assert recall.drop == pytest.approx(r.baselines["recall"] - r.recall)
     incident = report.incident                              # ... and the rule opens the incident
     assert incident is not None and incident.reason == "recall", report.verdict.message
-    assert "recall" in report.verdict.message and report.action.started, report.action
+    assert "recall" in report.verdict.firing and report.action.started, report.action
     m = samples(daemon)
     assert m[("driftloop_model_rule_breached", (("metric", "recall"),))] == 1
     assert m[("driftloop_model_rule_breached", (("metric", "f1"),))] == 0
@@ -60,7 +60,8 @@ def test_rules_are_judged_only_with_enough_labels_and_name_their_metric():
     alerts = AlertsConfig(rules=[MetricRule(metric="recall", drop=0.05), MetricRule(metric="precision", drop=0.05)])
     verdict = AlertPolicy(alerts, min_labels=1000).observe(_obs())
     assert verdict.fire and verdict.reason == "recall" and verdict.firing == ("recall",)
-    assert "recall 0.7000 vs reference sample 0.8000" in verdict.message
+    (b,) = verdict.breaches
+    assert (b.key, b.value, b.against, b.baseline) == ("recall", 0.70, "reference sample", 0.80)
     assert verdict.healthy_for("recall") is False and verdict.healthy_for("performance") is False
     few = AlertPolicy(alerts, min_labels=1000).observe(_obs(labelled_rows=999))
     assert not few.fire and few.rules == () and few.healthy_for("recall") is None

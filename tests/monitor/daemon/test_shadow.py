@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from monitor.daemon.decisions.actions import StartKind
+from monitor.daemon.decisions.actions import StartKind, Wait, WaitKind
 from monitor.daemon.runtime.daemon import Daemon
 from monitor.daemon.state.incidents import STATES
 from tests.monitor.daemon.conftest import Traffic
@@ -70,7 +70,7 @@ def test_a_shadow_promotion_is_a_promotion_by_the_loop(make_config):
         after = Traffic(cfg, daemon.store, start=time.time() + 60)  # live rows after the shadow began
         after.send(1500, 82, concept=1.0, tag_version=True)
         report = daemon.run_check_now()  # still breaching on v1: waits for the shadow, which it then counts
-        assert report.action.retrain is StartKind.DEFERRED and "in shadow" in report.action.detail
+        assert report.action.retrain is StartKind.DEFERRED and report.action.wait == Wait(WaitKind.SHADOW)
         assert daemon.controller.attempts.running() is None
         assert daemon.controller.last_shadow == "shadow v2: promoted after 1 live windows beside v1"
         attempt = daemon.controller.attempts.get(attempt.id)

@@ -131,8 +131,6 @@ class IncidentMoves:
             log.info("%s", exc)
         self._effect(Effect.CLOSE)
 
-    _resolve = resolve  # the name retraining.review still calls
-
 
     def _keep_reports(self, incident: Incident) -> Incident:
         """Copy the Evidently reports an incident cites into its own folder, so report retention

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from monitor.embeddings import DTYPE, MAX_INPUT_URI_CHARS
+from monitor.records.fastpath import clean_text
 
 _NUMBER = frozenset({int, float})
 _VECTOR_KINDS = frozenset({list, np.ndarray, type(None)})
@@ -71,12 +72,5 @@ def fast_uris(values: list) -> list | None:
     lengths = list(map(len, texts))
     if min(lengths) < 1 or max(lengths) > MAX_INPUT_URI_CHARS:
         return None
-    joined = "".join(texts)
-    if "\x00" in joined:
-        return None
-    try:
-        joined.encode("utf-8")
-    except UnicodeEncodeError:
-        return None
-    return values
+    return values if clean_text(texts) else None
 

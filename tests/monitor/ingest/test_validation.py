@@ -162,30 +162,33 @@ maybe_bad_record = valid_record.flatmap(lambda r: st.fixed_dictionaries({
     for k, v in r.items()}, optional={"extra": junk}) | junk)
 
 
+def assert_paths_agree(v: RecordValidator, records: list, kind: str = "predictions"):
+    """The fast path accepts only what the record-by-record pass accepts, and then builds the same
+    batch; a refusal names each problem's field. Returns the slow pass's batch (None if refused)."""
+    slow_pass, fast_pass = ((v.slow_predictions, v._fast_predictions) if kind == "predictions"
+                            else (v.slow_labels, v._fast_labels))
+    try:
+        slow = slow_pass(records, 123)
+    except ValidationError as exc:
+        assert exc.errors and all(isinstance(e["field"], str) and e["message"] for e in exc.errors)
+        assert fast_pass(records, 123) is None
+        return None
+    assert fast_pass(records, 123) in (None, slow)
+    return slow
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(maybe_bad_record, max_size=6))
 def test_fast_path_never_accepts_what_the_slow_path_rejects(records):
-    try:
-        slow = validator.slow_predictions(records, 123)
-    except ValidationError as exc:
-        assert exc.errors and all(isinstance(e["field"], str) and e["message"] for e in exc.errors)
-        assert validator._fast_predictions(records, 123) is None
-    else:
-        fast = validator._fast_predictions(records, 123)
-        assert fast is None or fast == slow
+    assert_paths_agree(validator, records)
 
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.fixed_dictionaries({"id": text, "label": st.sampled_from([0, 1]) | junk},
                                       optional={"ts": timestamps | junk}), max_size=6))
 def test_label_paths_agree(records):
-    try:
-        slow = validator.slow_labels(records, 7)
-    except ValidationError:
-        assert validator._fast_labels(records, 7) is None
-    else:
-        assert validator._fast_labels(records, 7) in (None, slow)
-        assert all(isinstance(t, int) and not math.isnan(t) for t in slow.ts)
+    slow = assert_paths_agree(validator, records, "labels")
+    assert slow is None or all(isinstance(t, int) and not math.isnan(t) for t in slow.ts)
 
 
 @settings(max_examples=100, deadline=None)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from monitor.config import ModelConfig
 from monitor.errors import ValidationError
 from monitor.records.validation import RecordValidator
+from tests.monitor.ingest.test_validation import assert_paths_agree
 
 NOW = 1_790_000_123.5
 CLASSES = ["bird", "cat", "dog"]
@@ -87,15 +88,7 @@ def test_fast_and_slow_paths_build_the_same_batch(validator, records, data):
 @settings(max_examples=300, deadline=None)
 @given(data=st.data())
 def test_fast_path_never_accepts_what_the_slow_path_rejects(validator, records, data):
-    batch = data.draw(st.lists(spoiled(records), max_size=6))
-    try:
-        slow = validator.slow_predictions(batch, 123)
-    except ValidationError as exc:
-        assert exc.errors and all(isinstance(e["field"], str) and e["message"] for e in exc.errors)
-        assert validator._fast_predictions(batch, 123) is None
-    else:
-        fast = validator._fast_predictions(batch, 123)
-        assert fast is None or fast == slow
+    assert_paths_agree(validator, data.draw(st.lists(spoiled(records), max_size=6)))
 
 
 @pytest.mark.parametrize("validator, values", [
@@ -113,12 +106,7 @@ def test_label_paths_agree(validator, values, data):
         assert validator._fast_labels(good, 7) == validator.slow_labels(good, 7)
     mixed = data.draw(st.lists(st.fixed_dictionaries({"id": text, "label": values | junk},
                                                      optional={"ts": timestamps | junk}), max_size=6))
-    try:
-        slow = validator.slow_labels(mixed, 7)
-    except ValidationError:
-        assert validator._fast_labels(mixed, 7) is None
-    else:
-        assert validator._fast_labels(mixed, 7) in (None, slow)
+    assert_paths_agree(validator, mixed, "labels")
 
 
 def test_valid_batches_of_every_task_take_the_fast_path():

@@ -15,8 +15,6 @@ import threading
 import time
 from pathlib import Path
 
-from monitor.files import PRIVATE, atomic_write_json
-
 ORPHAN_EXIT = 3
 
 
@@ -29,10 +27,6 @@ def _watch_parent(parent_pid: int, interval: float = 0.5) -> None:
                 os._exit(ORPHAN_EXIT)
             time.sleep(interval)
     threading.Thread(target=loop, name="parent-watchdog", daemon=True).start()
-
-
-def _write_result(job_dir: Path, body: dict) -> None:
-    atomic_write_json(job_dir / "result.json", body, mode=PRIVATE, default=str)
 
 
 def main(argv: list[str] | None = None) -> int:

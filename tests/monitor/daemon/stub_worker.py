@@ -8,7 +8,14 @@ import sys
 import time
 from pathlib import Path
 
-from monitor.daemon.retraining.worker import _watch_parent, _write_result
+from monitor.daemon.retraining.worker import _watch_parent
+from monitor.files import PRIVATE, atomic_write_json
+
+
+def _write_result(job_dir: Path, body: dict) -> None:
+    # What trainer.worker writes at the end of a real retrain (the daemon reads nothing else).
+    atomic_write_json(job_dir / "result.json", body, mode=PRIVATE, default=str)
+
 
 job_dir = Path(sys.argv[1])
 spec = json.loads((job_dir / "job.json").read_text())

@@ -60,7 +60,7 @@ def test_every_command_of_the_guide_runs(tmp_path: Path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DRIFTLOOP_", "MLFLOW_"))}
     env.update({"PATH": f"{bin_dir}:{env.get('PATH', '/usr/bin:/bin')}", "PYTHONPATH": str(REPO),
                 "DRIFTLOOP_SERVER__PORT": str(port), "DRIFTLOOP_TRAINING__EPOCHS": "12",
-                "DRIFTLOOP_TRAINING__THREADS": "1", "DRIFTLOOP_TRAINING__EXPORT_ONNX": "false",
+                "DRIFTLOOP_TRAINING__THREADS": "1", "DRIFTLOOP_TRAINING__EXPORT__ONNX": "false",
                 "DRIFTLOOP_LOGGING__LEVEL": "WARNING", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"})
     background: list[subprocess.Popen] = []
     outputs: dict[str, str] = {}

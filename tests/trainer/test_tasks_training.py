@@ -16,7 +16,7 @@ from tests.trainer.conftest import make_config
 from tests.trainer.task_data import CLASSES, multiclass_rows, regression_rows
 from trainer import retrain, train_baseline
 
-FAST = {"DRIFTLOOP_TRAINING__EXPORT_ONNX": "false", "DRIFTLOOP_TRAINING__HIDDEN": "[32]",
+FAST = {"DRIFTLOOP_TRAINING__EXPORT__ONNX": "false", "DRIFTLOOP_TRAINING__HIDDEN": "[32]",
         "DRIFTLOOP_TRAINING__EPOCHS": "15", "DRIFTLOOP_TRAINING__RETRAIN_EPOCHS": "10"}
 
 

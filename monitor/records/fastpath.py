@@ -112,10 +112,10 @@ def numbers(raw: list, low: float = -math.inf, high: float = math.inf) -> list[f
 def class_indices(raw: list, index: dict[str, int] | None) -> list[int] | None:
     """Class names (or integers equal to one: ``monitor.tasks.class_name``) -> their indices; None
     when any is unknown or of another type (the slow path names it)."""
-    if index is None or not raw:
-        return None if index is None else []
+    if index is None:
+        return None
     types = set(map(type, raw))
-    if types == STR:
+    if types <= STR:  # text, or nothing at all
         names = raw
     elif types == {int}:
         names = list(map(str, raw))
@@ -167,7 +167,7 @@ def multiclass_outputs(records: list, classes: list[str] | None,
         wanted = set(classes)
         if any(len(keys) != k or set(keys) != wanted for keys in set(map(tuple, (v for v in raw if type(v) is dict)))):
             return None
-        get = itemgetter(*classes) if k > 1 else (lambda d: (d[classes[0]],))
+        get = itemgetter(*classes)  # a model has at least two classes: a tuple per object
         rows = [v if type(v) is list else list(get(v)) for v in raw]
     else:
         rows = raw

@@ -17,45 +17,27 @@ import argparse
 import random
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-CLASSES = [f"class_{i}" for i in range(10)]
-
-
-def _model(task: str, features: int, categorical: int):
-    from monitor.config import ModelConfig
-    feats = [{"name": f"x{i}"} for i in range(features - categorical)]
-    feats += [{"name": f"c{i}", "type": "categorical"} for i in range(categorical)]
-    model = {"name": "bench", "features": feats, "task": task}
-    if task == "multiclass":
-        model["classes"] = CLASSES
-    return ModelConfig.model_validate(model)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_ingest: the same records
 
 
-def _records(task: str, n: int, features: int, categorical: int, seed: int) -> tuple[list[dict], list[dict]]:
+
+def _batches(task: str, n: int, features: int, categorical: int, seed: int) -> tuple[list[dict], list[dict]]:
+    """The prediction records bench_ingest.py posts (10 classes for multiclass), and a label for each."""
+    from bench_ingest import CLASSES, _records
+    preds = _records(f"v{seed}", n, features, categorical, seed=seed, task=task)
     r = random.Random(seed)
-    cats = ["eu", "us", "apac", "latam"]
-    preds, labels = [], []
-    for i in range(n):
-        f: dict = {f"x{j}": round(r.gauss(0, 1), 6) for j in range(features - categorical)}
-        f.update({f"c{j}": cats[(i + j) % 4] for j in range(categorical)})
-        rec = {"id": f"{seed}-{i}", "ts": 1_790_000_000.0 + i * 0.001, "features": f}
-        if task == "binary":
-            rec["score"] = round(r.random(), 6)
-            label: object = r.randint(0, 1)
-        elif task == "regression":
-            rec["prediction"] = round(r.gauss(100, 15), 3)
-            label = round(r.gauss(100, 15), 3)
-        else:
-            weights = [r.random() for _ in CLASSES]
-            rec["probabilities"] = [w / sum(weights) for w in weights]
-            label = r.choice(CLASSES)
-        preds.append(rec)
-        labels.append({"id": rec["id"], "label": label})
-    return preds, labels
+    if task == "binary":
+        values: list = [r.randint(0, 1) for _ in preds]
+    elif task == "regression":
+        values = [round(r.gauss(100, 15), 3) for _ in preds]
+    else:
+        values = [r.choice(CLASSES) for _ in preds]
+    return preds, [{"id": rec["id"], "label": v} for rec, v in zip(preds, values)]
 
 
 def _median_ms(fn, batches: list) -> float:
@@ -74,13 +56,15 @@ def main() -> None:
     p.add_argument("--categorical", type=int, default=2)
     p.add_argument("--repeats", type=int, default=30, help="batches per pass (median reported)")
     args = p.parse_args()
+    from bench_ingest import _config
+
     from monitor.records.validation import RecordValidator
 
     print(f"validation of {args.batch}-record batches x {args.features} features, median of {args.repeats}")
     print(f"{'task':<11} {'kind':<11} {'fast ms':>8} {'slow ms':>8} {'slow/fast':>9}  path taken")
     for task in ("binary", "multiclass", "regression"):
-        v = RecordValidator(_model(task, args.features, args.categorical))
-        data = [_records(task, args.batch, args.features, args.categorical, seed) for seed in range(args.repeats)]
+        v = RecordValidator(_config(Path(tempfile.gettempdir()), args.features, args.categorical, task=task).model)
+        data = [_batches(task, args.batch, args.features, args.categorical, seed) for seed in range(args.repeats)]
         for kind, idx, fast, slow, public in (("predictions", 0, v._fast_predictions, v.slow_predictions,
                                                v.predictions),
                                               ("labels", 1, v._fast_labels, v.slow_labels, v.labels)):

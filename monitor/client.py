@@ -17,11 +17,8 @@ service sends ``features.join(model.predict(features))`` as it is. Labels: 0/1, 
 
 or, module-level: ``monitor.client.configure(url, token=...)`` then ``monitor.client.log_predictions(...)``.
 
-To score with whatever model is champion now, following promotions and rollbacks::
-
-    from monitor.client import Champion
-    champion = Champion("sqlite:///driftloop-data/mlflow.db", "driftloop-churn")  # or http://mlflow:5000
-    scores = champion.predict(frame)     # champion.version says which version scored them
+To score with whatever model is champion now, following promotions and rollbacks:
+``from monitor.client import Champion`` (:mod:`monitor.champion_client`).
 
 Data goes in batches of ``batch_size`` records, each stored atomically by the server. Connection
 errors, 429 and 5xx answers are retried with exponential backoff and jitter; that is safe because
@@ -30,16 +27,12 @@ raises :class:`RequestRejected` carrying the server's error list, with each ``in
 record's position in what you passed; batches before it are stored, so re-sending everything after
 fixing the data is fine.
 
-Exceptions (all :class:`monitor.errors.DriftloopError`)::
-
-    ClientError
-    ├── RequestRejected      4xx: bad records (422), conflicting re-send (409), auth (401), size (413)
-    └── ServerUnavailable    retries exhausted on connection errors / 5xx
+Exceptions (:mod:`monitor.client_errors`, all :class:`ClientError`, a :class:`monitor.errors.DriftloopError`):
+:class:`RequestRejected` (4xx) and :class:`ServerUnavailable` (retries exhausted).
 """
 from __future__ import annotations
 
 import random
-import threading
 import time
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -48,35 +41,14 @@ from typing import Any, Callable, Mapping, Sequence
 import httpx
 import orjson
 
-from monitor.errors import DriftloopError
+from monitor.champion_client import RUNTIMES as RUNTIMES, Champion  # RUNTIMES: still importable from here
+from monitor.client_errors import ClientError, RequestRejected, ServerUnavailable
 
 __all__ = ["Champion", "ClientError", "DriftloopClient", "IngestSummary", "RequestRejected", "ServerUnavailable",
            "configure", "log_labels", "log_predictions"]
 
-RUNTIMES = ("torch", "onnx", "onnx-int8")
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _DUMPS_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z
-
-
-class ClientError(DriftloopError):
-    pass
-
-
-class RequestRejected(ClientError):
-    """The server refused a batch (4xx). ``errors`` are ``{"index", "field", "message"}`` with
-    ``index`` counted from the start of the data passed in; ``stored`` says what earlier batches stored."""
-
-    def __init__(self, message: str, status_code: int, errors: list[dict], stored: "IngestSummary"):
-        super().__init__(message)
-        self.status_code = status_code
-        self.errors = errors
-        self.stored = stored
-
-
-class ServerUnavailable(ClientError):
-    def __init__(self, message: str, stored: "IngestSummary"):
-        super().__init__(message)
-        self.stored = stored
 
 
 @dataclass
@@ -326,117 +298,3 @@ def log_predictions(data: Any, **kwargs: Any) -> IngestSummary:
 
 def log_labels(data: Any, **kwargs: Any) -> IngestSummary:
     return _default_client().log_labels(data, **kwargs)
-
-
-class Champion:
-    """The model behind a registered model's alias (``champion``), followed as it moves.
-
-    Loads the aliased version at construction; then every ``interval`` seconds a background
-    thread asks MLflow which version the alias points at (one small registry call) and, when it
-    changed (a promotion, a rollback), loads that version and swaps it in. A swap is one
-    assignment of a ``(version, model)`` pair, so :meth:`predict` scores a whole frame with one
-    model and :attr:`version` names it; a failed poll or load keeps serving the current model
-    (``last_error`` says why). ``interval=0``: no thread; call :meth:`refresh` yourself.
-
-    ``runtime``: ``"torch"`` loads the MLflow pyfunc (PyTorch); ``"onnx"`` / ``"onnx-int8"`` load
-    the version's exported ONNX form (``driftloop export``'s files) into ONNX Runtime, so the
-    service needs neither torch nor driftloop's trainer. A version without that published form
-    is not loaded (``last_error`` says why; the current model keeps serving).
-
-    :meth:`predict` returns the same in every runtime, by the model's task: P(label = 1) as a numpy
-    array (binary); a DataFrame with ``prediction`` (the class name) and one ``proba_<class>``
-    column per class (multiclass); a DataFrame with ``prediction`` (regression). DataFrames keep
-    the frame's index, so ``features.join(champion.predict(features))`` is what
-    :meth:`DriftloopClient.log_predictions` takes.
-
-    Needs mlflow (imported here, not by the rest of this module)."""
-
-    def __init__(self, tracking_uri: str, name: str, *, alias: str = "champion", interval: float = 30.0,
-                 runtime: str = "torch"):
-        from mlflow import MlflowClient
-        if runtime not in RUNTIMES:
-            raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
-        self.tracking_uri, self.name, self.alias, self.interval = tracking_uri, name, alias, interval
-        self.runtime = runtime
-        self._client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
-        self._current: tuple[str, Any] = self._load(self._aliased_version())
-        self.last_error: str | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        if interval > 0:
-            self._thread = threading.Thread(target=self._follow, name=f"champion-{name}", daemon=True)
-            self._thread.start()
-
-    @property
-    def version(self) -> str:
-        return self._current[0]
-
-    def predict(self, frame: Any) -> Any:
-        """The current version's output for ``frame`` (see the class doc: an array or a DataFrame,
-        by task). For the version that scored them, use :meth:`score`, which returns both from the
-        same model."""
-        return self.score(frame)[1]
-
-    def score(self, frame: Any) -> tuple[str, Any]:
-        version, model = self._current  # one read: the version and the model belong together
-        return version, model.predict(frame)
-
-    def refresh(self) -> bool:
-        """Poll the alias now; load and swap when it moved. True when the version changed."""
-        version = self._aliased_version()
-        if version == self._current[0]:
-            return False
-        self._current = self._load(version)
-        return True
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(self.interval + 5)
-
-    def __enter__(self) -> "Champion":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _follow(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.refresh()
-                self.last_error = None
-            except Exception as exc:  # keep serving the model we have; say why on the object
-                self.last_error = f"{type(exc).__name__}: {exc}"
-
-    def _aliased_version(self) -> str:
-        from mlflow.exceptions import MlflowException
-        try:
-            return str(self._client.get_model_version_by_alias(self.name, self.alias).version)
-        except MlflowException as exc:
-            raise ClientError(f"registered model {self.name!r} has no {self.alias!r} alias at "
-                              f"{self.tracking_uri}: {str(exc).splitlines()[0]}") from exc
-
-    def _load(self, version: str) -> tuple[str, Any]:
-        import tempfile
-
-        import mlflow.artifacts
-        if self.runtime != "torch":
-            return version, self._load_onnx(version)
-        import mlflow.pyfunc
-        # Resolved through this registry, not the process-wide one a models:/ URI would use.
-        source = self._client.get_model_version_download_uri(self.name, version)
-        with tempfile.TemporaryDirectory() as tmp:
-            local = mlflow.artifacts.download_artifacts(artifact_uri=source, dst_path=tmp,
-                                                        tracking_uri=self.tracking_uri)
-            model = mlflow.pyfunc.load_model(local)
-        return version, model
-
-    def _load_onnx(self, version: str) -> Any:
-        import json
-        import tempfile
-
-        from monitor.onnx_scoring import FORMATS, MANIFEST, OnnxScorer, download_published
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = download_published(self._client, self.tracking_uri, self.name, version, self.runtime, tmp)
-            model, manifest = (folder / FORMATS[self.runtime]).read_bytes(), json.loads((folder / MANIFEST).read_text())
-        return OnnxScorer(model, manifest)

@@ -32,6 +32,7 @@ from monitor.config import DriftConfig, ModelConfig
 from monitor.drift import embedding_methods as em
 from monitor.embeddings import matrix, present
 from monitor.errors import DataError
+from monitor.finite import finite
 
 MIN_ROWS = 20   # vectors a side needs before a test means anything
 
@@ -81,12 +82,8 @@ class EmbeddingDrift:
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {"statistic": _finite(self.statistic), "reference_rows": self.reference_rows,
+        return {"statistic": finite(self.statistic), "reference_rows": self.reference_rows,
                 "current_rows": self.current_rows, "components": self.components, "seconds": self.seconds}
-
-
-def _finite(x: float) -> float | None:
-    return float(x) if np.isfinite(x) else None
 
 
 def _valid(block: np.ndarray) -> np.ndarray:

@@ -5,21 +5,14 @@ without paying for Evidently. ``to_dict()`` is JSON-safe (no NaN, no numpy scala
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
-
-def _num(x: Any) -> float | None:
-    """A finite Python float, or None (NaN/inf and missing values are not JSON)."""
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
+from monitor.finite import finite
 
 
 def _pair(ci: tuple[float, float] | None) -> list[float | None] | None:
-    return None if ci is None else [_num(ci[0]), _num(ci[1])]
+    return None if ci is None else [finite(ci[0]), finite(ci[1])]
 
 
 @dataclass(frozen=True)
@@ -46,11 +39,11 @@ class FeatureDrift:
     details: dict[str, Any] | None = None   # embedding features only
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "method": self.method, "score": _num(self.score),
-                               "threshold": _num(self.threshold), "drifted": bool(self.drifted),
+        out: dict[str, Any] = {"name": self.name, "method": self.method, "score": finite(self.score),
+                               "threshold": finite(self.threshold), "drifted": bool(self.drifted),
                                "skipped": self.skipped}
         if self.details is not None:
-            out["details"] = {k: _num(v) if isinstance(v, float) else v for k, v in self.details.items()}
+            out["details"] = {k: finite(v) if isinstance(v, float) else v for k, v in self.details.items()}
         return out
 
 
@@ -174,64 +167,64 @@ class CheckResult:
             "labelled_rows": int(self.labelled_rows),
             "features": [f.to_dict() for f in self.features],
             "drifted_features": self.drifted_features,
-            "drift_share": _num(self.drift_share),
-            "drift_share_threshold": _num(self.drift_share_threshold),
+            "drift_share": finite(self.drift_share),
+            "drift_share_threshold": finite(self.drift_share_threshold),
             "dataset_drift": bool(self.dataset_drift),
             "prediction_drift": self.prediction_drift.to_dict(),
-            "accuracy": _num(self.accuracy),
+            "accuracy": finite(self.accuracy),
             "accuracy_ci": _pair(self.accuracy_ci),
-            "roc_auc": _num(self.roc_auc),
+            "roc_auc": finite(self.roc_auc),
             "roc_auc_ci": _pair(self.roc_auc_ci),
-            "baseline_accuracy": _num(self.baseline_accuracy),
-            "baseline_roc_auc": _num(self.baseline_roc_auc),
-            "confidence": _num(self.confidence),
+            "baseline_accuracy": finite(self.baseline_accuracy),
+            "baseline_roc_auc": finite(self.baseline_roc_auc),
+            "confidence": finite(self.confidence),
             "min_labels": int(self.min_labels),
             "performance_actionable": bool(self.performance_actionable),
-            "positive_rate": _num(self.positive_rate),
+            "positive_rate": finite(self.positive_rate),
             "reference_rows": int(self.reference_rows),
             "reference_sample_rows": int(self.reference_sample_rows),
             "current_sample_rows": int(self.current_sample_rows),
-            "duration_seconds": _num(self.duration_seconds),
-            "missing": [{"name": name, "ratio": _num(ratio),
-                         "reference_ratio": _num(self.reference_missing_ratio.get(name))}
+            "duration_seconds": finite(self.duration_seconds),
+            "missing": [{"name": name, "ratio": finite(ratio),
+                         "reference_ratio": finite(self.reference_missing_ratio.get(name))}
                         for name, ratio in self.missing_ratio.items()],
             "unseen_categories": {name: list(values) for name, values in self.unseen_categories.items()},
-            "precision": _num(self.precision),
-            "recall": _num(self.recall),
-            "f1": _num(self.f1),
-            "predicted_positive_rate": _num(self.predicted_positive_rate),
+            "precision": finite(self.precision),
+            "recall": finite(self.recall),
+            "f1": finite(self.f1),
+            "predicted_positive_rate": finite(self.predicted_positive_rate),
             "estimated_rows": int(self.estimated_rows),
-            "estimated_accuracy": _num(self.estimated_accuracy),
+            "estimated_accuracy": finite(self.estimated_accuracy),
             "estimated_accuracy_ci": _pair(self.estimated_accuracy_ci),
-            "estimated_roc_auc": _num(self.estimated_roc_auc),
+            "estimated_roc_auc": finite(self.estimated_roc_auc),
             "estimated_roc_auc_ci": _pair(self.estimated_roc_auc_ci),
-            "estimated_precision": _num(self.estimated_precision),
-            "estimated_recall": _num(self.estimated_recall),
-            "estimated_f1": _num(self.estimated_f1),
-            "estimation_error": _num(self.estimation_error),
+            "estimated_precision": finite(self.estimated_precision),
+            "estimated_recall": finite(self.estimated_recall),
+            "estimated_f1": finite(self.estimated_f1),
+            "estimation_error": finite(self.estimation_error),
             "estimation_check": self.estimation_check,
             "task": self.task,
             "classes": list(self.classes) if self.classes is not None else None,
-            "macro_f1": _num(self.macro_f1),
-            "weighted_f1": _num(self.weighted_f1),
-            "class_precision": {k: _num(v) for k, v in self.class_precision.items()},
-            "class_recall": {k: _num(v) for k, v in self.class_recall.items()},
+            "macro_f1": finite(self.macro_f1),
+            "weighted_f1": finite(self.weighted_f1),
+            "class_precision": {k: finite(v) for k, v in self.class_precision.items()},
+            "class_recall": {k: finite(v) for k, v in self.class_recall.items()},
             "class_rows": {k: int(v) for k, v in self.class_rows.items()},
-            "mae": _num(self.mae),
+            "mae": finite(self.mae),
             "mae_ci": _pair(self.mae_ci),
-            "rmse": _num(self.rmse),
+            "rmse": finite(self.rmse),
             "rmse_ci": _pair(self.rmse_ci),
-            "mape": _num(self.mape),
-            "r2": _num(self.r2),
+            "mape": finite(self.mape),
+            "r2": finite(self.r2),
             "r2_ci": _pair(self.r2_ci),
-            "baseline_mae": _num(self.baseline_mae),
-            "estimated_macro_f1": _num(self.estimated_macro_f1),
-            "estimated_mae": _num(self.estimated_mae),
+            "baseline_mae": finite(self.baseline_mae),
+            "estimated_macro_f1": finite(self.estimated_macro_f1),
+            "estimated_mae": finite(self.estimated_mae),
             "estimated_mae_ci": _pair(self.estimated_mae_ci),
-            "estimated_rmse": _num(self.estimated_rmse),
+            "estimated_rmse": finite(self.estimated_rmse),
             "estimated_rmse_ci": _pair(self.estimated_rmse_ci),
             "output_drift": [f.to_dict() for f in self.output_drift],
             "label_drift": self.label_drift.to_dict() if self.label_drift is not None else None,
             "segments": [s.to_dict() for s in self.segments],
-            "baselines": {k: _num(v) for k, v in self.baselines.items()},
+            "baselines": {k: finite(v) for k, v in self.baselines.items()},
         }

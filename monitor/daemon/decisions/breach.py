@@ -129,10 +129,6 @@ def worsening(metric: str, value: float, bar: float, mode: str) -> float:
     return rise_of(value, bar, mode) if lower_is_better(metric) else drop_of(value, bar, mode)
 
 
-def _finite(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)
-
-
 def level(baseline: float | None, reference: float | None, lower: bool = False) -> tuple[float | None, str]:
     """The bar a window is judged against: the champion's baseline, raised to the reference level
     (``lower``: an error's baseline, lowered to the lowest error reached)."""

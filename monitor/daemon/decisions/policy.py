@@ -51,10 +51,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monitor.config import AlertsConfig, DriftConfig
-from monitor.daemon.decisions.breach import (PERFORMANCE_REASONS, Breach, Observation, _finite, lower_is_better,
+from monitor.daemon.decisions.breach import (PERFORMANCE_REASONS, Breach, Observation, lower_is_better,
                                              worsening)
 from monitor.daemon.decisions.breach import level as _level
 from monitor.daemon.decisions.rules import rule_breaches, rule_readings, segment_rule_breaches
+from monitor.finite import is_finite
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ class AlertPolicy:
         out: list[Breach] = []
         for reason, value, _, own, reference, threshold, mode in self.default_pair(obs):
             baseline, against = _level(own, reference, lower_is_better(reason))
-            if not (_finite(value) and _finite(baseline)):
+            if not (is_finite(value) and is_finite(baseline)):
                 continue  # e.g. ROC AUC is undefined on a one-class window
             worse = worsening(reason, value, baseline, mode)  # type: ignore[arg-type]  # finite: checked
             # A tiny epsilon so that a drop of exactly the threshold counts despite float rounding.
@@ -147,7 +148,7 @@ class AlertPolicy:
         reason, value, _, own, reference, threshold, mode = self.default_pair(obs)[0]
         bound = obs.mae_lower if reason == "mae" else obs.accuracy_upper  # the interval's end nearest the bar
         baseline, against = _level(own, reference, lower_is_better(reason))
-        if not (_finite(value) and _finite(bound) and _finite(baseline)):
+        if not (is_finite(value) and is_finite(bound) and is_finite(baseline)):
             return None
         if worsening(reason, bound, baseline, mode) < threshold - 1e-12:  # type: ignore[arg-type]
             return None
@@ -162,7 +163,7 @@ class AlertPolicy:
         within, seen = True, False
         for reason, value, bound, own, reference, threshold, mode in self.default_pair(obs, estimated=True):
             baseline, against = _level(own, reference, lower_is_better(reason))
-            if not (_finite(value) and _finite(bound) and _finite(baseline)):
+            if not (is_finite(value) and is_finite(bound) and is_finite(baseline)):
                 continue
             seen = True
             worse = worsening(reason, value, baseline, mode)  # type: ignore[arg-type]  # finite: checked

@@ -27,13 +27,13 @@ people and opens no incident.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Iterable
 
 from monitor.config import RULE_METRIC_TASKS, AlertsConfig, DriftloopConfig, MetricRule
 from monitor.daemon.decisions.breach import Breach, level, lower_is_better, metric_of, worsening
 from monitor.errors import ConfigError
+from monitor.finite import is_finite
 from monitor.tasks import TASKS
 
 _EPS = 1e-12  # a drop of exactly the threshold counts despite float rounding
@@ -59,10 +59,6 @@ class RuleReading:
                 "drop": self.drop, "threshold": self.threshold, "breached": self.breached}
 
 
-def _finite(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)
-
-
 def rule_readings(alerts: AlertsConfig, obs: Any) -> list[RuleReading]:
     """Every rule of ``alerts.rules`` read on one :class:`~monitor.daemon.decisions.breach.Observation`
     (callers judge only checks with enough labels)."""
@@ -77,7 +73,7 @@ def rule_readings(alerts: AlertsConfig, obs: Any) -> list[RuleReading]:
             value, (bar, against) = obs.mae, level(obs.baseline_mae, obs.reference_mae, lower=True)
         else:
             value, bar, against = obs.metrics.get(key), obs.baselines.get(key), "reference sample"
-        if value is None or bar is None or not (_finite(value) and _finite(bar)):
+        if value is None or bar is None or not (is_finite(value) and is_finite(bar)):
             out.append(RuleReading(key, value, bar, against, None, rule.drop, False, rule.class_name))
             continue
         worse = worsening(rule.metric, value, bar, alerts.mode)
@@ -168,8 +164,8 @@ def segment_rule_breaches(alerts: AlertsConfig, obs: Any) -> list[Any]:
             if not s.judged or value is None or ci is None:
                 continue
             own = getattr(s, f"reference_{metric}", None)
-            bar, where = (own, f"its reference {metric}") if _finite(own) else aggregate[metric]
-            if bar is None or not _finite(bar):
+            bar, where = (own, f"its reference {metric}") if is_finite(own) else aggregate[metric]
+            if bar is None or not is_finite(bar):
                 continue
             bound = ci[0] if lower else ci[1]  # the interval's end nearest the bar
             if worsening(metric, bound, bar, mode) >= threshold - _EPS:

@@ -52,16 +52,22 @@ class ChampionCache:
 
 
 def mlflow_alias_lookup(cfg: DriftloopConfig,
-                        known_champion: Callable[[], str | None] = lambda: None) -> Callable[[], str | None]:
+                        served: Callable[[], str | None] = lambda: None) -> Callable[[], str | None]:
     """``current_version`` for :class:`ChampionCache` that asks the MLflow registry, through the
     trainer's registry boundary: errors become ``RegistryError``, and HTTP timeouts and retries are
     bounded, so a tracking server that is down costs a check seconds, not minutes.
-    ``known_champion()``: a version served before, so that a vanished registry is an error rather
-    than silently recreated empty."""
+    A champion served before (the version this lookup last answered, else ``served()``, e.g. the
+    check log's :meth:`~monitor.daemon.state.checklog.CheckLog.last_champion`) makes a vanished
+    registry an error rather than silently recreated empty."""
+    answered: list[str] = []
+
     def current() -> str | None:
         from trainer import registry as reg
 
-        reg.check_reachable(cfg, known_champion())
+        reg.check_reachable(cfg, answered[-1] if answered else served())
         with reg.session(cfg), reg.translating(cfg, "reading the champion alias"):
-            return reg.Registry(cfg).alias_version(reg.CHAMPION)
+            version = reg.Registry(cfg).alias_version(reg.CHAMPION)
+        if version is not None:
+            answered[:] = [str(version)]
+        return version
     return current

@@ -21,11 +21,13 @@ import shutil
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import pandas as pd
+
+import monitor
 
 from monitor.files import PRIVATE, atomic_write_json
 
@@ -42,6 +44,11 @@ class RetrainJob:
     config: dict[str, Any]                      # DriftloopConfig.model_dump(mode="json")
     report_paths: list[str] = field(default_factory=list)
     data_window: dict[str, Any] | None = None
+
+    def for_attempt(self, attempt_id: str) -> RetrainJob:
+        """This job as the attempt ``attempt_id`` runs it (the id is known once the attempt is recorded)."""
+        window = {**self.data_window, "attempt_id": attempt_id} if self.data_window is not None else None
+        return replace(self, attempt_id=attempt_id, data_window=window)
 
 
 @dataclass
@@ -173,8 +180,9 @@ class ProcessLauncher:
     def launch(self, job: RetrainJob) -> ProcessHandle:
         job_dir = self.prepare(job)
         env = dict(os.environ if self._env is None else self._env)
-        # The child must import this project even when the daemon was started from elsewhere.
-        root = str(Path(__file__).resolve().parents[2])
+        # The child must import this project even when the daemon was started from elsewhere: the
+        # folder that holds the ``monitor`` package (and the user's ``examples``-style entrypoints).
+        root = str(Path(monitor.__file__).resolve().parents[1])
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         with open(job_dir / "worker.log", "ab") as log_file:
             proc = subprocess.Popen([self._python, "-m", self._module, str(job_dir)], stdout=log_file,

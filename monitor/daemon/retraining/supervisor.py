@@ -38,19 +38,21 @@ class RetrainSupervisor:
     def busy(self) -> bool:
         return not self._idle.is_set()
 
-    def launch(self, job_for: Callable[[Attempt], RetrainJob], incident_id: str, trigger: str,
-               rows: int | None = None, data_window: dict | None = None) -> Attempt:
-        """Record an attempt, build its job with ``job_for(attempt)``, start the child.
-        Raises :class:`BusyError` when one is running (here or, via the store, elsewhere)."""
+    def launch(self, job: RetrainJob, rows: int | None = None, data_window: dict | None = None) -> Attempt:
+        """Record an attempt for ``job`` (its incident and trigger), start the child on the job as
+        that attempt runs it (:meth:`RetrainJob.for_attempt`). ``rows`` and ``data_window`` are
+        recorded on the attempt. Raises :class:`BusyError` when one is running (here or, via the
+        store, elsewhere)."""
+        incident_id = job.incident_id
         with self._lock:
             if self._stopping:
                 raise BusyError("the daemon is shutting down")
             if self.busy:
                 raise BusyError("a retrain is already running")
-            attempt = self._attempts.begin(incident_id, trigger, rows=rows, data_window=data_window)
+            attempt = self._attempts.begin(incident_id, job.trigger, rows=rows, data_window=data_window)
             self._idle.clear()
             try:
-                handle = self._launcher.launch(job_for(attempt))
+                handle = self._launcher.launch(job.for_attempt(attempt.id))
             except Exception as exc:
                 log.exception("could not start the retrain worker")
                 self._idle.set()

@@ -97,8 +97,9 @@ class CheckJob:
                  tenure: Callable[[str], float | None] | None = None):
         """``estimator(version)``: a recalibrated label-free estimator for the champion, or None to
         keep its reference's (monitor.daemon.runtime.estimation_watch); passed to ``evaluate`` as ``estimator``.
-        ``tenure(version)``: when a champion back on the throne returned (:func:`returned_at`), so
-        its earlier tenure's rows are not judged as its present; None for a first tenure."""
+        ``tenure(version)``: when a champion back on the throne returned
+        (:meth:`~monitor.daemon.state.attempts.AttemptStore.returned_at`), so its earlier tenure's rows
+        are not judged as its present; None for a first tenure."""
         self._cfg = cfg
         self._tenure = tenure
         self._estimator = estimator
@@ -219,8 +220,9 @@ MAX_VERSIONS_REPORTED = 10
 def champion_rows(window: pd.DataFrame, version: str, returned: bool = False) -> pd.DataFrame:
     """The rows the champion scored, and those whose scorer is unknown (senders that do not say
     which version scored a row are judged as before: against the current champion). ``returned``
-    (back on the throne, :func:`returned_at`): only rows after the last one another version scored,
-    in the rows' own time (a client's clock need not match ours), not its earlier tenure's."""
+    (back on the throne, :func:`~monitor.daemon.state.attempts.returned_at`): only rows after the last
+    one another version scored, in the rows' own time (a client's clock need not match ours), not its
+    earlier tenure's."""
     if "model_version" not in window.columns or not len(window):
         return window
     versions = window["model_version"]
@@ -232,24 +234,6 @@ def champion_rows(window: pd.DataFrame, version: str, returned: bool = False) ->
     if bool(keep.all()):
         return window
     return window[keep.to_numpy()].reset_index(drop=True)
-
-
-def returned_at(attempts: list[Any], version: str) -> float | None:
-    """Whether ``version`` is champion again (a time, else None): promoted before by the loop, older
-    than the first version it promoted (its first champion), or older than the last it promoted (the
-    alias moved back: a recall or reinstatement not yet settled, or a rollback)."""
-    promoted = sorted((a for a in attempts if a.status == "promoted" and a.challenger_version is not None
-                       and a.finished_at is not None), key=lambda a: a.started_at)
-    if not promoted:
-        return None
-    mine = [a for a in promoted if str(a.challenger_version) == version]
-    last, first = str(promoted[-1].challenger_version), str(promoted[0].challenger_version)
-
-    def older(than: str) -> bool:
-        return version.isdigit() and than.isdigit() and int(version) < int(than)
-    if last != version:
-        return float(promoted[-1].finished_at) if older(last) else None
-    return float(promoted[-1].finished_at) if len(mine) > 1 or (len(promoted) > 1 and older(first)) else None
 
 
 def _labelled_loss(frame: pd.DataFrame, model: Any) -> np.ndarray:

@@ -22,7 +22,7 @@ from monitor.daemon.decisions.policy import Verdict
 from monitor.daemon.decisions.rules import rule_inputs
 from monitor.daemon.runtime.views import iso
 from monitor.daemon.runtime.moves import CheckReport, ControllerStore, Invalidatable  # noqa: F401  (for callers)
-from monitor.daemon.runtime.retrains import Started, unsuccessful_in_a_row  # noqa: F401
+from monitor.daemon.runtime.retrains import Started  # noqa: F401
 from monitor.daemon.runtime.suspicion import Suspicion
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from monitor.config import DriftloopConfig
 from monitor.daemon.state.attempts import AttemptStore
 from monitor.daemon.retraining.champion import ChampionCache
 from monitor.daemon.state.checklog import CheckLog
-from monitor.daemon.runtime.checks import CheckJob, champion_rows, returned_at
+from monitor.daemon.runtime.checks import CheckJob, champion_rows
 from monitor.daemon.runtime.controller import CheckReport, Controller
 from monitor.daemon.runtime.estimation_watch import EstimationWatch
 from monitor.daemon.state.incidents import IncidentStore
@@ -63,21 +63,21 @@ class Daemon:
             store = PredictionStore.from_config(cfg)
         self.store = store
         engine, model = store.engine, cfg.model.name
-        self.champion = champion or default_champion(cfg, self.known_champion)
+        # The state first: the parts below read it directly, never through the daemon.
+        checklog = CheckLog(engine, model, clock)
+        incidents, attempts = IncidentStore(engine, model, clock), AttemptStore(engine, model, clock)
+        self.champion = champion or default_champion(cfg, checklog.last_champion)
         if evaluate is None:
             evaluate = LazyEvaluator(clock)
         if save_report is None:
-            save_report = ReportSaver(cfg, lambda: [p for i in self.controller.incidents.open_incidents()
-                                                      for p in i.report_paths])
-        checklog = CheckLog(engine, model, clock)
+            save_report = ReportSaver(cfg, incidents.cited_reports)
         # The label-free estimate, recalibrated on the champion's labelled rows when labels keep
         # proving it wrong (drift.estimation_recalibrate_windows).
         self.estimation = EstimationWatch(cfg, self._labelled_rows, clock)
         check_job = CheckJob(cfg, store, self.champion, evaluate, save_report, clock,
-                             estimator=self.estimation.estimator, tenure=self._returned_at)
+                             estimator=self.estimation.estimator, tenure=attempts.returned_at)
         self.controller = Controller(
-            cfg, store, check_job, checklog,
-            IncidentStore(engine, model, clock), AttemptStore(engine, model, clock),
+            cfg, store, check_job, checklog, incidents, attempts,
             AlertPolicy(cfg.alerts, cfg.drift.min_labels, cfg.drift.min_rows, cfg.drift),
             launcher or ProcessLauncher(cfg.home / "retrains"),
             self.champion, probe or MlflowProbe(cfg, self.known_champion),
@@ -107,12 +107,7 @@ class Daemon:
     def _labelled_rows(self, version: str) -> Any:
         """The champion's labelled rows of the current window (what a recalibration fits on)."""
         return champion_rows(self.controller.check_job.current_window(labelled_only=True), version,
-                             returned=self._returned_at(version) is not None)
-
-    def _returned_at(self, version: str) -> float | None:
-        """When ``version`` became champion again (None in its first tenure): checks and
-        recalibration judge a reinstated champion on the rows it served since."""
-        return returned_at(self.controller.attempts.recent(50), version)
+                             returned=self.controller.attempts.returned_at(version) is not None)
 
     def _register_model_metrics(self) -> None:
         from monitor.drift import ModelMetricsCollector
@@ -144,11 +139,7 @@ class Daemon:
         must not silently be recreated empty."""
         if self.champion.last_version is not None:
             return self.champion.last_version
-        try:
-            last = self.controller.checklog.last("ok")
-        except Exception:  # the store is down: other checks say so
-            return None
-        return last.get("champion_version") if last else None
+        return self.controller.checklog.last_champion()
 
     def check_registry(self) -> None:
         """Raise RegistryError unless MLflow can be used now (reachable; a SQLite registry writable,

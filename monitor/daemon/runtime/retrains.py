@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from monitor.daemon.runtime import rescan
-from monitor.daemon.state.attempts import Attempt, BusyError
+from monitor.daemon.state.attempts import Attempt, BusyError, unsuccessful_in_a_row
 from monitor.daemon.state.incidents import Incident, TransitionError
 from monitor.daemon.retraining.launcher import RetrainJob
 from monitor.daemon.decisions.actions import Action, ActionKind, StartKind, Wait, WaitKind
@@ -40,17 +40,6 @@ class Started:
         return Action(kind, incident.id, incident.state, retrain=self.kind,
                       attempt_id=self.attempt.id if self.attempt else None, detail=self.message,
                       wait=self.wait)
-
-
-def unsuccessful_in_a_row(tries: list[Attempt]) -> int:
-    """Rejected or failed attempts since the last promotion (running ones not counted)."""
-    n = 0
-    for a in reversed(tries):
-        if a.status == Outcome.PROMOTED:
-            break
-        if Outcome(a.status).unsuccessful:
-            n += 1
-    return n
 
 
 class Retrains(IncidentMoves):
@@ -103,16 +92,12 @@ class Retrains(IncidentMoves):
             self.move(incident.id, Event.START_RETRAIN, f"retrain ({trigger}) on {len(window)} rows", data=data_window)
             # The child needs no server token; keep it out of the files on disk.
             config = self.cfg.model_dump(mode="json", exclude={"server": {"token"}})
-
-            def job_for(attempt: Attempt) -> RetrainJob:
-                # Reports are kept in the incident's folder while it is open; skip any removed by hand.
-                reports = [p for p in incident.report_paths if Path(p).is_file()]
-                return RetrainJob(attempt.id, incident.id, trigger, window, config, report_paths=reports,
-                                  data_window={**data_window, "attempt_id": attempt.id,
-                                               "reason": incident.reason})
+            # Reports are kept in the incident's folder while it is open; skip any removed by hand.
+            reports = [p for p in incident.report_paths if Path(p).is_file()]
+            job = RetrainJob("", incident.id, trigger, window, config, report_paths=reports,
+                             data_window={**data_window, "reason": incident.reason})
             try:
-                attempt = self.supervisor.launch(job_for, incident.id, trigger, rows=len(window),
-                                                 data_window=data_window)
+                attempt = self.supervisor.launch(job, rows=len(window), data_window=data_window)
             except BusyError as exc:  # another daemon on the same store got there first
                 self.move(incident.id, Event.FAIL, f"not started: {exc}")
                 return Started(None, f"not retraining: {exc}", StartKind.NOT_STARTED)

@@ -16,7 +16,8 @@ from monitor.daemon.decisions.lifecycle import OUTCOME_EVENTS, step
 from monitor.daemon.retraining.registry import promoted_version
 from monitor.errors import DriftloopError
 from monitor.store.engine import write_transaction
-from monitor.daemon.runtime.retrains import Retrains, unsuccessful_in_a_row
+from monitor.daemon.runtime.retrains import Retrains
+from monitor.daemon.state.attempts import unsuccessful_in_a_row
 
 if TYPE_CHECKING:
     from monitor.daemon.runtime.controller import Controller

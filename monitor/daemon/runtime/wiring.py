@@ -15,11 +15,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def default_champion(cfg: DriftloopConfig, known_champion: Callable[[], str | None] = lambda: None) -> ChampionCache:
+def default_champion(cfg: DriftloopConfig, served: Callable[[], str | None] = lambda: None) -> ChampionCache:
+    """``served()``: a champion version a check on record judged (see :func:`mlflow_alias_lookup`)."""
     def load() -> Any:
         import trainer
         return trainer.load_champion(cfg)
-    return ChampionCache(load, mlflow_alias_lookup(cfg, known_champion))
+    return ChampionCache(load, mlflow_alias_lookup(cfg, served))
 
 
 class LazyEvaluator:

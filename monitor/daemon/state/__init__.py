@@ -13,7 +13,8 @@ from __future__ import annotations
 from monitor.lazy import lazy_attributes
 
 __all__ = ["Attempt", "AttemptStore", "BusyError", "CheckLog", "DeliveryLedger", "Incident", "IncidentStore",
-           "Level", "OUTCOMES", "OUTCOME_STATES", "REASONS", "ReferenceLevels", "TransitionError"]
+           "Level", "OUTCOMES", "OUTCOME_STATES", "REASONS", "ReferenceLevels", "TransitionError",
+           "unsuccessful_in_a_row"]
 
 _WHERE = {
     "Attempt": "monitor.daemon.state.attempts", "AttemptStore": "monitor.daemon.state.attempts",
@@ -22,7 +23,7 @@ _WHERE = {
     "Incident": "monitor.daemon.state.incidents", "IncidentStore": "monitor.daemon.state.incidents",
     "OUTCOME_STATES": "monitor.daemon.state.incidents", "REASONS": "monitor.daemon.state.incidents",
     "TransitionError": "monitor.daemon.state.incidents", "Level": "monitor.daemon.state.levels",
-    "ReferenceLevels": "monitor.daemon.state.levels",
+    "ReferenceLevels": "monitor.daemon.state.levels", "unsuccessful_in_a_row": "monitor.daemon.state.attempts",
 }
 
 __getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

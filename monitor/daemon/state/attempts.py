@@ -167,6 +167,11 @@ class AttemptStore:
         with self._engine.connect() as conn:
             return [_attempt(r) for r in conn.execute(q)]
 
+    def returned_at(self, version: str) -> float | None:
+        """When ``version`` became champion again (None in its first tenure): checks and
+        recalibration judge a reinstated champion on the rows it served since."""
+        return returned_at(self.recent(50), version)
+
     def for_incident(self, incident_id: str) -> list[Attempt]:
         q = (select(retrain_attempts).where(retrain_attempts.c.incident_id == incident_id)
              .order_by(retrain_attempts.c.started_at))
@@ -195,3 +200,33 @@ class AttemptStore:
              .group_by(retrain_attempts.c.status))
         with self._engine.connect() as conn:
             return {s: int(n) for s, n in conn.execute(q)}
+
+
+def returned_at(attempts: list[Attempt], version: str) -> float | None:
+    """Whether ``version`` is champion again (a time, else None): promoted before by the loop, older
+    than the first version it promoted (its first champion), or older than the last it promoted (the
+    alias moved back: a recall or reinstatement not yet settled, or a rollback)."""
+    promoted = sorted(((a.started_at, str(a.challenger_version), float(a.finished_at)) for a in attempts
+                       if a.status == Outcome.PROMOTED and a.challenger_version is not None
+                       and a.finished_at is not None))
+    if not promoted:
+        return None
+    mine = [p for p in promoted if p[1] == version]
+    (_, last, since), first = promoted[-1], promoted[0][1]
+
+    def older(than: str) -> bool:
+        return version.isdigit() and than.isdigit() and int(version) < int(than)
+    if last != version:
+        return since if older(last) else None
+    return since if len(mine) > 1 or (len(promoted) > 1 and older(first)) else None
+
+
+def unsuccessful_in_a_row(tries: list[Attempt]) -> int:
+    """Rejected or failed attempts since the last promotion (running ones not counted)."""
+    n = 0
+    for a in reversed(tries):
+        if a.status == Outcome.PROMOTED:
+            break
+        if Outcome(a.status).unsuccessful:
+            n += 1
+    return n

@@ -6,7 +6,6 @@ policy's streaks (replayed from the latest rows on start-up), and the check-erro
 from __future__ import annotations
 
 import json
-import math
 from typing import TYPE_CHECKING, Any, Callable
 
 from sqlalchemy import delete, func, insert, select, update
@@ -15,21 +14,13 @@ from sqlalchemy.engine import Engine
 from monitor.daemon.decisions.breach import Observation
 from monitor.daemon.decisions.rules import rule_inputs_from
 from monitor.daemon.state.tables import check_results, daemon_counters
+from monitor.finite import finite
 from monitor.store.engine import write_transaction
 
 if TYPE_CHECKING:  # the check's outcome is handed in; state sits below runtime
     from monitor.daemon.runtime.checks import CheckOutcome
 
 _ERRORS_PRUNED = "check_errors_pruned"
-
-
-def _num(x: Any) -> float | None:
-    """A float for the database, or None: NaN (e.g. ROC AUC of a one-class window) is not stored."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
 def _row(row) -> dict[str, Any]:
@@ -56,9 +47,9 @@ class CheckLog:
             report_html=str(outcome.report_html) if outcome.report_html else None,
             report_json=str(outcome.report_json) if outcome.report_json else None, verdict=verdict)
         if r is not None:
-            values.update(accuracy=_num(r.accuracy), roc_auc=_num(r.roc_auc),
-                          baseline_accuracy=_num(r.baseline_accuracy), baseline_roc_auc=_num(r.baseline_roc_auc),
-                          drift_share=_num(r.drift_share), dataset_drift=bool(r.dataset_drift),
+            values.update(accuracy=finite(r.accuracy), roc_auc=finite(r.roc_auc),
+                          baseline_accuracy=finite(r.baseline_accuracy), baseline_roc_auc=finite(r.baseline_roc_auc),
+                          drift_share=finite(r.drift_share), dataset_drift=bool(r.dataset_drift),
                           result=json.dumps({**r.to_dict(), "versions": outcome.versions,
                                              "other_version_rows": outcome.other_version_rows,
                                              "change": outcome.change.to_dict() if outcome.change else None,
@@ -80,6 +71,15 @@ class CheckLog:
             row = conn.execute(q.order_by(check_results.c.id.desc()).limit(1)).first()
         return _row(row) if row else None
 
+    def last_champion(self) -> str | None:
+        """The champion version the last successful check judged, if any; None when the store
+        cannot answer (the store's own health check says so)."""
+        try:
+            last = self.last("ok")
+        except Exception:
+            return None
+        return last.get("champion_version") if last else None
+
     def recent(self, limit: int = 10) -> list[dict[str, Any]]:
         q = (select(check_results).where(check_results.c.model == self._model)
              .order_by(check_results.c.id.desc()).limit(limit))
@@ -99,7 +99,7 @@ class CheckLog:
                                    accuracy=r.accuracy, roc_auc=r.roc_auc,
                                    baseline_accuracy=r.baseline_accuracy, baseline_roc_auc=r.baseline_roc_auc,
                                    dataset_drift=bool(r.dataset_drift), champion_version=r.champion_version,
-                                   mae=_num(result.get("mae")), baseline_mae=_num(result.get("baseline_mae")),
+                                   mae=finite(result.get("mae")), baseline_mae=finite(result.get("baseline_mae")),
                                    **rule_inputs_from(result)))
         return out
 

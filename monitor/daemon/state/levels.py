@@ -24,8 +24,8 @@ from typing import Any, NamedTuple
 from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Engine
 
-from monitor.daemon.state.checklog import _num as _finite  # float or None (NaN, junk)
 from monitor.daemon.state.tables import daemon_counters, retrain_attempts
+from monitor.finite import finite
 from monitor.store.engine import write_transaction
 
 _KEYS = ("reference_accuracy", "reference_roc_auc", "reference_mae", "reference_version")
@@ -52,8 +52,8 @@ class ReferenceLevels:
         return found if "reference_version" in found else None
 
     def write(self, version: str, accuracy: float | None, roc_auc: float | None, mae: float | None = None) -> None:
-        values = {"reference_version": _finite(version), "reference_accuracy": _finite(accuracy),
-                  "reference_roc_auc": _finite(roc_auc), "reference_mae": _finite(mae)}
+        values = {"reference_version": finite(version), "reference_accuracy": finite(accuracy),
+                  "reference_roc_auc": finite(roc_auc), "reference_mae": finite(mae)}
         with write_transaction(self._engine) as conn:
             conn.execute(delete(daemon_counters).where(daemon_counters.c.model == self._model,
                                                        daemon_counters.c.name.in_(_KEYS)))
@@ -88,10 +88,10 @@ class ReferenceLevels:
             return Level(), False
         stored = self.read()
         stored_version = None if stored is None else stored.get("reference_version")
-        same = stored_version is not None and _finite(version) == stored_version
+        same = stored_version is not None and finite(version) == stored_version
         mae = getattr(result, "baseline_mae", None)
         if stored is None or (not same and not self.promoted_by_loop(version)):
-            return Level(_finite(result.baseline_accuracy), _finite(result.baseline_roc_auc), _finite(mae)), True
+            return Level(finite(result.baseline_accuracy), finite(result.baseline_roc_auc), finite(mae)), True
         return Level(stored.get("reference_accuracy"), stored.get("reference_roc_auc"),
                      stored.get("reference_mae")), False
 

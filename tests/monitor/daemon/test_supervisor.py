@@ -3,6 +3,7 @@ import os
 import queue
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -13,6 +14,7 @@ from monitor.daemon.retraining.supervisor import RetrainSupervisor
 from tests.support.waiting import wait_until
 
 STUB = "tests.monitor.daemon.stub_worker"
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -38,13 +40,13 @@ def make_supervisor(engine, clock, tmp_path, settled):
 
 
 def job(behaviour):
-    return lambda attempt: RetrainJob(attempt.id, "inc-1", "alert", pd.DataFrame({"x": [1.0, 2.0]}), config={},
-                                      data_window={"behaviour": behaviour})
+    return RetrainJob("", "inc-1", "alert", pd.DataFrame({"x": [1.0, 2.0]}), config={},
+                      data_window={"behaviour": behaviour})
 
 
 def test_success_reports_the_outcome_and_frees_the_slot(make_supervisor, settled):
     sup, attempts = make_supervisor()
-    attempt = sup.launch(job("promote"), "inc-1", "alert", rows=2)
+    attempt = sup.launch(job("promote"), rows=2)
     assert attempt.pid and attempt.status == "running"
     done, result = settled.get(timeout=60)
     assert done.id == attempt.id and result.ok and result.exit_code == 0
@@ -55,9 +57,9 @@ def test_success_reports_the_outcome_and_frees_the_slot(make_supervisor, settled
 
 def test_single_flight(make_supervisor, settled, tmp_path):
     sup, _ = make_supervisor()
-    first = sup.launch(job("hang"), "inc-1", "alert")
+    first = sup.launch(job("hang"))
     with pytest.raises(BusyError):
-        sup.launch(job("promote"), "inc-2", "manual")
+        sup.launch(job("promote"))
     marker = tmp_path / "retrains" / first.id / "hanging"
     wait_until(marker.exists, 30, message="the child never reached 'hanging'")
     assert sup.busy
@@ -73,19 +75,19 @@ def test_single_flight(make_supervisor, settled, tmp_path):
 ])
 def test_a_dying_child_is_a_failed_attempt_not_a_dead_daemon(make_supervisor, settled, behaviour, expected):
     sup, attempts = make_supervisor()
-    attempt = sup.launch(job(behaviour), "inc-1", "alert")
+    attempt = sup.launch(job(behaviour))
     _, result = settled.get(timeout=60)
     assert not result.ok and expected in result.error
     if behaviour == "crash":  # the log tail travels with the error
         assert "illegal memory access" in result.error
     assert attempts.get(attempt.id).status == "failed"
-    assert sup.launch(job("promote"), "inc-1", "alert").status == "running"  # the slot is free again
+    assert sup.launch(job("promote")).status == "running"  # the slot is free again
     settled.get(timeout=60)
 
 
 def test_timeout_kills_the_child(make_supervisor, settled):
     sup, _ = make_supervisor(timeout=1.0)
-    attempt = sup.launch(job("hang"), "inc-1", "alert")
+    attempt = sup.launch(job("hang"))
     _, result = settled.get(timeout=30)
     assert "timed out after 1 s" in result.error
     with pytest.raises(ProcessLookupError):
@@ -126,12 +128,29 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def test_the_child_finds_the_project_from_anywhere(engine, clock, tmp_path, settled, monkeypatch):
+    """A daemon started in another folder, with no PYTHONPATH: the child still imports the project
+    (the launcher puts the folder holding ``monitor`` first on its path, not ``monitor`` itself,
+    whose modules would shadow the standard library's)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    attempts = AttemptStore(engine, "demo", clock)
+    sup = RetrainSupervisor(attempts, ProcessLauncher(tmp_path / "r", module=STUB, env=env),
+                            lambda a, r: settled.put(r), timeout_seconds=60)
+    sup.launch(job("promote"))
+    result = settled.get(timeout=60)
+    assert result.ok, result.error
+    assert not (ROOT / "monitor" / "stub_worker.py").exists()  # the stub is found through the root only
+
+
 def test_a_child_that_cannot_start_is_a_failed_attempt(engine, clock, tmp_path, settled):
     attempts = AttemptStore(engine, "demo", clock)
     sup = RetrainSupervisor(attempts, ProcessLauncher(tmp_path / "r", python=str(tmp_path / "no-python")),
                             lambda a, r: (attempts.finish(a.id, "failed", error=r.error), settled.put(r)),
                             timeout_seconds=60)
-    attempt = sup.launch(job("promote"), "inc-1", "alert")
+    attempt = sup.launch(job("promote"))
     result = settled.get(timeout=5)
     assert "could not start the retrain worker" in result.error
     assert attempts.get(attempt.id).status == "failed" and not sup.busy

@@ -9,7 +9,8 @@ import time
 import numpy as np
 import pandas as pd
 
-from monitor.daemon.runtime.checks import CheckJob, champion_rows, returned_at
+from monitor.daemon.runtime.checks import CheckJob, champion_rows
+from monitor.daemon.state.attempts import returned_at
 from monitor.daemon.state.attempts import AttemptStore
 
 

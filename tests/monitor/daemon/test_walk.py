@@ -28,6 +28,7 @@ class Walk:
 
     def __init__(self) -> None:
         self.entries: list[str] = []
+        self.calls: set[tuple[str, str]] = set()  # (calling file, entered file), between two of our files
 
     @staticmethod
     def _ours(frame: FrameType | None) -> str | None:
@@ -43,8 +44,11 @@ class Walk:
         caller = frame.f_back
         while caller is not None and self._ours(caller) is None:
             caller = caller.f_back
-        if self._ours(caller) != here:
+        source = self._ours(caller)
+        if source != here:
             self.entries.append(here)
+            if source is not None:
+                self.calls.add((source, here))
 
     def record(self, action: Callable[[], Any]) -> Any:
         threading.setprofile(self._profile)
@@ -59,6 +63,26 @@ class Walk:
     def files(self) -> list[str]:
         """Each file once, in the order first entered."""
         return list(dict.fromkeys(self.entries))
+
+    @property
+    def circles(self) -> list[list[str]]:
+        """Files that call each other round (A → … → B → A, e.g. a callback into a caller): the
+        strongly connected components of the calls between files, each listed in walk order."""
+        reach = {f: {b for a, b in self.calls if a == f} for f in self.files}
+        changed = True
+        while changed:  # transitive closure; a walk has a few dozen files
+            changed = False
+            for out in reach.values():
+                more = set().union(*(reach.get(g, set()) for g in out)) - out
+                if more:
+                    out |= more
+                    changed = True
+        found: list[list[str]] = []
+        for f in self.files:
+            ring = [g for g in self.files if g in reach[f] and f in reach[g]]
+            if ring and ring not in found:
+                found.append(ring)
+        return found
 
     @property
     def reentered(self) -> dict[str, int]:
@@ -76,12 +100,14 @@ def meet_the_goal(walk: Walk) -> None:
 
 # Measured at the four rooms: 18 files, 81 entries (c282d6b, the lifecycle table under way); 22 files,
 # 88 entries with the controller split into floors (moves, retrains, settlement) and the daemon's wiring
-# in a module of its own; 22 files, 91 entries with the views in one package (7c70882). Strict: when
+# in a module of its own; 22 files, 91 entries with the views in one package (7c70882); 22 files, 76 entries
+# and no circle once the daemon's wiring, the supervisor and the settlement stopped calling back and the
+# finite-number helpers left the daemon (monitor/finite.py). Strict: when
 # the walk meets the goal, this test XPASSes, fails, and the mark comes off. ``pytest -s`` prints the
 # files in order.
 @pytest.mark.xfail(strict=True, raises=WalkTooLong, reason=(
     "issue 25 goal: a walk from a breach to a promotion crosses at most 8 files of monitor/daemon, each "
-    "once; measured 22 files, 91 entries"))
+    "once; measured 22 files, 76 entries"))
 def test_the_walk_from_a_breach_to_a_promotion(make_daemon):
     daemon, traffic = make_daemon()
     daemon.start(scheduler=False)
@@ -97,9 +123,13 @@ def test_the_walk_from_a_breach_to_a_promotion(make_daemon):
     incident_id = walk.record(breach_to_promotion)
     assert daemon.controller.incidents.get(incident_id).state == "promoted"
     print(f"\nthe walk: {len(walk.files)} files of monitor/daemon, {len(walk.entries)} entries: "
-          f"{' → '.join(walk.files)}\nre-entered: {walk.reentered}")
+          f"{' → '.join(walk.files)}\nre-entered: {walk.reentered}\ncircles: {walk.circles}")
     # The tracer sees the walk: the room that decides and the one that retrains are both on it.
     assert "runtime/daemon.py" in walk.files and "retraining/supervisor.py" in walk.files
+    # Held now (a plain failure, not the xfail's): no file on the walk calls back into one that called
+    # it. Until 2026-12-02 nine files went round through the daemon's wiring lambdas, the supervisor's
+    # ``job_for`` and settlement's reach into the retrain floor.
+    assert walk.circles == [], walk.circles
     meet_the_goal(walk)
 
 
@@ -111,6 +141,11 @@ def test_the_walk_counts_files_and_reentries():
     assert walk.reentered == {"runtime/controller.py": 2}
     with pytest.raises(WalkTooLong):
         meet_the_goal(walk)
+    walk.calls = {("runtime/daemon.py", "runtime/controller.py"), ("runtime/controller.py", "state/incidents.py"),
+                  ("state/incidents.py", "runtime/controller.py")}
+    assert walk.circles == [["runtime/controller.py", "state/incidents.py"]]  # a callback is a circle
+    walk.calls.discard(("state/incidents.py", "runtime/controller.py"))
+    assert walk.circles == []
     meet_the_goal(Walk())  # an empty walk meets it
     from monitor.daemon.decisions.breach import level
     recorded = Walk()

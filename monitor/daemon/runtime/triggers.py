@@ -30,8 +30,11 @@ class TriggerResult:
     details: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"incident": self.incident.to_dict() if self.incident else None, "action": self.action.describe(),
-                **self.details}
+        """The API's answer: ``action`` for people, ``kind`` and ``retrain`` (what became of the
+        retrain asked for, None when none was) for programs."""
+        act = self.action
+        return {"incident": self.incident.to_dict() if self.incident else None, "action": act.describe(),
+                "kind": act.kind.value, "retrain": act.retrain.value if act.retrain else None, **self.details}
 
 
 def _action(kind: TriggerKind, incident: Incident | None, started: Started | None = None) -> TriggerAction:

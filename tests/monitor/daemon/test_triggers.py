@@ -47,7 +47,9 @@ def test_alertmanager_deliveries_say_what_they_did(make_daemon):
     opened = daemon.handle_alerts(payload())
     assert opened.action.kind is TriggerKind.OPENED and opened.action.started, opened.action
     assert opened.incident.reason == Reason.ALERTMANAGER and opened.action.incident_id == opened.incident.id
-    assert opened.to_dict()["action"] == opened.action.describe()
+    answer = opened.to_dict()  # the API's JSON: the sentence for people, the kinds for programs
+    assert answer["action"] == opened.action.describe()
+    assert (answer["kind"], answer["retrain"]) == ("opened", "started")
     assert opened.action.attempt_id == daemon.controller.attempts.for_incident(opened.incident.id)[0].id
     assert daemon.wait_for_retrain(60)
 

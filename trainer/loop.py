@@ -15,6 +15,10 @@ host memory and copied with ``non_blocking``, which overlaps with the previous s
 DataLoader is used only when ``num_workers`` asks for worker processes. Nothing in a step waits for
 the GPU: the loss is summed on the device and read once per epoch (or per checkpoint), and on CUDA
 the optimizer is fused AdamW, which lets the GradScaler skip its per-step ``found_inf`` sync.
+
+Beside it, each importable from here as before: the loop's records (trainer/loop_records.py), its
+batches (trainer/batches.py), the losses and evaluation (trainer/objective.py) and the set-up
+helpers (trainer/loop_setup.py).
 """
 from __future__ import annotations
 
@@ -23,22 +27,25 @@ import dataclasses
 import logging
 import math
 import os
-import sys
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, TypeVar, cast
 
 import torch
-import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset, default_collate
+from torch.utils.data import TensorDataset
 
 from trainer import distributed
+# The loop's parts; "X as X" marks a name re-exported for those who import it from here.
+from trainer.batches import EVAL_BATCH_BYTES as EVAL_BATCH_BYTES, STACK_BYTES as STACK_BYTES
+from trainer.batches import epoch_batches, stacked, targets_of
 from trainer.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
-from trainer.metrics import binary_metrics
+from trainer.loop_records import FitResult as FitResult, LoopConfig as LoopConfig, LoopState as LoopState
+from trainer.loop_setup import cosine, enable_gradient_checkpointing, progress_bar
+from trainer.objective import CLASS_WEIGHT_RANGE as CLASS_WEIGHT_RANGE, HUBER_DELTA as HUBER_DELTA
+from trainer.objective import class_weights, evaluate, n_outputs, task_loss, task_of
 from trainer.runtime import StopOnSignal, resolve_amp, resolve_device, seed_everything
 from trainer.sampling import ShardedBatches
 
@@ -50,69 +57,6 @@ EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: "interrupted, checkpoint saved, run again 
 _OPERATIONAL = {"progress", "num_workers", "checkpoint_every_minutes", "threads", "compile"}
 # Training tensors are moved to the GPU once when they take at most this share of its free memory.
 DEVICE_BUDGET = 0.25
-# Validation rows read through a Dataset (a user's training.entrypoint) are stacked into tensors once,
-# when they take at most this many bytes: evaluation items (train=False) do not vary, so each
-# epoch's evaluation is then indexing, not file reads. Larger sets are read batch by batch.
-STACK_BYTES = 256 * 2**20
-# An evaluation forward sees at most this many input bytes (an image batch must not be 65,536 rows).
-EVAL_BATCH_BYTES = 64 * 2**20
-
-
-@dataclass
-class LoopConfig:
-    epochs: int = 30
-    batch_size: int = 256  # per process and micro-batch: a step sees batch_size * grad_accum_steps * world rows
-    learning_rate: float = 1e-3
-    weight_decay: float = 1e-4
-    patience: int = 5
-    seed: int = 42
-    deterministic: bool = False
-    amp: str = "auto"  # auto (fp16 on CUDA, off on CPU) | off | bf16 | fp16
-    grad_accum_steps: int = 1
-    grad_clip: float | None = 1.0
-    num_workers: int = 0
-    device: str = "auto"
-    checkpoint_every_minutes: float = 5.0
-    gradient_checkpointing: bool = False
-    progress: bool = True
-    threads: int = 0  # CPU threads; 0 keeps torch's default
-    min_lr_ratio: float = 0.1  # cosine decay ends at learning_rate * min_lr_ratio
-    compile: bool = False  # torch.compile the model for training (the first steps pay for compilation)
-
-    @classmethod
-    def from_training(cls, training: Any, **overrides: Any) -> "LoopConfig":
-        """From a ``TrainingConfig`` (any object with matching attribute names), with overrides."""
-        values = {f.name: getattr(training, f.name) for f in dataclasses.fields(cls) if hasattr(training, f.name)}
-        return cls(**{**values, **overrides})
-
-
-@dataclass
-class LoopState:
-    epoch: int = 0  # the epoch in progress (0-based)
-    epoch_batches: int = 0  # micro-batches of that epoch already trained on
-    epoch_samples: int = 0
-    epoch_loss_sum: float = 0.0
-    step: int = 0  # optimizer steps taken
-    samples: int = 0  # training rows seen by this process
-    best_val_loss: float = math.inf
-    best_epoch: int = 0
-    bad_epochs: int = 0
-    stopped_early: bool = False
-    history: list[dict[str, float]] = field(default_factory=list)
-
-
-@dataclass
-class FitResult:
-    # One record per epoch: train_loss, val_loss, lr and the task's figures from evaluate (classifiers
-    # val_accuracy, val_roc_auc; regression val_mae, val_rmse).
-    history: list[dict[str, float]]
-    best_epoch: int
-    best_val_loss: float
-    epochs_run: int
-    steps: int
-    stopped_early: bool
-    train_seconds: float
-    samples_per_second: float  # all processes together
 
 
 class TrainingInterrupted(Exception):
@@ -127,152 +71,6 @@ class TrainingInterrupted(Exception):
 
 class CheckpointMismatch(ValueError):
     """The checkpoint was written for other data or other training settings."""
-
-
-# Multiclass class weights (inverse frequency, n / (K * n_k)) are clipped to this range: a class
-# with 1 % of the rows would otherwise weigh 20x-100x and its few rows (often noisy) would steer
-# every step; clipped, a rare class still counts up to 10x, and a balanced set gets 1 everywhere.
-CLASS_WEIGHT_RANGE = (0.1, 10.0)
-# Regression learns the standardised target with the Huber loss (delta 1 standard deviation):
-# quadratic near the fit like MSE, linear in the tails so a few wild labels do not steer a
-# step. Measured on y = 3 sin(x0) + x1^2 + x2/2 + N(0, 0.5) (2000 rows, 6 features, the default
-# MLP, 3 seeds), test MAE on clean labels: 0.505 Huber vs 0.512 MSE; with 2 % of the training
-# labels off by 10 sd: 0.582 vs 0.775. So Huber: no worse on clean noise, far better on bad labels.
-HUBER_DELTA = 1.0
-
-
-def task_of(model: nn.Module) -> str:
-    """The model's task; a network without one (a model pickled before tasks) is binary."""
-    return str(getattr(model, "task", "binary"))
-
-
-def class_weights(y: torch.Tensor, n_classes: int) -> torch.Tensor:
-    """Per-class weights of the multiclass loss from the training targets (see CLASS_WEIGHT_RANGE)."""
-    counts = torch.bincount(y.reshape(-1).cpu(), minlength=n_classes)[:n_classes].to(torch.float64)
-    weights = torch.where(counts > 0, len(y) / (n_classes * counts.clamp(min=1)), torch.ones_like(counts))
-    return weights.clamp(*CLASS_WEIGHT_RANGE).to(torch.float32)
-
-
-def task_loss(task: str, raw: torch.Tensor, y: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
-    """The training loss of a raw output (fp32, mean over the rows): BCE with logits (binary),
-    cross-entropy with class weights (multiclass), Huber on the standardised target (regression)."""
-    if task == "multiclass":
-        return F.cross_entropy(raw.float(), y, weight=weight)
-    if task == "regression":
-        return F.huber_loss(raw.float(), y, delta=HUBER_DELTA)
-    return F.binary_cross_entropy_with_logits(raw.float(), y)
-
-
-def _n_outputs(model: nn.Module, y: torch.Tensor) -> int:
-    n = getattr(model, "n_outputs", None)
-    return int(n) if n else int(y.max().item()) + 1
-
-
-def _split_batch(batch: Any) -> tuple[torch.Tensor, ...]:
-    """A collated ``(x, y)`` batch as ``(inputs..., y)``: x a tensor or a tuple/list of tensors."""
-    x, y = batch
-    return (*x, y) if isinstance(x, (list, tuple)) else (x, y)
-
-
-def targets_of(data: Any) -> torch.Tensor:
-    """Every label of the rows: the last tensor, a Dataset's ``targets``, or (slowly) each item's y."""
-    if isinstance(data, tuple):
-        return data[-1]
-    found = getattr(data, "targets", None)
-    if found is not None:
-        return torch.as_tensor(found)
-    return torch.stack([torch.as_tensor(data[i][1]) for i in range(len(data))])
-
-
-def stacked(data: Any, limit: int = STACK_BYTES) -> Any:
-    """``data`` as ``(inputs..., y)`` tensors when it is a Dataset whose items take at most ``limit``
-    bytes together (see STACK_BYTES); otherwise ``data`` unchanged."""
-    if isinstance(data, tuple) or len(data) == 0:
-        return data
-    first = _split_batch(default_collate([data[0]]))
-    if sum(t.element_size() * t.nelement() for t in first) * len(data) > limit:
-        return data
-    return _split_batch(default_collate([data[i] for i in range(len(data))]))
-
-
-def _eval_batches(data: Any, batch_size: int | None, num_workers: int = 0):
-    if not isinstance(data, tuple):
-        loader = DataLoader(data, batch_size=batch_size or 256, collate_fn=default_collate, num_workers=num_workers)
-        yield from (_split_batch(b) for b in loader)
-        return
-    if batch_size is None:  # bounded by bytes: a row of an image is not a row of a table
-        row = sum(t[:1].element_size() * t[:1].nelement() for t in data[:-1]) or 1
-        batch_size = int(max(1, min(65536, EVAL_BATCH_BYTES // row)))
-    for i in range(0, len(data[-1]), batch_size):
-        yield tuple(t[i:i + batch_size] for t in data)
-
-
-@torch.no_grad()
-def evaluate(model: nn.Module, data: Any, device: torch.device,
-             amp_dtype: torch.dtype | None = None, batch_size: int | None = None,
-             num_workers: int = 0) -> dict[str, float]:
-    """The early-stopping loss of ``model`` on ``data`` (``(inputs..., y)`` tensors, e.g.
-    ``(x_num, x_cat, y)``, or a Dataset of ``(x, y)``) and the task's figures:
-    binary log loss, accuracy, ROC AUC; multiclass cross-entropy (unweighted: the log loss of the
-    probabilities served), accuracy, macro ROC AUC; regression the MSE on the standardised target,
-    MAE and RMSE in the target's units."""
-    was_training = model.training
-    model.eval()
-    task = task_of(model)
-    logits, ys = [], []
-    for *inputs, y_b in _eval_batches(data, batch_size, num_workers):
-        with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
-            logits.append(model(*(t.to(device) for t in inputs)).float())
-        ys.append(y_b)
-    model.train(was_training)
-    y = torch.cat(ys) if ys else targets_of(data)
-    logits_t = torch.cat(logits) if logits else torch.zeros(0, device=device)
-    if task == "multiclass":
-        from trainer.metrics import task_metrics
-        loss = F.cross_entropy(logits_t, y.to(device)).item() if len(y) else math.nan
-        out = task_metrics(task, y.numpy(), torch.softmax(logits_t, dim=-1).cpu().numpy())
-        return {"loss": loss, "accuracy": out["accuracy"], "roc_auc": out["roc_auc"]}
-    if task == "regression":
-        loss = F.mse_loss(logits_t, y.to(device).float()).item() if len(y) else math.nan
-        scale = float(cast(Any, model).target_std)
-        err = (logits_t - y.to(device).float()).abs() * scale
-        mae = err.mean().item() if len(y) else math.nan
-        return {"loss": loss, "mae": mae, "rmse": math.sqrt(loss) * scale if len(y) else math.nan}
-    loss = F.binary_cross_entropy_with_logits(logits_t, y.to(device).float()).item() if len(y) else math.nan
-    out = binary_metrics(y.numpy(), torch.sigmoid(logits_t).cpu().numpy())
-    return {"loss": loss, "accuracy": out["accuracy"], "roc_auc": out["roc_auc"]}
-
-
-def _enable_gradient_checkpointing(model: nn.Module) -> None:
-    for module in (model, getattr(model, "net", None)):
-        if module is not None and getattr(module, "supports_checkpointing", False):
-            cast(Any, module).set_gradient_checkpointing(True)  # the flag above says it has one
-            return
-    log.warning("training.gradient_checkpointing is on but the model does not support it; ignored")
-
-
-def _cosine(total_steps: int, min_ratio: float) -> Callable[[int], float]:
-    def factor(step: int) -> float:
-        progress = min(step / max(total_steps, 1), 1.0)
-        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
-    return factor
-
-
-class _NoBar:
-    """What the loop calls on a progress bar, doing nothing (no tqdm import when there is no bar:
-    a GPU host with only torch, numpy and pandas can run the loop)."""
-
-    def update(self, n: int) -> None: ...
-    def set_postfix(self, **kwargs: Any) -> None: ...
-    def close(self) -> None: ...
-
-
-def _progress_bar(cfg: LoopConfig, info: distributed.Dist, total: int, initial: int):
-    if not (cfg.progress and info.is_main and sys.stderr.isatty()):
-        return _NoBar()
-    from tqdm import tqdm
-    return tqdm(total=total, initial=initial, unit="sample", unit_scale=True, dynamic_ncols=True,
-                file=sys.stderr, leave=False)
 
 
 def placement(train: Any, device: torch.device, num_workers: int = 0) -> str:
@@ -290,40 +88,6 @@ def placement(train: Any, device: torch.device, num_workers: int = 0) -> str:
     need = sum(t.element_size() * t.nelement() for t in train)
     free, _ = torch.cuda.mem_get_info(device)
     return "device" if need <= DEVICE_BUDGET * free else "pinned"
-
-
-def _epoch_batches(data: Any, where: str, sampler: ShardedBatches, device: torch.device, cfg: LoopConfig):
-    """This epoch's batches as ``(inputs..., y)``, in ShardedBatches' order, already on ``device``."""
-    if not isinstance(data, tuple):  # a Dataset: the same index batches, items collated by torch's rule
-        if where == "dataset":
-            for idx in sampler:
-                batch = _split_batch(default_collate([data[i] for i in idx.tolist()]))
-                yield tuple(t.to(device, non_blocking=True) for t in batch)
-            return
-        loader = DataLoader(data, batch_sampler=[idx.tolist() for idx in sampler], collate_fn=default_collate,
-                            num_workers=cfg.num_workers, pin_memory=device.type == "cuda", generator=torch.Generator())
-        for batch in loader:
-            yield tuple(t.to(device, non_blocking=True) for t in _split_batch(batch))
-        return
-    if where == "loader":
-        # A generator of our own keeps the DataLoader from drawing its seed from the global RNG.
-        loader = DataLoader(TensorDataset(*data), sampler=sampler, batch_size=None, num_workers=cfg.num_workers,
-                            pin_memory=device.type == "cuda", generator=torch.Generator())
-        for batch in loader:
-            yield tuple(t.to(device, non_blocking=True) for t in batch)
-        return
-    order = sampler.indices()
-    if where == "device" and order.device != data[0].device:
-        order = order.to(data[0].device, non_blocking=True)  # one copy per epoch, not one per batch
-    for idx in order.split(cfg.batch_size)[sampler.skip_batches:]:
-        if where == "device":
-            yield tuple(t[idx] for t in data)
-            continue
-        pinned = []
-        for t in data:
-            buf = torch.empty((len(idx), *t.shape[1:]), dtype=t.dtype, pin_memory=True)
-            pinned.append(torch.index_select(t, 0, idx, out=buf).to(device, non_blocking=True))
-        yield tuple(pinned)
 
 
 def peek_checkpoint(path: Path) -> dict[str, Any] | None:
@@ -362,7 +126,7 @@ def fit(model: nn.Module, train: Any, val: Any, cfg: LoopConfig, *,
 
     model.to(device)
     if cfg.gradient_checkpointing:
-        _enable_gradient_checkpointing(model)
+        enable_gradient_checkpointing(model)
     net: nn.Module = model
     if info.enabled:
         from torch.nn.parallel import DistributedDataParallel
@@ -371,7 +135,7 @@ def fit(model: nn.Module, train: Any, val: Any, cfg: LoopConfig, *,
     # Multiclass: inverse-frequency class weights from all training rows (every rank sees the same).
     if task == "multiclass":
         labels = targets_of(train)
-        weight: torch.Tensor | None = class_weights(labels, _n_outputs(model, labels)).to(device)
+        weight: torch.Tensor | None = class_weights(labels, n_outputs(model, labels)).to(device)
     else:
         weight = None
     dataset = TensorDataset(*train) if isinstance(train, tuple) else train
@@ -385,7 +149,7 @@ def fit(model: nn.Module, train: Any, val: Any, cfg: LoopConfig, *,
     # reading it back each step (a CPU-GPU sync). CPU keeps the default, so CPU results do not change.
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay,
                                   fused=True if device.type == "cuda" else None)  # None: torch's default
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _cosine(cfg.epochs * steps_per_epoch, cfg.min_lr_ratio))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, cosine(cfg.epochs * steps_per_epoch, cfg.min_lr_ratio))
     # A disabled scaler is a no-op pass-through: one code path for fp32, bf16 and fp16.
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype is torch.float16)
     state = LoopState()
@@ -425,7 +189,7 @@ def fit(model: nn.Module, train: Any, val: Any, cfg: LoopConfig, *,
     stop = StopOnSignal()
     last_checkpoint = clock()
     started, samples_at_start = time.perf_counter(), state.samples
-    bar = _progress_bar(cfg, info, cfg.epochs * per_rank * info.world_size, state.samples * info.world_size)
+    bar = progress_bar(cfg, info, cfg.epochs * per_rank * info.world_size, state.samples * info.world_size)
     try:
         with stop:
             for epoch in range(state.epoch, cfg.epochs):
@@ -436,7 +200,7 @@ def fit(model: nn.Module, train: Any, val: Any, cfg: LoopConfig, *,
                                          state.epoch_batches)
                 loss_sum = torch.tensor(state.epoch_loss_sum, dtype=torch.float64, device=device)
                 model.train()
-                batches = _epoch_batches(data, where, sampler, device, cfg)
+                batches = epoch_batches(data, where, sampler, device, cfg)
                 while micro := list(islice(batches, cfg.grad_accum_steps)):
                     rows = sum(len(b[-1]) for b in micro)  # shapes are known on the host: no sync
                     for i, (*inputs, y) in enumerate(micro):

@@ -1,8 +1,10 @@
 """The model: preprocessing (standard scaling, categorical vocabularies with an "unknown" bucket)
 wrapped around a network, so a saved model takes a raw DataFrame and nothing else.
 
-This module imports only torch, numpy and pandas: it is pickled *by value* into the MLflow model
-(see trainer/pyfunc.py), so serving needs neither driftloop nor its configuration.
+This module imports only torch, numpy, pandas and its two parts, trainer/features.py (reading the
+raw columns) and trainer/task_head.py (:class:`TaskHead`), whose names it re-exports: all three
+are pickled *by value* into the MLflow model (see trainer/pyfunc.py), so serving needs neither
+driftloop nor its configuration.
 
 Missing values are part of the input, not an error: a missing number is imputed with the
 training mean (0 after standardising) and, for each numeric feature that had missing values in
@@ -49,7 +51,7 @@ tasks existed has no ``task`` attribute: it is binary (``getattr(model, "task", 
 from __future__ import annotations
 
 import math
-from typing import Sequence, cast
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -57,60 +59,12 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-UNKNOWN = 0  # index of the unknown bucket in every categorical vocabulary
-# The vocabulary entry of a missing category. NUL never arrives as a category: ingestion refuses it.
-MISSING = "\x00missing"
+from trainer.features import MISSING, UNKNOWN, category_text, embedding_values, numeric_values
+from trainer.task_head import TaskHead
 
 
 def embedding_dim(cardinality: int) -> int:
     return int(min(16, max(2, round(1.6 * cardinality ** 0.56))))  # fastai's rule of thumb, capped
-
-
-def numeric_values(df: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
-    """float64 ``[n, len(columns)]``, NaN where missing: ints, floats, bools and nullable
-    (``Int64``, ``boolean``, ``Float64``) columns alike. ValueError naming a non-numeric column."""
-    out = np.empty((len(df), len(columns)), np.float64)
-    for j, c in enumerate(columns):
-        col = df[c]
-        if isinstance(col.dtype, pd.CategoricalDtype):
-            col = col.astype(object)
-        try:
-            out[:, j] = col.to_numpy(np.float64, na_value=np.nan)
-        except (TypeError, ValueError):
-            coerced = pd.to_numeric(col, errors="coerce")
-            bad = coerced.isna() & col.notna()
-            if bad.any():
-                raise ValueError(f"feature {c!r} must be numeric; row {int(np.argmax(bad.to_numpy()))} holds "
-                                 f"{col[bad].iloc[0]!r}") from None
-            out[:, j] = coerced.to_numpy(np.float64, na_value=np.nan)
-    return out
-
-
-def embedding_values(column: pd.Series, dim: int) -> np.ndarray:
-    """float32 ``[n, dim]`` of an embedding column (1-D arrays or lists, None/NaN where missing:
-    all-NaN rows). ValueError naming the row of a vector of another length.
-    (monitor.embeddings.matrix's rule, repeated: this module may import nothing of driftloop.)"""
-    values = column.tolist()
-    out = np.full((len(values), dim), np.nan, dtype=np.float32)
-    for i, v in enumerate(values):
-        if v is None or (isinstance(v, float) and v != v):
-            continue
-        row = np.asarray(v, dtype=np.float32)
-        if row.shape != (dim,):
-            raise ValueError(f"feature {column.name!r}: row {i} holds a vector of shape {row.shape}, expected ({dim},)")
-        out[i] = row
-    return out
-
-
-def category_text(column: pd.Series) -> list[str | None]:
-    """A categorical column as text, None where missing: integer codes (ints, and floats that hold
-    whole numbers because pandas read a gap) as ``"3"``, not ``"3.0"``, so the file a model was
-    trained on and the ints a service sends name the same category. monitor.records.frames keeps
-    the client's copy of this rule: the client may not import torch, nor serving driftloop."""
-    values = column.astype(object).tolist()
-    return [None if v is None or v is pd.NA or (isinstance(v, float) and v != v)
-            else str(int(v)) if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
-            and float(v).is_integer() else str(v) for v in values]
 
 
 class MLP(nn.Module):
@@ -150,53 +104,6 @@ class MLP(nn.Module):
                 x = block(x)
         out = self.head(x)
         return out.squeeze(-1) if self.n_outputs == 1 else out
-
-
-class TaskHead:
-    """The task's side of a model, shared by :class:`TabularModel` and a ``training.entrypoint``
-    model (trainer/entrypoint_model.py): class names, the raw output's width, the regression
-    target's scaling and the served output of a raw one. A mixin of an ``nn.Module`` that sets
-    ``task`` and ``_class_names`` and, for regression, the ``target_mean``/``target_std`` buffers
-    (:meth:`register_target_scaling`)."""
-
-    task: str
-    _class_names: list[str] | None
-    target_mean: torch.Tensor  # regression only: the target's scaling
-    target_std: torch.Tensor
-
-    def register_target_scaling(self, target_scaling: tuple[float, float]) -> None:
-        """Regression only (a classifier's state dict stays what it always was)."""
-        if self.task == "regression":
-            module = cast(nn.Module, self)
-            module.register_buffer("target_mean", torch.tensor(float(target_scaling[0]), dtype=torch.float32))
-            module.register_buffer("target_std", torch.tensor(float(target_scaling[1]), dtype=torch.float32))
-
-    @property
-    def classes(self) -> list[str] | None:
-        """The class names in output order (multiclass), [negative, positive] (binary with named
-        classes) or None. Stored under another name: cloudpickle, pickling this module by value,
-        takes a function that uses ``torch`` and an attribute ``classes`` to need ``torch.classes``,
-        which cannot be pickled."""
-        return self._class_names
-
-    @property
-    def n_outputs(self) -> int:
-        """Width of the raw output: K logits for multiclass, one number otherwise."""
-        return len(self.classes or ()) if self.task == "multiclass" else 1
-
-    def scaled_target(self, y: np.ndarray) -> np.ndarray:
-        """A regression target on the scale the network learns (identity for classifiers)."""
-        if self.task != "regression":
-            return np.asarray(y)
-        return (np.asarray(y, dtype=np.float64) - float(self.target_mean)) / float(self.target_std)
-
-    def output(self, raw: torch.Tensor) -> torch.Tensor:
-        """The served output of a raw output (see the module doc's table)."""
-        if self.task == "multiclass":
-            return torch.softmax(raw, dim=-1)
-        if self.task == "regression":
-            return raw * self.target_std + self.target_mean
-        return torch.sigmoid(raw)
 
 
 class TabularModel(TaskHead, nn.Module):

@@ -68,7 +68,8 @@ def output_proba_column(name: str) -> str:
 def pickled_by_value(model: Any) -> Iterator[None]:
     """While logging, make cloudpickle embed the code of the model's classes (ours and a user's
     factory module) instead of referencing modules the serving side may not have."""
-    names = {"trainer.model", "trainer.pyfunc", "trainer.entrypoint_model"}
+    # trainer.model with its two parts (trainer/features.py, trainer/task_head.py), whose names it uses
+    names = {"trainer.model", "trainer.features", "trainer.task_head", "trainer.pyfunc", "trainer.entrypoint_model"}
     # A training.entrypoint model pickles its spec and weights, not the user's classes (they are
     # imported where it is loaded): trainer/entrypoint_model.py.
     nets = () if getattr(model, "spec", None) else (type(getattr(model, "net", None)),)

@@ -8,10 +8,13 @@ against the new champion's baseline.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from monitor.config import DriftloopConfig
 from monitor.errors import RegistryError
+
+if TYPE_CHECKING:
+    from trainer import Champion
 
 
 class NoChampionError(RegistryError):
@@ -19,12 +22,12 @@ class NoChampionError(RegistryError):
 
 
 class ChampionCache:
-    def __init__(self, load: Callable[[], Any], current_version: Callable[[], str | None]):
+    def __init__(self, load: Callable[[], Champion], current_version: Callable[[], str | None]):
         """``load()`` returns a trainer ``Champion`` (raises ``RegistryError`` without one);
         ``current_version()`` the version the alias points at now, or None without a champion."""
         self._load = load
         self._current_version = current_version
-        self._cached: Any = None
+        self._cached: Champion | None = None
         self._lock = threading.Lock()
         self.last_version: str | None = None  # as of the latest lookup; for /metrics, which must not block
 
@@ -32,7 +35,7 @@ class ChampionCache:
         self.last_version = self._current_version()
         return self.last_version
 
-    def get(self) -> Any:
+    def get(self) -> Champion:
         with self._lock:
             version = self.version()
             if version is None:

@@ -9,14 +9,20 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import numpy as np
 import pandas as pd
 
-from monitor.config import DriftloopConfig
+from monitor.config import DriftloopConfig, ModelConfig
 from monitor.daemon.retraining.champion import NoChampionError
 from monitor.errors import DriftloopError, RegistryError
+
+if TYPE_CHECKING:  # plain data of the parts below; importing monitor.drift here would cost start-up
+    from monitor.drift.changepoint import Change
+    from monitor.drift.estimators import Estimator
+    from monitor.drift.result import CheckResult
+    from trainer import Champion
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +30,7 @@ STATUSES = ("ok", "no_champion", "empty", "error")
 
 
 class ChampionSource(Protocol):
-    def get(self) -> Any:
+    def get(self) -> Champion:
         """A trainer ``Champion`` (version, run_id, predict_proba, baseline); raises
         ``NoChampionError`` when the registry has none, ``RegistryError`` when it cannot answer."""
 
@@ -40,7 +46,7 @@ class CheckOutcome:
     status: str
     message: str
     champion_version: str | None = None
-    result: Any = None                 # monitor.drift CheckResult when status == "ok"
+    result: CheckResult | None = None  # when status == "ok"
     window_rows: int = 0
     labelled_rows: int = 0
     window_start: float | None = None
@@ -55,8 +61,15 @@ class CheckOutcome:
     versions: dict[str, dict[str, Any]] = field(default_factory=dict)
     other_version_rows: int = 0
     # Where the champion's accuracy stepped down inside the window (monitor.drift.changepoint).
-    change: Any = None
+    change: Change | None = None
     change_ts: float | None = None
+
+    @property
+    def judged(self) -> CheckResult:
+        """The result the policy judges: only a successful check has one."""
+        if self.result is None:
+            raise ValueError(f"check {self.id} ({self.status}) has no result to judge")
+        return self.result
 
     @property
     def report_paths(self) -> list[str]:
@@ -92,8 +105,9 @@ class CheckJob:
     writes the snapshot (with retention) or returns ``(None, None)`` when there is none."""
 
     def __init__(self, cfg: DriftloopConfig, store: WindowSource, champion: ChampionSource,
-                 evaluate: Callable[..., Any], save_report: Callable[[Any, float], tuple[Path | None, Path | None]],
-                 clock: Callable[[], float] = time.time, estimator: Callable[[str], Any] | None = None,
+                 evaluate: Callable[..., CheckResult],
+                 save_report: Callable[[CheckResult, float], tuple[Path | None, Path | None]],
+                 clock: Callable[[], float] = time.time, estimator: Callable[[str], Estimator | None] | None = None,
                  tenure: Callable[[str], float | None] | None = None):
         """``estimator(version)``: a recalibrated label-free estimator for the champion, or None to
         keep its reference's (monitor.daemon.runtime.estimation_watch); passed to ``evaluate`` as ``estimator``.
@@ -236,7 +250,7 @@ def champion_rows(window: pd.DataFrame, version: str, returned: bool = False) ->
     return window[keep.to_numpy()].reset_index(drop=True)
 
 
-def _labelled_loss(frame: pd.DataFrame, model: Any) -> np.ndarray:
+def _labelled_loss(frame: pd.DataFrame, model: ModelConfig) -> np.ndarray:
     """The per-row loss (:func:`monitor.taskstats.per_row_loss`) of ``frame``'s labelled rows, in
     their order: 0/1 misclassification of the served class, or the absolute error for regression."""
     from monitor.taskstats import per_row_loss
@@ -247,7 +261,7 @@ def _labelled_loss(frame: pd.DataFrame, model: Any) -> np.ndarray:
                         frame[model.prediction].astype("int64").to_numpy())
 
 
-def version_summary(window: pd.DataFrame, model: Any) -> dict[str, dict[str, Any]]:
+def version_summary(window: pd.DataFrame, model: ModelConfig) -> dict[str, dict[str, Any]]:
     """Rows, labelled rows and accuracy (regression: MAE) per scoring version in the window (newest
     versions first, at most ``MAX_VERSIONS_REPORTED``), so a promotion's effect is visible per model."""
     if not len(window):
@@ -268,7 +282,7 @@ def version_summary(window: pd.DataFrame, model: Any) -> dict[str, dict[str, Any
     return out
 
 
-def locate_change(window: pd.DataFrame, model: Any) -> tuple[Any, float | None]:
+def locate_change(window: pd.DataFrame, model: ModelConfig) -> tuple[Change | None, float | None]:
     """The change point of the champion's labelled loss in ``window``, and its time (batch edge)."""
     from monitor.drift.changepoint import batch_boundary, find_loss_change
     labelled = window[window[model.target].notna()]

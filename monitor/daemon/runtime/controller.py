@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 def observation(outcome: CheckOutcome, reference: Level | None = None) -> Observation:
-    r = outcome.result
+    r = outcome.judged
     reference = reference or Level()
     upper = lambda ci: ci[1] if ci else None  # noqa: E731
     lower = lambda ci: ci[0] if ci else None  # noqa: E731
@@ -177,10 +177,10 @@ class Controller(Suspicion):
             current = self.incidents.get(current.id)
         if (perf_firing and outcome.change_ts is not None and current.state != State.RETRAINING
                 and (current.change_ts is None or outcome.change_ts > current.change_ts)):
-            c = outcome.change
+            step = outcome.change.describe() if outcome.change is not None else "a step"
             current = self.incidents.update(
                 current.id, "change_point",
-                f"performance changed at {iso(outcome.change_ts)} ({c.describe()} on champion "
+                f"performance changed at {iso(outcome.change_ts)} ({step} on champion "
                 f"v{outcome.champion_version}'s rows); retraining data starts there",
                 change_ts=outcome.change_ts)
         return current

@@ -42,6 +42,13 @@ from monitor.daemon.runtime.triggers import TriggerResult, handle_alertmanager, 
 from monitor.daemon.runtime.wiring import LazyEvaluator, ReportSaver, default_champion, shadow_observer
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pandas as pd
+    from fastapi import FastAPI
+
+    from monitor.daemon.runtime.alertmanager import WebhookPayload
+    from monitor.drift.result import CheckResult
     from monitor.store import PredictionStore
 
 log = logging.getLogger(__name__)
@@ -52,8 +59,9 @@ class Daemon:
                  registry: CollectorRegistry | None = None,
                  clock: Callable[[], float] = time.time, launcher: Launcher | None = None,
                  champion: ChampionCache | None = None, probe: RegistryProbe | None = None,
-                 evaluate: Callable[..., Any] | None = None,
-                 save_report: Callable[[Any, float], tuple[Any, Any]] | None = None, gpu: bool | None = None):
+                 evaluate: Callable[..., CheckResult] | None = None,
+                 save_report: Callable[[CheckResult, float], tuple[Path | None, Path | None]] | None = None,
+                 gpu: bool | None = None):
         from monitor.daemon.decisions.rules import check_rules_fit
         check_rules_fit(cfg)  # the champion's task is known by now (configured, or applied by with_champion_schema)
         self.cfg = cfg
@@ -104,7 +112,7 @@ class Daemon:
                                          on_elected=self._lead, on_deposed=self._follow)
 
     # -- composition ----------------------------------------------------------------------
-    def _labelled_rows(self, version: str) -> Any:
+    def _labelled_rows(self, version: str) -> pd.DataFrame:
         """The champion's labelled rows of the current window (what a recalibration fits on)."""
         return champion_rows(self.controller.check_job.current_window(labelled_only=True), version,
                              returned=self.controller.attempts.returned_at(version) is not None)
@@ -114,12 +122,12 @@ class Daemon:
         self.registry.register(ModelMetricsCollector(self.cfg.model.name, self._latest_result,
                                                      class_top_k=self.cfg.model.segment_top_k))
 
-    def _latest_result(self) -> Any:
+    def _latest_result(self) -> CheckResult | None:
         """The latest successful check's result: a failed check leaves the last good values up
         (``driftloop_model_last_check_timestamp_seconds`` shows their age)."""
         return self.controller.last_result
 
-    def build_app(self) -> Any:
+    def build_app(self) -> FastAPI:
         """The FastAPI app: ingestion (``/v1/predictions``, ``/v1/labels``, ``/metrics``,
         ``/healthz``) plus the daemon's endpoints."""
         from monitor.daemon.runtime.api import build_router
@@ -220,7 +228,7 @@ class Daemon:
         self.check_registry()
         return request_retrain(self.controller, trigger, detail)
 
-    def handle_alerts(self, payload: Any) -> TriggerResult:
+    def handle_alerts(self, payload: WebhookPayload) -> TriggerResult:
         """Raises RegistryError (answered 503: Alertmanager re-sends) while MLflow cannot be used,
         rather than starting a retrain that could only fail; NotLeaderError on a follower."""
         self._require_leader()

@@ -24,12 +24,15 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pandas as pd
 
 from monitor.config import DriftloopConfig
 from monitor.tasks import internal_proba_column
+
+if TYPE_CHECKING:
+    from monitor.drift.estimators import Estimator
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +130,7 @@ class EstimationWatch:
     def streak(self) -> int:
         return len(self._outside)
 
-    def estimator(self, version: str) -> Any:
+    def estimator(self, version: str) -> Estimator | None:
         """The recalibrated estimator of ``version`` (refitted from its file after a restart), or None."""
         version = str(version)
         with self._lock:

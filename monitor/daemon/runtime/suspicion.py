@@ -46,7 +46,7 @@ class Suspicion(Settlement):
         on the event. Without labels, an estimate back within thresholds for ``healthy_windows``
         checks clears it too."""
         if verdict.performance_known:
-            data = self._estimate_error(current, outcome.result)
+            data = self._estimate_error(current, outcome.judged)
             perf_firing = [r for r in verdict.firing if is_performance_reason(r)]
             if verdict.fire and perf_firing:
                 incident = self.move(current.id, Event.CONFIRM, f"confirmed by labels: {verdict.message}", data=data)

@@ -4,12 +4,18 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+import pandas as pd
 
 from monitor.config import DriftloopConfig
 from monitor.daemon.retraining.champion import ChampionCache, mlflow_alias_lookup
 
 if TYPE_CHECKING:
+    from monitor.drift import DriftEvaluator
+    from monitor.drift.result import CheckResult
+    from trainer import Champion
     from trainer.shadow import ShadowNews
 
 log = logging.getLogger(__name__)
@@ -17,7 +23,7 @@ log = logging.getLogger(__name__)
 
 def default_champion(cfg: DriftloopConfig, served: Callable[[], str | None] = lambda: None) -> ChampionCache:
     """``served()``: a champion version a check on record judged (see :func:`mlflow_alias_lookup`)."""
-    def load() -> Any:
+    def load() -> Champion:
         import trainer
         return trainer.load_champion(cfg)
     return ChampionCache(load, mlflow_alias_lookup(cfg, served))
@@ -29,9 +35,9 @@ class LazyEvaluator:
 
     def __init__(self, clock: Callable[[], float]):
         self._clock = clock
-        self._evaluator: Any = None
+        self._evaluator: DriftEvaluator | None = None
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> CheckResult:
         if self._evaluator is None:
             from monitor.drift import DriftEvaluator
             self._evaluator = DriftEvaluator(clock=self._clock)
@@ -46,14 +52,14 @@ class ReportSaver:
         self.cfg = cfg
         self._cited = cited
 
-    def __call__(self, result: Any, ts: float) -> tuple[Any, Any]:
+    def __call__(self, result: CheckResult, ts: float) -> tuple[Path | None, Path | None]:
         from monitor.drift import save_report
         paths = save_report(result, self.cfg.reports_dir, keep=self.cfg.drift.reports_keep,
                             max_bytes=self.cfg.drift.report_max_bytes)
         self._add_to_workspace(result)
         return paths.html, paths.json
 
-    def _add_to_workspace(self, result: Any) -> None:
+    def _add_to_workspace(self, result: CheckResult) -> None:
         """Best effort: a workspace that cannot be written is logged and the check goes on (the
         report files are the record)."""
         folder = self.cfg.evidently_workspace
@@ -68,9 +74,9 @@ class ReportSaver:
             log.warning("could not add check %s to the Evidently workspace %s: %s", result.check_id, folder, exc)
 
 
-def shadow_observer(cfg: DriftloopConfig) -> Callable[[Any], ShadowNews | None]:
+def shadow_observer(cfg: DriftloopConfig) -> Callable[[pd.DataFrame], ShadowNews | None]:
     """training.shadow.windows: each check window goes to the pending shadow challenger (trainer/shadow.py)."""
-    def observe(window: Any) -> ShadowNews | None:
+    def observe(window: pd.DataFrame) -> ShadowNews | None:
         from trainer.shadow import observe as observe_shadow
         return observe_shadow(cfg, window)
     return observe

@@ -200,14 +200,17 @@ def test_direct_indexing_trains_bit_identically_to_the_dataloader(uninterrupted)
 
 
 def test_no_host_sync_per_step(monkeypatch):
-    """The loop's own bookkeeping stays on the device: trainer.loop calls Tensor.item() once per epoch
-    (the epoch's loss) and in evaluation, never once per step. (On CPU torch's AdamW reads its step
-    counter with .item(), which is no sync there; tests/trainer/test_gpu.py counts every call on CUDA.)"""
+    """The loop's own bookkeeping stays on the device: the loop's modules (trainer/loop.py and the
+    batches, objective and set-up it was split into) call Tensor.item() once per epoch (the epoch's
+    loss) and in evaluation, never once per step. (On CPU torch's AdamW reads its step counter with
+    .item(), which is no sync there; tests/trainer/test_gpu.py counts every call on CUDA.)"""
     calls = {"n": 0}
     real_item = torch.Tensor.item
+    loop_files = tuple(os.path.join("trainer", f"{name}.py")
+                       for name in ("loop", "batches", "objective", "loop_setup", "loop_records"))
 
     def counting_item(self):
-        if sys._getframe(1).f_code.co_filename.endswith(os.path.join("trainer", "loop.py")):
+        if sys._getframe(1).f_code.co_filename.endswith(loop_files):
             calls["n"] += 1
         return real_item(self)
     model, train, val = job()

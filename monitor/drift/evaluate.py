@@ -5,9 +5,9 @@ of at most that many rows per side, with each column's stattest decided on the f
 (:mod:`monitor.drift.methods`) so the verdicts are those of an unsampled run; the task's performance
 with its intervals (:func:`monitor.taskstats.task_performance`: accuracy and ROC AUC, macro F1 and
 per-class figures, or MAE, RMSE, MAPE and R²) is computed in numpy on *all* labelled rows, and
-its estimates without labels (:mod:`monitor.drift.estimation`) on *all* scored rows. Beside the
-features, a multiclass model's outputs and the labels of multiclass and regression models are
-tested for drift (:mod:`monitor.drift.columns`).
+its estimates without labels (:mod:`monitor.drift.estimation`) on *all* scored rows (both:
+:mod:`monitor.drift.check_figures`). Beside the features, a multiclass model's outputs and the
+labels of multiclass and regression models are tested for drift (:mod:`monitor.drift.columns`).
 """
 from __future__ import annotations
 
@@ -25,22 +25,18 @@ import pandas as pd
 
 from monitor.config import DriftConfig, ModelConfig
 from monitor.drift import runner
-from monitor.drift.estimation import (Calibrator, MulticlassCalibrator, estimate, estimate_multiclass,
-                                      expected_accuracy, expected_multiclass_accuracy)
-from monitor.drift.loss_estimation import LossEstimator, estimate_loss
+from monitor.drift.calibration import Calibrator
+from monitor.drift.check_figures import estimated_figures, float_or_none, measured_performance, task_figures
 from monitor.drift.columns import evidently_columns, label_plan, output_plans, performance_frames
 from monitor.drift.columns import plan as column_plan
 from monitor.drift.embedding import EmbeddingDrift, embedding_drifts
-from monitor.drift.frames import (Labelled, PreparedReference, Side, class_names, missing_ratio, prepare_side,
-                                  scored_rows, unseen_categories)
+from monitor.drift.frames import PreparedReference, Side, missing_ratio, prepare_side, unseen_categories
 from monitor.drift.reference import prepare_reference
 from monitor.drift.methods import CATEGORICAL, NUMERIC
 from monitor.drift.recalibration import labelled_estimate
 from monitor.drift.result import CheckResult, FeatureDrift
 from monitor.drift.segments import segment_performance
 from monitor.errors import DataError
-from monitor.stats import Performance
-from monitor.taskstats import task_performance
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +117,7 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
         timestamp=checked_at, metadata=metadata, outputs=[p for _, p in outputs if not isinstance(p, str)])
 
     labelled = cur.labelled
-    perf = _performance(labelled, model_cfg, drift_cfg.confidence)
+    perf = measured_performance(labelled, model_cfg, drift_cfg.confidence)
     target, prediction = evidently_columns(model_cfg)
     labels = label_plan(ref, labelled, model_cfg, drift_cfg, target)
     label_verdicts: dict[str, runner.ColumnVerdict] = {}
@@ -135,7 +131,7 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
         snapshot = runner.merge(*((snapshot, perf_snapshot) if snapshot is not None else (perf_snapshot,)),
                                 metadata=metadata)
 
-    estimated = _estimates(ref, current, labelled, model_cfg, drift_cfg, perf.accuracy)
+    estimated = estimated_figures(ref, current, labelled, model_cfg, drift_cfg, perf.accuracy)
     if drift_cfg.estimate and perf.rows:  # does the estimate hold on the rows labels can judge?
         judged = labelled_estimate(ref.calibrator, current, model_cfg, drift_cfg.confidence)
         if judged is not None:
@@ -160,15 +156,15 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
         dataset_drift=share >= drift_cfg.drift_share,
         prediction_drift=_feature_drift(model_cfg.score, score_plan, verdicts),
         accuracy=perf.accuracy, accuracy_ci=perf.accuracy_ci, roc_auc=perf.roc_auc, roc_auc_ci=perf.roc_auc_ci,
-        baseline_accuracy=_float_or_none(baseline.get("accuracy")),
-        baseline_roc_auc=_float_or_none(baseline.get("roc_auc")),
+        baseline_accuracy=float_or_none(baseline.get("accuracy")),
+        baseline_roc_auc=float_or_none(baseline.get("roc_auc")),
         confidence=drift_cfg.confidence, min_labels=drift_cfg.min_labels,
         performance_actionable=perf.rows >= drift_cfg.min_labels, positive_rate=perf.positive_rate,
         reference_rows=ref.rows, reference_sample_rows=len(ref.side.sample), current_sample_rows=len(cur.sample),
         missing_ratio=missing_ratio(current, model_cfg.feature_names), reference_missing_ratio=dict(ref.missing),
         unseen_categories=unseen_categories(ref, current, model_cfg.categorical_features, cache=codes),
         precision=perf.precision, recall=perf.recall, f1=perf.f1, **estimated,
-        **_task_figures(perf, model_cfg, baseline),
+        **task_figures(perf, model_cfg, baseline),
         output_drift=[_feature_drift(name, p, verdicts) for name, p in outputs],
         label_drift=None if labels is None else _feature_drift(model_cfg.target, labels, label_verdicts),
         segments=segments, baselines=dict(ref.metrics),
@@ -177,85 +173,6 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
     log.debug("check %s: %d rows (%d sampled), %d labelled, drift share %.2f, %.2f s", check_id, result.window_rows,
               result.current_sample_rows, result.labelled_rows, share, result.duration_seconds)
     return result
-
-
-def _estimates(ref: PreparedReference, current: pd.DataFrame, labelled: Labelled | None, model_cfg: ModelConfig,
-               drift_cfg: DriftConfig, realised: float | None) -> dict[str, Any]:
-    """The label-free figures of the check (CheckResult's ``estimated_*``, and the served positive
-    rate of a binary model), by the reference's estimator: binary or multiclass CBPE, or regression
-    direct loss estimation."""
-    scored = scored_rows(current, model_cfg, "current window")
-    out: dict[str, Any] = {}
-    if scored is None or not len(scored.score):
-        return out
-    if model_cfg.task == "binary":
-        out["predicted_positive_rate"] = float(scored.pred.mean())
-    estimator = ref.calibrator
-    if not drift_cfg.estimate or estimator is None:
-        return out
-    if isinstance(estimator, LossEstimator):
-        loss = estimate_loss(estimator, current, drift_cfg.confidence)
-        if loss is not None:
-            out.update(estimated_rows=loss.rows, estimated_mae=loss.mae, estimated_mae_ci=loss.mae_ci,
-                       estimated_rmse=loss.rmse, estimated_rmse_ci=loss.rmse_ci)
-        return out
-    if isinstance(estimator, MulticlassCalibrator):
-        if scored.proba is None:
-            return out
-        mc = estimate_multiclass(estimator, scored.proba, scored.pred, scored.score, drift_cfg.confidence)
-        if mc is None:
-            return out
-        out.update(estimated_rows=mc.rows, estimated_accuracy=mc.accuracy, estimated_accuracy_ci=mc.accuracy_ci,
-                   estimated_roc_auc=mc.roc_auc, estimated_roc_auc_ci=mc.roc_auc_ci, estimated_macro_f1=mc.macro_f1)
-        if realised is not None and labelled is not None and len(labelled) and labelled.proba is not None:
-            on_labelled = expected_multiclass_accuracy(estimator, labelled.proba, labelled.pred, labelled.score)
-            if on_labelled is not None:
-                out["estimation_error"] = realised - on_labelled
-        return out
-    est = estimate(estimator, scored.score, scored.pred, drift_cfg.confidence)
-    if est is None:
-        return out
-    out.update(estimated_rows=est.rows, estimated_accuracy=est.accuracy, estimated_accuracy_ci=est.accuracy_ci,
-               estimated_roc_auc=est.roc_auc, estimated_roc_auc_ci=est.roc_auc_ci,
-               estimated_precision=est.precision, estimated_recall=est.recall, estimated_f1=est.f1)
-    if realised is not None and labelled is not None and len(labelled):
-        on_labelled = expected_accuracy(estimator, labelled.score, labelled.pred)
-        if on_labelled is not None:
-            out["estimation_error"] = realised - on_labelled
-    return out
-
-
-def _performance(labelled: Labelled | None, model_cfg: ModelConfig, confidence: float) -> Performance:
-    """The task's figures on all the window's labelled rows (none: a performance of 0 rows)."""
-    if labelled is None:
-        empty = np.empty(0)
-        return task_performance(model_cfg.task, empty, empty, empty, None, model_cfg.n_classes, confidence)
-    return task_performance(model_cfg.task, labelled.y, labelled.pred, labelled.score, labelled.proba,
-                            model_cfg.n_classes, confidence)
-
-
-def _task_figures(perf: Performance, model_cfg: ModelConfig, baseline: Mapping[str, Any]) -> dict[str, Any]:
-    """CheckResult's fields of the task beyond accuracy and ROC AUC (per-class figures by class name)."""
-    out: dict[str, Any] = {"task": model_cfg.task}
-    if model_cfg.task == "multiclass":
-        names = class_names(model_cfg)
-        out.update(classes=names, macro_f1=perf.macro_f1, weighted_f1=perf.weighted_f1,
-                   class_precision={names[k]: v for k, v in (perf.class_precision or {}).items()},
-                   class_recall={names[k]: v for k, v in (perf.class_recall or {}).items()},
-                   class_rows={names[k]: v for k, v in (perf.class_rows or {}).items()})
-    elif model_cfg.task == "regression":
-        out.update(mae=perf.mae, mae_ci=perf.mae_ci, rmse=perf.rmse, rmse_ci=perf.rmse_ci, mape=perf.mape,
-                   r2=perf.r2, r2_ci=perf.r2_ci, baseline_mae=_float_or_none(baseline.get("mae")))
-    elif model_cfg.classes:
-        out["classes"] = list(model_cfg.classes)
-    return out
-
-
-def _float_or_none(x: Any) -> float | None:
-    try:
-        return None if x is None else float(x)
-    except (TypeError, ValueError):
-        return None
 
 
 class DriftEvaluator:

@@ -107,8 +107,8 @@ def cost(mc_cfg, mc_model, mc_ref, mc_cal, rg_cfg, rg_model, rg_ref, rg_est, siz
          repeats: int) -> list[tuple]:
     """Per window size and task: the CPU seconds of the check (``DriftEvaluator``, reference cached)
     without and with ``drift.estimate``, alternating, and of the estimation alone (multiclass: read
-    as ``_estimates`` does, then estimate; regression: ``estimate_loss`` on the frame). Half of each
-    window is labelled."""
+    as ``monitor.drift.check_figures.estimated_figures`` does, then estimate; regression:
+    ``estimate_loss`` on the frame). Half of each window is labelled."""
     from monitor.config import load_config
     from monitor.drift import DriftEvaluator
     from monitor.drift.estimation import estimate_multiclass

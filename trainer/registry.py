@@ -1,43 +1,49 @@
-"""The MLflow boundary: runs, the model registry, aliases, the baseline artifacts, champion loading.
+"""The MLflow boundary: reaching the store, its errors, the model registry and its aliases.
 
-Every MLflow, HTTP, database or filesystem error raised in here becomes a :class:`RegistryError`
-(translated once, by :func:`translating`). Aliases on the registered model:
+Every MLflow, HTTP, database or filesystem error raised at this boundary becomes a
+:class:`RegistryError` (translated once, by :func:`translating`). Aliases on the registered model:
 
 - ``champion``: the serving model; ``challenger``: the last retrained candidate, promoted or not;
 - ``previous-champion``: where ``driftloop rollback`` goes.
 
 The full succession of champions is a JSON list in the registered model's tag
 ``driftloop.champion_history`` (newest last), so rollbacks can go back more than one step.
+
+This module is the trainer's one door to MLflow (``from trainer import registry as reg``): it also
+re-exports logging a model (:mod:`trainer.model_log`: ``log_model``, ``log_baseline``,
+``recorded_schema``) and loading one for serving (:mod:`trainer.champion_load`: ``load_version``,
+``ChampionCache``; :func:`load_champion`, here, finds the champion and loads it there).
 """
 from __future__ import annotations
 
 import json
 import logging
 import os
-import tempfile
-import threading
-from collections import OrderedDict
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import httpx
-import pandas as pd
 
 from monitor.config import DriftloopConfig
 from monitor.errors import DriftloopError, RegistryError
-from trainer.outcomes import Baseline, Champion
+from trainer.champion_load import ChampionCache, load_cached, load_version
+from trainer.model_log import (BASELINE_DIR, COLUMNS_TAG, SCHEMA_TAG, TASK_TAG, input_signature, log_baseline,
+                               log_model, recorded_schema)
+from trainer.outcomes import Champion
+
+__all__ = [
+    "BASELINE_DIR", "CHALLENGER", "CHAMPION", "CHAMPION_RUN_TAG", "COLUMNS_TAG", "ChampionCache", "HISTORY_KEEP",
+    "HISTORY_TAG", "PREVIOUS", "Registry", "SCHEMA_TAG", "TASK_TAG", "check_reachable", "input_signature",
+    "load_champion", "load_version", "log_baseline", "log_model", "recorded_schema", "session", "translating",
+]
 
 log = logging.getLogger(__name__)
 
 CHAMPION, CHALLENGER, PREVIOUS = "champion", "challenger", "previous-champion"
 HISTORY_TAG = "driftloop.champion_history"
 HISTORY_KEEP = 100
-BASELINE_DIR = "baseline"
-SCHEMA_TAG = "driftloop.schema"  # {feature: "numeric" | "categorical" | {"type": "embedding", "dim": N}}, as JSON
-COLUMNS_TAG = "driftloop.columns"  # {"target", "id", "score", "prediction": column name, "task", "classes"}, as JSON
 CHAMPION_RUN_TAG = "driftloop.champion"  # on runs: "true" only on the champion version's run (the alias decides)
-TASK_TAG = "driftloop.task"  # binary | multiclass | regression, for people browsing the registry
 
 
 @contextmanager
@@ -234,146 +240,8 @@ class Registry:
         return current, target
 
 
-def log_baseline(baseline: Baseline) -> None:
-    """Attach ``baseline`` to the active run as ``baseline/reference.parquet`` + ``baseline/metrics.json``."""
-    import mlflow
-    with tempfile.TemporaryDirectory() as tmp:
-        baseline.reference.to_parquet(Path(tmp) / "reference.parquet", index=False)
-        (Path(tmp) / "metrics.json").write_text(json.dumps(baseline.metrics, indent=2))
-        mlflow.log_artifacts(tmp, BASELINE_DIR)
-
-
-def log_model(model: Any, example: pd.DataFrame, registry: Registry) -> str:
-    """Log ``model`` as a pyfunc with signature and input example into the active run and register a
-    new version of it. Returns the version."""
-    import mlflow
-    import torch
-    from trainer.pyfunc import TabularPyfunc, pickled_by_value
-
-    model = model.cpu().eval()
-    example = example.reset_index(drop=True)
-    m = registry.cfg.model
-    task = getattr(model, "task", "binary")
-    spec = getattr(model, "spec", None)  # a training.entrypoint model (trainer/entrypoint_model.py)
-    embedding = getattr(model, "embedding_feature", None)
-    if spec:
-        from monitor.embeddings import INPUT_URI
-        from trainer.entrypoint import code_paths
-        signature = input_signature([INPUT_URI, m.id], [], task=task, classes=getattr(model, "classes", None),
-                                    prediction=m.prediction, embedding=embedding, score=m.score)
-        # dataschema.schema_of's form
-        schema = {f.name: f.type if f.dim is None else {"type": f.type, "dim": f.dim} for f in m.features}
-        extra: dict[str, Any] = {"code_paths": code_paths(spec)}
-    else:
-        vectors = dict(getattr(model, "embeddings", None) or {})  # the MLP's embedding features: {name: dim}
-        signature = input_signature([*model.numeric, *vectors], model.categorical, task=task,
-                                    classes=getattr(model, "classes", None), prediction=m.prediction)
-        schema = {**{n: "numeric" for n in model.numeric}, **{n: "categorical" for n in model.categorical},
-                  **{n: {"type": "embedding", "dim": int(d)} for n, d in vectors.items()}}
-        extra = {}
-    requirements = [f"torch=={torch.__version__.split('+')[0]}", f"pandas=={pd.__version__}",
-                    f"mlflow=={mlflow.__version__}", "cloudpickle"]
-    with pickled_by_value(model), _quiet("mlflow.pyfunc", "mlflow.models.signature"):
-        info = mlflow.pyfunc.log_model(name="model", python_model=TabularPyfunc(model, m.prediction, m.score),
-                                       signature=signature, input_example=example, pip_requirements=requirements,
-                                       metadata={SCHEMA_TAG: schema, **({"entrypoint": spec} if spec else {})},
-                                       **extra)
-    run = mlflow.active_run()
-    assert run is not None  # log_model logged into the caller's run
-    version = registry.register(info.model_uri, run.info.run_id, info.model_id)
-    registry.client.set_model_version_tag(registry.name, version, SCHEMA_TAG, json.dumps(schema))
-    registry.client.set_model_version_tag(registry.name, version, TASK_TAG, task)
-    columns: dict[str, Any] = {"target": m.target, "id": m.id, "score": m.score, "prediction": m.prediction,
-                               "task": m.task, "classes": m.classes}
-    registry.client.set_model_version_tag(registry.name, version, COLUMNS_TAG, json.dumps(columns))
-    return version
-
-
-def input_signature(numeric: list[str], categorical: list[str], *, task: str = "binary",
-                    classes: list[str] | None = None, prediction: str = "prediction",
-                    embedding: str | None = None, score: str = "score") -> Any:
-    """The pyfunc's signature: every feature by name, of MLflow's ``Any`` type and not required;
-    the outputs per task (trainer/pyfunc.py): binary one double, multiclass the prediction column
-    (the class name) and ``proba_<class>`` doubles, regression the prediction column (a double).
-
-    Typed columns would make MLflow's schema enforcement refuse the frames users have: an int64
-    column against ``double`` ("Can not safely convert int64 to float64"), a pandas ``category``
-    or nullable ``Int64``/``boolean`` column, a null in a serving request. The model's own
-    preprocessing (trainer/model.py) converts and checks each column and names the bad one;
-    the numeric/categorical schema is in the model's metadata and its version tag ``driftloop.schema``.
-    With ``embedding`` (a training.entrypoint model with ``embed``) the outputs also hold that
-    column, a list of floats per row, and a binary model's P(1) is the ``score`` column of a DataFrame."""
-    from mlflow.models import ModelSignature
-    from mlflow.types.schema import AnyType, Array, ColSpec, DataType, Schema
-
-    from trainer.pyfunc import output_proba_column
-
-    inputs = Schema([ColSpec(AnyType(), name, required=False) for name in [*numeric, *categorical]])
-    if task == "multiclass":
-        outputs = Schema([ColSpec(DataType.string, prediction),
-                          *(ColSpec(DataType.double, output_proba_column(c)) for c in classes or [])])
-    elif task == "regression":
-        outputs = Schema([ColSpec(DataType.double, prediction)])
-    elif embedding:
-        outputs = Schema([ColSpec(DataType.double, score)])
-    else:
-        outputs = Schema([ColSpec(DataType.double)])
-    if embedding:
-        outputs = Schema([*outputs.inputs, ColSpec(Array(DataType.float), embedding)])
-    return ModelSignature(inputs=inputs, outputs=outputs)
-
-
-def recorded_schema(registry: "Registry", version: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """``({feature: type}, {"target", "id", "score", "prediction": column, "task": task, "classes": [...]})``
-    a model version was trained with (None for versions older than these tags; versions from before
-    tasks lack ``task`` and are binary)."""
-    tags = registry.client.get_model_version(registry.name, version).tags
-    if SCHEMA_TAG not in tags:
-        return None
-    return json.loads(tags[SCHEMA_TAG]), json.loads(tags.get(COLUMNS_TAG, "{}"))
-
-
-@contextmanager
-def _quiet(*loggers: str) -> Iterator[None]:
-    """Silence MLflow's per-call chatter (the cloudpickle caution: we pickle on purpose, see
-    trainer/pyfunc.py; "unsupported type hint") without hiding its errors."""
-    saved = [(logging.getLogger(n), logging.getLogger(n).level) for n in loggers]
-    for logger, _ in saved:
-        logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        for logger, level in saved:
-            logger.setLevel(level)
-
-
-class ChampionCache:
-    """Loaded champions by (store, model, version): the daemon asks every check; loading is seconds."""
-
-    def __init__(self, size: int = 4):
-        self.size = size
-        self._items: OrderedDict[tuple[str, str, str], Champion] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, str, str]) -> Champion | None:
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-            return self._items.get(key)
-
-    def put(self, key: tuple[str, str, str], champion: Champion) -> None:
-        with self._lock:
-            self._items[key] = champion
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-
-
-_default_cache = ChampionCache()
-
-
 def load_champion(cfg: DriftloopConfig, *, cache: ChampionCache | None = None) -> Champion:
     """The model behind alias ``champion`` with its baseline; RegistryError if there is none."""
-    cache = _default_cache if cache is None else cache
     check_reachable(cfg)
     with translating(cfg, "loading the champion"):
         registry = Registry(cfg)
@@ -381,32 +249,4 @@ def load_champion(cfg: DriftloopConfig, *, cache: ChampionCache | None = None) -
         if version is None:
             raise RegistryError(f"registered model {registry.name!r} has no {CHAMPION!r} version; "
                                 "train one first with `driftloop train --data FILE`")
-        key = (cfg.tracking_uri, registry.name, version)
-        cached = cache.get(key)
-        if cached is not None:
-            return cached
-        champion = load_version(cfg, registry, version)
-        cache.put(key, champion)
-        return champion
-
-
-def load_version(cfg: DriftloopConfig, registry: Registry, version: str) -> Champion:
-    """A registered version with its baseline (the model behind any alias, or none)."""
-    import mlflow
-    import mlflow.pyfunc
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no tqdm bars in daemon logs
-    run_id = registry.run_id_of(version)
-    with tempfile.TemporaryDirectory() as tmp:
-        # Resolve the version to its artifact location ourselves: a models:/ URI would be resolved
-        # against the process-wide registry URI, not this store.
-        source = registry.client.get_model_version_download_uri(registry.name, version)
-        local = mlflow.artifacts.download_artifacts(artifact_uri=source,
-                                                    dst_path=str(Path(tmp) / "model"), tracking_uri=cfg.tracking_uri)
-        model = mlflow.pyfunc.load_model(local).unwrap_python_model().model
-        base = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=BASELINE_DIR,
-                                                   dst_path=str(Path(tmp) / "baseline"), tracking_uri=cfg.tracking_uri)
-        reference = pd.read_parquet(Path(base) / "reference.parquet")
-        metrics = json.loads((Path(base) / "metrics.json").read_text())
-    model.eval()
-    return Champion(version=version, run_id=run_id, predict_proba=model.predict_proba,
-                    baseline=Baseline(reference=reference, metrics=metrics), model=model)
+        return load_cached(cfg, registry, version, cache)

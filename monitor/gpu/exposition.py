@@ -15,11 +15,17 @@ must pass before the pin moves.
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable, Protocol
 
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
+
+
+class Collects(Protocol):
+    """A registry or a collector: what can be scraped."""
+
+    def collect(self) -> Iterable[Metric]: ...
 
 __all__ = ["Encoder"]
 
@@ -95,13 +101,13 @@ class Encoder:
             lines.append(f"{s.name}{labelstr(s.labels)} {floatToGoString(s.value)}\n")
         return "".join(lines)
 
-    def encode(self, registry: object, accept: str = "") -> tuple[bytes, str]:
+    def encode(self, registry: Collects, accept: str = "") -> tuple[bytes, str]:
         """The body and content type for a scraper that sent ``Accept: accept``, negotiated exactly
         as prometheus_client does (OpenMetrics when asked for, else the text format 0.0.4)."""
         library, content_type = choose_encoder(accept)
         return self.write(registry.collect(), library, content_type.startswith(_OPENMETRICS)), content_type
 
-    def write(self, families: Iterable[Metric], library: Callable[[object], bytes], openmetrics: bool) -> bytes:
+    def write(self, families: Iterable[Metric], library: Callable[[Any], bytes], openmetrics: bool) -> bytes:
         out = []
         for m in families:
             try:

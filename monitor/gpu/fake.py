@@ -21,7 +21,7 @@ import queue
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 from monitor.gpu.backend import (DriverInfo, GpuIdentity, GpuLostError, GpuSample, MigSample,
                                  NvmlUnavailableError, PcieThroughput, ProcessSample, RemappedRows, SlowSample,
@@ -108,10 +108,10 @@ class FakeBackend:
     def release_init(self) -> None:
         self._init_released.set()
 
-    def set(self, index: int, **fields: object) -> None:
+    def set(self, index: int, **fields: Any) -> None:
         self.gpus[index].sample = dataclasses.replace(self.gpus[index].sample, **fields)
 
-    def set_slow(self, index: int, **fields: object) -> None:
+    def set_slow(self, index: int, **fields: Any) -> None:
         self.gpus[index].slow = dataclasses.replace(self.gpus[index].slow, **fields)
 
     def without(self, index: int, *features: str) -> None:

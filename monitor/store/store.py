@@ -1,13 +1,14 @@
 """``PredictionStore``: predictions keyed by a caller-given id, labels joined by that id, windows as DataFrames.
 
 Writes are idempotent and atomic per batch. A batch is inserted with ``ON CONFLICT (id) DO NOTHING``
-(multi-row statements on SQLite, ``COPY`` on PostgreSQL: inserts.py); when fewer rows went in than
-were sent, the stored versions of the batch's ids are compared with the new ones inside the same
-transaction (conflicts.py): identical ones are duplicates (a retry), different ones roll the whole
-batch back with ConflictError. Batches of concurrent callers share a transaction (group commit,
-writer.py); each call returns after the commit that made its batch durable. On SQLite the
-transaction holds the write lock from the start; on PostgreSQL the unique index makes a concurrent
-insert of the same id wait for the first to commit, after which the comparison sees it.
+(multi-row statements on SQLite, ``COPY`` on PostgreSQL: inserts.py; the caller's records as
+validated batches and rows: inputs.py); when fewer rows went in than were sent, the stored versions
+of the batch's ids are compared with the new ones inside the same transaction (conflicts.py):
+identical ones are duplicates (a retry), different ones roll the whole batch back with
+ConflictError. Batches of concurrent callers share a transaction (group commit, writer.py); each
+call returns after the commit that made its batch durable. On SQLite the transaction holds the write
+lock from the start; on PostgreSQL the unique index makes a concurrent insert of the same id wait
+for the first to commit, after which the comparison sees it.
 """
 from __future__ import annotations
 
@@ -15,8 +16,7 @@ import logging
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from itertools import repeat
+from datetime import datetime, timedelta
 from typing import Any, Callable, Iterator, Sequence
 
 import pandas as pd
@@ -25,28 +25,22 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from monitor.config import DriftloopConfig, ModelConfig
-from monitor.errors import StoreError, ValidationError
-from monitor.records import frames
-from monitor.records.validation import LabelBatch, PredictionBatch, RecordValidator
+from monitor.errors import StoreError
+from monitor.records.validation import RecordValidator
 from monitor.store import conflicts
 from monitor.store import sqlite_reader as SR
 from monitor.store import window as W
 from monitor.store.engine import driver_sql, lock_schema, make_engine, safe_url, sqlite_path, write_transaction
+from monitor.store.inputs import EPOCH, label_batch, label_rows, micros, prediction_batch, prediction_rows
 from monitor.store.inserts import RowInserter
 from monitor.store.migrations import Migration, migrate
+from monitor.store.retention import delete_received_before
 from monitor.embeddings import INPUT_URI
 from monitor.store.schema import proba_columns, stored_column, sync_model_tables
 from monitor.store.writer import BatchWriter
 from monitor.writable import space_problem, sqlite_write_problem
 
 log = logging.getLogger(__name__)
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def _id_column(frame: pd.DataFrame, model: ModelConfig) -> str:
-    """A frame's record ids: in ``model.id`` (e.g. customer_id) when it has that column, else ``id``."""
-    return model.id if model.id in frame.columns else "id"
 
 
 @dataclass(frozen=True)
@@ -112,16 +106,11 @@ class PredictionStore:
         ``model_version`` column). ``model_version`` sets the scoring version of records that do not say.
         ``assumed_version`` (the daemon's champion at arrival) is stored for records that still do not
         say, but, as the server's guess, never compared with a re-sent row (no conflict after a promotion)."""
-        batch = self._prediction_batch(records, model_version)
+        batch = prediction_batch(self.validator, self.model, records, model_version)
         n = len(batch)
         if n == 0:
             return IngestResult(0, batch.duplicates)
-        now = self._now_us()
-        versions = batch.model_versions if assumed_version is None else \
-            [assumed_version if v is None else v for v in batch.model_versions]
-        uris = repeat(None, n) if batch.input_uris is None else batch.input_uris
-        rows = list(zip(batch.ids, batch.ts, *batch.features, batch.scores, batch.predictions, repeat(now, n),
-                        versions, *(batch.probas or ()), uris))
+        rows = prediction_rows(batch, self._now_us(), assumed_version)
 
         def write(conn: Connection) -> int:
             inserted = self._prediction_rows.insert(conn, rows)
@@ -134,11 +123,11 @@ class PredictionStore:
 
     def add_labels(self, records: Any) -> IngestResult:
         """Store labels atomically; ``records`` as for :meth:`add_predictions` (id, label, ts)."""
-        batch = self._label_batch(records)
+        batch = label_batch(self.validator, self.model, records)
         n = len(batch)
         if n == 0:
             return IngestResult(0, batch.duplicates)
-        rows = list(zip(batch.ids, batch.labels, batch.ts, repeat(self._now_us(), n)))
+        rows = label_rows(batch, self._now_us())
 
         def write(conn: Connection) -> int:
             inserted = self._label_rows.insert(conn, rows)
@@ -148,27 +137,6 @@ class PredictionStore:
 
         inserted = self._write("labels", write, n)
         return IngestResult(inserted, n - inserted + batch.duplicates)
-
-    def _prediction_batch(self, records: Any, model_version: str | int | None = None) -> PredictionBatch:
-        if isinstance(records, PredictionBatch):
-            return records
-        if isinstance(records, pd.DataFrame):
-            m = self.model
-            with _frame_errors():
-                records = frames.prediction_records(records, features=m.feature_names, score=m.score,
-                                                    prediction=m.prediction, id=_id_column(records, m),
-                                                    embedding=m.embedding_features, task=m.task, classes=m.classes)
-        if model_version is not None:
-            records = frames.with_model_version(records, model_version)
-        return self.validator.predictions(records)
-
-    def _label_batch(self, records: Any) -> LabelBatch:
-        if isinstance(records, LabelBatch):
-            return records
-        if isinstance(records, pd.DataFrame):
-            with _frame_errors():
-                records = frames.label_records(records, label=self.model.target, id=_id_column(records, self.model))
-        return self.validator.labels(records)
 
     def _write(self, what: str, work: Callable[[Connection], int], rows: int) -> int:
         """``work`` in a write transaction, possibly shared with other callers' batches; returns
@@ -198,7 +166,7 @@ class PredictionStore:
         Columns and dtypes as in docs/CONTRACTS.md, ordered by ts."""
         if last_n is not None and (isinstance(last_n, bool) or not isinstance(last_n, int) or last_n < 1):
             raise ValueError(f"last_n must be a positive integer or None, got {last_n!r}")
-        since_us, until_us = _micros(since, "since"), _micros(until, "until")
+        since_us, until_us = micros(since, "since"), micros(until, "until")
         table = None
         if self._adbc_path is not None and (last_n is None or last_n >= self._child_min_rows):
             try:
@@ -225,7 +193,7 @@ class PredictionStore:
         ``received_after`` (epoch seconds) when given: "how much new evidence since the last try"."""
         p, lab = self._q(self.tables.predictions.name), self._q(self.tables.labels.name)
         where, params = [], []
-        since_us = _micros(since, "since")
+        since_us = micros(since, "since")
         if since_us is not None:
             where.append("p.ts >= ?")
             params.append(since_us)
@@ -239,7 +207,7 @@ class PredictionStore:
 
     def last_label_time(self) -> datetime | None:
         value = self._scalar(f"SELECT max(ts) FROM {self._q(self.tables.labels.name)}")
-        return None if value is None else _EPOCH + timedelta(microseconds=int(value))
+        return None if value is None else EPOCH + timedelta(microseconds=int(value))
 
     def row_counts(self) -> dict[str, int]:
         return {"predictions": int(self._scalar(f"SELECT count(*) FROM {self._q(self.tables.predictions.name)}")),
@@ -296,23 +264,7 @@ class PredictionStore:
         if not days > 0:
             raise ValueError(f"retention days must be positive, got {days!r}")
         cutoff = self._now_us() - int(days * 86_400 * 1_000_000)
-        p, lab = self._q(self.tables.predictions.name), self._q(self.tables.labels.name)
-        statements = (
-            (self.tables.predictions.name,
-             f"DELETE FROM {p} WHERE seq IN (SELECT seq FROM {p} WHERE received_at < ? LIMIT ?)"),
-            (self.tables.labels.name,
-             f"DELETE FROM {lab} WHERE id IN (SELECT l.id FROM {lab} l WHERE l.received_at < ?"
-             f" AND NOT EXISTS (SELECT 1 FROM {p} p WHERE p.id = l.id) LIMIT ?)"),
-        )
-        total = 0
-        for table, statement in statements:  # predictions first: their labels go in the same run
-            sql = driver_sql(self.engine, statement)
-            while True:
-                with self._writing(f"retention of {table}") as conn:
-                    deleted = conn.exec_driver_sql(sql, (cutoff, chunk_rows)).rowcount
-                total += deleted
-                if deleted < chunk_rows:
-                    break
+        total = delete_received_before(self.engine, self.tables, self._q, cutoff, chunk_rows, self._writing)
         if total:
             log.info("retention: deleted %d rows received more than %s days ago", total, days)
         return total
@@ -329,27 +281,6 @@ class PredictionStore:
 
     def _now_us(self) -> int:
         return int(self._clock() * 1_000_000)
-
-
-@contextmanager
-def _frame_errors() -> Iterator[None]:
-    try:
-        yield
-    except KeyError as exc:  # a column the model needs is not in the frame
-        message = str(exc.args[0]) if exc.args else str(exc)
-        raise ValidationError(message, [{"index": None, "field": "(frame)", "message": message}]) from None
-
-
-def _micros(value: Any, name: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, datetime):  # includes pandas.Timestamp
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
-        return (value - _EPOCH) // timedelta(microseconds=1)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return round(value * 1_000_000)
-    raise ValueError(f"{name} must be a datetime or epoch seconds, got {value!r}")
 
 
 def _reason(exc: sa.exc.SQLAlchemyError) -> str:

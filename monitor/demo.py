@@ -15,7 +15,8 @@ baseline → live traffic → drift → alert → incremental retraining → pro
    accuracy recovers.
 
 Each batch waits for the next scheduled check that covers it, so the printed timeline has one row
-per batch. The run returns a :class:`DemoResult` whose timeline the end-to-end test asserts on.
+per batch (what it prints and returns: demo_timeline.py). The run returns a :class:`DemoResult` whose
+timeline the end-to-end test asserts on.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import logging
 import shutil
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -31,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from monitor.config import DriftloopConfig, load_config
+from monitor.demo_timeline import DemoResult, Events, TimelineRow, fmt, print_summary, summarise
 from monitor.errors import UserInputError
 
 if TYPE_CHECKING:
@@ -56,36 +58,6 @@ class DemoPlan:
     def fast(cls) -> "DemoPlan":
         return cls(baseline_rows=6000, batch=1200, ticks_before=3, ticks_after=12, recovery_ticks=2,
                    check_interval=1.0)
-
-
-@dataclass
-class TimelineRow:
-    tick: int
-    phase: str                  # "stationary" or "drifted"
-    served_by: str              # champion version that scored this batch
-    check_id: int | None
-    champion_version: str | None  # the baseline the check compared against
-    window_rows: int
-    labelled_rows: int
-    accuracy: float | None
-    roc_auc: float | None
-    drift_share: float | None
-    events: list[str] = field(default_factory=list)
-    labelled_tick: int | None = None  # the batch whose labels the window's labelled part holds
-
-
-@dataclass
-class DemoResult:
-    home: Path
-    url: str
-    timeline: list[TimelineRow]
-    baseline_version: str
-    final_champion: str | None
-    promoted_versions: list[str]
-    alerts: list[str]
-    pre_drift_accuracy: float | None
-    recovered_accuracy: float | None
-    seconds: float
 
 
 def demo_config(home: Path, port: int, plan: DemoPlan, base: DriftloopConfig | None = None) -> DriftloopConfig:
@@ -161,40 +133,6 @@ class ModelService:
         return out
 
 
-def _fmt(x: float | None, spec: str = ".3f") -> str:
-    return "   -  " if x is None else format(x, spec)
-
-
-class _Events:
-    """New incident events and retrain outcomes since the last call, as one-line strings."""
-
-    SHOWN = {"opened", "firing", "retraining", "promoted", "rejected", "failed", "resolved"}
-
-    def __init__(self, daemon: Any):
-        self.daemon = daemon
-        self.seen: set[tuple] = set()
-
-    def new(self) -> list[str]:
-        out = []
-        incidents = self.daemon.controller.incidents
-        for inc in reversed(incidents.recent(10)):
-            for ev in incidents.events(inc.id):
-                key = (inc.id, ev.get("id"), ev.get("ts"), ev.get("kind"), ev.get("message"))
-                if key in self.seen:
-                    continue
-                self.seen.add(key)
-                kind, message = ev.get("kind"), ev.get("message") or ""
-                if kind in self.SHOWN:
-                    message = message[len(kind) + 2:] if message.startswith(f"{kind}: ") else message
-                    out.append(f"{inc.id[:8]} {kind}: {_short(message)}")
-        return out
-
-
-def _short(message: str, limit: int = 110) -> str:
-    message = message.split(" (reference accuracy")[0]
-    return message if len(message) <= limit else message[: limit - 1] + "…"
-
-
 def _wait_for_check(daemon: Any, after_id: int | None, not_before: float, timeout: float) -> dict | None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -235,7 +173,7 @@ def run_demo(cfg: DriftloopConfig, plan: DemoPlan, *, echo: Callable[[str], None
     echo("-" * len(header))
 
     service = ModelService(cfg)
-    events = _Events(daemon)
+    events = Events(daemon)
     client = DriftloopClient(url, token=cfg.server.token)
     timeline: list[TimelineRow] = []
     served: dict[int, str] = {}
@@ -275,8 +213,8 @@ def run_demo(cfg: DriftloopConfig, plan: DemoPlan, *, echo: Callable[[str], None
             timeline.append(row)
             echo(f"{tick:>5} {row.phase:<10} {'v' + version:>6} {row.check_id or '-':>5} "
                  f"{'v' + str(row.champion_version) if row.champion_version else '-':>4} {row.window_rows:>5} "
-                 f"{row.labelled_rows:>8} {_fmt(row.accuracy):>8} {_fmt(row.roc_auc):>7} "
-                 f"{_fmt(row.drift_share, '.2f'):>5}  "
+                 f"{row.labelled_rows:>8} {fmt(row.accuracy):>8} {fmt(row.roc_auc):>7} "
+                 f"{fmt(row.drift_share, '.2f'):>5}  "
                  + ("; ".join(new_events) if new_events else ""))
             if promoted_now or (service.champion and service.champion.version != base.version
                                 and service.champion.version not in promoted):
@@ -294,8 +232,8 @@ def run_demo(cfg: DriftloopConfig, plan: DemoPlan, *, echo: Callable[[str], None
             daemon.stop()
             server.stop()
 
-    result = _summarise(cfg, plan, timeline, served, base.version, promoted, time.monotonic() - started, url)
-    _print_summary(cfg, result, echo)
+    result = summarise(cfg, plan, timeline, served, base.version, promoted, time.monotonic() - started, url)
+    print_summary(cfg, result, echo)
     if keep_serving:
         echo(f"--keep-serving: the daemon keeps serving {url}; Ctrl-C stops it.")
         try:
@@ -307,31 +245,3 @@ def run_demo(cfg: DriftloopConfig, plan: DemoPlan, *, echo: Callable[[str], None
             daemon.stop()
             server.stop()
     return result
-
-
-def _summarise(cfg, plan, timeline, served, baseline_version, promoted, seconds, url) -> DemoResult:
-    # A window's labelled part is the previous batch: attribute each check to the model that served it.
-    pre = [r.accuracy for r in timeline
-           if r.accuracy is not None and r.labelled_tick is not None and r.labelled_tick < plan.ticks_before]
-    rec = [r.accuracy for r in timeline
-           if r.accuracy is not None and promoted and r.labelled_tick is not None
-           and served.get(r.labelled_tick) == promoted[-1]]
-    alerts = [e for r in timeline for e in r.events if "opened" in e or "firing" in e]
-    return DemoResult(home=cfg.home, url=url, timeline=timeline, baseline_version=baseline_version,
-                      final_champion=promoted[-1] if promoted else baseline_version, promoted_versions=promoted,
-                      alerts=alerts, pre_drift_accuracy=float(np.mean(pre)) if pre else None,
-                      recovered_accuracy=float(np.mean(rec)) if rec else None, seconds=seconds)
-
-
-def _print_summary(cfg: DriftloopConfig, r: DemoResult, echo: Callable[[str], None]) -> None:
-    home = cfg.home.resolve()
-    echo("[4/4] summary")
-    echo(f"      accuracy before the drift {_fmt(r.pre_drift_accuracy)}; after recovery {_fmt(r.recovered_accuracy)}"
-         f"; champion v{r.baseline_version} -> v{r.final_champion}; {len(r.alerts)} alert event(s); {r.seconds:.0f} s")
-    echo("Where to look:")
-    from trainer.story import experiment_link
-    echo(f"  MLflow runs and versions:  mlflow ui --backend-store-uri {cfg.tracking_uri} --port 5000")
-    echo(f"                             then open {experiment_link(cfg)}")
-    echo(f"  Evidently reports (HTML):  {(home / 'reports')}")
-    echo(f"  Status and one check now:  DRIFTLOOP_HOME={home} driftloop status   (and ... driftloop check)")
-    echo("  Prometheus + Grafana:      GF_ADMIN_PASSWORD=... docker compose up  (then http://127.0.0.1:3000)")

@@ -17,64 +17,29 @@ import time
 from typing import Any, Callable
 
 import anyio
-import sqlalchemy as sa
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from monitor.config import DriftloopConfig
-from monitor.errors import ConflictError, RegistryError, StoreError, UnavailableError, ValidationError
+from monitor.errors import ConflictError, StoreError, ValidationError
 from monitor.ingest import memory, openapi, parsing, security
 from monitor.ingest.health import Readiness, SpaceGuard
 from monitor.ingest.scrape import Snapshots
 from monitor.ingest.metrics import IngestMetrics
+from monitor.ingest.responses import (FULL_RETRY_AFTER_SECONDS, RETRY_AFTER_SECONDS,
+                                      error_response, install_error_handlers, unavailable)
 
 log = logging.getLogger(__name__)
 
 _KIND_BY_PATH = {"/v1/predictions": "prediction", "/v1/labels": "label"}
 # Batches processed at once; more would only queue on the store's write lock while holding memory.
 INGEST_CONCURRENCY = 4
-
-
-def _error(status: int, message: str, errors: list[dict] | None = None,
-           headers: dict[str, str] | None = None) -> JSONResponse:
-    body: dict[str, Any] = {"error": message}
-    if errors is not None:
-        body["errors"] = errors
-    return JSONResponse(body, status_code=status, headers=headers)
-
-
-RETRY_AFTER_SECONDS = 1
 # How long /readyz waits for its checks, and /metrics for a collection (which reads the store), before
 # answering without them: a probe or a scrape must not wait out a locked store's busy timeout.
 READY_WAIT_SECONDS = 0.8
 METRICS_WAIT_SECONDS = 0.5
-# A full or read-only disk is not freed in a second; clients retry less eagerly.
-FULL_RETRY_AFTER_SECONDS = 30
-# What a dependency that is down (the store, MLflow) raises; answered 503 + Retry-After on every
-# endpoint, since the request may succeed when re-sent (ids make writes idempotent).
-DEPENDENCY_ERRORS: tuple[type[Exception], ...] = (
-    StoreError, RegistryError, UnavailableError, sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError,
-    sa.exc.DisconnectionError)
-
-
-def _unavailable(message: str) -> JSONResponse:
-    return _error(503, message, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
-
-
-def dependency_message(exc: BaseException) -> str:
-    """One line naming what is down, without a traceback or SQL."""
-    if isinstance(exc, UnavailableError):
-        return str(exc)
-    if isinstance(exc, (StoreError, RegistryError)):
-        return f"{'the store' if isinstance(exc, StoreError) else 'the MLflow registry'} is unavailable; " \
-               f"retry later ({exc})"
-    orig = getattr(exc, "orig", None)
-    text = str(orig if orig is not None else exc).strip().splitlines()
-    return f"the store is unavailable; retry later ({text[0] if text else type(exc).__name__})"
 
 
 class IngestHandler:
@@ -105,11 +70,11 @@ class IngestHandler:
                 parsing.check_encoding(encoding)
         except parsing.BodyError as exc:
             self.metrics.rejected(kind, exc.reason)
-            return _error(exc.status, str(exc))
+            return error_response(exc.status, str(exc))
         problem = self.space.problem()
         if problem is not None:
             self.metrics.rejected(kind, "unavailable")
-            return _error(503, f"the store cannot take writes; retry later ({problem})",
+            return error_response(503, f"the store cannot take writes; retry later ({problem})",
                           headers={"Retry-After": str(FULL_RETRY_AFTER_SECONDS)})
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(INGEST_CONCURRENCY)
@@ -119,17 +84,17 @@ class IngestHandler:
                                                   limiter=self._limiter)
         except parsing.BodyError as exc:
             self.metrics.rejected(kind, exc.reason)
-            return _error(exc.status, str(exc))
+            return error_response(exc.status, str(exc))
         except ConflictError as exc:
             self.metrics.rejected(kind, "conflict", count[0], time.perf_counter() - started)
-            return _error(409, str(exc), exc.errors)
+            return error_response(409, str(exc), exc.errors)
         except ValidationError as exc:
             self.metrics.rejected(kind, "validation", count[0], time.perf_counter() - started)
-            return _error(422, str(exc), exc.errors)
+            return error_response(422, str(exc), exc.errors)
         except StoreError as exc:
             self.metrics.rejected(kind, "unavailable")
             log.warning("ingest of %d %s records failed: %s", count[0], kind, exc)
-            return _unavailable(f"the store is unavailable; retry later ({exc})")
+            return unavailable(f"the store is unavailable; retry later ({exc})")
         self.metrics.accepted(kind, result.stored, result.duplicates, time.perf_counter() - started)
         return JSONResponse(result.to_dict())
 
@@ -182,7 +147,7 @@ def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | N
     security.install(app, cfg.server, on_reject)
     handler = IngestHandler(cfg, store, metrics)
     app.state.ingest_handler = handler
-    _install_error_handlers(app)
+    install_error_handlers(app)
 
     @app.post("/v1/predictions", tags=["ingestion"], summary="Store a batch of predictions",
               responses=openapi.RESPONSES,
@@ -280,31 +245,3 @@ def _with_task_components(app: FastAPI, cfg: DriftloopConfig) -> None:
         return app.openapi_schema or build()
 
     app.openapi = document  # type: ignore[method-assign]
-
-
-def _install_error_handlers(app: FastAPI) -> None:
-    """One error shape for every endpoint (the daemon's routers too): ``{"error", "errors"}``;
-    dependency failures are 503 + Retry-After, and nothing answers with a traceback."""
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        return _error(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
-
-    @app.exception_handler(RequestValidationError)
-    async def request_invalid(request: Request, exc: RequestValidationError) -> Response:
-        errors = [{"field": ".".join(str(p) for p in e["loc"][1:]) or str(e["loc"][0]), "message": e["msg"]}
-                  for e in exc.errors()]
-        return _error(422, "invalid request: " + "; ".join(f"{e['field']}: {e['message']}" for e in errors), errors)
-
-    async def dependency_down(request: Request, exc: Exception) -> Response:
-        log.warning("%s %s: %s", request.method, request.url.path, dependency_message(exc))
-        return _unavailable(dependency_message(exc))
-
-    for kind in DEPENDENCY_ERRORS:
-        app.add_exception_handler(kind, dependency_down)
-
-    async def bug(request: Request, exc: Exception) -> Response:
-        # Starlette logs the traceback; the client gets the error shape, not the trace.
-        return _error(500, "internal error; the server log has the details")
-
-    app.add_exception_handler(Exception, bug)

@@ -28,7 +28,6 @@ from typing import Any, Protocol
 import pandas as pd
 
 import monitor
-
 from monitor.files import PRIVATE, atomic_write_json
 
 WORKER_MODULE = "monitor.daemon.retraining.worker"

@@ -1,11 +1,11 @@
 """Oversized values, sent to a real daemon over HTTP: a 2 MiB categorical value and a 5 MiB
-Alertmanager label are refused at once (422 naming the record and field), and nothing of them
-reaches the store, the event log or a report."""
+Alertmanager label are refused (422 naming the record and field), and nothing of them reaches the
+store, the event log or a report. How long a refusal takes is measured by
+``bench/bench_daemon.py --only webhook``, not here."""
 from __future__ import annotations
 
 import copy
 import sqlite3
-import time
 
 import httpx
 
@@ -33,12 +33,9 @@ def test_huge_values_are_refused_and_never_stored(tmp_path):
 
         alert = copy.deepcopy(FIRING)
         alert["alerts"][0]["labels"]["blob"] = "b" * (5 * 2**20)
-        started = time.monotonic()
         r = c.post("/v1/alerts", json=alert)
-        elapsed = time.monotonic() - started
         assert r.status_code == 422, r.text
         assert [e["field"] for e in r.json()["errors"]] == ["alerts.0.labels.blob"]
-        assert elapsed < 2, f"{elapsed:.1f} s to refuse a 5 MiB label"
         assert _count(cfg, "incident_events") == 0 and _count(cfg, "incidents") == 0
         assert c.post("/v1/alerts", json=FIRING).status_code == 200  # a normal delivery still opens one
     with sqlite3.connect(cfg.home / "driftloop.db") as conn:

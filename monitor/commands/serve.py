@@ -47,7 +47,7 @@ def command(ctx: click.Context, host: str | None, port: int | None, simulate_gpu
 
     stop = threading.Event()
     install_signal_handlers(stop)
-    serve(cfg, stop)
+    serve(cfg, stop, freeze_heap=True)  # this process is the daemon alone
     # Everything is stopped and closed by now. Finalising the interpreter (torch, pandas, MLflow and
     # their C extensions) would take another second or more, which a supervisor restarting us at
     # once waits on; a clean exit needs none of it. Flush the logs and leave.

@@ -5,7 +5,11 @@ freed heap pages for reuse: after 48 parallel 31 MiB bodies the daemon held 6.6 
 used. ``malloc_trim(0)`` returns those pages to the operating system. It costs a walk over the
 heap (milliseconds), so :class:`monitor.ingest.security.RequestGate` calls :func:`release` once,
 when the last request of a burst that carried a large body has been answered. On a C library
-without ``malloc_trim`` (musl, macOS) it does nothing.
+without ``malloc_trim`` (musl, macOS) it does nothing. Its full garbage collection holds the GIL
+while it walks every object the collector tracks: about 0.7 s once the check path (torch, MLflow,
+Evidently) is imported, which is why ``driftloop serve`` freezes that startup heap out of the
+collector's way (:mod:`monitor.daemon.runtime.heap`; a collection then walks tens of thousands of
+objects, not 700,000).
 
 A parsed 1,000-record batch holds about 2,000 dicts (a record and its features) and as many tuples
 while it is validated and stored. With CPython's default first-generation threshold (700 container

@@ -85,6 +85,8 @@ def test_serve_answers_and_stops_cleanly_on_sigterm(make_config, served):
     daemon = served(cfg, token="s3cret-token").start("--check-interval", "3600")
     # The first check runs a second after start.
     wait_until(lambda: rows(cfg, "SELECT status FROM check_results"), 60, 0.2, daemon.log)
+    # The daemon alone in its process: it imports the check path and freezes that heap, once.
+    wait_until(lambda: "heap: imported the check path" in daemon.log_path.read_text(), 90, 0.5, daemon.log)
     r = httpx.get(daemon.url + "/metrics", timeout=10)
     assert r.status_code == 200
     promtool = require("promtool")

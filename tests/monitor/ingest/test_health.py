@@ -35,6 +35,6 @@ def test_reasons_fresh_answers_and_a_scrape_that_does_not_wait():
     clock.t = 5.0
     started = time.monotonic()
     assert readiness.ok("store") is False  # the last answer, at once; a refresh runs behind
-    assert time.monotonic() - started < 0.5
+    assert time.monotonic() - started < 5.0  # not the hung check's 10 s (a margin for a loaded machine)
     gate.set()
     wait_until(lambda: readiness.ok("store") is True, 5, 0.01, "the background refresh never landed")

@@ -85,7 +85,7 @@ def test_a_slow_head_gets_408_at_the_header_timeout(server):
         answer = _read(sock)
         took = time.monotonic() - started
     assert answer is not None and answer.startswith(b"HTTP/1.1 408"), answer
-    assert 0.5 <= took < 1.5, took
+    assert 0.5 <= took < 2.5, took  # header timeout 0.6 s; a miss answers nothing within _read's 3 s
 
 
 def test_keep_alive_requests_are_served_and_a_quiet_connection_is_closed(server):
@@ -96,7 +96,7 @@ def test_keep_alive_requests_are_served_and_a_quiet_connection_is_closed(server)
             time.sleep(0.2)
         started = time.monotonic()
         assert _read(sock) == b""  # closed by the idle timeout
-        assert time.monotonic() - started < 1.0
+        assert time.monotonic() - started < 2.5  # idle timeout 0.4 s; a miss answers nothing within _read's 3 s
     with _connect(port) as sock:  # two pipelined requests: both answered, neither cut
         sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n")
         data = b""

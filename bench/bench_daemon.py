@@ -7,7 +7,10 @@
    ``count(*) ... GROUP BY``) with an empty store and with ``--history`` check rows, incidents
    and retrain attempts; baseline: the store's ``row_counts()`` (two ``count(*)`` on a small table).
 2. ``POST /v1/alerts`` over HTTP (an Alertmanager payload attached to the open incident, retrain
-   deferred by the cooldown); baseline: ``GET /healthz`` on the same server.
+   deferred by the cooldown); baseline: ``GET /healthz`` on the same server. Then bodies of 1 MiB or
+   more (a 5 MiB label and a 2 MiB categorical value refused with 422, 6,000 records stored), with
+   the heap of a daemon after its first check, not frozen and frozen as ``driftloop serve`` freezes
+   it; baseline: ``json.loads`` of the same body.
 3. One scheduled check end to end (store window of ``--window`` rows, evaluation, Evidently
    report saved, row recorded, policy); baseline: the evaluation alone (``DriftEvaluator``, warm).
 4. A retrain in the child process (``monitor.daemon.retraining.worker``) vs ``trainer.retrain`` in process,
@@ -24,6 +27,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -119,9 +123,67 @@ def bench_webhook(cfg, requests: int) -> None:
             row("baseline: GET /healthz", base)
             row("POST /v1/alerts (attach, cooldown)",
                 timed(lambda: client.post(url + "/v1/alerts", json=DOCS_PAYLOAD).raise_for_status(), requests), base)
+            bench_large_bodies(client, url, cfg.server.token, max(5, requests // 20))
     finally:
         stop.set()
         thread.join(60)
+
+
+def bench_large_bodies(client, url: str, token: str | None, repeats: int) -> None:
+    """Bodies of 1 MiB or more, each followed by a full garbage collection (monitor/ingest/memory.py):
+    two refused with 422 naming the field (a 5 MiB Alertmanager label, a 2 MiB categorical value) and
+    one stored (6,000 records), first with the check path imported as after a daemon's first check,
+    then with that heap frozen as ``driftloop serve`` does (monitor/daemon/runtime/heap.py).
+    Baseline: ``json.loads`` of the same body in this process, the least any server does with it."""
+    import copy
+    import gc
+    import importlib
+    import itertools
+    import json
+
+    from monitor.daemon.runtime.heap import WARM_MODULES, warm_and_freeze
+    from tests.monitor.daemon.test_alertmanager import DOCS_PAYLOAD
+
+    headers = {"content-type": "application/json"} | ({"authorization": f"Bearer {token}"} if token else {})
+    alert = copy.deepcopy(DOCS_PAYLOAD)
+    alert["alerts"][0]["labels"]["blob"] = "b" * (5 * 2**20)
+    features = {**{f"x{i}": 0.123456 * i for i in range(8)}, "region": "north", "device": "ios"}
+    huge = {"id": "p1", "score": 0.4, "features": {**features, "device": "d" * (2 * 2**20)}}
+    batches = itertools.count()
+
+    def batch() -> bytes:  # fresh ids each time: stored, not answered as duplicates
+        n = next(batches)
+        return json.dumps([{"id": f"big-{n}-{i}", "score": 0.4, "features": features}
+                           for i in range(6000)]).encode()
+
+    cases = (("POST /v1/alerts, a 5 MiB label (422)", "/v1/alerts", lambda: json.dumps(alert).encode(), 422),
+             ("POST /v1/predictions, a 2 MiB value (422)", "/v1/predictions", lambda: json.dumps([huge]).encode(),
+              422),
+             ("POST /v1/predictions, 6,000 records (stored)", "/v1/predictions", batch, 200))
+
+    def run(heap: str) -> None:
+        print(f"Bodies of 1 MiB or more, {repeats} requests each, {heap}: "
+              f"{len(gc.get_objects()):,} objects tracked, {gc.get_freeze_count():,} frozen")
+        for name, path, make, status in cases:
+            bodies = [make() for _ in range(repeats)]
+            sent = iter(bodies)
+
+            def post(name: str = name, path: str = path, status: int = status, sent: Any = sent) -> None:
+                r = client.post(url + path, content=next(sent), headers=headers)
+                assert r.status_code == status, (name, r.status_code, r.text[:300])
+            base = timed(lambda body=bodies[0]: json.loads(body), repeats)
+            row(f"baseline: json.loads ({len(bodies[0]) / 2**20:.1f} MiB)", base)
+            row(name, timed(post, repeats), base)
+
+    for module in WARM_MODULES:  # what a daemon holds after its first check
+        importlib.import_module(module)
+    gc.collect()
+    run("check path imported, heap not frozen")
+    warm_and_freeze()
+    try:
+        run("heap frozen (driftloop serve)")
+    finally:
+        gc.unfreeze()  # the check part below measures as before
 
 
 def bench_check_and_retrain(cfg, window: int, repeats: int, retrain: bool) -> None:

@@ -9,7 +9,7 @@ whenever the collector's own thresholds say so.
 
 :func:`warm_and_freeze` imports the check path's modules once, ahead of the first check, collects,
 and moves every object alive then to the collector's permanent generation (:func:`gc.freeze`): a
-full collection afterwards walks only what was allocated since (about 44,000 objects after a
+full collection afterwards walks only what was allocated since (about 40,000 objects after a
 check, 41 ms). Reference counting still frees frozen objects; only a frozen object that later
 becomes part of an unreachable cycle would stay, and what is alive at startup (modules, the config,
 the daemon's stores) lives as long as the process. ``driftloop serve`` runs it on a background

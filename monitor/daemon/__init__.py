@@ -27,7 +27,8 @@ names a higher one only for annotations, under ``if TYPE_CHECKING:``; ``tests/te
                  (incident moves through the lifecycle table), retrains.py (starting one, or why
                  not), settlement.py (how one ends), suspicion.py (suspected incidents);
                  scheduler.py, leader.py,
-                 serve.py (``driftloop serve``), api.py (/v1/alerts, /v1/retrain, /v1/status),
+                 serve.py (``driftloop serve``), heap.py (its heap frozen out of the collector's way),
+                 api.py (/v1/alerts, /v1/retrain, /v1/status),
                  alertmanager.py (webhook payload), triggers.py, rescan.py, metrics.py
                  (DaemonCollector), estimation_watch.py, facade.py (the commands' one door), and
                  views/ (presentation only, no writes; imported from its entry, views/__init__.py):

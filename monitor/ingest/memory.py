@@ -7,9 +7,10 @@ heap (milliseconds), so :class:`monitor.ingest.security.RequestGate` calls :func
 when the last request of a burst that carried a large body has been answered. On a C library
 without ``malloc_trim`` (musl, macOS) it does nothing. Its full garbage collection holds the GIL
 while it walks every object the collector tracks: about 0.7 s once the check path (torch, MLflow,
-Evidently) is imported, which is why ``driftloop serve`` freezes that startup heap out of the
-collector's way (:mod:`monitor.daemon.runtime.heap`; a collection then walks tens of thousands of
-objects, not 700,000).
+Evidently) is imported, which is why ``driftloop serve`` freezes its startup heap and, after its
+first check with a champion, the check path out of the collector's way
+(:mod:`monitor.daemon.runtime.heap`; a collection then walks tens of thousands of objects, not
+700,000).
 
 A parsed 1,000-record batch holds about 2,000 dicts (a record and its features) and as many tuples
 while it is validated and stored. With CPython's default first-generation threshold (700 container

@@ -105,6 +105,8 @@ class Daemon:
             collector, self._gpu_close = build_gpu_collector(cfg.exporter)
             self.registry.register(collector)
         self._scheduler = None
+        # Called with every check's report after it is acted upon, in the check's thread; must not raise.
+        self.after_check: list[Callable[[CheckReport], None]] = []
         self._started = False
         self._with_scheduler = True
         self._check_interval = cfg.drift.interval_seconds
@@ -219,6 +221,8 @@ class Daemon:
     def run_check_now(self) -> CheckReport:
         report = self.controller.run_check()
         self.review.after_check(report)  # training.review_interval_checks; never raises
+        for listener in self.after_check:
+            listener(report)
         return report
 
     def retrain_now(self, trigger: str = "manual", detail: str = "manual retrain") -> TriggerResult:

@@ -1,4 +1,4 @@
-"""The daemon's startup heap, frozen out of the garbage collector's way.
+"""The daemon's long-lived heap, frozen out of the garbage collector's way.
 
 The check path imports torch, MLflow, Evidently, scikit-learn, SciPy and plotly: about 700,000
 objects the cyclic collector walks on every full collection, although nearly all of them are
@@ -7,14 +7,16 @@ GIL for about 0.8 s on the 2-core reference machine, stalling every request, and
 each body of 1 MiB or more (:func:`monitor.ingest.memory.release` gives its memory back) and
 whenever the collector's own thresholds say so.
 
-:func:`warm_and_freeze` imports the check path's modules once, ahead of the first check, collects,
-and moves every object alive then to the collector's permanent generation (:func:`gc.freeze`): a
-full collection afterwards walks only what was allocated since (about 40,000 objects after a
-check, 41 ms). Reference counting still frees frozen objects; only a frozen object that later
-becomes part of an unreachable cycle would stay, and what is alive at startup (modules, the config,
-the daemon's stores) lives as long as the process. ``driftloop serve`` runs it on a background
-thread once it answers requests (``serve(freeze_heap=True)``); the figures are in
-docs/benchmarks.md (``bench/bench_daemon.py --only webhook``).
+``driftloop serve`` (``serve(freeze_heap=True)``) therefore moves what is alive to the collector's
+permanent generation (:func:`gc.freeze`) twice: the startup heap once it answers requests
+(:func:`freeze_now`), and, after the first check that had a champion to judge (:class:`HeapFreezer`),
+the check path: :func:`warm_and_freeze` imports what that check did not (a report's plotly, the
+registry's stores), collects, and freezes. A full collection afterwards walks only what was
+allocated since (about 40,000 objects after a check, 41 ms). A daemon with no champion never pays
+for the check path's imports. Reference counting still frees frozen objects; only a frozen object
+that later becomes part of an unreachable cycle would stay, and what is alive then (modules, the
+config, the stores, the champion and its reference) lives until a promotion at the earliest. The
+figures are in docs/parts/daemon.md (``bench/bench_daemon.py --only webhook``).
 """
 from __future__ import annotations
 
@@ -24,6 +26,10 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from monitor.daemon.runtime.moves import CheckReport
 
 log = logging.getLogger(__name__)
 
@@ -70,18 +76,38 @@ def warm_and_freeze(modules: tuple[str, ...] = WARM_MODULES) -> HeapFreeze:
     log.info("heap: imported the check path (%d modules) and froze %d objects in %.1f s; a full garbage "
              "collection now walks %d", result.imported, result.frozen, result.seconds, len(gc.get_objects()))
     for name, why in failed.items():
-        log.debug("heap: %s not imported ahead of the first check: %s", name, why)
+        log.debug("heap: %s not imported: %s", name, why)
     return result
 
 
-def start_heap_freeze() -> threading.Thread:
-    """:func:`warm_and_freeze` on a daemon thread (the imports take seconds; requests are answered
-    meanwhile, and a check started at once imports the same modules under the same locks)."""
-    def run() -> None:
+def freeze_now() -> int:
+    """Collect, then freeze everything alive (the startup heap); returns the objects frozen in all."""
+    started = time.monotonic()
+    gc.collect()
+    gc.freeze()
+    log.info("heap: froze %d objects of the startup heap in %.2f s", gc.get_freeze_count(),
+             time.monotonic() - started)
+    return gc.get_freeze_count()
+
+
+class HeapFreezer:
+    """A check listener (``Daemon.after_check``): after the first check that had a champion, whose
+    evaluation imported the check path, :func:`warm_and_freeze` on a daemon thread (it takes a few
+    seconds; requests are answered meanwhile). Never raises: an optimisation, never a reason for a
+    check or the daemon to fail."""
+
+    def __init__(self, modules: tuple[str, ...] = WARM_MODULES):
+        self.modules = modules
+        self.thread: threading.Thread | None = None
+
+    def __call__(self, report: CheckReport) -> None:
+        if self.thread is not None or report.outcome.champion_version is None:
+            return
+        self.thread = threading.Thread(target=self._run, name="heap-freeze", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
         try:
-            warm_and_freeze()
-        except Exception:  # noqa: BLE001 - an optimisation: never a reason for the daemon to stop
-            log.exception("heap: freezing the startup heap failed; full collections stay slow")
-    thread = threading.Thread(target=run, name="heap-freeze", daemon=True)
-    thread.start()
-    return thread
+            warm_and_freeze(self.modules)
+        except Exception:  # noqa: BLE001 - see the class docstring
+            log.exception("heap: freezing the check path failed; full garbage collections stay slow")

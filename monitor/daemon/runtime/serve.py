@@ -54,9 +54,10 @@ def serve(cfg: DriftloopConfig, stop: threading.Event | None = None, *, daemon: 
           ready: threading.Event | None = None, scheduler: bool = True, freeze_heap: bool = False) -> None:
     """Run until ``stop`` is set (the CLI sets it from SIGTERM/SIGINT). ``daemon``: an already
     built :class:`~monitor.daemon.runtime.daemon.Daemon` (tests, the demo); stopped on the way out.
-    ``ready`` is set once requests are answered and the scheduler runs. ``freeze_heap``: then import
-    the check path and freeze the heap (:mod:`monitor.daemon.runtime.heap`), for a process that
-    is the daemon alone (``driftloop serve``), not one that hosts it among other work."""
+    ``ready`` is set once requests are answered and the scheduler runs. ``freeze_heap``: freeze the
+    startup heap, and the check path after the first check with a champion
+    (:mod:`monitor.daemon.runtime.heap`), for a process that is the daemon alone (``driftloop
+    serve``), not one that hosts it among other work."""
     import uvicorn
 
     from monitor.daemon.runtime.daemon import Daemon
@@ -96,8 +97,9 @@ def serve(cfg: DriftloopConfig, stop: threading.Event | None = None, *, daemon: 
         if ready is not None:
             ready.set()
         if freeze_heap:
-            from monitor.daemon.runtime.heap import start_heap_freeze
-            start_heap_freeze()
+            from monitor.daemon.runtime.heap import HeapFreezer, freeze_now
+            freeze_now()
+            daemon.after_check.append(HeapFreezer())
         while not stop.wait(1.0):
             if not thread.is_alive():
                 raise RuntimeError("the HTTP server stopped unexpectedly; see the log above")

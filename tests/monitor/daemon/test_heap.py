@@ -1,5 +1,6 @@
-"""The startup heap frozen by ``driftloop serve`` (monitor/daemon/runtime/heap.py): after it, a
-real check on a real champion leaves the garbage collector little to walk. Each case runs in its own
+"""The check path frozen by ``driftloop serve`` after its first check with a champion
+(monitor/daemon/runtime/heap.py): after it, a real check on a real champion leaves the garbage
+collector little to walk (tests/monitor/daemon/test_serve.py checks that the CLI does it). Each case runs in its own
 interpreter: freezing is process-wide, and this one has imported everything already."""
 from __future__ import annotations
 

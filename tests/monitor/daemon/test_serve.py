@@ -85,8 +85,8 @@ def test_serve_answers_and_stops_cleanly_on_sigterm(make_config, served):
     daemon = served(cfg, token="s3cret-token").start("--check-interval", "3600")
     # The first check runs a second after start.
     wait_until(lambda: rows(cfg, "SELECT status FROM check_results"), 60, 0.2, daemon.log)
-    # The daemon alone in its process: it imports the check path and freezes that heap, once.
-    wait_until(lambda: "heap: imported the check path" in daemon.log_path.read_text(), 90, 0.5, daemon.log)
+    # The daemon alone in its process freezes its startup heap; with no champion, nothing more.
+    assert "heap: froze" in daemon.log_path.read_text() and "heap: imported" not in daemon.log_path.read_text()
     r = httpx.get(daemon.url + "/metrics", timeout=10)
     assert r.status_code == 200
     promtool = require("promtool")
@@ -133,6 +133,8 @@ def test_sigkill_mid_retrain_loses_nothing_and_promotes_once(make_config, served
         return rows(cfg, f"SELECT state FROM incidents WHERE id = '{incident_id}'")[0][0] in ("promoted", "rejected")
 
     wait_until(settled, 300, 0.5, restarted.log)
+    # Its first check had a champion: the check path is imported and frozen (monitor/daemon/runtime/heap.py).
+    wait_until(lambda: "heap: imported the check path" in restarted.log_path.read_text(), 90, 0.5, restarted.log)
     attempts = rows(cfg, "SELECT id, status FROM retrain_attempts ORDER BY started_at")
     # Interrupted (not failed: no cooldown, not counted) and retried at once (monitor.daemon.retraining.failover).
     assert attempts[0] == (attempt_id, "interrupted") and [s for _, s in attempts] == ["interrupted", "promoted"]

@@ -70,9 +70,8 @@ def warm_and_freeze(modules: tuple[str, ...] = WARM_MODULES) -> HeapFreeze:
             importlib.import_module(name)
         except Exception as exc:  # noqa: BLE001 - a module the check may never need; the check reports its own
             failed[name] = f"{type(exc).__name__}: {exc}"
-    gc.collect()
-    gc.freeze()
-    result = HeapFreeze(len(modules) - len(failed), gc.get_freeze_count(), time.monotonic() - started, failed)
+    frozen = _collect_and_freeze()
+    result = HeapFreeze(len(modules) - len(failed), frozen, time.monotonic() - started, failed)
     log.info("heap: imported the check path (%d modules) and froze %d objects in %.1f s; a full garbage "
              "collection now walks %d", result.imported, result.frozen, result.seconds, len(gc.get_objects()))
     for name, why in failed.items():
@@ -80,14 +79,20 @@ def warm_and_freeze(modules: tuple[str, ...] = WARM_MODULES) -> HeapFreeze:
     return result
 
 
-def freeze_now() -> int:
-    """Collect, then freeze everything alive (the startup heap); returns the objects frozen in all."""
-    started = time.monotonic()
+def _collect_and_freeze() -> int:
+    """Collect cyclic garbage first (frozen, it would never be), then freeze everything alive;
+    returns the objects frozen in all."""
     gc.collect()
     gc.freeze()
-    log.info("heap: froze %d objects of the startup heap in %.2f s", gc.get_freeze_count(),
-             time.monotonic() - started)
     return gc.get_freeze_count()
+
+
+def freeze_now() -> int:
+    """Freeze the startup heap; returns the objects frozen in all."""
+    started = time.monotonic()
+    frozen = _collect_and_freeze()
+    log.info("heap: froze %d objects of the startup heap in %.2f s", frozen, time.monotonic() - started)
+    return frozen
 
 
 class HeapFreezer:

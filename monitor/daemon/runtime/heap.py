@@ -23,7 +23,6 @@ from __future__ import annotations
 import gc
 import importlib
 import logging
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -96,22 +95,20 @@ def freeze_now() -> int:
 
 
 class HeapFreezer:
-    """A check listener (``Daemon.after_check``): after the first check that had a champion, whose
-    evaluation imported the check path, :func:`warm_and_freeze` on a daemon thread (it takes a few
-    seconds; requests are answered meanwhile). Never raises: an optimisation, never a reason for a
-    check or the daemon to fail."""
+    """A check listener (``Daemon.after_check``): after the first check that had a champion,
+    :func:`warm_and_freeze`, in the check's own thread. Not on a thread of its own: importing the
+    check path beside the next check imported the same package from two threads, and Evidently's
+    circular imports then failed the check ("partially initialized module"); checks never overlap.
+    Never raises: an optimisation, never a reason for a check or the daemon to fail."""
 
     def __init__(self, modules: tuple[str, ...] = WARM_MODULES):
         self.modules = modules
-        self.thread: threading.Thread | None = None
+        self.done = False
 
     def __call__(self, report: CheckReport) -> None:
-        if self.thread is not None or report.outcome.champion_version is None:
+        if self.done or report.outcome.champion_version is None:
             return
-        self.thread = threading.Thread(target=self._run, name="heap-freeze", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
+        self.done = True
         try:
             warm_and_freeze(self.modules)
         except Exception:  # noqa: BLE001 - see the class docstring

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, PlainSerializer, field_validator, model_validator
 
 from monitor.embeddings import INPUT_URI, MAX_EMBEDDING_DIM
 from monitor.config.base import _Section
+from monitor.tasks.task import Task, task_of
 
 
 class FeatureSpec(_Section):
@@ -42,9 +43,12 @@ TIME_SEGMENTS = ("hour_of_day", "day_of_week")  # segments derived from a predic
 
 
 class ModelConfig(_Section):
-    task: Literal["binary", "multiclass", "regression"] = Field(
-        "binary", description="binary (one score, P(target = 1)), multiclass (a class and one probability per "
-        "class) or regression (a predicted number). When left out, `driftloop train` infers it from the target "
+    # Written and read as its name; held as the task object (monitor/tasks/task.py) that the parts ask.
+    task: Annotated[Literal["binary", "multiclass", "regression"], AfterValidator(task_of),
+                   PlainSerializer(str, return_type=str)] = Field(
+        "binary", validate_default=True,
+        description="binary (one score, P(target = 1)), multiclass (a class and one probability per class) or "
+        "regression (a predicted number). When left out, `driftloop train` infers it from the target "
         "(two values: binary; 3-100 classes: multiclass; a continuous number: regression) and serve, check "
         "and retrain read it from the champion (docs: Tasks)")
     classes: list[str] | None = Field(
@@ -127,16 +131,11 @@ class ModelConfig(_Section):
         classes = self.classes
         if classes is None:
             return
-        if self.task == "regression":
-            raise ValueError("classes are for classification; a regression model has none (unset model.classes)")
+        self.kind.check_classes(classes)
         if len(set(classes)) < len(classes):
             raise ValueError("classes must not repeat")
         if any(not c or c != c.strip() for c in classes):
             raise ValueError("class names must be non-empty and without surrounding whitespace")
-        if self.task == "binary" and len(classes) != 2:
-            raise ValueError(f"a binary model has two classes [negative, positive], got {len(classes)}")
-        if not 2 <= len(classes) <= 100:
-            raise ValueError(f"a multiclass model has 2 to 100 classes, got {len(classes)}")
 
     @property
     def task_configured(self) -> bool:
@@ -144,11 +143,15 @@ class ModelConfig(_Section):
         return "task" in self.model_fields_set
 
     @property
+    def kind(self) -> Task:
+        """The model's task as the object the parts ask (``task`` is that object after validation;
+        this also holds on a copy made with ``model_copy(update={"task": "..."})``, which skips it)."""
+        return task_of(self.task)
+
+    @property
     def n_classes(self) -> int:
         """Classes of a classifier (2 for binary); 0 for regression."""
-        if self.task == "regression":
-            return 0
-        return len(self.classes) if self.classes else 2
+        return self.kind.n_classes(self.classes)
 
     @property
     def features_configured(self) -> bool:

@@ -1,7 +1,6 @@
-"""What kind of model a model is: its ``task``, one of ``binary``, ``multiclass`` or ``regression``.
+"""How each task's outputs and labels are carried: column names, class names and class codes.
 
-Bottom layer: every part consults the task through these few helpers instead of growing a copy of
-the binary path (STYLE.md, habit 15).
+Bottom layer, beside :mod:`monitor.tasks.task` (what differs per task).
 
 How each task is carried, once and for all:
 
@@ -26,14 +25,10 @@ output. :func:`class_codes` turns names into indices at those edges.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
-import pandas as pd
 
-Task = Literal["binary", "multiclass", "regression"]
-TASKS: tuple[str, ...] = ("binary", "multiclass", "regression")
 MAX_CLASSES = 100
 # Integer targets with more distinct values than this read as a quantity (regression), not classes.
 MAX_INTEGER_CLASSES = 20
@@ -44,10 +39,6 @@ INTERNAL_PROBA_PREFIX = "__proba_"  # window frames and reference samples: __pro
 # Metric names per task, as checks, /v1/status, `driftloop check --json` and alerts.rules name them.
 HIGHER_IS_BETTER = frozenset({"accuracy", "roc_auc", "precision", "recall", "f1", "macro_f1", "weighted_f1", "r2"})
 LOWER_IS_BETTER = frozenset({"mae", "rmse", "mape"})
-
-
-def is_classification(task: str) -> bool:
-    return task != "regression"
 
 
 def internal_proba_column(index: int) -> str:
@@ -91,13 +82,6 @@ def class_codes(values: Iterable[Any], classes: Sequence[str]) -> tuple[np.ndarr
     return np.asarray(codes, dtype=np.int64), bad
 
 
-@dataclass(frozen=True)
-class InferredTask:
-    task: str
-    classes: list[str] | None
-    reason: str   # why, for driftloop.yaml's comment and the CLI
-
-
 def sorted_classes(values: Iterable[Any]) -> list[str]:
     """Distinct values as class names, numbers in numeric order first, then text."""
     names = {class_name(v) for v in values}
@@ -108,44 +92,3 @@ def sorted_classes(values: Iterable[Any]) -> list[str]:
         except ValueError:
             return (1, 0.0, name)
     return sorted(names, key=key)
-
-
-def infer_task(target: pd.Series) -> InferredTask | str:
-    """The task a target column asks for, or a one-line problem. Rules:
-
-    * two distinct values -> ``binary`` (0/1 or booleans as they are; two other values are recorded
-      as ``classes`` [negative, positive], the second in sorted order being the positive class);
-    * text, booleans or categories with 3 to 100 distinct values -> ``multiclass``;
-    * integers with 3 to ``MAX_INTEGER_CLASSES`` distinct values -> ``multiclass`` (class ids such
-      as CIFAR-10's 0-9); with more they are a quantity -> ``regression``;
-    * any other number -> ``regression``.
-    """
-    present = target.dropna()
-    name = target.name
-    if len(present) == 0:
-        return f"target {name!r} has no values"
-    distinct = present.unique()
-    k = len(distinct)
-    numeric = pd.api.types.is_numeric_dtype(present.dtype) and not pd.api.types.is_bool_dtype(present.dtype)
-    if k == 1:
-        return f"target {name!r} has a single value ({class_name(distinct[0])}); need at least two to learn"
-    if k == 2:
-        classes = sorted_classes(distinct)
-        if set(classes) == {"0", "1"}:
-            return InferredTask("binary", None, "two values, 0 and 1")
-        return InferredTask("binary", classes, f"two values; {classes[1]!r} is the positive class (label 1)")
-    if numeric:
-        values = present.to_numpy(dtype="float64")
-        integer = bool(np.all(values == np.round(values)))
-        if not integer:
-            return InferredTask("regression", None, f"a continuous number ({k} distinct values)")
-        if k > MAX_INTEGER_CLASSES:
-            return InferredTask("regression", None, f"integers with {k} distinct values: a quantity "
-                                f"(over {MAX_INTEGER_CLASSES}; set model.task: multiclass if these are class ids)")
-        return InferredTask("multiclass", sorted_classes(distinct),
-                            f"integers with {k} distinct values: class ids (set model.task: regression if "
-                            "they are a quantity)")
-    if k > MAX_CLASSES:
-        return (f"target {name!r} has {k} distinct text values: more than {MAX_CLASSES} classes; "
-                "driftloop monitors up to 100 classes")
-    return InferredTask("multiclass", sorted_classes(distinct), f"{k} distinct classes")

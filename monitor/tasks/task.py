@@ -87,9 +87,15 @@ class Task(str):
         classifier, the absolute error for regression."""
         return (np.asarray(y_pred) != np.asarray(y_true)).astype(np.float64)
 
-    # -- alert rules and estimation (monitor) ----------------------------------------------------
+    # -- records, ingestion, schema and commands -------------------------------------------------
 
-    # -- training (trainer) ----------------------------------------------------------------------
+    # -- store and drift (frames, columns, figures, estimation) -----------------------------------
+
+    # -- daemon (rules, policy, views) -------------------------------------------------------------
+
+    # -- trainer: data, model, loss and forms --------------------------------------------------------
+
+    # -- trainer: figures, gate, comparisons and publishing ------------------------------------------
 
 
 _LABELS = {"accuracy": "accuracy", "roc_auc": "ROC AUC", "mae": "MAE", "rmse": "RMSE", "mape": "MAPE", "r2": "R²",
@@ -107,6 +113,16 @@ class _Classifier(Task):
     def n_classes(self, classes: Sequence[str] | None) -> int:
         return len(classes) if classes else 2
 
+    # -- records, ingestion, schema and commands -------------------------------------------------
+
+    # -- store and drift (frames, columns, figures, estimation) -----------------------------------
+
+    # -- daemon (rules, policy, views) -------------------------------------------------------------
+
+    # -- trainer: data, model, loss and forms --------------------------------------------------------
+
+    # -- trainer: figures, gate, comparisons and publishing ------------------------------------------
+
 
 class BinaryTask(_Classifier):
     """One score, P(target = 1); labels 0/1 or the two ``model.classes`` [negative, positive]."""
@@ -122,9 +138,15 @@ class BinaryTask(_Classifier):
         from monitor.stats import performance
         return performance(y_true, y_pred, scores, confidence)
 
-    # -- alert rules and estimation (monitor) ----------------------------------------------------
+    # -- records, ingestion, schema and commands -------------------------------------------------
 
-    # -- training (trainer) ----------------------------------------------------------------------
+    # -- store and drift (frames, columns, figures, estimation) -----------------------------------
+
+    # -- daemon (rules, policy, views) -------------------------------------------------------------
+
+    # -- trainer: data, model, loss and forms --------------------------------------------------------
+
+    # -- trainer: figures, gate, comparisons and publishing ------------------------------------------
 
 
 class MulticlassTask(_Classifier):
@@ -150,9 +172,15 @@ class MulticlassTask(_Classifier):
         from monitor.taskstats import multiclass_performance
         return multiclass_performance(y_true, y_pred, proba, n_classes, confidence)
 
-    # -- alert rules and estimation (monitor) ----------------------------------------------------
+    # -- records, ingestion, schema and commands -------------------------------------------------
 
-    # -- training (trainer) ----------------------------------------------------------------------
+    # -- store and drift (frames, columns, figures, estimation) -----------------------------------
+
+    # -- daemon (rules, policy, views) -------------------------------------------------------------
+
+    # -- trainer: data, model, loss and forms --------------------------------------------------------
+
+    # -- trainer: figures, gate, comparisons and publishing ------------------------------------------
 
 
 class RegressionTask(Task):
@@ -177,9 +205,15 @@ class RegressionTask(Task):
     def per_row_loss(self, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
         return np.abs(np.asarray(y_pred, dtype=np.float64) - np.asarray(y_true, dtype=np.float64))
 
-    # -- alert rules and estimation (monitor) ----------------------------------------------------
+    # -- records, ingestion, schema and commands -------------------------------------------------
 
-    # -- training (trainer) ----------------------------------------------------------------------
+    # -- store and drift (frames, columns, figures, estimation) -----------------------------------
+
+    # -- daemon (rules, policy, views) -------------------------------------------------------------
+
+    # -- trainer: data, model, loss and forms --------------------------------------------------------
+
+    # -- trainer: figures, gate, comparisons and publishing ------------------------------------------
 
 
 BINARY = BinaryTask()

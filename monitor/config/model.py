@@ -87,6 +87,17 @@ class ModelConfig(_Section):
                                  "ingestion accepts, in characters; a longer one is refused (422 naming the record "
                                  "and feature), since every value is stored and drawn in reports. Ids are limited "
                                  "to 200 characters, model_version to 64, input_uri to 2048")
+    input_roots: list[str] = Field(
+        default_factory=list, description="folders a prediction's input_uri may name, as a path or file:// URI "
+        "(relative folders from the working directory; a relative input_uri from the first one). Resolved after "
+        "`..` and symlinks, it must lie inside one: anything else is refused at ingest (422 naming input_uri) "
+        "and never opened. Empty (the default): every path is refused. training.entrypoint's dataset gets the "
+        "resolved path, checked again before each retrain; rows whose input no longer resolves or cannot be "
+        "read are skipped and counted (docs: Images and text)")
+    input_schemes: list[str] = Field(
+        default_factory=list, description="URI schemes an input_uri may have besides paths, e.g. [s3, gs]: "
+        "stored and handed to training.entrypoint's dataset as they are (driftloop never opens them; your code "
+        "does, so list only schemes it fetches from places you trust). Others (http, ...) are refused")
 
     @field_validator("name")
     @classmethod
@@ -96,6 +107,24 @@ class ModelConfig(_Section):
             raise ValueError(f"model name {v!r} must be 1-48 letters, digits, '_', '.' or '-', starting with a letter "
                              "or digit")
         return v
+
+    @field_validator("input_roots")
+    @classmethod
+    def _folders(cls, v: list[str]) -> list[str]:
+        if any(not r or "\x00" in r for r in v):
+            raise ValueError("input_roots must be folder paths (non-empty, without NUL)")
+        return v
+
+    @field_validator("input_schemes")
+    @classmethod
+    def _schemes(cls, v: list[str]) -> list[str]:
+        bad = [s for s in v if not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", s)]
+        if bad:
+            raise ValueError(f"input_schemes must be URI schemes without ':' or '//' (e.g. s3, gs), got "
+                             f"{', '.join(map(repr, bad))}")
+        if any(s.lower() == "file" for s in v):
+            raise ValueError("input_schemes: file:// URIs are paths; list their folders in model.input_roots")
+        return [s.lower() for s in v]
 
     @model_validator(mode="after")
     def _unique_names(self) -> "ModelConfig":

@@ -14,6 +14,7 @@ from typing import Any, Callable
 from monitor.config import ModelConfig
 from monitor.records import fields as F
 from monitor.records.batches import ErrorList, LabelBatch, PredictionBatch
+from monitor.records.inputs import InputRoots
 from monitor.tasks import PROBA_SUM_TOLERANCE, class_name
 
 PRED_FIELDS = frozenset({"id", "ts", "features", "score", "prediction", "model_version", "input_uri"})
@@ -48,6 +49,7 @@ class RecordByRecord:
         # Classes by name; a binary model without classes takes 0 and 1 only (as before).
         self.classes = list(model.classes) if model.classes else None
         self.class_index = {c: i for i, c in enumerate(self.classes)} if self.classes else None
+        self._inputs = InputRoots.of(model)  # where an input_uri may point (monitor/records/inputs.py)
 
     def predictions(self, records: list, now: int) -> PredictionBatch:
         """Record-by-record validation: every problem reported, or the same batch as the fast path."""
@@ -89,7 +91,7 @@ class RecordByRecord:
                 version = _check(errors, i, "model_version", F.check_model_version, version)
             uri = rec.get("input_uri")
             if uri is not None:
-                uri = _check(errors, i, "input_uri", F.check_input_uri, uri)
+                uri = _check(errors, i, "input_uri", self._input_uri, uri)
             if errors.count:
                 continue  # stop building once the batch is lost; keep collecting errors
             out["ids"].append(rid)
@@ -110,6 +112,9 @@ class RecordByRecord:
         if self._task == "multiclass":
             proba_columns = [list(c) for c in zip(*probas)] if probas else [[] for _ in range(self.model.n_classes)]
         return PredictionBatch(features=columns, **out, probas=proba_columns)
+
+    def _input_uri(self, value: Any) -> str:
+        return self._inputs.check(F.check_input_uri(value))
 
     # ---- per-task outputs ---------------------------------------------------------------------
     def _known_classes(self) -> str:

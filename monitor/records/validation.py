@@ -19,6 +19,7 @@ from monitor.config import ModelConfig
 from monitor.records import embedded
 from monitor.records import fastpath as fast
 from monitor.records.batches import ErrorList, LabelBatch, PredictionBatch, as_record_list
+from monitor.records.inputs import InputRoots
 from monitor.records.slowpass import LABEL_FIELDS, LABEL_REQUIRED, RecordByRecord
 
 MAX_LISTED_ERRORS = 50
@@ -39,6 +40,8 @@ class RecordValidator:
         # The pass that names each problem when this one declines; it holds the record fields and
         # the classes of the model's task too.
         self._slow = RecordByRecord(model, max_errors)
+        # Where an input_uri may point (model.input_roots, input_schemes); the slow pass names refusals.
+        self._inputs = InputRoots.of(model)
         # Embedding features (position, dim): a list of dim numbers each, stored as float32 bytes.
         self._embedded = [(i, f.dim or 0) for i, f in enumerate(model.features) if f.type == "embedding"]
         self._getters = [itemgetter(name) for name in self._names]
@@ -86,7 +89,7 @@ class RecordValidator:
             if cols is None:
                 return None
             uris = embedded.fast_uris(list(map(dict.get, records, repeat("input_uri", n))))
-            if uris is None:
+            if uris is None or not self._inputs.all_allowed(uris):
                 return None
             outputs = self._fast_outputs(records)
             if outputs is None:

@@ -17,6 +17,7 @@ from trainer.build import build_model
 from trainer.data import split
 from trainer.deployment import export_and_log
 from trainer.entrypoint import add_embeddings, checked_rows, example_rows
+from trainer.inputs import readable_rows
 from trainer.loop import LoopConfig, LoopState, peek_checkpoint
 from trainer.metrics import headline, model_figures, served, task_metrics
 from trainer.outcomes import Baseline, TrainOutcome
@@ -72,7 +73,8 @@ def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "
     check_trigger(trigger)
     t = cfg.training
     reports = check_reports(report_paths)
-    rows = checked_rows(cfg, data, what="training data", min_rows=t.min_rows)
+    usable = readable_rows(cfg, data, what="training data")  # inputs inside model.input_roots that read
+    rows = checked_rows(cfg, usable.rows, what="training data", min_rows=t.min_rows)
     target, task = cfg.model.target, cfg.model.task
     rest, test = split(rows, t.holdout_fraction, target, t.seed, what="training data", part="test", task=task)
     fit_rows, val_rows = split(rest, t.validation_fraction, target, t.seed + 1, what="training data", task=task)

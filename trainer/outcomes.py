@@ -47,6 +47,9 @@ class RetrainOutcome:
     previous_champion_version: str | None = None
     # One per gate that ran (trainer/judge.py Verdict.to_dict: gate, passed, kind, message, data).
     verdicts: list[dict[str, Any]] = field(default_factory=list)
+    # training.entrypoint: rows left out because their input no longer resolved inside
+    # model.input_roots or could not be read (trainer/inputs.py); counted, never a failure.
+    skipped_inputs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

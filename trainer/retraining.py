@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -29,6 +29,7 @@ from trainer import story
 from trainer.baseline_training import task_params
 from trainer.data import check_frame, split
 from trainer.entrypoint import checked_rows
+from trainer.inputs import readable_rows
 from trainer.judge import run_gates
 from trainer.loop import FitResult, LoopConfig, LoopState, copy_model, peek_checkpoint
 from trainer.metrics import ranking
@@ -94,6 +95,9 @@ class Prepared:
     loop: LoopConfig
     checkpoint: Path
     cold: bool                    # also train a fresh model and keep the better
+    # Rows left out because their input no longer resolves inside model.input_roots or cannot be
+    # read (trainer/inputs.py), by kind: {"refused": n, "unreadable": m}; window and reference.
+    skipped_inputs: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -106,7 +110,8 @@ class Trained:
 def prepare(cfg: DriftloopConfig, window: pd.DataFrame) -> Prepared:
     """Check the rows and the champion, split, and decide replay, budget and cold start."""
     t, target, task = cfg.training, cfg.model.target, cfg.model.task
-    recent = checked_rows(cfg, window, what="recent window", min_rows=t.min_rows)
+    usable = readable_rows(cfg, window, what="recent window")  # inputs resolved again; bad ones left out
+    recent = checked_rows(cfg, usable.rows, what="recent window", min_rows=t.min_rows)
     rest, holdout = split(recent, t.holdout_fraction, target, t.seed, what="recent window", part="holdout", task=task)
     champion: Champion = reg.load_champion(cfg)  # checks reachability; RegistryError if no champion
     kind = getattr(champion.model, "task", "binary")
@@ -116,7 +121,8 @@ def prepare(cfg: DriftloopConfig, window: pd.DataFrame) -> Prepared:
                           + f", but the configuration says {cfg.model.task}"
                           + (f" of classes {cfg.model.classes}" if cfg.model.task == "multiclass" else "")
                           + "; unset model.task / model.classes (the champion says) or train a new model")
-    reference = check_frame(champion.baseline.reference, cfg.model, what=f"champion v{champion.version}'s reference")
+    kept = readable_rows(cfg, champion.baseline.reference, what=f"champion v{champion.version}'s reference")
+    reference = check_frame(kept.rows, cfg.model, what=f"champion v{champion.version}'s reference")
     # Does the champion's concept still hold? Its accuracy (regression: MAE) on the recent training
     # rows against the same on its own reference sample. When it no longer does, the old rows teach the old
     # labels: no replay, forgetting is not limited, and a fresh model competes with the warm start.
@@ -132,7 +138,8 @@ def prepare(cfg: DriftloopConfig, window: pd.DataFrame) -> Prepared:
             if concept["holds"] else LoopConfig.from_training(t))
     cold = t.cold_start == "always" or (t.cold_start == "auto" and not concept["holds"])
     return Prepared(recent, rest, holdout, champion, reference, concept, replayed, reference_eval, fit_rows,
-                    val_rows, loop, cfg.checkpoints_dir / f"retrain-{cfg.model.name}.pt", cold)
+                    val_rows, loop, cfg.checkpoints_dir / f"retrain-{cfg.model.name}.pt", cold,
+                    {k: usable.counts()[k] + kept.counts()[k] for k in usable.counts()} if t.entrypoint else {})
 
 
 def train(cfg: DriftloopConfig, p: Prepared, *, resume: bool, should_stop: Any, logged: bool = True,
@@ -193,7 +200,8 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
                 mlflow.log_params(loop_params(p.loop, window_rows=len(p.recent), holdout_rows=len(p.holdout),
                                               recent_train_rows=len(p.rest), replay_rows=len(p.replayed),
                                               parent_version=p.champion.version, **task_params(cfg),
-                                              **({"entrypoint": t.entrypoint} if t.entrypoint else {})))
+                                              **({"entrypoint": t.entrypoint} if t.entrypoint else {}),
+                                              **{f"skipped_inputs_{k}": n for k, n in p.skipped_inputs.items()}))
                 source = story.window_source(cfg, data_window)
                 story.log_dataset(p.rest, name=f"{cfg.model.name} recent window", source=source, context="training",
                                   target=target)
@@ -208,6 +216,7 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
             out = publish(cfg, registry, run.info.run_id, p, trained, examined, judgement,
                           Lineage(trigger, incident_id, reason, data_window))
     out.duration_seconds = time.perf_counter() - started
+    out.skipped_inputs = sum(p.skipped_inputs.values())
     log.info("retrain v%s -> v%s: %s (%s)", p.champion.version, out.challenger_version, out.outcome,
              "; ".join(out.reasons))
     return out

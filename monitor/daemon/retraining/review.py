@@ -94,6 +94,7 @@ class ChampionReview:
     def run(self, why: str) -> str:
         """Score, and reinstate an earlier version that is significantly better. Returns what it did."""
         from trainer import registry as reg
+        from trainer.inputs import readable_rows
         from trainer.previous import review, review_versions
 
         busy = self._busy()
@@ -107,7 +108,9 @@ class ChampionReview:
         current = self.ctl.incidents.current()
         since = (None if current is None or current.change_ts is None
                  else pd.Timestamp(current.change_ts, unit="s", tz="UTC").round("us"))
-        rows = self.ctl.store.window(last_n=want, since=since, labelled_only=True).reset_index(drop=True)
+        rows = self.ctl.store.window(last_n=want, since=since, labelled_only=True)
+        # training.entrypoint: inputs resolved again inside model.input_roots, unreadable ones left out
+        rows = readable_rows(cfg, rows, what="champion review rows").rows.reset_index(drop=True)
         if len(rows) < cfg.drift.min_labels:
             return f"champion review skipped: {len(rows)} labelled rows < drift.min_labels {cfg.drift.min_labels}"
         champion = self.ctl.champion.get()

@@ -57,6 +57,7 @@ def later_change(cfg: DriftloopConfig, store: WindowSource, champion: Scorer, ch
     ``trained_until(version)`` (the end of the champion's training data, when the loop trained it),
     or None."""
     from monitor.drift.changepoint import batch_boundary, find_loss_change
+    from trainer.inputs import readable_rows
     if change_ts is None:
         return None
     try:
@@ -69,6 +70,7 @@ def later_change(cfg: DriftloopConfig, store: WindowSource, champion: Scorer, ch
         return None
     target = cfg.model.target
     rows = rows[rows[target].notna()].sort_values("ts", kind="stable")
+    rows = readable_rows(cfg, rows, what="rows re-scored for a change point").rows  # model.input_roots
     if len(rows) < 100:
         return None
     loss = rescored_loss(model, cfg, rows)

@@ -58,7 +58,9 @@ def build_gpu_collector(cfg: "ExporterConfig", *, backend: GpuBackend | None = N
                         clock: Callable[[], float] = time.monotonic) -> tuple[GpuCollector, Callable[[], None]]:
     """A collector wired as ``cfg`` says (an ``ExporterConfig``), and the function that stops its
     background threads and shuts NVML down. One collection runs here (bounded by
-    ``call_timeout_seconds``), so the log says at start-up whether NVML and the GPUs were found."""
+    ``call_timeout_seconds``), so the log says at start-up whether NVML and the GPUs were found; then
+    the background sampler's first passes, waited for up to ``call_timeout_seconds`` more, so the first
+    scrape already serves energy and GPM activity (not only from the sampler's next interval on)."""
     backend = backend if backend is not None else default_backend(cfg.simulate)
     lanes = Lanes()
     session = GpuSession(backend, lanes=lanes, clock=clock, retry_initial_seconds=cfg.init_retry_initial_seconds,
@@ -72,6 +74,9 @@ def build_gpu_collector(cfg: "ExporterConfig", *, backend: GpuBackend | None = N
     for worker in (sampler, xid):  # the sampler's first pass starts now, off this thread (a GPU may hang)
         if worker is not None:
             worker.start()
+    if not sampler.wait_primed(cfg.call_timeout_seconds):
+        log.warning("the background readings (energy, GPM activity) were not taken within %g s; the first "
+                    "scrapes leave them out until they are", cfg.call_timeout_seconds)
 
     def close() -> None:
         for worker in (sampler, xid):

@@ -126,6 +126,8 @@ class SlowSample:
     nvlink_errors: dict[str, float] | None = None  # by NVLINK_ERROR_TYPES name, all links together
     remapped_rows: RemappedRows | None = None
     mig: tuple[MigSample, ...] | None = None
+    # GPM has its first sample and no window yet: the sampler comes back soon instead of an interval later.
+    activity_pending: bool = False
     field_errors: tuple[str, ...] = field(default=())
 
 
@@ -180,7 +182,8 @@ class GpuBackend(Protocol):
 
     def slow_sample(self, index: int, *, pcie_throughput: bool = False) -> SlowSample:
         """The slow readings of one GPU; only the background sampler calls this. GPM activity needs two
-        samples, so the first call after a GPU is identified has ``activity`` None. ``pcie_throughput``
+        samples at least 0.1 s apart, so the first call after a GPU is identified has ``activity`` None
+        and ``activity_pending`` True; the ratios cover the time since the previous call. ``pcie_throughput``
         asks for NVML's legacy PCIe counter (~20 ms per direction) where GPM cannot give it."""
 
     def watch_xid(self, indices: Iterable[int]) -> None:

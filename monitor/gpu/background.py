@@ -6,7 +6,11 @@
   remapped-row counters, MIG instances. It reads every GPU every ``interval`` seconds and the scrape
   serves its cache with the reading's age; a reading older than three intervals is dropped, not
   served stale. One thread for all GPUs: a GPU that hangs stops the slow readings of the others too
-  (their age grows and then they go), while the scrape path, on its lanes, is not held.
+  (their age grows and then they go), while the scrape path, on its lanes, is not held. GPM needs a
+  second sample for its first ratios, so after a pass that left a GPU's GPM with only its first
+  sample (start-up, a GPU found again) the next pass comes ``FOLLOW_UP_SECONDS`` later, not an
+  interval later; :meth:`SlowSampler.wait_primed` lets start-up wait (bounded) for those first
+  passes, so the first scrape serves energy and the GPM ratios too.
 * :class:`XidListener` — XID errors arrive as NVML events; the listener blocks in
   ``nvmlEventSetWait`` and counts them per GPU and XID code.
 
@@ -24,6 +28,9 @@ from monitor.gpu.backend import GpuBackend, GpuBackendError, NvmlUnavailableErro
 from monitor.gpu.session import GpuSession
 
 log = logging.getLogger(__name__)
+
+# Past GPM's 0.1 s minimum window (monitor.gpu.gpm.MIN_WINDOW_SECONDS), short enough for start-up to wait.
+FOLLOW_UP_SECONDS = 0.25
 
 # What an operator should read when one of these shows up (NVIDIA's XID catalogue, shortened).
 XID_MEANING = {
@@ -78,6 +85,12 @@ class SlowSampler(_Worker):
         self._clock = clock
         self._cache: dict[int, tuple[float, SlowSample]] = {}
         self._logged: set[tuple[int, tuple[str, ...]]] = set()
+        self._primed = threading.Event()
+
+    def wait_primed(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a pass that left no GPU waiting for its first GPM window
+        (the thread must be started). False on timeout: a GPU hangs, or NVML is slow to answer."""
+        return self._primed.wait(timeout)
 
     def snapshot(self) -> dict[int, tuple[float, SlowSample]]:
         """``{GPU index: (age in seconds, reading)}`` for readings no older than three intervals."""
@@ -85,14 +98,16 @@ class SlowSampler(_Worker):
         oldest = now - 3 * self.interval
         return {i: (now - at, s) for i, (at, s) in list(self._cache.items()) if at >= oldest}
 
-    def sample_once(self) -> None:
+    def sample_once(self) -> bool:
+        """One pass over every GPU; True when a GPU's GPM has its first sample only (come back soon)."""
+        pending = False
         gpus = self.session.gpus if self.session.up else {}
         for index in list(self._cache):
             if index not in gpus:
                 self._cache.pop(index, None)
         for index in gpus:
             if self._stop.is_set():
-                return
+                return pending
             try:
                 reading = self.backend.slow_sample(index, pcie_throughput=self.pcie_throughput)
             except GpuBackendError as exc:
@@ -100,7 +115,7 @@ class SlowSampler(_Worker):
                 self._cache.pop(index, None)
                 log.debug("slow readings of GPU %d: %s", index, exc)
                 if isinstance(exc, NvmlUnavailableError):
-                    return
+                    return pending
                 continue
             except Exception:  # a bug: say so once, keep sampling the other GPUs and later passes
                 self._cache.pop(index, None)
@@ -113,12 +128,17 @@ class SlowSampler(_Worker):
                 log.warning("GPU %d: could not read %s in the background (left out; see DEBUG logs)", index,
                             ", ".join(reading.field_errors))
             self._cache[index] = (self._clock(), reading)
+            pending = pending or reading.activity_pending
+        return pending
 
     def run(self) -> None:
         while not self._stop.is_set():
             started = time.monotonic()
-            self.sample_once()
-            self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
+            pending = self.sample_once()
+            if not pending:
+                self._primed.set()
+            delay = min(self.interval, FOLLOW_UP_SECONDS) if pending else self.interval
+            self._stop.wait(max(0.0, delay - (time.monotonic() - started)))
 
 
 class XidListener(_Worker):

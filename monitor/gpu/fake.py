@@ -206,7 +206,7 @@ class FakeBackend:
         if out.activity is not None or out.mig:
             g.gpm_samples += 1
             if g.gpm_samples < 2:  # GPM needs two samples before it can say anything
-                out = dataclasses.replace(out, activity=None, pcie=None, nvlink=None, mig=tuple(
+                out = dataclasses.replace(out, activity=None, pcie=None, nvlink=None, activity_pending=True, mig=tuple(
                     dataclasses.replace(m, activity=None) for m in out.mig or ()) or out.mig)
         if pcie_throughput and out.pcie is None:
             self.calls["pcie_throughput"] += 1  # the legacy counter NVML samples for ~40 ms

@@ -2,19 +2,32 @@
 
 GPM gives what dcgm-exporter reads through DCGM's profiling module (SM active, SM occupancy,
 tensor-core and pipe activity, DRAM bandwidth, PCIe and NVLink rates) without DCGM. A metric is an
-average between two samples, so each GPU (or MIG instance) keeps a pair of sample buffers: each read
-takes a new sample into the older buffer and asks ``nvmlGpmMetricsGet`` for the averages since the
-other one. The sampler's interval is therefore the averaging window, as dcgm-exporter's collect
-interval is. Used by :mod:`monitor.gpu.nvml`, which passes in the ``pynvml`` module (no import here).
+average between two samples (``nvmlGpmSampleGet`` twice, then ``nvmlGpmMetricsGet`` over the pair),
+so each GPU (or MIG instance) keeps its latest sample and a spare buffer: each read takes a new
+sample into the spare and asks for the averages since the latest one. The ratios therefore cover
+exactly the last sampling interval, as dcgm-exporter's collect interval does: a load that starts
+now shows in full one interval later, and nothing older is averaged in.
+
+NVML's counters behind GPM refresh about every 100 ms, and NVIDIA's reference says two samples must
+be further apart than that; a window shorter than ``MIN_WINDOW_SECONDS`` reads near zero whatever the
+GPU does (the 0.097 ``sm_active`` an H200 under a saturating matmul showed when its sampler passes
+came milliseconds apart). So a read that comes sooner takes no sample and returns the last full
+window's ratios. Used by :mod:`monitor.gpu.nvml`, which passes in the ``pynvml`` module (no import
+here).
 """
 from __future__ import annotations
 
 import threading
+import time
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from monitor.gpu.backend import PcieThroughput
 
 _MIB = 1024.0 * 1024.0
+# NVML: "the interval between two nvmlGpmSampleGet() calls should be greater than 100ms due to the
+# internal sample refresh rate".
+MIN_WINDOW_SECONDS = 0.1
 # GPM metric ids (nvml.h nvmlGpmMetricId_t) -> (what, scale to base units).
 _GPM_METRICS: tuple[tuple[int, str, float], ...] = (
     (2, "sm_active", 0.01),        # NVML_GPM_METRIC_SM_UTIL, percent
@@ -31,31 +44,62 @@ _GPM_METRICS: tuple[tuple[int, str, float], ...] = (
 )
 
 
-class GpmPairs:
-    """Sample buffer pairs by (GPU index, GPU instance or -1), freed when a GPU is looked up anew."""
+@dataclass
+class _Pair:
+    """One GPU's (or instance's) latest sample, a spare buffer, and the last window's metrics."""
+    latest: Any
+    spare: Any
+    taken_at: float | None = None  # when ``latest`` was taken; None before the first sample
+    last: dict[str, float] | None = None  # metrics of the last full window
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def __init__(self, nvml: Any):
+
+class GpmPairs:
+    """Sample pairs by (GPU index, GPU instance or -1), freed when a GPU is looked up anew.
+    ``clock`` is injected so tests can space samples without sleeping."""
+
+    def __init__(self, nvml: Any, clock: Callable[[], float] = time.monotonic):
         self._nv = nvml
-        self._pairs: dict[tuple[int, int], list[Any]] = {}  # [older, newer, newer holds data]
+        self._clock = clock
+        self._pairs: dict[tuple[int, int], _Pair] = {}
         self._lock = threading.Lock()
 
-    def read(self, key: tuple[int, int], take: Callable[[Any], Any]) -> dict[str, float] | None:
-        """Take a sample with ``take(buffer)``; the metrics since the previous one (base units), or None
-        on the first sample."""
-        nv = self._nv
+    def _pair(self, key: tuple[int, int]) -> _Pair:
         with self._lock:
             pair = self._pairs.get(key)
             if pair is None:
-                pair = self._pairs[key] = [nv.nvmlGpmSampleAlloc(), nv.nvmlGpmSampleAlloc(), False]
-        older, newer, ready = pair
-        take(older)
-        pair[0], pair[1], pair[2] = newer, older, True
-        if not ready:
-            return None
+                nv = self._nv
+                pair = self._pairs[key] = _Pair(nv.nvmlGpmSampleAlloc(), nv.nvmlGpmSampleAlloc())
+            return pair
+
+    def read(self, key: tuple[int, int], take: Callable[[Any], Any]) -> dict[str, float] | None:
+        """The metrics (base units) over the window that ends now, taking a sample with
+        ``take(buffer)``; the last window's when the latest sample is under ``MIN_WINDOW_SECONDS``
+        old; None until two samples are that far apart."""
+        pair = self._pair(key)
+        with pair.lock:  # the sampler and a caller of its own (a test, a bench) must not share buffers
+            now = self._clock()
+            if pair.taken_at is not None and now - pair.taken_at < MIN_WINDOW_SECONDS:
+                return pair.last
+            take(pair.spare)
+            earlier = pair.latest if pair.taken_at is not None else None
+            pair.latest, pair.spare, pair.taken_at, pair.last = pair.spare, pair.latest, now, None
+            if earlier is not None:
+                pair.last = self._metrics(earlier, pair.latest)
+            return pair.last
+
+    def pending(self, index: int) -> bool:
+        """True while a pair of GPU ``index`` has its first sample and no window yet."""
+        with self._lock:
+            pairs = [p for k, p in self._pairs.items() if k[0] == index]
+        return any(p.taken_at is not None and p.last is None for p in pairs)
+
+    def _metrics(self, earlier: Any, later: Any) -> dict[str, float]:
+        nv = self._nv
         req = nv.c_nvmlGpmMetricsGet_t()
         req.version = 1  # NVML_GPM_METRICS_GET_VERSION
         req.numMetrics = len(_GPM_METRICS)
-        req.sample1, req.sample2 = newer, older  # newer was taken first: the earlier sample
+        req.sample1, req.sample2 = earlier, later
         for i, (metric_id, _, _) in enumerate(_GPM_METRICS):
             req.metrics[i].metricId = metric_id
         nv.nvmlGpmMetricsGet(req)
@@ -73,7 +117,7 @@ class GpmPairs:
             pairs = [self._pairs.pop(k) for k in keys]
         free = getattr(self._nv, "nvmlGpmSampleFree", None)
         for pair in pairs:
-            for sample in pair[:2]:
+            for sample in (pair.latest, pair.spare):
                 try:
                     if free is not None:
                         free(sample)

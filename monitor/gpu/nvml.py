@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Callable, Iterable
 
 from monitor.gpu.backend import (DriverInfo, GpuBackendError, GpuIdentity, GpuLostError, GpuSample,
@@ -42,9 +43,10 @@ log = logging.getLogger(__name__)
 
 
 class NvmlBackend:
-    """Reads GPUs through NVML. ``nvml`` is the ``pynvml`` module (tests pass a stand-in)."""
+    """Reads GPUs through NVML. ``nvml`` is the ``pynvml`` module (tests pass a stand-in, and a
+    ``clock`` that spaces GPM samples without sleeping)."""
 
-    def __init__(self, nvml: Any = None):
+    def __init__(self, nvml: Any = None, *, clock: Callable[[], float] = time.monotonic):
         if nvml is None:
             import pynvml
             nvml = pynvml
@@ -57,7 +59,7 @@ class NvmlBackend:
         self._chosen: dict[str, Callable[..., Any]] = {}
         self._process_names = ProcessNames(nvml)
         self._xid = XidEvents(nvml, self._translate)
-        self._gpm = GpmPairs(nvml)
+        self._gpm = GpmPairs(nvml, clock)
         self._readers = build_readers(nvml, self._call_first)
         self._slow_readers = build_slow_readers(nvml, self._call_first, self._gpm)
 
@@ -236,6 +238,7 @@ class NvmlBackend:
                 if isinstance(exc, (NvmlUnavailableError, GpuLostError)):
                     raise
                 errors.append("pcie_throughput")
+        s.activity_pending = self._gpm.pending(index)
         if errors:
             s.field_errors = tuple(errors)
         return s

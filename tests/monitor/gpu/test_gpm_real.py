@@ -43,16 +43,8 @@ def _gpm_gpu(nvml) -> int:
 
 def test_gpm_activity_moves_under_a_bf16_matmul_load(nvml):
     """Tensor activity > 0.5 while a bf16 matmul loop runs, ~0 when idle (issue 15)."""
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch cannot use the GPU here")
     index = _gpm_gpu(nvml)
-    # torch numbers devices by CUDA_VISIBLE_DEVICES; find ours by UUID.
-    uuid = nvml.identify(index).uuid
-    device = next((d for d in range(torch.cuda.device_count())
-                   if uuid.endswith(str(getattr(torch.cuda.get_device_properties(d), "uuid", "?")))), None)
-    if device is None:
-        pytest.skip(f"cannot tell which torch device is GPU {index} ({uuid})")
+    torch, device = _torch_device(nvml, index)
     torch.cuda.synchronize(device)
     time.sleep(1.0)
     nvml.slow_sample(index)
@@ -76,15 +68,30 @@ def test_gpm_activity_moves_under_a_bf16_matmul_load(nvml):
     assert busy["sm_active"] > 0.8 and busy["tensor_active"] <= busy["sm_active"] + 0.05
 
 
-def test_gpm_series_are_exported_on_gpm_gpus(nvml):
+def _exporter_config(**changes) -> SimpleNamespace:
+    """An ExporterConfig's fields, without pydantic (this file runs on a bare GPU host)."""
+    return SimpleNamespace(**{**dict(simulate=0, init_retry_initial_seconds=1.0, init_retry_max_seconds=60.0,
+                                     sampler_interval_seconds=0.5, pcie_throughput=False, xid_events=False,
+                                     call_timeout_seconds=2.0, process_metrics=False, hostname=None), **changes})
+
+
+def _torch_device(nvml, index: int):
+    """torch's device number for NVML's GPU ``index`` (torch numbers by CUDA_VISIBLE_DEVICES)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch cannot use the GPU here")
+    uuid = nvml.identify(index).uuid
+    device = next((d for d in range(torch.cuda.device_count())
+                   if uuid.endswith(str(getattr(torch.cuda.get_device_properties(d), "uuid", "?")))), None)
+    if device is None:
+        pytest.skip(f"cannot tell which torch device is GPU {index} ({uuid})")
+    return torch, device
+
+
+def test_gpm_series_are_exported_on_gpm_gpus_from_the_first_scrape(nvml):
     index = _gpm_gpu(nvml)
-    cfg = SimpleNamespace(simulate=0, init_retry_initial_seconds=1.0, init_retry_max_seconds=60.0,
-                          sampler_interval_seconds=0.5, pcie_throughput=False, xid_events=False,
-                          call_timeout_seconds=2.0, process_metrics=False, hostname=None)
-    collector, close = build_gpu_collector(cfg)
+    collector, close = build_gpu_collector(_exporter_config())
     try:
-        time.sleep(0.1)
-        collector.sampler.sample_once()
         s = Scrape(collector.collect())
     finally:
         close()
@@ -94,3 +101,31 @@ def test_gpm_series_are_exported_on_gpm_gpus(nvml):
                  "driftloop_gpu_energy_joules_total", "driftloop_gpu_pcie_throughput_bytes_per_second"):
         assert str(index) in s.gpus(name), name
     assert 0 <= s.value("driftloop_gpu_sm_active_ratio", gpu=str(index)) <= 1
+
+
+def test_the_exporter_serves_sm_active_over_the_last_interval_under_a_matmul_loop(nvml):
+    """Issue 38: under a saturating bf16 matmul loop the exporter served sm_active 0.097 while
+    utilization read 0.95. Through the whole exporter (collector, background sampler at a 1 s
+    interval), sm_active must agree with the load once one interval has passed under it."""
+    index = _gpm_gpu(nvml)
+    torch, device = _torch_device(nvml, index)
+    a = torch.randn(8192, 8192, device=f"cuda:{device}", dtype=torch.bfloat16)
+    collector, close = build_gpu_collector(_exporter_config(sampler_interval_seconds=1.0))
+    try:
+        stop = time.monotonic() + 3.5  # more than two intervals under load, then scrape while it runs
+        while time.monotonic() < stop:
+            for _ in range(20):
+                a @ a
+            torch.cuda.synchronize(device)
+        for _ in range(20):
+            a @ a
+        s = Scrape(collector.collect())
+        torch.cuda.synchronize(device)
+    finally:
+        close()
+    gpu = str(index)
+    sm = s.value("driftloop_gpu_sm_active_ratio", gpu=gpu)
+    tensor = s.value("driftloop_gpu_tensor_active_ratio", gpu=gpu)
+    print("utilization", s.value("driftloop_gpu_utilization_ratio", gpu=gpu), "sm_active", sm, "tensor_active", tensor,
+          "age", s.value("driftloop_gpu_background_sample_age_seconds", gpu=gpu))
+    assert sm > 0.5 and tensor > 0.3

@@ -6,6 +6,7 @@ exercised by test_nvml_real.py on a machine with a GPU, and below for the no-dri
 """
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 from types import SimpleNamespace
@@ -96,9 +97,19 @@ class StubNvml:
         return counted
 
 
-def backend(**overrides) -> tuple[NvmlBackend, StubNvml]:
+def ticking(step: float = 1.0):
+    """A clock one ``step`` later at each reading: back-to-back GPM samples are a full window apart."""
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += step
+        return now[0]
+    return clock
+
+
+def backend(*, clock=None, **overrides) -> tuple[NvmlBackend, StubNvml]:
     nv = StubNvml(**overrides)
-    b = NvmlBackend(nvml=nv)
+    b = NvmlBackend(nvml=nv, clock=clock or ticking())
     b.init()
     return b, nv
 
@@ -296,8 +307,8 @@ class Gpm:
         return req
 
 
-def hopper(**more):
-    gpm = Gpm(nvlink=more.pop("nvlink", False))
+def hopper(*, clock=None, gpm=None, **more):
+    gpm = gpm or Gpm(nvlink=more.pop("nvlink", False))
     funcs = {
         **gpm.funcs(),
         "nvmlDeviceGetFieldValues": field_values({82: (0, 61), 38: (0, 0), 45: (0, 1), 52: (0, 4), 59: (0, 0)}),
@@ -311,7 +322,7 @@ def hopper(**more):
         "nvmlDeviceGetMigMode": raises(pynvml.NVML_ERROR_NOT_SUPPORTED),
         **more,
     }
-    b, nv = backend(**funcs)
+    b, nv = backend(clock=clock, **funcs)
     return b, nv, gpm
 
 
@@ -341,8 +352,9 @@ def test_gpm_needs_two_samples_then_gives_ratios_and_rates_in_base_units():
     b, _, gpm = hopper(nvlink=True)
     first = b.slow_sample(0)
     assert first.activity is None and first.pcie is None  # one sample says nothing yet
+    assert first.activity_pending  # ... so the sampler comes back soon
     s = b.slow_sample(0)
-    assert gpm.taken == 2
+    assert gpm.taken == 2 and not s.activity_pending
     assert s.activity == pytest.approx({"sm_active": 0.92, "sm_occupancy": 0.40, "tensor_active": 0.71,
                                         "dram_active": 0.35, "fp64_active": 0.0, "fp32_active": 0.03,
                                         "fp16_active": 0.01})
@@ -420,3 +432,96 @@ def test_encoder_and_decoder_are_absent_independently():
     b, _, _ = hopper(nvmlDeviceGetEncoderUtilization=raises(pynvml.NVML_ERROR_NOT_SUPPORTED))
     s = b.sample(0)
     assert s.encoder_utilization_ratio is None and s.decoder_utilization_ratio == 0.12
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class GpmCounters(Gpm):
+    """GPM as the hardware keeps it: a sample holds the time and the SMs' busy time so far, a metric is
+    the busy time's change over the window between two samples, and a window under 0.1 s reads 0 (the
+    counters refresh every 100 ms). ``busy`` is the share of SMs working from now on."""
+
+    def __init__(self, clock: ManualClock):
+        super().__init__()
+        self.clock = clock
+        self.busy = 0.0
+        self._busy_seconds = 0.0
+        self._since = clock.now
+        self._samples: dict[int, tuple[float, float]] = {}
+        self._next = 0x1000
+
+    def set_busy(self, share: float) -> None:
+        self._advance()
+        self.busy = share
+
+    def _advance(self) -> None:
+        self._busy_seconds += self.busy * (self.clock.now - self._since)
+        self._since = self.clock.now
+
+    def funcs(self) -> dict:
+        return {**super().funcs(), "nvmlGpmSampleAlloc": self._alloc}
+
+    def _alloc(self):
+        self._next += 0x100
+        return ctypes.cast(ctypes.c_void_p(self._next), pynvml.c_nvmlGpmSample_t)
+
+    @staticmethod
+    def _address(sample) -> int:
+        return ctypes.cast(sample, ctypes.c_void_p).value or 0
+
+    def _take(self, h, sample):
+        self._advance()
+        self.taken += 1
+        self._samples[self._address(sample)] = (self.clock.now, self._busy_seconds)
+        return sample
+
+    def _metrics(self, req):
+        (t1, b1), (t2, b2) = self._samples[self._address(req.sample1)], self._samples[self._address(req.sample2)]
+        share = (b2 - b1) / (t2 - t1) if t2 - t1 >= 0.1 else 0.0
+        for i in range(req.numMetrics):
+            m = req.metrics[i]
+            m.nvmlReturn, m.value = 0, 100.0 * share if m.metricId in (2, 5) else 0.0
+        return req
+
+
+def test_gpm_ratios_cover_the_last_interval_and_follow_a_load_within_one():
+    clock = ManualClock()
+    gpm = GpmCounters(clock)
+    b, _, _ = hopper(clock=clock, gpm=gpm)
+    assert b.slow_sample(0).activity_pending
+    for _ in range(12):  # a minute idle
+        clock.now += 5.0
+        assert b.slow_sample(0).activity["sm_active"] == 0.0
+    gpm.set_busy(0.95)  # a matmul loop starts
+    clock.now += 5.0
+    assert b.slow_sample(0).activity["sm_active"] == pytest.approx(0.95)  # one interval on, not averaged with idle
+    clock.now += 2.0
+    gpm.set_busy(0.0)
+    clock.now += 3.0
+    assert b.slow_sample(0).activity["tensor_active"] == pytest.approx(0.95 * 2 / 5)  # the interval just ended
+
+
+def test_a_sample_sooner_than_gpms_minimum_window_keeps_the_last_full_window():
+    """Back-to-back passes (a bench timing the sampler) must not serve a few-millisecond window, which
+    real GPM reads as ~0 under full load: the last full window is served and no sample is taken."""
+    clock = ManualClock()
+    gpm = GpmCounters(clock)
+    b, _, _ = hopper(clock=clock, gpm=gpm)
+    gpm.set_busy(0.9)
+    b.slow_sample(0)
+    clock.now += 0.02
+    early = b.slow_sample(0)
+    assert early.activity is None and early.activity_pending  # no window yet, and none made up
+    clock.now += 1.0
+    assert b.slow_sample(0).activity["sm_active"] == pytest.approx(0.9)
+    taken = gpm.taken
+    for _ in range(5):
+        clock.now += 0.004
+        assert b.slow_sample(0).activity["sm_active"] == pytest.approx(0.9)
+    assert gpm.taken == taken

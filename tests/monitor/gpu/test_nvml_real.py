@@ -91,13 +91,13 @@ def test_collector_over_real_nvml(nvml, config):
     cfg = config.exporter.model_copy(update={"process_metrics": True, "pcie_throughput": True, "xid_events": True})
     collector, close = build_gpu_collector(cfg)
     try:
-        s = Scrape(collector.collect())
-        s = Scrape(collector.collect())
+        scrapes = [Scrape(collector.collect()), Scrape(collector.collect())]
     finally:
         close()
-    assert s.value("driftloop_gpu_up") == 1.0
-    for name in CORE:
-        assert s.gpus(name) == {str(i) for i in range(nvml.device_count())}, name
+    for s in scrapes:  # every core series from the first scrape on, energy (a background reading) included
+        assert s.value("driftloop_gpu_up") == 1.0
+        for name in CORE:
+            assert s.gpus(name) == {str(i) for i in range(nvml.device_count())}, name
     assert all(v == 0 for v in collector.errors.values()), collector.errors
     assert s.value("driftloop_gpu_collection_duration_seconds") < cfg.call_timeout_seconds
 

@@ -152,3 +152,31 @@ def test_start_up_is_not_held_by_a_gpu_that_hangs_in_the_sampler(fake):
     finally:
         gate.set()
         close()
+
+
+def test_the_first_scrape_serves_energy_and_gpm_activity(fake):
+    """build_gpu_collector waits (bounded) for the sampler's first passes, GPM's second sample
+    included, so nothing slow is missing from the first scrapes (issue 38: energy was absent from two)."""
+    from monitor.config import ExporterConfig
+    from monitor.gpu import build_gpu_collector
+    from tests.monitor.gpu.helpers import Scrape
+    collector, close = build_gpu_collector(ExporterConfig(hostname=""), backend=fake)
+    try:
+        s = Scrape(collector.collect())
+    finally:
+        close()
+    assert s.gpus("driftloop_gpu_energy_joules_total") == {"0", "1"}
+    for attr, name, _ in ACTIVITY:
+        assert s.value(name, gpu="0") == ACTIVE[attr], name
+    assert fake.calls["slow_sample"] == 4  # two passes: GPM's first sample, then its first window
+
+
+def test_the_sampler_comes_back_soon_only_while_gpm_waits_for_its_second_sample(fake, make_collector, clock):
+    collector = make_collector(fake)
+    sampler = SlowSampler(fake, collector.session, interval_seconds=5.0, clock=clock)
+    list(collector.collect())
+    assert sampler.sample_once() is True
+    assert sampler.sample_once() is False
+    fake.without(1, "gpm")
+    collector.session.mark_lost(0, RuntimeError("reset"))
+    assert sampler.sample_once() is False  # GPU 0 not readable, GPU 1 has no GPM: nothing to wait for

@@ -20,6 +20,8 @@ from tests.monitor.store.factories import T0
 
 DIM = 8
 FEATURES = [{"name": "x0"}, {"name": "emb", "type": "embedding", "dim": DIM}]
+# Where input_uri may point: s3 keys as they are, paths inside /data (relative ones from it).
+INPUTS = {"input_roots": ["/data"], "input_schemes": ["s3"]}
 OUTPUTS: dict[str, dict] = {"binary": {"score": 0.7}, "multiclass": {"probabilities": {"a": 0.25, "b": 0.75}},
            "regression": {"prediction": 12.5}}
 
@@ -31,7 +33,7 @@ def task(request) -> str:
 
 @pytest.fixture
 def served(tmp_path, task) -> Iterator[tuple[httpx.Client, PredictionStore, str]]:
-    model = {"features": FEATURES, "task": task, **({"classes": ["a", "b"]} if task == "multiclass" else {})}
+    model = {"features": FEATURES, "task": task, **INPUTS, **({"classes": ["a", "b"]} if task == "multiclass" else {})}
     cfg = make_config(tmp_path / "home", model)
     store = PredictionStore.from_config(cfg)
     with serve(create_app(cfg, store)) as url, \
@@ -138,7 +140,7 @@ def test_a_bad_input_uri_is_refused(served, task, uri, message):
 
 
 def test_the_fast_path_takes_embedding_batches(tmp_path):
-    cfg = make_config(tmp_path / "home", {"features": FEATURES})
+    cfg = make_config(tmp_path / "home", {"features": FEATURES, **INPUTS})
     with PredictionStore.from_config(cfg) as store:
         block = vectors(50)
         store.add_predictions([record(i, "binary", block[i], input_uri=f"u{i}") for i in range(50)])

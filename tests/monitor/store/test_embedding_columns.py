@@ -16,7 +16,9 @@ DIM = 6
 
 
 def embedded_model(dim: int = DIM, name: str = "emb") -> ModelConfig:
-    return small_model(extra=[{"name": name, "type": "embedding", "dim": dim}])
+    model = small_model(extra=[{"name": name, "type": "embedding", "dim": dim}])
+    # input_uri: s3 keys as they are, relative paths inside the (lexical) root /inputs.
+    return model.model_copy(update={"input_roots": ["/inputs"], "input_schemes": ["s3"]})
 
 
 def rows(n: int, start: int = 0, seed: int = 0, dim: int = DIM) -> tuple[list[dict], np.ndarray]:

@@ -61,7 +61,8 @@ def settings(home: Path, port: int, plan: DigitsPlan) -> dict[str, Any]:
         "home": str(home),
         "logging": {"level": "WARNING"},
         "server": {"port": port, "gpu_metrics": False},
-        "model": MODEL,
+        # The images live under home/digits (write_digits): the only folder an input_uri may name.
+        "model": {**MODEL, "input_roots": [str(home / "digits")]},
         "drift": {"interval_seconds": plan.check_interval, "window_size": 8 * plan.batch,
                   "min_labels": 2 * plan.batch, "reports_keep": 10},
         "alerts": {"cooldown_seconds": 0},

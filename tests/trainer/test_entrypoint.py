@@ -22,7 +22,8 @@ SPEC = "tests.trainer.entry_digits:Digits"
 def digits_config(home, template=None, spec=SPEC, **training):
     return make_config(home, template, model={
         "task": "multiclass", "classes": CLASSES, "target": "label",
-        "features": [{"name": "cnn", "type": "embedding", "dim": 16}]},
+        "features": [{"name": "cnn", "type": "embedding", "dim": 16}],
+        "input_roots": [str(home.parent)]},  # the tests' images: beside home (tmp_path / "img")
         training={"entrypoint": spec, "epochs": 8, "learning_rate": 0.01, "batch_size": 32, "patience": 3,
                   "export": {"onnx": False}, "try_previous_versions": 0, "reference_sample": 300, **training})
 

@@ -3,6 +3,8 @@ CNN on sklearn's digits saved as .npy files) trained by driftloop's loop, regist
 MLflow SQLite store, served by its pyfunc from input_uri, retrained from the champion, exported."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import mlflow.pyfunc
 import numpy as np
 import pytest
@@ -170,3 +172,28 @@ def test_entrypoint_trains_with_fp16_autocast_on_cuda(tmp_path):
     result = fit(model, train, val, settings)
     assert result.epochs_run == 2 and all(np.isfinite(r["val_loss"]) for r in result.history)
     assert next(model.parameters()).device.type == "cuda"
+
+
+def test_a_retrain_skips_and_counts_rows_whose_input_left_the_roots(trained, tmp_path):
+    """A file replaced by a symlink out of the root after ingest, one deleted and one corrupted:
+    the retrain's window loses those rows (counted by kind), reads none of them, and prepares."""
+    from trainer.inputs import Skip, readable_rows
+    from trainer.retraining import prepare
+    cfg, _, turned, _, _, _, _ = trained
+    window = turned.copy()
+    secret = tmp_path / "secret.npy"  # outside the roots (tmp_path is not the fixture's folder)
+    secret.write_bytes(b"not for clients")
+    swapped, deleted, corrupt = (Path(window["input_uri"].iloc[i]) for i in (0, 1, 2))
+    swapped.unlink()
+    swapped.symlink_to(secret)
+    deleted.unlink()
+    corrupt.write_bytes(b"not an array")
+    window.loc[3, "input_uri"] = "/etc/passwd"  # as if stored before the roots were set
+    found = readable_rows(cfg, window, what="window")
+    assert found.skipped == {Skip.REFUSED: 2, Skip.UNREADABLE: 2}
+    assert len(found.rows) == len(window) - 4 and not found.rows["input_uri"].isin([str(secret)]).any()
+    p = prepare(cfg, window)
+    # The promoted champion's reference holds turned rows too: those count as well.
+    reference = readable_rows(cfg, reg.load_champion(cfg).baseline.reference, what="reference").counts()
+    assert p.skipped_inputs == {"refused": 2 + reference["refused"], "unreadable": 2 + reference["unreadable"]}
+    assert len(p.recent) == len(window) - 4

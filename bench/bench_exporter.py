@@ -25,7 +25,11 @@ Against baselines measured in the same run:
 
 Slow readings (energy, GPM activity, PCIe/NVLink throughput and counters) come from the background
 sampler, which has taken two passes before timing starts, so every scrape serves them from its cache;
-its own cost per pass is printed separately (it is not on the scrape path).
+its own cost per pass is printed separately (it is not on the scrape path). The timed passes are
+spaced past GPM's 0.1 s minimum window, so each one really samples GPM. With ``--nvml`` it also
+prints what the last scrape served per GPU (utilization, GPM ``sm_active`` / ``tensor_active`` over the
+sampler's last window, energy) and how many series: under ``--load`` sm_active should agree with
+utilization (issue 38 read 0.097 against 0.95 when passes came milliseconds apart).
 """
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -49,6 +53,7 @@ from monitor.gpu.backend import GpuBackend, GpuIdentity, GpuSample, SlowSample  
 from monitor.gpu.families import COUNTERS, GAUGES  # noqa: E402
 from monitor.gpu.exposition import Encoder  # noqa: E402
 from monitor.gpu.fake import default_sample, default_slow  # noqa: E402
+from monitor.gpu.gpm import MIN_WINDOW_SECONDS  # noqa: E402
 from monitor.gpu.simulated import SimulatedBackend  # noqa: E402
 
 SMI_QUERY = ("index,uuid,name,driver_version,pci.bus_id,utilization.gpu,utilization.memory,memory.used,memory.free,"
@@ -123,14 +128,14 @@ def p(values: list[float], q: float) -> float:
 
 
 def measure(label: str, backend: GpuBackend, iterations: int, warmup: int,
-            processes: bool = False) -> dict[str, float]:
+            processes: bool = False) -> dict[str, Any]:
     session = GpuSession(backend)
     sampler = SlowSampler(backend, session, interval_seconds=3600.0)
     collector = GpuCollector(session, call_timeout_seconds=10.0, process_metrics=processes, sampler=sampler,
                              hostname="bench-node")
     list(collector.collect())  # initialise and identify the GPUs
     sampler.sample_once()
-    sampled = timed(sampler.sample_once, max(5, iterations // 100), 0)[0]  # GPM has its two samples after this
+    sampled = spaced(sampler.sample_once, max(5, iterations // 100))  # GPM has its two samples after the first
     n = len(session.gpus)
     registry = CollectorRegistry()
     registry.register(collector)
@@ -155,6 +160,7 @@ def measure(label: str, backend: GpuBackend, iterations: int, warmup: int,
                                              warmup)[0]))
     full_walls, full_cpu = timed(lambda: encoder.encode(registry, OPENMETRICS), iterations, warmup)
     size = len(encoder.encode(registry)[0])
+    served = served_values(collector.collect())
     session.lanes.close()
     backend.shutdown()
     med = statistics.median
@@ -162,8 +168,39 @@ def measure(label: str, backend: GpuBackend, iterations: int, warmup: int,
         "label": label, "gpus": n, "collect_p50": med(collect_walls), "collect_p99": p(collect_walls, 0.99),
         "cpu": collect_cpu, "backend_p50": med(backend_walls), "ours_p50": med(collect_walls) - med(backend_walls),
         "inline_p50": med(inline_walls), "bytes": size, "expo": expo, "full_p50": med(full_walls),
-        "full_p99": p(full_walls, 0.99), "full_cpu": full_cpu, "sampler_p50": med(sampled),
+        "full_p99": p(full_walls, 0.99), "full_cpu": full_cpu, "sampler_p50": med(sampled), "served": served,
     }
+
+
+def spaced(fn: Callable[[], object], calls: int) -> list[float]:
+    """Wall seconds of each call of a slow reading, calls spaced past GPM's minimum window (a call
+    sooner than that takes no GPM sample, so back-to-back calls would time less than the sampler does)."""
+    walls = []
+    for _ in range(calls):
+        time.sleep(MIN_WINDOW_SECONDS * 1.5)
+        t0 = time.perf_counter()
+        fn()
+        walls.append(time.perf_counter() - t0)
+    return walls
+
+
+SERVED = ("driftloop_gpu_utilization_ratio", "driftloop_gpu_sm_active_ratio", "driftloop_gpu_tensor_active_ratio",
+          "driftloop_gpu_energy_joules_total", "driftloop_gpu_background_sample_age_seconds")
+
+
+def served_values(families) -> dict[str, object]:
+    """What one scrape served: the SERVED values by GPU (whole GPUs only), and how many GPU series."""
+    by_gpu: dict[str, dict[str, float]] = {}
+    series = 0
+    for family in families:
+        for sample in family.samples:
+            gpu = sample.labels.get("gpu")
+            if gpu is None:
+                continue
+            series += 1
+            if sample.name in SERVED and "gpu_instance" not in sample.labels:
+                by_gpu.setdefault(gpu, {})[sample.name] = sample.value
+    return {"series": series, "gpus": by_gpu}
 
 
 def nvml_fields(iterations: int) -> list[tuple[str, float]]:
@@ -187,7 +224,7 @@ def nvml_fields(iterations: int) -> list[tuple[str, float]]:
                 statistics.median(timed(lambda: b.pcie_throughput(0), 5, 1)[0])))
     b.slow_sample(0)
     out.append(("slow_sample: energy, GPM, NVLink, remapped rows, MIG (background only)",
-                statistics.median(timed(lambda: b.slow_sample(0), 50, 2)[0])))
+                statistics.median(spaced(lambda: b.slow_sample(0), 10))))
     b.shutdown()
     return out
 
@@ -300,6 +337,12 @@ def report(args: argparse.Namespace, iterations: int) -> int:
         for field, t in fields:
             print(f"| {field} | {t * ms:.4f} |")
         nv = [r for r in rows if r["label"] == "nvml"][0]
+        print(f"\nServed by the last NVML scrape{' under the matmul load' if args.load else ''}: "
+              f"{nv['served']['series']} GPU series")
+        print("| GPU | utilization | sm_active | tensor_active | energy J | slow reading age s |\n" + "|---" * 6 + "|")
+        for gpu, v in sorted(nv["served"]["gpus"].items()):
+            cells = [v.get(name) for name in SERVED]
+            print(f"| {gpu} | " + " | ".join("absent" if c is None else f"{c:.3f}" for c in cells) + " |")
         if smi is None:
             print("nvidia-smi: not installed")
         else:

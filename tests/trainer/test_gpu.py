@@ -93,3 +93,31 @@ def test_no_host_sync_per_step_on_cuda(monkeypatch):
     monkeypatch.undo()
     assert result.steps > 40
     assert calls["n"] <= 2 * cfg.epochs, calls
+
+
+@pytest.mark.parametrize("amp", ["bf16", "fp16"])
+def test_no_cuda_sync_per_step(amp):
+    """What CUDA itself counts as a synchronisation (torch.cuda.set_sync_debug_mode warns on each
+    one: .item(), a device-to-host copy, a stream sync), whoever makes it (the loop, GradScaler,
+    clipping, the optimizer): twice the steps in an epoch, the same number (issue 38)."""
+    import warnings
+
+    def syncs(batch_size: int) -> tuple[int, int]:
+        model, train, val = job()
+        cfg = LoopConfig(epochs=2, batch_size=batch_size, learning_rate=3e-3, amp=amp, device="cuda",
+                         progress=False, grad_clip=1.0)
+        torch.cuda.synchronize()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                result = fit(model, train, val, cfg)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        return result.steps, sum("synchroniz" in str(w.message) for w in caught)
+
+    steps, count = syncs(128)
+    steps2, count2 = syncs(64)
+    print(amp, "steps", steps, steps2, "syncs", count, count2)
+    assert steps2 >= 2 * steps - 2
+    assert count2 - count <= 2, (count, count2)

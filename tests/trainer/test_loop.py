@@ -199,27 +199,44 @@ def test_direct_indexing_trains_bit_identically_to_the_dataloader(uninterrupted)
     assert_same_weights(reference, model)
 
 
+# Tensor methods that read a value back to the host: on CUDA each waits for the GPU (a sync point).
+HOST_READS = ("item", "tolist", "cpu", "numpy", "nonzero", "__bool__", "__float__", "__int__", "__index__")
+
+
 def test_no_host_sync_per_step(monkeypatch):
     """The loop's own bookkeeping stays on the device: the loop's modules (trainer/loop.py and the
-    batches, objective and set-up it was split into) call Tensor.item() once per epoch (the epoch's
-    loss) and in evaluation, never once per step. (On CPU torch's AdamW reads its step counter with
-    .item(), which is no sync there; tests/trainer/test_gpu.py counts every call on CUDA.)"""
-    calls = {"n": 0}
-    real_item = torch.Tensor.item
+    batches, objective and set-up it was split into) read a tensor back to the host (HOST_READS) a
+    fixed number of times per epoch (the epoch's loss, evaluation, best weights), never once per step:
+    twice the steps, the same reads. (On CPU torch's AdamW reads its step counter with .item(), which
+    is no sync there; tests/trainer/test_gpu.py counts every sync on CUDA.)"""
     loop_files = tuple(os.path.join("trainer", f"{name}.py")
-                       for name in ("loop", "batches", "objective", "loop_setup", "loop_records"))
+                       for name in ("loop", "batches", "objective", "loop_setup", "loop_records", "sampling"))
+    calls: dict[str, int] = {}
 
-    def counting_item(self):
-        if sys._getframe(1).f_code.co_filename.endswith(loop_files):
-            calls["n"] += 1
-        return real_item(self)
-    model, train, val = job()
-    cfg = LoopConfig(**{**LOOP.__dict__, "epochs": 2, "grad_accum_steps": 1})
-    monkeypatch.setattr(torch.Tensor, "item", counting_item)
-    result = fit(model, train, val, cfg)
-    monkeypatch.undo()
-    assert result.steps > 20
-    assert calls["n"] <= 2 * cfg.epochs  # epoch loss + validation loss, per epoch
+    def counting(name):
+        real = getattr(torch.Tensor, name)
+
+        def read(self, *args, **kwargs):
+            if sys._getframe(1).f_code.co_filename.endswith(loop_files):
+                calls[name] = calls.get(name, 0) + 1
+            return real(self, *args, **kwargs)
+        return read
+
+    def reads(batch_size: int) -> tuple[int, dict[str, int]]:
+        model, train, val = job()
+        cfg = LoopConfig(**{**LOOP.__dict__, "epochs": 2, "grad_accum_steps": 1, "batch_size": batch_size})
+        calls.clear()
+        with monkeypatch.context() as m:
+            for name in HOST_READS:
+                m.setattr(torch.Tensor, name, counting(name))
+            result = fit(model, train, val, cfg)
+        return result.steps, dict(calls)
+
+    steps, per_run = reads(LOOP.batch_size)
+    steps2, per_run2 = reads(LOOP.batch_size // 2)
+    assert steps > 20 and steps2 >= 2 * steps - 2
+    assert per_run2 == per_run, (per_run, per_run2)  # nothing counted per step
+    assert per_run.get("item", 0) <= 2 * 2  # epoch loss + validation loss, per epoch
 
 
 @pytest.mark.slow

@@ -32,16 +32,14 @@ import pandas as pd
 
 from monitor.embeddings import matrix
 from monitor.errors import UserInputError
-from monitor.tasks import proba_column
+from monitor.tasks import TASKS, task_of
 
 MISSING = "\x00missing"  # trainer.model.MISSING: the vocabulary entry of a missing category
 MANIFEST = "manifest.json"
 FORMATS = {"onnx": "model.onnx", "onnx-int8": "model.int8.onnx"}
-# The graph's one output per task, and what it holds (the manifest's "output").
-OUTPUTS = {"binary": "score", "multiclass": "probabilities", "regression": "prediction"}
-OUTPUT_TEXT = {"binary": "score: P(label = 1), float32 [batch]",
-               "multiclass": "probabilities: P(class) in the order of classes, float32 [batch, K]",
-               "regression": "prediction: the predicted value in the target's units, float32 [batch]"}
+# The graph's one output per task, and what it holds (the manifest's "output"): the tasks' own.
+OUTPUTS = {name: task_of(name).record_output for name in TASKS}
+OUTPUT_TEXT = {name: task_of(name).output_text for name in TASKS}
 
 
 def feeds(frame: pd.DataFrame, features: list[dict[str, Any]]) -> dict[str, np.ndarray]:
@@ -128,9 +126,10 @@ class OnnxScorer:
         self.manifest = dict(manifest)
         self.features: list[dict[str, Any]] = list(self.manifest["features"])
         self.task: str = str(self.manifest.get("task") or "binary")
+        self._task = task_of(self.task)
         self.classes: list[str] | None = self.manifest.get("classes")
-        if self.task == "multiclass" and not self.classes:
-            raise UserInputError("a multiclass model's manifest must list its classes")
+        if self._task.n_outputs(self.classes) < 1:  # one output per class, and no classes
+            raise UserInputError(f"a {self.task} model's manifest must list its classes")
         self._output = self.session.get_outputs()[0].name
 
     @classmethod
@@ -158,14 +157,14 @@ class OnnxScorer:
         """The graph's output as float64, like the PyTorch model's ``predict_proba``: ``(n,)``
         P(1), ``(n, K)`` class probabilities, or ``(n,)`` predicted values."""
         if len(frame) == 0:
-            return np.zeros((0, len(self.classes or ())) if self.task == "multiclass" else 0)
+            return self._task.output_array(np.zeros((0, self._task.n_outputs(self.classes))))
         return self.predict_feeds(feeds(frame, self.features))
 
     def predict_feeds(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
         """The output for already-converted inputs (see :func:`feeds`): the model alone, for benchmarks."""
         (out,) = self.session.run([self._output], inputs)
         out = np.asarray(out, dtype=np.float64)
-        return out.reshape(len(out), -1) if self.task == "multiclass" else out.reshape(-1)
+        return self._task.output_array(out)
 
 
 def served(output: np.ndarray, task: str, classes: list[str] | None, index: Any = None,
@@ -173,14 +172,7 @@ def served(output: np.ndarray, task: str, classes: list[str] | None, index: Any 
     """A model's output as a service gets it (the pyfunc's form, see :class:`OnnxScorer`); ``index``:
     the scored frame's, so that ``features.join(...)`` lines rows up; ``prediction``: the name of
     the prediction column."""
-    if task == "multiclass":
-        names = np.asarray(classes, dtype=object)
-        out = pd.DataFrame({proba_column(c): output[:, i] for i, c in enumerate(names)}, index=index)
-        out.insert(0, prediction, names[np.argmax(output, axis=1)] if len(output) else names[:0])
-        return out
-    if task == "regression":
-        return pd.DataFrame({prediction: output}, index=index)
-    return output
+    return task_of(task).service_output(output, classes, index, prediction)
 
 
 def download_published(client: Any, tracking_uri: str, name: str, version: str, fmt: str, dst: str | Path) -> Path:

@@ -10,7 +10,7 @@ import click
 
 from monitor.dataschema import Omission
 from monitor.errors import UserInputError
-from monitor.tasks import TASKS, InferredTask
+from monitor.tasks import TASKS, InferredTask, task_of
 
 
 def _yaml_name(value: str) -> str:
@@ -21,23 +21,14 @@ def _yaml_name(value: str) -> str:
 
 
 def _target_comment(target: str, task: InferredTask) -> str:
-    said = f"label records may send it as \"{target}\""
-    if task.task == "regression":
-        return f"the true value, a number; {said}"
-    if task.task == "multiclass":
-        return f"the true class, one of classes; {said}"
-    if task.classes:
-        return f"the outcome, {task.classes[0]} or {task.classes[1]}; {said}"
-    return f"the 0/1 outcome; {said}"
+    return f"{task_of(task.task).target_comment(task.classes)}; label records may send it as \"{target}\""
 
 
 def _task_lines(task: InferredTask, chosen: bool) -> list[str]:
     lines = [f"  task: {task.task}    # {task.reason}{'' if chosen else '; init --task chooses another'}"]
     if task.classes:
         names = ", ".join(_yaml_name(c) for c in task.classes)
-        why = ("[negative, positive]" if task.task == "binary" else
-               "in this order: a list of probabilities on the wire follows it")
-        lines.append(f"  classes: [{names}]    # {why}")
+        lines.append(f"  classes: [{names}]    # {task_of(task.task).classes_comment()}")
     return lines
 
 
@@ -200,8 +191,7 @@ def command(data_path: str, target: str, task: str | None, id_column: str | None
                   id_why=proposed.why if proposed else None, min_labels=min_labels)
     out.write_text(text, encoding="utf-8")
     kinds = {t: sum(f.type == t for f in features) for t in ("numeric", "categorical", "embedding")}
-    what = f"{inferred.task}" + (f" ({len(inferred.classes)} classes)" if inferred.task == "multiclass"
-                                 and inferred.classes else "")
+    what = task_of(inferred.task).summary(inferred.classes)
     counts = [f"{n} {t}" for t, n in kinds.items() if n or t != "embedding"]  # embeddings only when there are some
     click.echo(f"Wrote {out}: model {model_name!r}, {what}, target {target!r}, "
                f"{', '.join(counts[:-1])} and {counts[-1]} feature(s). Next: driftloop train --data {data_path}")

@@ -55,8 +55,8 @@ def command(ctx: click.Context, data_path: str | None, last_n: int | None, trigg
     if outcome is None:
         return
     m = outcome.metrics
-    first, second = (("MAE", "mae"), ("RMSE", "rmse")) if cfg.model.task == "regression" else \
-        (("accuracy", "accuracy"), ("ROC AUC", "roc_auc"))
+    task = cfg.model.kind
+    first, second = ((task.metric_label(name), name) for name in task.lead_metrics)
     click.echo(f"{outcome.outcome.upper()}: challenger v{outcome.challenger_version} vs champion "
                f"({first[0]} {m['challenger_' + first[1]]:.4f} vs {m['champion_' + first[1]]:.4f}, {second[0]} "
                f"{m['challenger_' + second[1]]:.4f} vs {m['champion_' + second[1]]:.4f} on {int(m['holdout_rows'])} "

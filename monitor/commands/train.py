@@ -7,7 +7,11 @@ import click
 
 from monitor.cli import config_from
 from monitor.commands._training import run_training
+from monitor.config import ModelConfig
 from monitor.tasks import TASKS
+
+# The task a config without model.task has (binary, 0/1): the one a summary does not name.
+_DEFAULT_TASK = ModelConfig.model_fields["task"].default
 
 
 @click.command("train")
@@ -68,7 +72,7 @@ def command(ctx: click.Context, data_path: str, target: str | None, task: str | 
     if outcome is None:
         return
     role = " (champion)" if outcome.champion else ""
-    kind = "" if cfg.model.task == "binary" else f" ({cfg.model.task})"
+    kind = "" if cfg.model.task == _DEFAULT_TASK else f" ({cfg.model.task})"  # the default task goes unsaid
     click.echo(f"Registered {cfg.registered_model_name} v{outcome.version}{role}{kind}: test "
                f"{headline(cfg.model.task, outcome.metrics)} (run {outcome.run_id}, {cfg.tracking_uri})")
 
@@ -78,14 +82,13 @@ def _with_task(cfg: Any, data: Any) -> Any:
     configured (said on stderr unless it is the default, binary 0/1), checked against the values
     when it is (a regression target that is text is a DataError). Configured classes are kept; a
     target missing from the file is check_frame's error to name."""
-    from monitor.config import ModelConfig
     from monitor.dataschema import resolve_task
 
     m = cfg.model
     if m.target not in data.columns:
         return cfg
     found = resolve_task(data[m.target], m.task if m.task_configured else None)
-    if not m.task_configured and (found.task, found.classes) != ("binary", None):  # a 0/1 target: as always
+    if not m.task_configured and (found.task, found.classes) != (_DEFAULT_TASK, None):  # 0/1: as always
         click.echo(f"Task inferred from the target {m.target!r}: {found.task} ({found.reason})"
                    + (f"; classes {', '.join(found.classes)}" if found.classes else ""), err=True)
     classes = m.classes if "classes" in m.model_fields_set else found.classes

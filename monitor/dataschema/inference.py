@@ -10,7 +10,7 @@ import pandas as pd
 from monitor.dataschema.columns import InferredFeature, InferredSchema, LeftOut, infer_column
 from monitor.dataschema.outputs import model_outputs
 from monitor.errors import DataError
-from monitor.tasks import MAX_CLASSES, InferredTask, infer_task, sorted_classes
+from monitor.tasks import InferredTask, infer_task, task_of
 
 SAMPLE_ROWS = 100_000      # rows looked at; enough to see every common category
 # Names a record (or a window's frame) uses for itself, and why: a feature may not take them.
@@ -30,26 +30,7 @@ def resolve_task(target: pd.Series, task: str | None = None) -> InferredTask:
         return inferred
     if isinstance(inferred, InferredTask) and inferred.task == task:
         return InferredTask(task, inferred.classes, f"{inferred.reason}; chosen with --task")
-    present = target.dropna()
-    name, k = target.name, present.nunique()
-    if task == "regression":
-        if not pd.api.types.is_numeric_dtype(present.dtype) or pd.api.types.is_bool_dtype(present.dtype):
-            shown = ", ".join(map(repr, sorted(map(str, present.unique()))[:3]))
-            raise DataError(f"target {name!r} holds values that are not numbers ({shown}, ...): a regression "
-                            "target is a number; choose multiclass or binary (model.task, init --task)")
-        return InferredTask("regression", None, f"chosen with --task ({k} distinct values)")
-    if task == "binary" and k != 2:
-        raise DataError(f"target {name!r} has {k} distinct values; a binary target has two: choose multiclass"
-                        + (" or regression" if pd.api.types.is_numeric_dtype(present.dtype) else "")
-                        + " (model.task, init --task)")
-    if task == "multiclass" and not 2 <= k <= MAX_CLASSES:
-        raise DataError(f"target {name!r} has {k} distinct values; a multiclass target has 2 to {MAX_CLASSES}"
-                        + (": choose regression (model.task, init --task)" if k > MAX_CLASSES else ""))
-    classes = sorted_classes(present.unique())
-    if task == "binary":
-        return InferredTask("binary", None if set(classes) == {"0", "1"} else classes,
-                            f"chosen with --task; {classes[1]!r} is the positive class (label 1)")
-    return InferredTask("multiclass", classes, f"chosen with --task ({k} classes)")
+    return task_of(task).fit_target(target)
 
 
 def infer_features(data: pd.DataFrame, target: str, *, id: str | None = "id",

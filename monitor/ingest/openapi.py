@@ -2,12 +2,13 @@
 shows the real feature names. The routes read raw bytes (see app.py), so FastAPI cannot infer these."""
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from monitor.config import FeatureSpec, ModelConfig
 from monitor.embeddings import INPUT_URI, MAX_INPUT_URI_CHARS
 from monitor.records.fields import MAX_EPOCH_SECONDS
-from monitor.tasks import PROBA_SUM_TOLERANCE, TASKS
+from monitor.tasks import PROBA_SUM_TOLERANCE, TASKS, task_of
 
 _TS = {"anyOf": [{"type": "string", "format": "date-time", "description": "RFC 3339 with a UTC offset, 1970-2286"},
                  {"type": "number", "minimum": 0, "exclusiveMaximum": MAX_EPOCH_SECONDS,
@@ -73,37 +74,18 @@ def prediction_schema(model: ModelConfig) -> dict[str, Any]:
     """A prediction record of ``model``'s task (monitor.tasks): binary ``score`` (P(1)) and optional
     ``prediction`` 0/1; multiclass ``probabilities`` and optional ``prediction`` (a class); regression
     ``prediction`` (the predicted number)."""
-    properties: dict[str, Any] = {"id": _ID, "ts": _TS, "features": _features(model)}
-    if model.task == "multiclass":
-        properties["probabilities"] = _probabilities(model)
-        properties["prediction"] = {"anyOf": [_class(model, "the served class"), {"type": "null"}],
-                                    "description": "the served class; the most probable one when absent or null"}
-        required = ["id", "features", "probabilities"]
-    elif model.task == "regression":
-        properties["prediction"] = {"type": "number", "description": "the predicted value" + (
-            f"; may be sent as {model.prediction!r}" if model.prediction != "prediction" else "")}
-        required = ["id", "features", "prediction"]
-    else:
-        binary: dict[str, Any] = {"type": "integer", "enum": [0, 1]}
-        properties["score"] = {"type": "number", "minimum": 0, "maximum": 1, "description": "P(target = 1)" + (
-            f"; may be sent as {model.score!r}" if model.score != "score" else "")}
-        properties["prediction"] = {
-            "anyOf": [binary, *([_class(model, "the predicted class")] if model.classes else []), {"type": "null"}],
-            "description": f"derived as score > {model.threshold} when absent or null" + (
-                f"; may be sent as {model.prediction!r}" if model.prediction != "prediction" else "")}
-        required = ["id", "features", "score"]
+    task = task_of(model)
+    properties: dict[str, Any] = {"id": _ID, "ts": _TS, "features": _features(model),
+                                  **task.prediction_properties(model, partial(_class, model),
+                                                               partial(_probabilities, model))}
+    required = ["id", "features", task.record_output]
     properties["model_version"] = _VERSION
     properties[INPUT_URI] = _INPUT_URI
     return {"type": "object", "additionalProperties": False, "required": required, "properties": properties}
 
 
 def _label_value(model: ModelConfig) -> dict[str, Any]:
-    if model.task == "regression":
-        return {"type": "number"}
-    if model.task == "multiclass":
-        return _class(model, "the true class")
-    binary = {"type": "integer", "enum": [0, 1]}
-    return {"anyOf": [binary, _class(model, "the true class")]} if model.classes else binary
+    return task_of(model).label_schema(model.classes, partial(_class, model))
 
 
 def label_schema(model: ModelConfig) -> dict[str, Any]:
@@ -111,7 +93,7 @@ def label_schema(model: ModelConfig) -> dict[str, Any]:
     target's name. The value: 0/1 (binary, or one of its two classes), a class (multiclass), a
     number (regression)."""
     value = _label_value(model)
-    what = {"regression": "the true value", "multiclass": "the true class"}.get(model.task, "the true outcome")
+    what = task_of(model).label_text
     properties: dict[str, Any] = {"id": _ID, model.target: {**value, "description": f"{what} (model.target)"},
                                   "ts": _TS}
     if model.target == "label":
@@ -126,9 +108,9 @@ def task_components(model: ModelConfig) -> dict[str, dict[str, Any]]:
     document (``x-task`` names the task): the configured model's own, and the other tasks' records
     with its features (and, for classes, ``EXAMPLE_CLASSES``), so one document shows them all."""
     out: dict[str, dict[str, Any]] = {}
-    for task in TASKS:
+    for task in map(task_of, TASKS):
         own = task == model.task
-        classes = model.classes if own else (EXAMPLE_CLASSES if task == "multiclass" else None)
+        classes = model.classes if own else task.example_classes(EXAMPLE_CLASSES)
         shaped = model.model_copy(update={"task": task, "classes": classes})
         note = "this model's records" if own else \
             f"the records of a {task} model with these features" + (" (example classes)" if classes else "")
@@ -181,21 +163,12 @@ def prediction_example(model: ModelConfig) -> dict[str, Any]:
     features = {f.name: (0.5 if f.type == "numeric" else "a" if f.type == "categorical"
                          else [round(0.1 * (k % 7) - 0.3, 1) for k in range(f.dim or 0)]) for f in model.features}
     record: dict[str, Any] = {"id": "req-123", "ts": "2026-11-30T01:02:03Z", "features": features}
-    if model.task == "multiclass":
-        classes = model.classes or EXAMPLE_CLASSES
-        share = round(1.0 / len(classes), 4)
-        probabilities = {c: share for c in classes}
-        probabilities[classes[0]] = round(1.0 - share * (len(classes) - 1), 4)
-        record.update(probabilities=probabilities, prediction=classes[0])
-    elif model.task == "regression":
-        record["prediction"] = 103.5
-    else:
-        record.update(score=0.81, prediction=1)
+    record.update(task_of(model).example_outputs(model.classes or EXAMPLE_CLASSES))
     return {**record, "model_version": "3"}
 
 
 def label_example(model: ModelConfig) -> dict[str, Any]:
-    value: Any = {"multiclass": (model.classes or EXAMPLE_CLASSES)[0], "regression": 98.2}.get(model.task, 1)
+    value: Any = task_of(model).example_label(model.classes or EXAMPLE_CLASSES)
     return {"id": "req-123", model.target: value, "ts": "2026-11-30T07:00:00Z"}
 
 ERROR = {"application/json": {"schema": {"type": "object", "properties": {

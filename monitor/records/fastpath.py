@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from monitor.records import fields as F
-from monitor.tasks import PROBA_SUM_TOLERANCE
+from monitor.tasks.columns import PROBA_SUM_TOLERANCE
 
 NUMBER = frozenset({int, float})
 STR = {str}

@@ -28,7 +28,7 @@ import pandas as pd
 
 from monitor.embeddings import INPUT_URI
 from monitor.errors import UserInputError
-from monitor.tasks import PROBA_PREFIX, proba_column
+from monitor.tasks import PROBA_PREFIX, proba_column, task_of
 
 _RESERVED = {"id", "ts", "label_ts", "model_version", INPUT_URI}
 PROBABILITIES = "probabilities"   # a multiclass frame's list column: one probability per class, in class order
@@ -126,27 +126,34 @@ def prediction_records(frame: pd.DataFrame, *, features: Sequence[str] | None = 
     _attach(records, frame, ts, "ts")
     _attach(records, frame, "model_version", "model_version")
     _attach(records, frame, INPUT_URI, INPUT_URI)
-    if task != "regression" and prediction in frame.columns:
-        for record, value in zip(records, _integral(frame, prediction)):
-            if value is not None:
-                record["prediction"] = value
+    output_columns = {"score": score, "prediction": prediction}
+    for key in task_of(task).optional_outputs:  # a classifier's served class, when the frame has it
+        if output_columns[key] in frame.columns:
+            for record, value in zip(records, _integral(frame, output_columns[key])):
+                if value is not None:
+                    record[key] = value
     return records
 
 
 def _outputs(frame: pd.DataFrame, task: str, classes: Sequence[str] | None, score: str,
              prediction: str) -> dict[str, list]:
     """The record keys of the model's outputs and their values per row (the prediction of a
-    classifier, optional, is attached by the caller)."""
-    if task == "regression":
-        if prediction not in frame.columns:
-            raise MissingColumn(f"the frame has no {prediction!r} column, the predicted value of a regression model "
-                                "(pass prediction=... to name it)")
-        return {"prediction": _column(frame, prediction)}
-    if task == "multiclass":
-        return {"probabilities": _probabilities(frame, classes)}
-    if score not in frame.columns:
-        raise MissingColumn(f"the frame has no {score!r} score column (pass score=... to name it)")
-    return {"score": _column(frame, score)}
+    classifier, optional, is attached by the caller). Each output key read from the frame its own way."""
+    kind = task_of(task)
+    missing = {"score": f"the frame has no {score!r} score column (pass score=... to name it)",
+               "prediction": f"the frame has no {prediction!r} column, the predicted value of a {kind} model "
+                             "(pass prediction=... to name it)"}
+    read = {"score": lambda: _required(frame, score, missing["score"]),
+            "prediction": lambda: _required(frame, prediction, missing["prediction"]),
+            PROBABILITIES: lambda: _probabilities(frame, classes)}
+    return {kind.record_output: read[kind.record_output]()}
+
+
+def _required(frame: pd.DataFrame, column: str, missing: str) -> list:
+    """The values of ``column``; MissingColumn saying ``missing`` when the frame has none."""
+    if column not in frame.columns:
+        raise MissingColumn(missing)
+    return _column(frame, column)
 
 
 def _probabilities(frame: pd.DataFrame, classes: Sequence[str] | None) -> list:

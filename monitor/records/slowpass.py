@@ -15,21 +15,10 @@ from monitor.config import ModelConfig
 from monitor.records import fields as F
 from monitor.records.batches import ErrorList, LabelBatch, PredictionBatch
 from monitor.records.inputs import InputRoots
-from monitor.tasks import PROBA_SUM_TOLERANCE, class_name
+from monitor.tasks import PROBA_SUM_TOLERANCE, class_name, task_of
 
-PRED_FIELDS = frozenset({"id", "ts", "features", "score", "prediction", "model_version", "input_uri"})
-PRED_REQUIRED = frozenset({"id", "features", "score"})
 LABEL_FIELDS = frozenset({"id", "ts", "label"})
 LABEL_REQUIRED = frozenset({"id", "label"})
-# The prediction fields per task (monitor.tasks): binary as above; a multiclass record carries the
-# class probabilities (and optionally the served class); a regression record the predicted value.
-TASK_PRED_FIELDS = {
-    "binary": (PRED_FIELDS, PRED_REQUIRED),
-    "multiclass": (frozenset({"id", "ts", "features", "probabilities", "prediction", "model_version", "input_uri"}),
-                   frozenset({"id", "features", "probabilities"})),
-    "regression": (frozenset({"id", "ts", "features", "prediction", "model_version", "input_uri"}),
-                   frozenset({"id", "features", "prediction"})),
-}
 _BAD = object()
 
 
@@ -44,8 +33,9 @@ class RecordByRecord:
         # Longer categorical values are refused: each one is stored, drawn in every report and
         # carried in check results while it sits in the window (model.max_value_chars).
         self._max_value_chars = model.max_value_chars
-        self._task = model.task
-        self.pred_fields, self.pred_required = TASK_PRED_FIELDS[model.task]
+        # The task's record rules: which outputs a record carries and how they and labels are read.
+        self._task = task_of(model)
+        self.pred_fields, self.pred_required = self._task.prediction_fields()
         # Classes by name; a binary model without classes takes 0 and 1 only (as before).
         self.classes = list(model.classes) if model.classes else None
         self.class_index = {c: i for i, c in enumerate(self.classes)} if self.classes else None
@@ -62,27 +52,7 @@ class RecordByRecord:
                 continue
             rid = _check(errors, i, "id", F.check_id, rec["id"]) if "id" in rec else _BAD
             feats = self._features(errors, i, rec["features"]) if "features" in rec else _BAD
-            row_probas: Any = None
-            score: Any = _BAD
-            if self._task == "binary":
-                score = _check(errors, i, "score", F.check_score, rec["score"]) if "score" in rec else _BAD
-                pred = rec.get("prediction")
-                if pred is not None:
-                    pred = _check(errors, i, "prediction", self._binary_class, pred)
-            elif self._task == "regression":
-                score = _check(errors, i, "prediction", F.check_number, rec["prediction"]) \
-                    if "prediction" in rec else _BAD
-                pred = 0
-            else:
-                row_probas = _check(errors, i, "probabilities", self._probabilities, rec["probabilities"]) \
-                    if "probabilities" in rec else _BAD
-                pred = rec.get("prediction")
-                if pred is not None:
-                    pred = _check(errors, i, "prediction", self._class_of, pred)
-                if not errors.count and row_probas is not _BAD and row_probas is not None:
-                    if pred is None:
-                        pred = max(range(len(row_probas)), key=row_probas.__getitem__)
-                    score = row_probas[pred]
+            score, pred, given, row_probas = self._task.read_outputs(_RecordOutputs(self, errors, i, rec))
             ts = rec.get("ts")
             if ts is not None:
                 ts = _check(errors, i, "ts", F.check_ts, ts)
@@ -100,7 +70,7 @@ class RecordByRecord:
             out["features"].append(feats)
             out["scores"].append(score)
             out["predictions"].append(int(score > self.model.threshold) if pred is None else pred)
-            out["prediction_given"].append(self._task == "regression" or rec.get("prediction") is not None)
+            out["prediction_given"].append(given)
             out["model_versions"].append(version)
             out["input_uris"].append(uri)
             if row_probas is not None:
@@ -108,9 +78,7 @@ class RecordByRecord:
         errors.check("prediction", len(records))
         rows = out.pop("features")
         columns = [list(c) for c in zip(*rows)] if rows else [[] for _ in self._names]
-        proba_columns = None
-        if self._task == "multiclass":
-            proba_columns = [list(c) for c in zip(*probas)] if probas else [[] for _ in range(self.model.n_classes)]
+        proba_columns = [list(c) for c in zip(*probas)] if probas else self._task.batch_probas(self.model.n_classes)
         return PredictionBatch(features=columns, **out, probas=proba_columns)
 
     def _input_uri(self, value: Any) -> str:
@@ -122,7 +90,7 @@ class RecordByRecord:
         shown = ", ".join(map(repr, self.classes[:12])) + (", ..." if len(self.classes) > 12 else "")
         return f"model {self.model.name!r} has classes {shown}"
 
-    def _class_of(self, value: Any) -> int:
+    def class_of(self, value: Any) -> int:
         """A class name (or a number equal to one) -> its index; FieldError naming the classes."""
         if self.class_index is None:
             raise F.FieldError("the model's classes are not known yet (train the model, or set model.classes)")
@@ -133,13 +101,13 @@ class RecordByRecord:
             raise F.FieldError(f"unknown class {value!r} ({self._known_classes()})")
         return index
 
-    def _binary_class(self, value: Any) -> int:
+    def binary_class(self, value: Any) -> int:
         """A binary label or prediction: 0 or 1, or one of model.classes [negative, positive]."""
         if self.class_index is not None and not (type(value) is int and value in (0, 1)):
-            return self._class_of(value)
+            return self.class_of(value)
         return F.check_binary(value)
 
-    def _probabilities(self, value: Any) -> list[float]:
+    def probabilities(self, value: Any) -> list[float]:
         """One probability per class: a mapping class -> p, or a list in model.classes order."""
         if self.classes is None:
             raise F.FieldError("the model's classes are not known yet (train the model, or set model.classes)")
@@ -174,11 +142,7 @@ class RecordByRecord:
         return out
 
     def _label_value(self, value: Any) -> Any:
-        if self._task == "regression":
-            return F.check_number(value)
-        if self._task == "multiclass":
-            return self._class_of(value)
-        return self._binary_class(value)
+        return self._task.read_label(value, self)
 
     def _features(self, errors: ErrorList, i: int, feats: Any) -> tuple | object:
         if type(feats) is not dict:
@@ -235,6 +199,29 @@ class RecordByRecord:
         for key in sorted(required - rec.keys()):
             errors.add(i, key, "required field is missing")
         return True
+
+
+class _RecordOutputs:
+    """One prediction record's output fields as the task reads them (:meth:`monitor.tasks.Task.read_outputs`):
+    each checked, a problem listed under the field's name."""
+
+    def __init__(self, validator: RecordByRecord, errors: ErrorList, i: int, rec: dict):
+        self._errors, self._i, self._rec = errors, i, rec
+        self.class_of, self.binary_class, self.probabilities = \
+            validator.class_of, validator.binary_class, validator.probabilities
+
+    def required(self, key: str, check: Callable[[Any], Any]) -> Any:
+        """The checked value of ``key`` (a missing one is already listed by the record's structure)."""
+        return _check(self._errors, self._i, key, check, self._rec[key]) if key in self._rec else _BAD
+
+    def optional(self, key: str, check: Callable[[Any], Any]) -> Any:
+        """The checked value of ``key``; None when absent or null."""
+        value = self._rec.get(key)
+        return None if value is None else _check(self._errors, self._i, key, check, value)
+
+    def failed(self) -> bool:
+        """Whether the batch already has a problem (then nothing is built from it)."""
+        return bool(self._errors.count)
 
 
 def _check_category(value: Any, limit: int) -> str:

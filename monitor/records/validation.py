@@ -21,6 +21,7 @@ from monitor.records import fastpath as fast
 from monitor.records.batches import ErrorList, LabelBatch, PredictionBatch, as_record_list
 from monitor.records.inputs import InputRoots
 from monitor.records.slowpass import LABEL_FIELDS, LABEL_REQUIRED, RecordByRecord
+from monitor.tasks import task_of
 
 MAX_LISTED_ERRORS = 50
 class RecordValidator:
@@ -47,13 +48,12 @@ class RecordValidator:
         self._getters = [itemgetter(name) for name in self._names]
         self._row_getter = itemgetter(*self._names) if len(self._names) > 1 else None
         # The configured column names are accepted on the wire as well as the generic keys:
-        # with model.target = churned, {"id": "c1", "churned": 1} is a label record.
-        self._prediction_aliases = {n: k for n, k in ((model.score, "score"), (model.prediction, "prediction"))
-                                    if n != k}
+        # with model.target = churned, {"id": "c1", "churned": 1} is a label record. Which outputs
+        # take them is the task's (a regression model's one output is its prediction, never a score).
+        self._task = task_of(model)
+        configured = {"score": model.score, "prediction": model.prediction}
+        self._prediction_aliases = {configured[k]: k for k in self._task.aliased_outputs if configured[k] != k}
         self._label_aliases = {model.target: "label"} if model.target != "label" else {}
-        self._task = model.task
-        if model.task == "regression":  # its one output is the predicted value, sent as prediction
-            self._prediction_aliases = {n: k for n, k in ((model.prediction, "prediction"),) if n != k}
         # Accepted batches by kind and path, e.g. paths["label", "fast"]: a client whose batches all
         # take the slow path pays several times the validation cost. Increments from concurrent
         # request threads may race; this is a statistic, not an account.
@@ -77,8 +77,7 @@ class RecordValidator:
         n = len(records)
         if n == 0:
             return PredictionBatch([], [], [], [[] for _ in self._names], [], [], [], [], input_uris=[],
-                                   probas=[[] for _ in range(self.model.n_classes)]
-                                   if self._task == "multiclass" else None)
+                                   probas=self._task.batch_probas(self.model.n_classes))
         try:
             if not fast.dicts_with_keys(records, self._slow.pred_fields, self._slow.pred_required):
                 return None
@@ -108,11 +107,7 @@ class RecordValidator:
 
     def _fast_outputs(self, records: list) -> tuple[list, list, list, list[list[float]] | None] | None:
         """(scores, class indices, prediction given, per-class probabilities) of the model's task."""
-        if self._task == "regression":
-            return fast.regression_outputs(records)
-        if self._task == "multiclass":
-            return fast.multiclass_outputs(records, self._slow.classes, self._slow.class_index)
-        return fast.binary_outputs(records, self.model.threshold)
+        return self._task.fast_outputs(records, self._slow.classes, self._slow.class_index, self.model.threshold)
 
     def _fast_features(self, feats: list) -> list[list] | None:
         # Every configured name present (the getters raise KeyError otherwise) and no more keys
@@ -194,11 +189,7 @@ class RecordValidator:
         """As the record-by-record label check (``RecordByRecord._label_value``) for a whole column:
         a number (regression), a class (multiclass), 0/1 or one of the two classes (binary); None
         when any needs the slow path's words."""
-        if self._task == "regression":
-            return fast.numbers(raw)
-        if self._task == "binary" and set(map(type, raw)) == {int} and set(raw) <= {0, 1}:
-            return raw
-        return fast.class_indices(raw, self._slow.class_index)
+        return self._task.fast_labels(raw, self._slow.class_index)
 
     def slow_labels(self, records: list, now: int) -> LabelBatch:
         return self._slow.labels(records, now)

@@ -18,7 +18,10 @@ server over HTTP; skinny has no SQL store).
 
 It installs the same ``monitor`` package name (a subset), so code written against the full install
 runs unchanged; install one or the other in an environment, not both. The build fails when a module
-of the closure would import a heavy dependency (``FORBIDDEN``) at import time.
+of the closure would import a heavy dependency (``HEAVY``) at import time, or needs a server-side module
+of ours (``SERVER_SIDE``) at all. A heavy import inside a function is allowed: the bottom layer's task
+objects (monitor/tasks/task.py) import torch inside their training methods, which only the trainer
+calls; the client never runs them (tests/trainer/test_light_client.py scores in a venv without torch).
 """
 from __future__ import annotations
 
@@ -33,9 +36,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 ROOTS = ("monitor.client", "monitor.onnx_scoring")
-# What a module of the light client must never import (at any level): each would pull in the server side.
-FORBIDDEN = ("torch", "evidently", "pydantic", "sqlalchemy", "fastapi", "sklearn", "trainer", "monitor.config",
-             "monitor.daemon", "monitor.drift", "monitor.store", "monitor.ingest")
+# What a module of the light client must not import when it is imported: each is a large install.
+HEAVY = ("torch", "evidently", "pydantic", "sqlalchemy", "fastapi", "sklearn")
+# What it must never import, at any depth: server-side modules of ours, which the wheel does not hold.
+SERVER_SIDE = ("trainer", "monitor.config", "monitor.daemon", "monitor.drift", "monitor.store", "monitor.ingest")
+FORBIDDEN = HEAVY + SERVER_SIDE
 DEPENDENCIES = ["numpy>=1.24", "pandas>=2.0,<3", "httpx>=0.27", "orjson>=3.9", "onnxruntime>=1.17"]
 
 
@@ -47,17 +52,36 @@ def _module_path(name: str) -> Path | None:
     return None
 
 
-def _imports(path: Path) -> set[str]:
-    """Every module ``path`` imports, function-local imports included (``from a import b`` gives
-    ``a`` and, when it is a module, ``a.b``)."""
+def _imports(path: Path, import_time: bool = False) -> set[str]:
+    """Every module ``path`` imports, function-local imports included unless ``import_time``
+    (``from a import b`` gives ``a`` and, when it is a module, ``a.b``)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    nodes = _import_time_nodes(tree) if import_time else ast.walk(tree)
+    for node in nodes:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
     return found
+
+
+def _import_time_nodes(tree: ast.Module) -> list[ast.AST]:
+    """The statements run when the module is imported: its body and the blocks of its top-level
+    ``if``/``try``/``with``, not function or class-method bodies."""
+    out: list[ast.AST] = []
+    todo: list[ast.stmt] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if isinstance(node, ast.ClassDef):
+            todo.extend(n for n in node.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            for block in ("body", "orelse", "finalbody", "handlers"):
+                for child in getattr(node, block, []):
+                    todo.extend(child.body if isinstance(child, ast.ExceptHandler) else [child])
+    return out
 
 
 def closure(roots: tuple[str, ...] = ROOTS) -> list[str]:
@@ -75,8 +99,10 @@ def closure(roots: tuple[str, ...] = ROOTS) -> list[str]:
         seen.add(name)
         parts = name.split(".")
         todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))  # parent packages
+        at_import = _imports(path, import_time=True)
         for imported in _imports(path):
-            bad = [f for f in FORBIDDEN if imported == f or imported.startswith(f + ".")]
+            forbidden = FORBIDDEN if imported in at_import else SERVER_SIDE
+            bad = [f for f in forbidden if imported == f or imported.startswith(f + ".")]
             if bad:
                 raise ValueError(f"{name} imports {imported}: the light client must not need it")
             if imported == "monitor" or imported.startswith("monitor."):

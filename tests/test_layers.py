@@ -454,19 +454,6 @@ def test_the_entry_checker_sees_an_unlisted_name():
                             entries) == []  # inside a room, anything goes
 
 
-def test_no_daemon_module_over_300_lines():
-    """Issue 25, "How it is measured": no module over 300 lines in the daemon (docs/development.md)."""
-    long = {module: n for path, module in _daemon_modules() if (n := len(path.read_text().splitlines())) > 300}
-    assert long == {}
-
-
-def test_no_module_of_ours_over_300_lines():
-    """The style guide's size (STYLE.md: modules under ~300 lines), held everywhere in monitor/ and
-    trainer/ since December 2026: a module that grows past it is split by concept, not trimmed."""
-    long = {_module_name(path): n for path in _our_modules() if (n := len(path.read_text().splitlines())) > 300}
-    assert long == {}
-
-
 # -- the views: one entry, no writes --------------------------------------------------------------
 VIEWS = "monitor.daemon.runtime.views"
 

@@ -30,6 +30,29 @@ def test_the_client_closure_stays_light():
     assert not [m for m in modules if m.startswith(("monitor.config", "monitor.daemon", "monitor.drift", "trainer"))]
 
 
+def test_a_heavy_import_counts_only_when_the_module_is_imported(tmp_path):
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import build_client
+    finally:
+        sys.path.pop(0)
+    source = tmp_path / "m.py"
+    source.write_text(textwrap.dedent("""
+        import numpy
+        try:
+            import orjson
+        except ImportError:
+            orjson = None
+        class Task:
+            def loss(self):
+                import torch
+        def train():
+            from trainer import loop
+    """))
+    assert build_client._imports(source, import_time=True) == {"numpy", "orjson"}
+    assert {"torch", "trainer", "trainer.loop"} <= build_client._imports(source)
+
+
 @pytest.fixture(scope="module")
 def light_env(tmp_path_factory) -> Path:
     """A venv with only the built driftloop-client wheel and its dependencies (from the package index)."""

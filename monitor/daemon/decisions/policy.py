@@ -56,6 +56,7 @@ from monitor.daemon.decisions.breach import (PERFORMANCE_REASONS, Breach, Observ
 from monitor.daemon.decisions.breach import level as _level
 from monitor.daemon.decisions.rules import rule_breaches, rule_readings, segment_rule_breaches
 from monitor.finite import is_finite
+from monitor.tasks import task_of
 
 
 @dataclass(frozen=True)
@@ -113,14 +114,13 @@ class AlertPolicy:
     def default_pair(self, obs: Observation, estimated: bool = False) -> list[_Judged]:
         """The task's default breaches, realised or estimated: a classifier's accuracy and ROC AUC
         (``alerts.mode``), a regression model's MAE (a relative rise, ``alerts.mae_rise``)."""
-        c = self._cfg
-        if obs.task == "regression":
-            return [("mae", obs.estimated_mae if estimated else obs.mae, obs.estimated_mae_lower, obs.baseline_mae,
-                     obs.reference_mae, c.mae_rise, "relative")]
-        return [("accuracy", obs.estimated_accuracy if estimated else obs.accuracy, obs.estimated_accuracy_upper,
-                 obs.baseline_accuracy, obs.reference_accuracy, c.accuracy_drop, c.mode),
-                ("roc_auc", obs.estimated_roc_auc if estimated else obs.roc_auc, obs.estimated_roc_auc_upper,
-                 obs.baseline_roc_auc, obs.reference_roc_auc, c.auc_drop, c.mode)]
+        out: list[_Judged] = []
+        for metric, threshold, mode in task_of(obs.task).default_rules(self._cfg):
+            end = "lower" if lower_is_better(metric) else "upper"  # the band's end nearest the bar
+            out.append((metric, getattr(obs, f"estimated_{metric}" if estimated else metric),
+                        getattr(obs, f"estimated_{metric}_{end}"), getattr(obs, f"baseline_{metric}"),
+                        getattr(obs, f"reference_{metric}"), threshold, mode))
+        return out
 
     def performance_breaches(self, obs: Observation) -> list[Breach] | None:
         """Performance breaches of one check; ``None`` when there are too few labels to judge."""
@@ -184,23 +184,17 @@ class AlertPolicy:
         """The change-point lane (module docstring); None when it has nothing proven."""
         if not self._drift.fast_lane or obs.change is None:
             return None
-        regression = obs.task == "regression"
-        if (obs.change.metric == "mae") != regression:
+        reason, threshold, mode = task_of(obs.task).default_rules(self._cfg)[0]  # accuracy, or MAE
+        if obs.change.metric != reason:
             return None  # a change told in another task's figure (cannot happen within one champion)
         from monitor.drift.changepoint import fast_breach
-        if regression:
-            reason, threshold = "mae", self._cfg.mae_rise
-            baseline, against = _level(obs.baseline_mae, obs.reference_mae, lower=True)
-            found = fast_breach(obs.change, baseline, threshold, min_rows=self._drift.fast_min_rows,
-                                confidence=self._drift.fast_confidence)
-        else:
-            reason, threshold = "accuracy", self._cfg.accuracy_drop
-            baseline, against = _level(obs.baseline_accuracy, obs.reference_accuracy)
-            found = fast_breach(obs.change, baseline, threshold, mode=self._cfg.mode,
-                                min_rows=self._drift.fast_min_rows, confidence=self._drift.fast_confidence)
+        baseline, against = _level(getattr(obs, f"baseline_{reason}"), getattr(obs, f"reference_{reason}"),
+                                   lower_is_better(reason))
+        found = fast_breach(obs.change, baseline, threshold, mode=mode, min_rows=self._drift.fast_min_rows,
+                            confidence=self._drift.fast_confidence)
         if found is None:
             return None
-        worse = worsening(reason, found.value, found.baseline, "relative" if regression else self._cfg.mode)
+        worse = worsening(reason, found.value, found.baseline, mode)
         return Breach(reason, found.value, found.baseline, worse, threshold, against, fast=True)
 
     def observe(self, obs: Observation) -> Verdict:

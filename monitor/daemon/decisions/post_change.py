@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
 from monitor.config import DriftloopConfig
+from monitor.tasks import task_of
 
 
 def post_change_need(cfg: DriftloopConfig, window: pd.DataFrame, level: dict[str, float] | None) -> int:
@@ -25,15 +25,14 @@ def post_change_need(cfg: DriftloopConfig, window: pd.DataFrame, level: dict[str
     t = cfg.training
     need = t.post_change_rows
     bar = (level or {}).get("reference_accuracy")
-    if t.min_post_change_rows is not None or cfg.model.task == "regression" or bar is None or len(window) < 30:
+    if t.min_post_change_rows is not None or bar is None or len(window) < 30:
         return need
     from monitor.drift.frames import labelled_rows
-    from monitor.stats import _z, wilson_interval
+    from monitor.stats import _z
     labelled = labelled_rows(window, cfg.model, "window")
     if labelled is None or len(labelled.y) < 30:
         return need
-    interval = wilson_interval(int(np.sum(labelled.y == labelled.pred)), len(labelled.y), t.gate.confidence)
-    drop = bar - interval[1] if interval is not None else 0.0
+    drop = task_of(cfg.model).proven_drop(labelled.y, labelled.pred, bar, t.gate.confidence)  # regression: 0
     if drop <= 0:
         return need
     held_out = max(100, math.ceil(2 * (_z(2 * t.gate.confidence - 1) + 0.8416) ** 2 / drop))

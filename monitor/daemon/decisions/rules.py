@@ -34,7 +34,7 @@ from monitor.config import RULE_METRIC_TASKS, AlertsConfig, DriftloopConfig, Met
 from monitor.daemon.decisions.breach import Breach, level, lower_is_better, metric_of, worsening
 from monitor.errors import ConfigError
 from monitor.finite import is_finite
-from monitor.tasks import TASKS
+from monitor.tasks import TASKS, Task, task_of
 
 _EPS = 1e-12  # a drop of exactly the threshold counts despite float rounding
 _RESULT_METRICS = ("macro_f1", "weighted_f1", "mae", "rmse", "mape", "r2")  # CheckResult fields of the same name
@@ -113,18 +113,16 @@ def rule_inputs_from(result: dict[str, Any]) -> dict[str, Any]:
     return {"metrics": metrics, "baselines": dict(result.get("baselines") or {})}
 
 
-def rule_problems(rules: Iterable[MetricRule], task: str, classes: list[str] | None) -> list[str]:
+def rule_problems(rules: Iterable[MetricRule], task: str | Task, classes: list[str] | None) -> list[str]:
     """Why each rule cannot judge a ``task`` model (with ``classes``): a metric the task does not
     have, a class it does not know, a class missing or superfluous. Empty when all fit."""
     out = []
+    kind = task_of(task)
     for r in rules:
-        if task not in RULE_METRIC_TASKS.get(r.metric, TASKS):
-            out.append(f"{r.key} does not apply to a {task} model")
-        elif r.metric in ("precision", "recall") and task == "multiclass" and r.class_name is None:
-            out.append(f"{r.key} of a multiclass model needs the class it judges ({{metric: {r.metric}, "
-                       "class: NAME, drop: ...}})")
-        elif r.class_name is not None and task != "multiclass":
-            out.append(f"{r.key}: class is for multiclass models ({task} {r.metric} is of the positive class)")
+        if kind not in RULE_METRIC_TASKS.get(r.metric, TASKS):
+            out.append(f"{r.key} does not apply to a {kind} model")
+        elif (problem := kind.rule_class_problem(r.key, r.metric, r.class_name)) is not None:
+            out.append(problem)
         elif r.class_name is not None and classes is not None and r.class_name not in classes:
             out.append(f"{r.key}: {r.class_name!r} is not one of the model's classes ({', '.join(classes)})")
     return out
@@ -140,12 +138,12 @@ def check_rules_fit(cfg: DriftloopConfig) -> None:
         raise ConfigError("alerts.rules: " + "; ".join(problems) + " (docs: Tasks, which metrics each task has)")
 
 
-def segment_drops(alerts: AlertsConfig, task: str = "binary") -> dict[str, tuple[float, str]]:
+def segment_drops(alerts: AlertsConfig, task: str | Task = "binary") -> dict[str, tuple[float, str]]:
     """The drop (and mode) each segment metric is judged with: a classifier's accuracy at
     ``accuracy_drop`` and a regression model's MAE at ``mae_rise`` (relative) unless a segment
     rule says otherwise, and each ``segment: true`` rule's metric at its drop."""
-    drops = ({"mae": (alerts.mae_rise, "relative")} if task == "regression"
-             else {"accuracy": (alerts.accuracy_drop, alerts.mode)})
+    metric, threshold, mode = task_of(task).default_rules(alerts)[0]
+    drops = {metric: (threshold, mode)}
     drops.update({r.metric: (r.drop, alerts.mode) for r in alerts.rules if r.segment})
     return drops
 

@@ -17,6 +17,7 @@ import pandas as pd
 from monitor.config import DriftloopConfig, ModelConfig
 from monitor.daemon.retraining.champion import NoChampionError
 from monitor.errors import DriftloopError, RegistryError
+from monitor.tasks import task_of
 
 if TYPE_CHECKING:  # plain data of the parts below; importing monitor.drift here would cost start-up
     from monitor.drift.changepoint import Change
@@ -251,14 +252,10 @@ def champion_rows(window: pd.DataFrame, version: str, returned: bool = False) ->
 
 
 def _labelled_loss(frame: pd.DataFrame, model: ModelConfig) -> np.ndarray:
-    """The per-row loss (:func:`monitor.taskstats.per_row_loss`) of ``frame``'s labelled rows, in
+    """The per-row loss (:meth:`monitor.tasks.Task.per_row_loss`) of ``frame``'s labelled rows, in
     their order: 0/1 misclassification of the served class, or the absolute error for regression."""
-    from monitor.taskstats import per_row_loss
-    if model.task == "regression":
-        return per_row_loss("regression", pd.to_numeric(frame[model.target], errors="coerce").to_numpy("float64"),
-                            pd.to_numeric(frame[model.prediction], errors="coerce").to_numpy("float64"))
-    return per_row_loss(model.task, frame[model.target].astype("int64").to_numpy(),
-                        frame[model.prediction].astype("int64").to_numpy())
+    task = task_of(model)
+    return task.per_row_loss(task.label_values(frame[model.target]), task.label_values(frame[model.prediction]))
 
 
 def version_summary(window: pd.DataFrame, model: ModelConfig) -> dict[str, dict[str, Any]]:
@@ -270,14 +267,13 @@ def version_summary(window: pd.DataFrame, model: ModelConfig) -> dict[str, dict[
                 else pd.Series(UNKNOWN_VERSION, index=window.index))
     out: dict[str, dict[str, Any]] = {}
     last_seen = window.groupby(versions.to_numpy(), sort=False)["ts"].max().sort_values(ascending=False)
-    figure = "mae" if model.task == "regression" else "accuracy"
+    task = task_of(model)
+    figure = task.primary_metric  # accuracy, or MAE
     for v in list(last_seen.index)[:MAX_VERSIONS_REPORTED]:
         part = window[(versions == v).to_numpy()]
         labelled = part[part[model.target].notna()]
         loss = _labelled_loss(labelled, model) if len(labelled) else None
-        value = None
-        if loss is not None and len(loss):
-            value = float(np.nanmean(loss)) if figure == "mae" else float(1.0 - loss.mean())
+        value = task.loss_figure(loss) if loss is not None and len(loss) else None
         out[str(v)] = {"rows": int(len(part)), "labelled": int(len(labelled)), figure: value}
     return out
 

@@ -40,6 +40,7 @@ from monitor.daemon.runtime.scheduler import build_scheduler
 from monitor.daemon.runtime.views import collect_status
 from monitor.daemon.runtime.triggers import TriggerResult, handle_alertmanager, request_retrain
 from monitor.daemon.runtime.wiring import LazyEvaluator, ReportSaver, default_champion, shadow_observer
+from monitor.tasks import task_of
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -267,8 +268,7 @@ class Daemon:
             metrics = dict(champion.baseline.metrics)
             c.levels.reset(str(champion.version), metrics.get("accuracy"), metrics.get("roc_auc"), metrics.get("mae"))
             current = c.incidents.current()
-            figures = (f"MAE {metrics.get('mae')}" if self.cfg.model.task == "regression"
-                       else f"accuracy {metrics.get('accuracy')}, ROC AUC {metrics.get('roc_auc')}")
+            figures = task_of(self.cfg.model).reference_figures(metrics)
             message = f"reference level reset to champion v{champion.version}'s baseline ({figures})"
             if current is not None:
                 c.incidents.note(current.id, "reference_reset", message)

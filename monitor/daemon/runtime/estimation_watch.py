@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import pandas as pd
 
 from monitor.config import DriftloopConfig
-from monitor.tasks import internal_proba_column
+from monitor.tasks import task_of
 
 if TYPE_CHECKING:
     from monitor.drift.estimators import Estimator
@@ -192,6 +192,6 @@ class EstimationWatch:
     def _kept_columns(self, rows: pd.DataFrame) -> pd.DataFrame:
         m = self.cfg.model
         wanted = {*m.feature_names, m.target, m.score, m.prediction, "ts", "model_version",
-                  *(internal_proba_column(i) for i in range(m.n_classes if m.task == "multiclass" else 0))}
+                  *task_of(m).proba_columns(m.n_classes)}
         rows = rows[rows[m.target].notna()] if m.target in rows.columns else rows.iloc[:0]
         return rows[[c for c in rows.columns if c in wanted]].reset_index(drop=True)

@@ -12,28 +12,30 @@ from typing import Callable, Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from monitor.config import RULE_METRIC_TASKS, RULE_METRICS
 from monitor.daemon.decisions.kinds import Reason, State
 from monitor.daemon.state.attempts import OUTCOMES
 from monitor.daemon.runtime.checks import STATUSES
 from monitor.daemon.runtime.controller import Controller
 from monitor.daemon.state.incidents import REASONS
+from monitor.tasks import TASKS, Task, task_of
 
 log = logging.getLogger(__name__)
 
 R = Reason
-# binary's policy reasons
-ALERT_REASONS: tuple[Reason, ...] = (R.ACCURACY, R.ROC_AUC, R.PRECISION, R.RECALL, R.F1, R.POSITIVE_RATE, R.DRIFT)
-# The policy's reasons per task (monitor.config.RULE_METRIC_TASKS), so a model's series are its own
-# metrics; a per-class rule adds its key (recall[night]), bounded by alerts.rules.
-TASK_ALERT_REASONS: dict[str, tuple[Reason, ...]] = {
-    "binary": ALERT_REASONS,
-    "multiclass": (R.ACCURACY, R.ROC_AUC, R.MACRO_F1, R.WEIGHTED_F1, R.DRIFT),
-    "regression": (R.MAE, R.RMSE, R.MAPE, R.R2, R.DRIFT)}
 _NOT_METRICS = (R.ALERTMANAGER, R.SCHEDULE, R.MANUAL)  # incident reasons of every task
+# What the per-version gauge's help says of the model's headline figure (Task.primary_metric).
+_FIGURE_HELP = {"accuracy": "Accuracy", "mae": "Mean absolute error"}
 
 
-def alert_reasons(task: str, rule_keys: Iterable[str] = ()) -> tuple[str, ...]:
-    reasons = TASK_ALERT_REASONS.get(task, ALERT_REASONS)
+def alert_reasons(task: str | Task, rule_keys: Iterable[str] = ()) -> tuple[str, ...]:
+    """The policy's reasons of a ``task`` model, so its series are its own metrics: the rule metrics
+    the task has (``monitor.config.RULE_METRIC_TASKS``, in ``RULE_METRICS`` order) and drift; a metric
+    the task judges per class (:attr:`Task.class_metrics`) only as a rule's key (``recall[night]``),
+    from ``rule_keys`` (bounded by ``alerts.rules``)."""
+    kind = task_of(task)
+    reasons = tuple(R(m) for m in RULE_METRICS
+                    if kind in RULE_METRIC_TASKS.get(m, TASKS) and m not in kind.class_metrics) + (R.DRIFT,)
     return reasons + tuple(k for k in rule_keys if k not in reasons)
 
 
@@ -115,16 +117,11 @@ class DaemonCollector:
         yield _gauge("driftloop_model_version_rows",
                      "Predictions in the latest window, by the version that scored them",
                      ["model", "version"], [([m, v], float(d["rows"])) for v, d in versions.items()])
-        if cfg.model.task == "regression":
-            yield _gauge("driftloop_model_version_mae",
-                         "Mean absolute error of the latest window's labelled rows, by the version that scored them",
-                         ["model", "version"],
-                         [([m, v], d["mae"]) for v, d in versions.items() if d.get("mae") is not None])
-        else:
-            yield _gauge("driftloop_model_version_accuracy",
-                         "Accuracy of the latest window's labelled rows, by the version that scored them",
-                         ["model", "version"],
-                         [([m, v], d["accuracy"]) for v, d in versions.items() if d.get("accuracy") is not None])
+        figure = task_of(cfg.model).primary_metric  # what checks.version_summary reports per version
+        yield _gauge(f"driftloop_model_version_{figure}",
+                     f"{_FIGURE_HELP[figure]} of the latest window's labelled rows, by the version that scored them",
+                     ["model", "version"],
+                     [([m, v], d[figure]) for v, d in versions.items() if d.get(figure) is not None])
 
     def _from_store(self, m: str) -> Iterable[Metric]:
         ctl = self._ctl

@@ -27,6 +27,7 @@ from monitor.daemon.runtime.checks import WindowSource
 from monitor.daemon.state.attempts import Attempt, AttemptStore
 from monitor.daemon.state.incidents import Incident, IncidentStore
 from monitor.errors import DriftloopError
+from monitor.tasks import task_of
 
 if TYPE_CHECKING:
     from monitor.drift.changepoint import Change
@@ -41,13 +42,9 @@ class Scorer(Protocol):
 def rescored_loss(model: Any, cfg: DriftloopConfig, rows: pd.DataFrame) -> np.ndarray:
     """The per-row loss of ``model`` re-scoring ``rows`` (``predict_proba``: P(1), the class
     probabilities, or the predicted value): 0/1 misclassification, or the absolute error."""
-    from monitor.taskstats import per_row_loss
-    task, target = cfg.model.task, cfg.model.target
+    task = task_of(cfg.model)
     out = np.asarray(model.predict_proba(rows), dtype=np.float64)
-    if task == "regression":
-        return per_row_loss(task, pd.to_numeric(rows[target], errors="coerce").to_numpy("float64"), out)
-    served = np.argmax(out, axis=1) if task == "multiclass" else (out > cfg.model.threshold).astype("int64")
-    return per_row_loss(task, rows[target].astype("int64").to_numpy(), served)
+    return task.per_row_loss(task.label_values(rows[cfg.model.target]), task.served_output(out, cfg.model.threshold))
 
 
 def later_change(cfg: DriftloopConfig, store: WindowSource, champion: Scorer, change_ts: float | None,
@@ -76,7 +73,7 @@ def later_change(cfg: DriftloopConfig, store: WindowSource, champion: Scorer, ch
     loss = rescored_loss(model, cfg, rows)
     keep = np.isfinite(loss)
     change = find_loss_change(cfg.model.task, loss[keep])
-    need = cfg.alerts.mae_rise if cfg.model.task == "regression" else cfg.alerts.accuracy_drop
+    _, need, _ = task_of(cfg.model).default_rules(cfg.alerts)[0]  # accuracy_drop, or mae_rise
     if change is None or change.worsening < need:
         return None
     at = batch_boundary(pd.to_datetime(rows["ts"]).to_numpy("datetime64[ns]")[keep], change.index)

@@ -10,6 +10,7 @@ from monitor.daemon.runtime.views.segments import aggregate_bar, render_worst
 from monitor.daemon.runtime.views.status import iso
 from monitor.daemon.runtime.views.tasks import baseline_of, class_rows, estimated_rows, realised_rows, task_of, worse
 from monitor.tasks import LOWER_IS_BETTER
+from monitor.tasks import task_of as task_named
 
 
 def _f(x: Any, spec: str = ".4f") -> str:
@@ -51,12 +52,12 @@ def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_label
         lines.append(outcome.message)
         return "\n".join(lines)
     d = r.to_dict()
-    task = task_of(d)
+    task = task_named(task_of(d))
     breached = {b.key: b for b in breaches or [] if not b.estimated}
-    w = 11 if task == "multiclass" else 10  # weighted_f1
+    w = max(10, *(len(name) for name, *_ in realised_rows(d)))  # 11 for multiclass's weighted_f1
     raised = _bars(d, reference)
-    lines += ["", f"{'metric':<{w}} {'live':>8} {'CI':>18} {'bar':>9} {'worse' if task == 'regression' else 'drop':>8}"
-              "  verdict"]
+    heading = "worse" if task.primary_metric in LOWER_IS_BETTER else "drop"  # an error's headline rises
+    lines += ["", f"{'metric':<{w}} {'live':>8} {'CI':>18} {'bar':>9} {heading:>8}  verdict"]
     for name, live, ci, base, change in realised_rows(d):
         lower = name in LOWER_IS_BETTER
         if name in raised:
@@ -78,23 +79,23 @@ def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_label
     table = {name for name, *_ in realised_rows(d)}
     lines += [f"{'rule':<10} BREACH {b.describe()} (alerts.rules)" for b in breaches or []
               if b.key not in table]
-    if task == "multiclass":
+    if task.class_metrics:  # the per-class figures (multiclass: precision and recall of each class)
         lines += ["", f"{'class':<16} {'precision':>9} {'recall':>8} {'baseline':>9}  (recall: share of the class's "
                   "labelled rows served that class)"]
         for c, p, rc, base in class_rows(d):
-            marks = [m for m in ("precision", "recall") if f"{m}[{c}]" in breached]
+            marks = [m for m in task.class_metrics if f"{m}[{c}]" in breached]
             lines.append(f"{c:<16} {_f(p):>9} {_f(rc):>8} {_f(base):>9}"
                          + (f"  BREACH {', '.join(marks)}" if marks else ""))
-    where = "from the scores alone" if task != "regression" else "direct loss estimation, no labels"
-    lines += ["", f"{'estimated':<10} {'value':>8} {'band':>18}   ({where}, all {r.estimated_rows} rows)"]
+    lines += ["", f"{'estimated':<10} {'value':>8} {'band':>18}   ({task.estimation_source_detail}, "
+              f"all {r.estimated_rows} rows)"]
     for name, est, band in estimated_rows(d):
         lines.append(f"{name:<10} {_f(est):>8} {_ci(band):>18}")
     if r.estimation_error is not None:
         lines.append(f"realised - estimated accuracy on the labelled rows: {r.estimation_error:+.4f}")
-    if task == "binary":
-        lines += ["", f"at threshold: precision {_f(r.precision)}, recall {_f(r.recall)}, f1 {_f(r.f1)} (labelled "
-                      "rows); "
-                  f"served positive rate {_f(r.predicted_positive_rate)}"]
+    at_threshold = ", ".join(f"{m} {_f(getattr(r, m))}" for m in task.threshold_metrics)  # binary's
+    if at_threshold:
+        lines += ["", f"at threshold: {at_threshold} (labelled rows); served positive rate "
+                      f"{_f(r.predicted_positive_rate)}"]
     if r.segments:
         lines += [""] + render_worst([x.to_dict() for x in r.segments], aggregate_bar(d), n=10)
     lines += ["", f"drift share {_f(r.drift_share, '.2f')} (dataset drift at >= {_f(r.drift_share_threshold, '.2f')}): "

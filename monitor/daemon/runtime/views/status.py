@@ -11,6 +11,7 @@ from monitor.daemon.state.checklog import CheckLog
 from monitor.daemon.state.incidents import IncidentStore
 from monitor.daemon.runtime.views.segments import aggregate_bar, render_worst, worst_segments
 from monitor.daemon.runtime.views.tasks import SUMMARY_KEYS, class_rows, estimated_rows, realised_rows, task_of
+from monitor.tasks import task_of as task_named
 
 _TIME_KEYS = ("ts", "opened_at", "updated_at", "resolved_at", "started_at", "finished_at", "window_start", "window_end",
               "change_ts")
@@ -80,23 +81,22 @@ def _level(levels: Any) -> dict[str, Any] | None:
 
 def _task_lines(c: dict[str, Any]) -> list[str]:
     """The last check's figures by their names, per task (binary: accuracy and ROC AUC as ever)."""
-    task = task_of(c)
+    task = task_named(task_of(c))
     lines = []
     for name, live, ci, base, _ in realised_rows(c):
-        band = f" [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci and task != "binary" else ""
+        shown = task.shown_interval(ci)
+        band = f" [{_fmt(shown[0])}, {_fmt(shown[1])}]" if shown else ""
         lines.append(f"  {name:<10} {_fmt(live)}{band} (baseline {_fmt(base)})")
-    if task == "multiclass":
-        per_class = class_rows(c)
-        if per_class:
-            lines.append("  recall     " + ", ".join(f"{k} {_fmt(r, '.3f')}" for k, _, r, _ in per_class)
-                         + " (per class)")
+    per_class = class_rows(c)  # a multiclass result's classes (no other task's result has per-class figures)
+    if per_class:
+        lines.append("  recall     " + ", ".join(f"{k} {_fmt(r, '.3f')}" for k, _, r, _ in per_class)
+                     + " (per class)")
     (head, value, est_band), *others = estimated_rows(c)
     if value is not None:
         lo, hi = est_band or (None, None)
-        rest = others[:1] if task == "binary" else [o for o in others if o[1] is not None]
-        where = "from the scores alone" if task != "regression" else "direct loss estimation"
         lines.append(f"  estimated  {head} {_fmt(value)} [{_fmt(lo)}, {_fmt(hi)}]"
-                     + "".join(f", {name} {_fmt(est)}" for name, est, _ in rest) + f" ({where})")
+                     + "".join(f", {name} {_fmt(est)}" for name, est, _ in task.status_estimates(others))
+                     + f" ({task.estimation_source})")
     return lines
 
 

@@ -19,7 +19,7 @@ from trainer.deployment import export_and_log
 from trainer.entrypoint import add_embeddings, checked_rows, example_rows
 from trainer.inputs import readable_rows
 from trainer.loop import LoopConfig, LoopState, peek_checkpoint
-from trainer.metrics import headline, model_figures, served, task_metrics
+from trainer.metrics import headline, model_figures, task_metrics
 from trainer.outcomes import Baseline, TrainOutcome
 from trainer.runs import (check_reports, check_trigger, epoch_logger, fit_frames, lineage_tags, log_reports,
                           loop_params, mlflow_run)
@@ -38,21 +38,14 @@ def reference_sample(cfg: DriftloopConfig, preferred: pd.DataFrame, *others: pd.
     (a retrain replays them) and get the embedding ``embed`` gives, computed by ``model``: the
     baseline's embeddings change with the champion, as the served ones do."""
     from monitor.embeddings import INPUT_URI
-    from monitor.tasks import internal_proba_column
     m = cfg.model
     rows = pd.concat([preferred, *others], ignore_index=True).iloc[: cfg.training.reference_sample]
     rows = rows.sample(frac=1.0, random_state=seed).reset_index(drop=True)
     keep = [c for c in [*m.feature_names, INPUT_URI] if c in rows.columns]
     out = add_embeddings(model, rows[keep + [m.target]].copy())
-    if m.task == "binary":
-        out[m.score] = model.predict_proba(out)
-        return out
-    pred, score, proba = served(m.task, model.predict_proba(out), m.threshold)
-    out[m.score] = score
-    out[m.prediction] = pred
-    if proba is not None:
-        for i in range(proba.shape[1]):
-            out[internal_proba_column(i)] = proba[:, i]
+    for column, values in m.kind.served_columns(model.predict_proba(out), m.threshold, m.score,
+                                                m.prediction).items():
+        out[column] = values
     return out
 
 

@@ -52,10 +52,9 @@ ARTIFACT_DIR = "onnx"
 def _manifest(model: Any, cfg: DriftloopConfig, version: str | None, task: str) -> dict[str, Any]:
     manifest: dict[str, Any] = {"version": version, "model": cfg.model.name, "features": features_of(model),
                                 "task": task, "classes": getattr(model, "classes", None)}
-    if task == "binary":
-        manifest["threshold"] = cfg.model.threshold
-    else:  # the pyfunc's (and OnnxScorer.predict's) prediction column
-        manifest["prediction"] = cfg.model.prediction
+    kind = task_of(model)
+    # the threshold (binary) or the pyfunc's (and OnnxScorer.predict's) prediction column
+    manifest.update({**kind.threshold_field(cfg.model.threshold), **kind.prediction_field(cfg.model.prediction)})
     manifest.update({"opset": OPSET, "inputs": "one 1-D input per feature: float32 (NaN = missing) or string",
                      "output": OUTPUT_TEXT[task], "formats": {}})
     return manifest

@@ -29,8 +29,9 @@ import torch
 from monitor.config import DriftloopConfig
 from monitor.errors import ExportError
 from monitor.onnx_scoring import OUTPUT_TEXT, OUTPUTS
+from monitor.tasks import task_of
 from trainer.forms import ExportResult, _quiet_quantizer, check_forms
-from trainer.export import OPSET, _last_matmul
+from trainer.export import OPSET, _matmuls
 
 INPUT = "input"
 LATENCY_REPEATS = 30  # single-row timings: each reads the row's input through the user's dataset
@@ -93,7 +94,7 @@ def _int8(fp32: bytes, calibration: np.ndarray, task: str) -> bytes:
             quantize_static(str(source), str(target), Batches(), quant_format=QuantFormat.QDQ, per_channel=True,
                             activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                             op_types_to_quantize=QUANTIZED,
-                            nodes_to_exclude=[] if task == "binary" else _last_matmul(fp32))
+                            nodes_to_exclude=task_of(task).int8_fp32_outputs(_matmuls(fp32)))
         except Exception as exc:
             raise ExportError(f"INT8 quantization failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
         return target.read_bytes()
@@ -124,8 +125,7 @@ def export_forms(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg
                                 "inputs": f"{INPUT}: a batch of what the entrypoint's dataset(refs, train=False) "
                                           "yields",
                                 "output": OUTPUT_TEXT[task]}
-    if task == "binary":
-        manifest["threshold"] = threshold
+    manifest.update(task_of(task).threshold_field(threshold))
 
     def build() -> dict[str, bytes]:
         ref_x = _inputs(model, reference)

@@ -32,8 +32,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from monitor import tasks
 from monitor.errors import ExportError
 from monitor.onnx_scoring import OUTPUTS, feeds
+from monitor.tasks import Task
 
 OPSET = 17   # pinned: what the exporter emits and ONNX Runtime 1.x runs everywhere
 ML_OPSET = 3  # ai.onnx.ml, for LabelEncoder
@@ -50,9 +52,9 @@ def _embeddings(model: Any) -> dict[str, int]:
     return dict(getattr(model, "embeddings", None) or {})  # none on models pickled before them
 
 
-def task_of(model: Any) -> str:
+def task_of(model: Any) -> Task:
     """The model's task; a model pickled before tasks existed is binary."""
-    return str(getattr(model, "task", "binary"))
+    return tasks.task_of(getattr(model, "task", "binary"))
 
 
 def _scoring_module(model: Any) -> Any:
@@ -168,6 +170,12 @@ def _first_matmul(data: bytes) -> list[str]:
     return []
 
 
+def _matmuls(data: bytes) -> list[str]:
+    """The names of the MatMul and Gemm nodes, in graph order."""
+    import onnx
+    return [node.name for node in onnx.load_from_string(data).graph.node if node.op_type in _MATMULS]
+
+
 def _last_matmul(data: bytes) -> list[str]:
     """The output layer's node. A multiclass or regression model keeps it fp32 too: its output is
     the served output itself (the logits before a softmax, the value before unscaling), with no
@@ -176,14 +184,13 @@ def _last_matmul(data: bytes) -> list[str]:
     |Δ value| / target std 0.020-0.025 -> 0.013-0.019, multiclass max |Δ probability| 0.024-0.034
     -> 0.016-0.019, against the default tolerance 0.05. (Narrower nets do worse: 32x16 reached
     0.066 on one seed of five.)"""
-    import onnx
-    names = [node.name for node in onnx.load_from_string(data).graph.node if node.op_type in _MATMULS]
-    return names[-1:]
+    return _matmuls(data)[-1:]
 
 
 def _excluded(data: bytes, task: str) -> list[str]:
-    first = _first_matmul(data)
-    return first if task == "binary" else list(dict.fromkeys(first + _last_matmul(data)))
+    """The nodes an INT8 form keeps fp32: the input layer's, and the output layer's where the task says
+    (:meth:`monitor.tasks.Task.int8_fp32_outputs`: a multiclass or regression model's, :func:`_last_matmul`)."""
+    return list(dict.fromkeys(_first_matmul(data) + tasks.task_of(task).int8_fp32_outputs(_matmuls(data))))
 
 
 def to_int8(fp32: bytes, calibration: pd.DataFrame, features: list[dict[str, Any]], task: str = "binary") -> bytes:

@@ -29,7 +29,7 @@ Why both metrics: accuracy is what users feel at the configured threshold, ROC A
 quality that survives a threshold change; a model that buys accuracy by wrecking the ranking (or
 the reverse) is not an improvement.
 
-Per task (:func:`judge` picks the rule from ``model.task``):
+Per task (:func:`judge` picks the rule for the task's lead figures, ``Task.lead_metrics``):
 
 - multiclass: the same rule on accuracy (the most probable class) and the one-vs-rest macro ROC
   AUC; floors: accuracy not shown worse than the majority-class rate (upper Wilson bound), macro
@@ -44,7 +44,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
+
+from monitor.tasks import Task, task_of
 
 # Metrics are ratios of row counts, so a gain of exactly the margin (9 more right of 900 for 0.01) can
 # come out of the float subtraction a hair below it (0.57 - 0.56 = 0.00999...): compare with this slack.
@@ -76,33 +78,10 @@ class RegressionFloors:
 def floors_of(y_true, scores, threshold: float, confidence: float,
               task: str = "binary") -> Floors | RegressionFloors:
     """The floors of one model's served output (``predict_proba``) on held-out rows (two-sided
-    interval at ``2c - 1``, i.e. one-sided bounds at ``confidence``)."""
-    import numpy as np
-
-    from monitor.stats import delong_auc, wilson_interval
-    level = 2 * confidence - 1
-    if task == "regression":
-        from monitor.taskstats import regression_performance
-        perf = regression_performance(np.asarray(y_true, dtype=np.float64), np.asarray(scores, dtype=np.float64),
-                                      level)
-        return RegressionFloors(perf.r2, None if perf.r2_ci is None else perf.r2_ci[0])
-    y = np.asarray(y_true, dtype=np.int64)
-    s = np.asarray(scores, dtype=np.float64)
-    if task == "multiclass":
-        from monitor.taskstats import macro_auc
-        right = int((np.argmax(s, axis=1) == y).sum()) if len(y) else 0
-        acc = wilson_interval(right, len(y), level)
-        _, macro_ci = macro_auc(y, s, level)
-        majority = float(np.bincount(y, minlength=s.shape[1]).max() / len(y)) if len(y) else 1.0
-        return Floors(None if acc is None else acc[0], majority, None if macro_ci is None else macro_ci[0],
-                      None if acc is None else acc[1])
-    right = int(((s > threshold).astype(np.int64) == y).sum())
-    acc = wilson_interval(right, len(y), level)
-    auc = delong_auc(y, s)
-    auc_ci = None if auc is None else auc.interval(level)
-    majority = float(max(y.mean(), 1 - y.mean())) if len(y) else 1.0
-    return Floors(None if acc is None else acc[0], majority, None if auc_ci is None else auc_ci[0],
-                  None if acc is None else acc[1])
+    interval at ``2c - 1``, i.e. one-sided bounds at ``confidence``): the task's figures
+    (:meth:`monitor.tasks.Task.floor_figures`) in the floors of its rule."""
+    kind = task_of(task)
+    return _rule(kind).floors(**kind.floor_figures(y_true, scores, threshold, 2 * confidence - 1))
 
 
 def decide(challenger: dict[str, float], champion: dict[str, float], challenger_reference_accuracy: float,
@@ -198,17 +177,9 @@ def auc_noise(task: str, y: Any, champion_output: Any, challenger_output: Any, c
     test of challenger - champion on the same held-out rows (binary: scores; multiclass: class
     probabilities, macro one-vs-rest; ``y`` as the gate's rows hold it). 0 when it cannot be
     computed (a class with fewer than two rows), which keeps the strict "not lower" reading."""
-    import numpy as np
-
-    from monitor.paired import paired_delong, paired_macro_delong
     from monitor.stats import _z
     try:
-        if task == "binary":
-            found = paired_delong(np.asarray(y) == 1, np.asarray(champion_output), np.asarray(challenger_output))
-        elif task == "multiclass":
-            found = paired_macro_delong(np.asarray(y).astype(np.int64), champion_output, challenger_output)
-        else:
-            return 0.0
+        found = task_of(task).paired_auc(y, champion_output, challenger_output)  # None: the task has no ROC AUC
     except (ValueError, IndexError, TypeError):
         return 0.0
     if found is None or not math.isfinite(found.variance):
@@ -221,15 +192,43 @@ def judge(task: str, challenger: dict[str, float], champion: dict[str, float], c
           concept_holds: bool = True, auc_noise: float = 0.0) -> Decision:
     """The gate of ``task`` with the margins of ``gate`` (training.gate, a GateConfig). The reference
     figures are accuracy (classifiers) or MAE (regression) on the champion's reference sample."""
-    if task == "regression":
-        return decide_regression(challenger, champion, challenger_reference, champion_reference,
-                                 min_mae_gain=gate.min_mae_gain, reference_floor=gate.reference_floor,
-                                 floors=floors if isinstance(floors, RegressionFloors) else None,
-                                 concept_holds=concept_holds)
+    return _rule(task_of(task)).judge(challenger, champion, challenger_reference, champion_reference, gate,
+                                      floors, concept_holds, auc_noise)
+
+
+def _judge_gains(challenger: dict[str, float], champion: dict[str, float], challenger_reference: float,
+                 champion_reference: float, gate: Any, floors: Any, concept_holds: bool, auc_noise: float) -> Decision:
+    """:func:`decide` with the margins of ``gate``: the rule of accuracy and ROC AUC."""
     return decide(challenger, champion, challenger_reference, champion_reference,
                   min_accuracy_gain=gate.min_accuracy_gain, min_auc_gain=gate.min_auc_gain,
                   reference_floor=gate.reference_floor, floors=floors if isinstance(floors, Floors) else None,
                   concept_holds=concept_holds, auc_noise=auc_noise)
+
+
+def _judge_errors(challenger: dict[str, float], champion: dict[str, float], challenger_reference: float,
+                  champion_reference: float, gate: Any, floors: Any, concept_holds: bool, auc_noise: float) -> Decision:
+    """:func:`decide_regression` with the margins of ``gate``: the rule of MAE and RMSE."""
+    return decide_regression(challenger, champion, challenger_reference, champion_reference,
+                             min_mae_gain=gate.min_mae_gain, reference_floor=gate.reference_floor,
+                             floors=floors if isinstance(floors, RegressionFloors) else None,
+                             concept_holds=concept_holds)
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """One promotion rule: the floors it reads and the decision it makes."""
+    floors: Callable[..., Floors | RegressionFloors]
+    judge: Callable[..., Decision]
+
+
+#: The rule for a task's lead figures (:attr:`monitor.tasks.Task.lead_metrics`): a task whose
+#: headline is accuracy and ROC AUC is judged by :func:`decide`, one of MAE and RMSE by
+#: :func:`decide_regression`.
+_RULES = {("accuracy", "roc_auc"): _Rule(Floors, _judge_gains), ("mae", "rmse"): _Rule(RegressionFloors, _judge_errors)}
+
+
+def _rule(task: Task) -> _Rule:
+    return _RULES[task.lead_metrics]
 
 
 def _dedupe(items: list[str]) -> list[str]:

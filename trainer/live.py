@@ -34,9 +34,8 @@ import numpy as np
 import pandas as pd
 
 from monitor.config import DriftloopConfig
-from monitor.tasks import internal_proba_columns
+from monitor.tasks import LOWER_IS_BETTER, task_of
 from trainer.data import split
-from trainer.metrics import served as served_output_parts
 
 ARTIFACT_DIR = "live"
 
@@ -65,11 +64,11 @@ class LiveComparison:
 
     def _criteria(self) -> tuple[tuple[str, float | None, float | None, float | None, bool], ...]:
         """(name, challenger's, champion's, p-value, higher is better) per paired test of the task."""
-        if self.task == "regression":
-            return (("MAE", self.challenger_mae, self.champion_mae, self.paired_t_p, False),)
-        auc = "macro ROC AUC" if self.task == "multiclass" else "ROC AUC"
-        return (("accuracy", self.challenger_accuracy, self.champion_accuracy, self.mcnemar_p, True),
-                (auc, self.challenger_roc_auc, self.champion_roc_auc, self.delong_p, True))
+        task = task_of(self.task)
+        found = {metric: (getattr(self, f"challenger_{metric}"), getattr(self, f"champion_{metric}"),
+                          getattr(self, p)) for metric, p in _P_VALUES.items()}
+        return tuple((task.metric_label(metric), *found[metric], metric not in LOWER_IS_BETTER)
+                     for metric in task.paired_metrics)
 
     def significant(self, alpha: float) -> tuple[list[str], list[str]]:
         """(where the challenger is significantly better, where significantly worse) at ``alpha``."""
@@ -83,9 +82,8 @@ class LiveComparison:
 
     def closeness(self) -> str:
         """How close the two models' outputs were, for people: agreement, or the mean |difference|."""
-        if self.task == "regression":
-            return f"mean |prediction difference| {_fmt(self.mean_abs_difference)}"
-        return f"agreement {_fmt(self.agreement)}"
+        field, label = task_of(self.task).closeness_figure
+        return f"{label} {_fmt(getattr(self, field))}"
 
     def verdict(self, alpha: float) -> tuple[bool, str]:
         """(wins, why) at significance ``alpha``."""
@@ -101,6 +99,10 @@ class LiveComparison:
                               for name, ours, theirs, p, _ in self._criteria())
             return False, f"no significant live win at p<{alpha:g}: {found} {summary}"
         return True, f"wins on live traffic: {'; '.join(better)} {summary}"
+
+
+#: The field of each paired test's p-value (the figures are ``challenger_<metric>`` and ``champion_<metric>``).
+_P_VALUES = {"accuracy": "mcnemar_p", "roc_auc": "delong_p", "mae": "paired_t_p"}
 
 
 def _fmt(x: float | None) -> str:
@@ -138,28 +140,20 @@ def served_output(window: pd.DataFrame, cfg: DriftloopConfig) -> np.ndarray | st
     served): P(1) (binary), the class probabilities ``__proba_<i>`` (multiclass, rows x classes),
     the predicted value (regression); or why the window does not say."""
     m = cfg.model
-    if m.task == "multiclass":
-        columns = internal_proba_columns(m.n_classes)
-        absent = [c for c in columns if c not in window.columns]
-        if absent:
-            return f"the window carries no served class probabilities ({', '.join(absent[:3])} missing)"
-        return np.column_stack([pd.to_numeric(window[c], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-                                for c in columns])
-    return pd.to_numeric(window[m.score], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    return m.kind.window_output(window, m.score, m.n_classes)
 
 
 def predicted_labels(output: np.ndarray, task: str, threshold: float) -> np.ndarray:
     """The label a classifier's output predicts: P(1) above ``threshold``, or the likeliest class."""
-    return served_output_parts(task, output, threshold)[0]
+    return task_of(task).served(output, threshold)[0]
 
 
 def _output_frames(task: str, served: np.ndarray, ours: np.ndarray, column: str,
                    threshold: float) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """The two sides of the output drift test: a numeric score or value, or the predicted class."""
-    if task == "multiclass":
-        return (pd.DataFrame({column: predicted_labels(served, task, threshold).astype(str)}),
-                pd.DataFrame({column: predicted_labels(ours, task, threshold).astype(str)}), "categorical")
-    return pd.DataFrame({column: served}), pd.DataFrame({column: ours}), "numeric"
+    kind = task_of(task)
+    (theirs, column_kind), (mine, _) = kind.drift_output(served, threshold), kind.drift_output(ours, threshold)
+    return pd.DataFrame({column: theirs}), pd.DataFrame({column: mine}), column_kind
 
 
 def compare_live(model: Any, features: pd.DataFrame, window: pd.DataFrame, cfg: DriftloopConfig,
@@ -182,12 +176,8 @@ def compare_live(model: Any, features: pd.DataFrame, window: pd.DataFrame, cfg: 
     ours = np.full(output.shape, np.nan)
     ours[served] = model.predict_proba(features[served])
     out.rows = int(served.sum())
-    if m.task == "regression":
-        out.mean_abs_difference = float(np.mean(np.abs(ours[served] - output[served])))
-    else:
-        out.agreement = float(np.mean(predicted_labels(ours[served], m.task, m.threshold)
-                                      == predicted_labels(output[served], m.task, m.threshold)))
-    column = m.score if m.task == "binary" else m.prediction
+    setattr(out, m.kind.closeness_figure[0], m.kind.closeness(ours[served], output[served], m.threshold))
+    column = m.kind.output_column(m.score, m.prediction)
     frame_ref, frame_cur, kind = _output_frames(m.task, output[served], ours[served], column, m.threshold)
     snapshot, verdicts = runner.run_drift(frame_ref, frame_cur, [runner.ColumnPlan(column, kind, None)], None,
                                           drift_share=0.5, threshold=None, timestamp=clock(),
@@ -209,20 +199,10 @@ def compare_live(model: Any, features: pd.DataFrame, window: pd.DataFrame, cfg: 
 def _paired_tests(out: LiveComparison, y: np.ndarray, a: np.ndarray, b: np.ndarray, task: str,
                   threshold: float) -> None:
     """Champion (``a``, what it served) against challenger (``b``) on labelled rows ``y``, into ``out``."""
-    from monitor.paired import mcnemar, paired_delong, paired_errors, paired_macro_delong
-
-    if task == "regression":
-        errors = paired_errors(y, a, b)
-        out.champion_mae, out.challenger_mae, out.paired_t_p = errors.mae_a, errors.mae_b, errors.p_value
-        return
-    y = y.astype(np.int64)
-    right_a = predicted_labels(a, task, threshold) == y
-    right_b = predicted_labels(b, task, threshold) == y
-    out.champion_accuracy, out.challenger_accuracy = float(right_a.mean()), float(right_b.mean())
-    out.mcnemar_p = mcnemar(right_a, right_b).p_value
-    auc = paired_macro_delong(y, a, b) if task == "multiclass" else paired_delong(y, a, b)
-    if auc is not None:
-        out.champion_roc_auc, out.challenger_roc_auc, out.delong_p = auc.auc_a, auc.auc_b, auc.p_value
+    for metric, _, _, champion, challenger, p, _ in task_of(task).paired_tests(y, a, b, threshold):
+        setattr(out, f"champion_{metric}", champion)
+        setattr(out, f"challenger_{metric}", challenger)
+        setattr(out, _P_VALUES[metric], p)
 
 
 def log_live(comparison: LiveComparison, snapshot: Any) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import pandas as pd
 
+from monitor.tasks import task_of
 from trainer.outcomes import Baseline
 
 if TYPE_CHECKING:
@@ -99,18 +100,9 @@ def input_signature(numeric: list[str], categorical: list[str], *, task: str = "
     from mlflow.models import ModelSignature
     from mlflow.types.schema import AnyType, Array, ColSpec, DataType, Schema
 
-    from trainer.pyfunc import output_proba_column
-
     inputs = Schema([ColSpec(AnyType(), name, required=False) for name in [*numeric, *categorical]])
-    if task == "multiclass":
-        outputs = Schema([ColSpec(DataType.string, prediction),
-                          *(ColSpec(DataType.double, output_proba_column(c)) for c in classes or [])])
-    elif task == "regression":
-        outputs = Schema([ColSpec(DataType.double, prediction)])
-    elif embedding:
-        outputs = Schema([ColSpec(DataType.double, score)])
-    else:
-        outputs = Schema([ColSpec(DataType.double)])
+    outputs = Schema([ColSpec(getattr(DataType, kind), name) for kind, name
+                      in task_of(task).signature_outputs(prediction, score if embedding else None, classes)])
     if embedding:
         outputs = Schema([*outputs.inputs, ColSpec(Array(DataType.float), embedding)])
     return ModelSignature(inputs=inputs, outputs=outputs)

@@ -20,6 +20,7 @@ from typing import Any, Callable, Literal
 
 import pandas as pd
 
+from monitor.tasks import task_of
 from trainer.gate import Decision, floors_of, judge
 from trainer.metrics import comparison, model_figures, ranking, reference_figure, task_metrics
 from trainer.outcomes import Champion
@@ -54,7 +55,7 @@ def best_previous(cfg: Any, champion: Champion, holdout: pd.DataFrame, reference
     held-out accuracy (then ROC AUC; regression: the lowest MAE, then RMSE), or None.
     ``load(version)`` gives a registered version (``trainer.registry.load_version``); a version
     that cannot be loaded is skipped."""
-    t, target, threshold, task = cfg.training, cfg.model.target, cfg.model.threshold, cfg.model.task
+    t, target, threshold, task = cfg.training, cfg.model.target, cfg.model.threshold, task_of(cfg.model)
     limit = t.try_previous_versions
     if limit <= 0:
         return None
@@ -74,7 +75,7 @@ def best_previous(cfg: Any, champion: Champion, holdout: pd.DataFrame, reference
         if kind != task:  # the same registered name once held another kind of model
             tried.append(f"v{version}: a {kind} model, not {task}")
             continue
-        if task == "multiclass" and classes != cfg.model.classes:
+        if task.output_classes(classes) != task.output_classes(cfg.model.classes):
             tried.append(f"v{version}: classes {classes} are not {cfg.model.classes}")
             continue
         scores = earlier.model.predict_proba(holdout)
@@ -84,7 +85,7 @@ def best_previous(cfg: Any, champion: Champion, holdout: pd.DataFrame, reference
         decision = judge(task, metrics, champion_m, ref_ch, ref_cp, t.gate, floors=floors, concept_holds=concept_holds)
         if decision.promote:
             passed.append(Recalled(version, metrics, champion_m, decision, tried))
-            first, second = ("mae", "rmse") if task == "regression" else ("accuracy", "roc_auc")
+            first, second = task.lead_metrics
             tried.append(f"v{version}: passes ({metrics[first]:.4f} / {metrics[second]:.4f})")
         else:
             tried.append(f"v{version}: {decision.reasons[0]}")
@@ -96,7 +97,7 @@ def best_previous(cfg: Any, champion: Champion, holdout: pd.DataFrame, reference
     # against a worse model for B, and the model for A is older.
     best = max(passed, key=lambda r: ranking(task, r.metrics))
     best.tried = [t for t in tried if not t.startswith(f"v{best.version}:")]
-    lead = "mae" if task == "regression" else "accuracy"
+    lead = task.primary_metric
     log.info("earlier version v%s fits the current concept (%s %.4f vs champion v%s %.4f)",
              best.version, lead, best.metrics[lead], champion.version, champion_m[lead])
     return best
@@ -171,6 +172,7 @@ def review(cfg: Any, champion: Champion, rows: pd.DataFrame, versions: list[str]
 
     started = time.perf_counter()
     m = cfg.model
+    task = task_of(m)
     y = rows[m.target].to_numpy()
     ours = champion.model.predict_proba(rows)
     champion_m = model_figures(task_metrics(m.task, y, ours, m.threshold))
@@ -183,13 +185,14 @@ def review(cfg: Any, champion: Champion, rows: pd.DataFrame, versions: list[str]
             scored.append(Scored(version, {}, note=f"not loadable ({type(exc).__name__}: {exc})"[:300]))
             continue
         kind, classes = getattr(earlier.model, "task", "binary"), getattr(earlier.model, "classes", None)
-        if kind != m.task or (m.task == "multiclass" and classes != m.classes):
+        if kind != task or task.output_classes(classes) != task.output_classes(m.classes):
             scored.append(Scored(version, {}, note=f"a {kind} model with classes {classes}, not comparable"))
             continue
         theirs = earlier.model.predict_proba(rows)
         found = Scored(version, model_figures(task_metrics(m.task, y, theirs, m.threshold)))
         t = cfg.training
-        for i, (name, test, a, b, p, higher) in enumerate(_paired(m.task, np.asarray(y), ours, theirs, m.threshold)):
+        for i, (_, name, test, a, b, p, higher) in enumerate(task.paired_tests(np.asarray(y), ours, theirs,
+                                                                                m.threshold)):
             if p is None or p >= alpha or a == b:
                 continue
             better = (b > a) == higher
@@ -201,26 +204,6 @@ def review(cfg: Any, champion: Champion, rows: pd.DataFrame, versions: list[str]
     winners = [s for s in scored if s.headline and not s.worse]
     best = max(winners, key=lambda s: ranking(m.task, s.metrics)) if winners else None
     return Review(str(champion.version), len(rows), alpha, champion_m, scored, best, time.perf_counter() - started)
-
-
-def _paired(task: str, y: Any, a: Any, b: Any, threshold: float) -> list[tuple[str, str, float, float, Any, bool]]:
-    """(figure, test, champion's, earlier's, p-value or None, higher is better) per paired test."""
-    import numpy as np
-
-    from monitor.paired import mcnemar, paired_delong, paired_errors, paired_macro_delong
-    from trainer.metrics import served
-    if task == "regression":
-        e = paired_errors(y.astype(np.float64), a, b)
-        return [("MAE", "paired t", e.mae_a, e.mae_b, e.p_value, False)]
-    y = y.astype(np.int64)
-    right_a, right_b = served(task, a, threshold)[0] == y, served(task, b, threshold)[0] == y
-    out = [("accuracy", "McNemar", float(right_a.mean()), float(right_b.mean()), mcnemar(right_a, right_b).p_value,
-            True)]
-    auc = paired_macro_delong(y, a, b) if task == "multiclass" else paired_delong(y, a, b)
-    if auc is not None:
-        out.append(("macro ROC AUC" if task == "multiclass" else "ROC AUC", "DeLong", auc.auc_a, auc.auc_b,
-                    auc.p_value, True))
-    return out
 
 
 def recall_allowed(cfg: Any) -> bool:

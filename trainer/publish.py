@@ -117,7 +117,7 @@ class Lineage:
 def publish(cfg: DriftloopConfig, registry: reg.Registry, run_id: str, p: Prepared, trained: Trained,
             examined: Examined, judgement: Judgement, lineage: Lineage) -> RetrainOutcome:
     """Carry out ``judgement`` (hold in shadow, or move ``champion``) and record it."""
-    e, task = examined.evidence, cfg.model.task
+    e, task = examined.evidence, cfg.model.kind
     ruling, reasons, version = judgement.ruling, judgement.reasons, e.version
     if ruling is Ruling.SHADOW:  # passed: now it must hold its own on live traffic first
         hold(registry, version, e.champion_version, e.shadow_windows, time.time())
@@ -125,7 +125,7 @@ def publish(cfg: DriftloopConfig, registry: reg.Registry, run_id: str, p: Prepar
     current = alias.data["current"] if alias is not None else registry.alias_version(reg.CHAMPION)
     promote = ruling is Ruling.PROMOTED
     previous = registry.make_champion(version) if promote else None
-    figure = "mae" if task == "regression" else "accuracy"  # of the reference and concept checks
+    figure = task.primary_metric  # of the reference and concept checks
     result = trained.result
     metrics = {
         **comparison(task, e.challenger, e.champion),

@@ -23,6 +23,7 @@ import pandas as pd
 
 from monitor.config import DriftloopConfig
 from monitor.errors import ConfigError
+from monitor.tasks import task_of
 from trainer import distributed
 from trainer import registry as reg
 from trainer import story
@@ -60,10 +61,7 @@ def _concept_check(champion: Champion, recent: pd.DataFrame, reference: pd.DataF
     regressor's when its MAE there is at most ``alerts.mae_rise`` (relative) above it."""
     on_recent = reference_score(cfg, champion.model, recent)
     on_reference = reference_score(cfg, champion.model, reference)
-    if cfg.model.task == "regression":
-        holds = bool(on_recent <= on_reference * (1 + cfg.alerts.mae_rise))
-    else:
-        holds = bool(on_recent >= on_reference - cfg.alerts.accuracy_drop)
+    holds = cfg.model.kind.concept_holds(on_recent, on_reference, cfg.alerts)
     return {"holds": holds, "recent": float(on_recent), "reference": float(on_reference)}
 
 
@@ -114,12 +112,11 @@ def prepare(cfg: DriftloopConfig, window: pd.DataFrame) -> Prepared:
     recent = checked_rows(cfg, usable.rows, what="recent window", min_rows=t.min_rows)
     rest, holdout = split(recent, t.holdout_fraction, target, t.seed, what="recent window", part="holdout", task=task)
     champion: Champion = reg.load_champion(cfg)  # checks reachability; RegistryError if no champion
-    kind = getattr(champion.model, "task", "binary")
-    if kind != cfg.model.task or (kind == "multiclass" and champion.model.classes != cfg.model.classes):
-        raise ConfigError(f"champion v{champion.version} is a {kind} model"
-                          + (f" of classes {champion.model.classes}" if kind == "multiclass" else "")
-                          + f", but the configuration says {cfg.model.task}"
-                          + (f" of classes {cfg.model.classes}" if cfg.model.task == "multiclass" else "")
+    kind, expected = task_of(getattr(champion.model, "task", "binary")), cfg.model.kind
+    classes = getattr(champion.model, "classes", None)
+    if kind != expected or expected.output_classes(classes) != expected.output_classes(cfg.model.classes):
+        raise ConfigError(f"champion v{champion.version} is a {kind} model{kind.of_classes(classes)}"
+                          f", but the configuration says {expected}{expected.of_classes(cfg.model.classes)}"
                           + "; unset model.task / model.classes (the champion says) or train a new model")
     kept = readable_rows(cfg, champion.baseline.reference, what=f"champion v{champion.version}'s reference")
     reference = check_frame(kept.rows, cfg.model, what=f"champion v{champion.version}'s reference")
@@ -156,7 +153,7 @@ def train(cfg: DriftloopConfig, p: Prepared, *, resume: bool, should_stop: Any, 
         if not logged:
             return trained
         warm_val, cold_val = evaluate_model(cfg, model, p.val_rows), evaluate_model(cfg, fresh, p.val_rows)
-        lead = ("mae", "rmse") if cfg.model.task == "regression" else ("accuracy", "roc_auc")
+        lead = cfg.model.kind.lead_metrics
         mlflow.log_metrics({f"{kind}_val_{k}": m[k] for k in lead for kind, m in (("warm", warm_val),
                                                                                   ("cold", cold_val))})
         if ranking(cfg.model.task, cold_val) > ranking(cfg.model.task, warm_val):

@@ -16,47 +16,17 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-import numpy as np
+from monitor.tasks import task_of
 
 _EPS = 1e-9
 
 
 def rule_metrics(y_true: Any, proba: Any, threshold: float, task: str = "binary",
                  classes: list[str] | None = None) -> dict[str, float]:
-    """What alerts.rules compare, by rule key, from a served output (NaN when undefined). Binary:
-    precision, recall, F1 and served positive rate at ``threshold``."""
-    if task != "binary":
-        return _task_rule_metrics(y_true, proba, task, classes or [])
-    from monitor.stats import performance
-    y = np.asarray(y_true, dtype=np.int64)
-    s = np.asarray(proba, dtype=np.float64)
-    pred = (s > threshold).astype(np.int64)
-    perf = performance(y, pred, s)
-    nan = float("nan")
-    return {"precision": nan if perf.precision is None else perf.precision,
-            "recall": nan if perf.recall is None else perf.recall,
-            "f1": nan if perf.f1 is None else perf.f1,
-            "positive_rate": float(pred.mean()) if len(pred) else nan}
-
-
-def _task_rule_metrics(y_true: Any, out: Any, task: str, classes: list[str]) -> dict[str, float]:
-    from monitor.taskstats import multiclass_performance, regression_performance
-    nan = float("nan")
-
-    def value(x: float | None) -> float:
-        return nan if x is None else float(x)
-    if task == "regression":
-        perf = regression_performance(np.asarray(y_true, dtype=np.float64), np.asarray(out, dtype=np.float64))
-        return {"mae": value(perf.mae), "rmse": value(perf.rmse), "mape": value(perf.mape), "r2": value(perf.r2)}
-    proba = np.asarray(out, dtype=np.float64)
-    y = np.asarray(y_true, dtype=np.int64)
-    perf = multiclass_performance(y, np.argmax(proba, axis=1), proba, proba.shape[1])
-    figures = {"accuracy": value(perf.accuracy), "roc_auc": value(perf.roc_auc), "macro_f1": value(perf.macro_f1),
-               "weighted_f1": value(perf.weighted_f1)}
-    for i, name in enumerate(classes):
-        figures[f"precision[{name}]"] = value((perf.class_precision or {}).get(i))
-        figures[f"recall[{name}]"] = value((perf.class_recall or {}).get(i))
-    return figures
+    """What alerts.rules compare, by rule key, from a served output (NaN when undefined): the task's
+    (:meth:`monitor.tasks.Task.rule_figures`). Binary: precision, recall, F1 and served positive rate
+    at ``threshold``."""
+    return task_of(task).rule_figures(y_true, proba, threshold, classes)
 
 
 def rule_regressions(challenger: dict[str, float], champion: dict[str, float], rules: Iterable[Any],

@@ -14,6 +14,9 @@ Multiclass:
 Regression: MAE with a t interval on the absolute errors; RMSE with the delta-method interval of
 the square root of the mean squared error; MAPE when no target is 0; R² with the delta-method
 interval of 1 - MSE / Var(y) (the two means' covariance from the rows).
+
+Which of these a model gets, and its per-row loss, is its task's to say (:meth:`monitor.tasks.Task.performance`,
+:meth:`monitor.tasks.Task.per_row_loss`, which call down here): this module does not know the tasks.
 """
 from __future__ import annotations
 
@@ -102,21 +105,3 @@ def regression_performance(y_true: np.ndarray, y_pred: np.ndarray, confidence: f
     return Performance(rows=n, accuracy=None, accuracy_ci=None, roc_auc=None, roc_auc_ci=None, positive_rate=None,
                        mae=mae, mae_ci=mae_ci, rmse=rmse, rmse_ci=rmse_ci, mape=mape, r2=r2, r2_ci=r2_ci)
 
-
-def task_performance(task: str, y_true: np.ndarray, y_pred: np.ndarray, scores: np.ndarray,
-                     proba: np.ndarray | None = None, n_classes: int = 2, confidence: float = 0.95) -> Performance:
-    """The performance of a model of ``task`` on labelled rows (the one entry point checks use)."""
-    if task == "multiclass":
-        return multiclass_performance(y_true, y_pred, proba, n_classes, confidence)
-    if task == "regression":
-        return regression_performance(y_true, y_pred, confidence)
-    from monitor.stats import performance
-    return performance(y_true, y_pred, scores, confidence)
-
-
-def per_row_loss(task: str, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
-    """The per-row error a change-point scan and a paired test use: 0/1 misclassification for a
-    classifier, the absolute error for regression."""
-    if task == "regression":
-        return np.abs(np.asarray(y_pred, dtype=np.float64) - np.asarray(y_true, dtype=np.float64))
-    return (np.asarray(y_pred) != np.asarray(y_true)).astype(np.float64)

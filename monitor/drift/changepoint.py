@@ -1,7 +1,7 @@
 """Where did performance change? A change-point scan of the labelled per-row error stream.
 
 The window's labelled rows of one model version, in time order, give a per-row loss stream
-(:func:`monitor.taskstats.per_row_loss`): 0/1 "was this prediction wrong" for a classifier, the
+(:meth:`monitor.tasks.Task.per_row_loss`): 0/1 "was this prediction wrong" for a classifier, the
 absolute error for regression. A concept change shows up as a step up in that stream.
 :func:`find_change` scans every candidate split (on a grid) with the two-sample z statistic of
 "the mean loss after the split is higher than before" (for a 0/1 stream this is the
@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from monitor.stats import wilson_interval
+from monitor.tasks import task_of
 
 CLIP_QUANTILE = 0.99  # absolute errors above it are clipped for the scan statistic only
 
@@ -121,12 +123,19 @@ def find_change(correct: np.ndarray, *, min_segment: int = 50, z_min: float = 4.
 
 def find_loss_change(task: str, loss: np.ndarray, *, min_segment: int = 50, z_min: float = 4.0,
                      step: int | None = None) -> Change | None:
-    """The strongest step up in a per-row loss stream (:func:`monitor.taskstats.per_row_loss` of
-    ``task``, time order), or None: :func:`find_change` on the 0/1 misclassification of a
-    classifier; the same scan on the (clipped) absolute errors of a regression model."""
-    values = np.asarray(loss, dtype=np.float64)
-    if task != "regression":
-        return find_change(1.0 - values, min_segment=min_segment, z_min=z_min, step=step)
+    """The strongest step up in a per-row loss stream (:meth:`monitor.tasks.Task.per_row_loss` of
+    ``task``, time order), or None, in the task's headline figure (``Task.primary_metric``):
+    :func:`find_change` on the 0/1 misclassification of a classifier (accuracy); the same scan on
+    the (clipped) absolute errors of a regression model (the MAE)."""
+    scan = _LOSS_SCANS[task_of(task).primary_metric]
+    return scan(np.asarray(loss, dtype=np.float64), min_segment, z_min, step)
+
+
+def _accuracy_change(values: np.ndarray, min_segment: int, z_min: float, step: int | None) -> Change | None:
+    return find_change(1.0 - values, min_segment=min_segment, z_min=z_min, step=step)
+
+
+def _error_change(values: np.ndarray, min_segment: int, z_min: float, step: int | None) -> Change | None:
     if len(values) < 2 * min_segment:
         return None
     clipped = np.minimum(values, np.quantile(values, CLIP_QUANTILE))
@@ -138,6 +147,11 @@ def find_loss_change(task: str, loss: np.ndarray, *, min_segment: int = 50, z_mi
     return Change(index=k, rows_before=k, rows_after=len(values) - k, accuracy_before=None, accuracy_after=None,
                   z=z, mae_before=float(values[:k].mean()), mae_after=float(after.mean()),
                   mae_after_sd=float(after.std(ddof=1)) if len(after) > 1 else None)
+
+
+#: The scan of a loss stream by the figure its change is read in (the task's primary metric).
+_LOSS_SCANS: dict[str, Callable[[np.ndarray, int, float, int | None], Change | None]] = {
+    "accuracy": _accuracy_change, "mae": _error_change}
 
 
 def batch_boundary(ts: np.ndarray, index: int) -> int:

@@ -1,5 +1,5 @@
 """The figures of a check's performance: measured on all the window's labelled rows
-(:func:`monitor.taskstats.task_performance`) and estimated without labels on all its scored rows
+(:meth:`monitor.tasks.Task.performance`) and estimated without labels on all its scored rows
 (binary or multiclass CBPE, :mod:`monitor.drift.estimation`; regression direct loss estimation,
 :mod:`monitor.drift.loss_estimation`), as :class:`monitor.drift.result.CheckResult` fields.
 """
@@ -16,7 +16,6 @@ from monitor.drift.estimation import (MulticlassCalibrator, estimate, estimate_m
 from monitor.drift.frames import Labelled, PreparedReference, class_names, scored_rows
 from monitor.drift.loss_estimation import LossEstimator, estimate_loss
 from monitor.stats import Performance
-from monitor.taskstats import task_performance
 
 
 def estimated_figures(ref: PreparedReference, current: pd.DataFrame, labelled: Labelled | None,
@@ -28,8 +27,7 @@ def estimated_figures(ref: PreparedReference, current: pd.DataFrame, labelled: L
     out: dict[str, Any] = {}
     if scored is None or not len(scored.score):
         return out
-    if model_cfg.task == "binary":
-        out["predicted_positive_rate"] = float(scored.pred.mean())
+    out.update({f"predicted_{name}": v for name, v in model_cfg.kind.served_figures(scored.pred).items()})
     estimator = ref.calibrator
     if not drift_cfg.estimate or estimator is None:
         return out
@@ -67,28 +65,18 @@ def estimated_figures(ref: PreparedReference, current: pd.DataFrame, labelled: L
 
 def measured_performance(labelled: Labelled | None, model_cfg: ModelConfig, confidence: float) -> Performance:
     """The task's figures on all the window's labelled rows (none: a performance of 0 rows)."""
+    task = model_cfg.kind
     if labelled is None:
         empty = np.empty(0)
-        return task_performance(model_cfg.task, empty, empty, empty, None, model_cfg.n_classes, confidence)
-    return task_performance(model_cfg.task, labelled.y, labelled.pred, labelled.score, labelled.proba,
-                            model_cfg.n_classes, confidence)
+        return task.performance(empty, empty, empty, None, model_cfg.n_classes, confidence)
+    return task.performance(labelled.y, labelled.pred, labelled.score, labelled.proba, model_cfg.n_classes,
+                            confidence)
 
 
 def task_figures(perf: Performance, model_cfg: ModelConfig, baseline: Mapping[str, Any]) -> dict[str, Any]:
     """CheckResult's fields of the task beyond accuracy and ROC AUC (per-class figures by class name)."""
-    out: dict[str, Any] = {"task": model_cfg.task}
-    if model_cfg.task == "multiclass":
-        names = class_names(model_cfg)
-        out.update(classes=names, macro_f1=perf.macro_f1, weighted_f1=perf.weighted_f1,
-                   class_precision={names[k]: v for k, v in (perf.class_precision or {}).items()},
-                   class_recall={names[k]: v for k, v in (perf.class_recall or {}).items()},
-                   class_rows={names[k]: v for k, v in (perf.class_rows or {}).items()})
-    elif model_cfg.task == "regression":
-        out.update(mae=perf.mae, mae_ci=perf.mae_ci, rmse=perf.rmse, rmse_ci=perf.rmse_ci, mape=perf.mape,
-                   r2=perf.r2, r2_ci=perf.r2_ci, baseline_mae=float_or_none(baseline.get("mae")))
-    elif model_cfg.classes:
-        out["classes"] = list(model_cfg.classes)
-    return out
+    return {"task": model_cfg.task,
+            **model_cfg.kind.check_fields(perf, class_names(model_cfg), model_cfg.classes, baseline)}
 
 
 def float_or_none(x: Any) -> float | None:

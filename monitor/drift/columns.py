@@ -72,9 +72,9 @@ def _most_probable(sample: pd.DataFrame, columns: list[str]) -> list[int]:
 
 def output_plans(ref: PreparedReference, cur: Side, model_cfg: ModelConfig,
                  drift_cfg: DriftConfig) -> list[tuple[str, ColumnPlan | str]]:
-    """``(name people see, plan)`` of each output column of a multiclass model (module docstring);
-    none for other tasks."""
-    if model_cfg.task != "multiclass":
+    """``(name people see, plan)`` of each output column of a model with class probabilities (a
+    multiclass one, module docstring); none for other tasks (their output is the score)."""
+    if not model_cfg.kind.proba_columns(model_cfg.n_classes):
         return []
     pred = model_cfg.prediction
     out: list[tuple[str, ColumnPlan | str]] = [
@@ -90,13 +90,13 @@ def output_plans(ref: PreparedReference, cur: Side, model_cfg: ModelConfig,
 def label_plan(ref: PreparedReference, labelled: Labelled | None, model_cfg: ModelConfig, drift_cfg: DriftConfig,
                column: str) -> ColumnPlan | str | None:
     """The label drift plan of the performance frames' target ``column``, or why it cannot be
-    tested; None for a binary model and for a window without labels."""
-    if model_cfg.task == "binary" or labelled is None or not len(labelled):
+    tested; None for a task whose labels are not tested (binary) and for a window without labels."""
+    kind = model_cfg.kind.label_drift_kind   # categorical (multiclass) or numeric (regression)
+    if kind is None or labelled is None or not len(labelled):
         return None
     reference = ref.side.labelled
     if reference is None or not len(reference):
         return "no labelled rows in the reference"
-    kind = CATEGORICAL if model_cfg.task == "multiclass" else NUMERIC
     method = _configured(kind, drift_cfg)
     if method is None:
         distinct = union_distinct(distinct_values(pd.Series(reference.y)), pd.Series(labelled.y))
@@ -108,41 +108,30 @@ def evidently_columns(model_cfg: ModelConfig) -> tuple[str, str]:
     """The target and prediction columns of the performance frames. A multiclass frame also has a
     column per class named by the class (Evidently reads the classes off them), so a class named
     like the target or prediction column moves those aside."""
-    names = set(class_names(model_cfg)) if model_cfg.task == "multiclass" else set()
+    names = set(model_cfg.kind.report_class_columns(class_names(model_cfg)))
     target = model_cfg.target if model_cfg.target not in names else "__target"
     prediction = model_cfg.prediction if model_cfg.prediction not in names else "__prediction"
     return target, prediction
 
 
-def _multiclass_frame(labelled: Labelled, positions: np.ndarray | None, model_cfg: ModelConfig,
-                      probas: bool) -> pd.DataFrame:
-    sl = slice(None) if positions is None else positions
-    names = np.asarray(class_names(model_cfg), dtype=object)
-    target, prediction = evidently_columns(model_cfg)
-    last = len(names) - 1
-    frame = pd.DataFrame({target: names[np.clip(labelled.y[sl], 0, last)],
-                          prediction: names[np.clip(labelled.pred[sl], 0, last)]})
-    if probas and labelled.proba is not None:
-        for k, name in enumerate(names):
-            frame[name] = labelled.proba[sl, k]
-    return frame
-
-
 def performance_frames(ref: PreparedReference, labelled: Labelled, model_cfg: ModelConfig, sample_size: int,
                        rng: np.random.Generator) -> PerformanceFrames:
-    """Samples of at most ``sample_size`` labelled rows per side, shaped for the task's report."""
+    """Samples of at most ``sample_size`` labelled rows per side, shaped for the task's report
+    (:meth:`monitor.tasks.Task.report_frame`). Class probabilities go in when both sides have them."""
+    task = model_cfg.kind
     cur_pos = sample_positions(len(labelled), sample_size, rng)
     reference = ref.side.labelled if ref.side.labelled is not None and len(ref.side.labelled) else None
     ref_pos = sample_positions(len(reference), sample_size, rng) if reference is not None else None
-    if model_cfg.task == "multiclass":
-        probas = labelled.proba is not None and (reference is None or reference.proba is not None)
-        current = _multiclass_frame(labelled, cur_pos, model_cfg, probas)
-        ref_frame = None if reference is None else _multiclass_frame(reference, ref_pos, model_cfg, probas)
-        target = evidently_columns(model_cfg)[0]
-        return PerformanceFrames(current, ref_frame, both_classes=current[target].nunique() == model_cfg.n_classes,
-                                 task="multiclass", probas=tuple(class_names(model_cfg)) if probas else ())
-    columns = [model_cfg.target, model_cfg.prediction] + ([model_cfg.score] if model_cfg.task == "binary" else [])
-    current = labelled.frame(model_cfg, cur_pos)[columns]
-    ref_frame = None if reference is None else reference.frame(model_cfg, ref_pos)[columns]
-    return PerformanceFrames(current, ref_frame, both_classes=current[model_cfg.target].nunique() == 2,
-                             task=model_cfg.task)
+    probas = labelled.proba is not None and (reference is None or reference.proba is not None)
+    names = class_names(model_cfg)
+    target, prediction = evidently_columns(model_cfg)
+
+    def frame(rows: Labelled, positions: np.ndarray | None) -> pd.DataFrame:
+        sl = slice(None) if positions is None else positions
+        proba = rows.proba[sl] if probas and rows.proba is not None else None
+        return pd.DataFrame(task.report_frame(rows.y[sl], rows.pred[sl], rows.score[sl], proba, names,
+                                              (target, prediction, model_cfg.score)))
+    current = frame(labelled, cur_pos)
+    ref_frame = None if reference is None else frame(reference, ref_pos)
+    return PerformanceFrames(current, ref_frame, both_classes=current[target].nunique() == model_cfg.n_classes,
+                             task=task, probas=tuple(task.report_class_columns(names)) if probas else ())

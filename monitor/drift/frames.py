@@ -118,9 +118,10 @@ def probability_columns(model_cfg: ModelConfig) -> list[str]:
 def output_frame(frame: pd.DataFrame, model_cfg: ModelConfig, side: str) -> pd.DataFrame | None:
     """A multiclass model's outputs on ``frame``'s rows, for output drift: the served class by name
     (column ``model.prediction``; None where the row has no finite score) and each class's
-    probability (:func:`probability_columns`). None for other tasks (a regression model's output is
-    its score column) and for frames with neither probabilities nor a prediction column."""
-    if model_cfg.task != "multiclass" or model_cfg.score not in frame.columns:
+    probability (:func:`probability_columns`). None for a task without class probabilities (binary's
+    output is P(1), a regression model's its value: the score column either way) and for frames with
+    neither probabilities nor a prediction column."""
+    if not model_cfg.kind.proba_columns(model_cfg.n_classes) or model_cfg.score not in frame.columns:
         return None
     proba = _probabilities(frame, model_cfg, side)
     if proba is None and model_cfg.prediction not in frame.columns:

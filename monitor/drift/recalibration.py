@@ -28,12 +28,13 @@ from monitor.drift.estimation import Calibrator, MulticlassCalibrator, _accuracy
 from monitor.drift.estimators import Estimator, fit_estimator
 from monitor.drift.frames import labelled_rows
 from monitor.drift.loss_estimation import LossEstimator, estimate_loss
+from monitor.tasks import task_of
 
 
 
 def figure_of(task: str) -> str:
     """The figure the estimate is judged on: the MAE for regression, accuracy for a classifier."""
-    return "mae" if task == "regression" else "accuracy"
+    return task_of(task).primary_metric
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,6 @@ from monitor.drift.frames import (Labelled, PreparedReference, Scored, _numeric,
                                   output_frame, prepare_side, scored_rows)
 from monitor.drift.methods import clean, distinct_values
 from monitor.drift.segment_reference import reference_segments
-from monitor.stats import performance
-from monitor.taskstats import task_performance
 
 
 def prepare_reference(reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg: DriftConfig,
@@ -51,21 +49,16 @@ def _reference_metrics(model_cfg: ModelConfig, labelled: Labelled | None, scored
     binary precision, recall, f1 and served positive_rate; multiclass macro_f1, weighted_f1 and
     ``precision[<class>]`` / ``recall[<class>]``; regression mae, rmse, mape and r2."""
     out: dict[str, float] = {}
-    if model_cfg.task != "binary":
-        if labelled is not None and len(labelled):
-            perf = task_performance(model_cfg.task, labelled.y, labelled.pred, labelled.score, labelled.proba,
-                                    model_cfg.n_classes)
-            names = class_names(model_cfg) if model_cfg.task == "multiclass" else []
-            figures = {"macro_f1": perf.macro_f1, "weighted_f1": perf.weighted_f1, "mae": perf.mae,
-                       "rmse": perf.rmse, "mape": perf.mape, "r2": perf.r2,
-                       **{f"precision[{names[k]}]": v for k, v in (perf.class_precision or {}).items()},
-                       **{f"recall[{names[k]}]": v for k, v in (perf.class_recall or {}).items()}}
-            out.update({k: float(v) for k, v in figures.items() if v is not None})
-        return out
     if labelled is not None and len(labelled):
-        perf = performance(labelled.y, labelled.pred, labelled.score)
-        out.update({k: v for k, v in (("precision", perf.precision), ("recall", perf.recall), ("f1", perf.f1))
-                    if v is not None})
+        perf = model_cfg.kind.performance(labelled.y, labelled.pred, labelled.score, labelled.proba,
+                                          model_cfg.n_classes)
+        names = class_names(model_cfg)
+        figures = {"precision": perf.precision, "recall": perf.recall, "f1": perf.f1,
+                   "macro_f1": perf.macro_f1, "weighted_f1": perf.weighted_f1, "mae": perf.mae,
+                   "rmse": perf.rmse, "mape": perf.mape, "r2": perf.r2,
+                   **{f"precision[{names[k]}]": v for k, v in (perf.class_precision or {}).items()},
+                   **{f"recall[{names[k]}]": v for k, v in (perf.class_recall or {}).items()}}
+        out.update({k: float(v) for k, v in figures.items() if v is not None})
     if scored is not None and len(scored.score):
-        out["positive_rate"] = float(scored.pred.mean())
+        out.update(model_cfg.kind.served_figures(scored.pred))
     return out

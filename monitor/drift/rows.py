@@ -12,8 +12,7 @@ import pandas as pd
 
 from monitor.config import ModelConfig
 from monitor.errors import DataError
-from monitor.tasks import internal_proba_columns
-from monitor.taskstats import per_row_loss
+from monitor.tasks import internal_proba_columns, task_of
 
 
 def _numeric(frame: pd.DataFrame, column: str, side: str) -> pd.Series:
@@ -55,16 +54,14 @@ class Labelled:
 
     def loss(self, task: str) -> np.ndarray:
         """Per-row error: misclassified (0/1) for a classifier, |error| for regression."""
-        return per_row_loss(task, self.y, self.pred)
+        return task_of(task).per_row_loss(self.y, self.pred)
 
 
 def _probabilities(frame: pd.DataFrame, model_cfg: ModelConfig, side: str) -> np.ndarray | None:
-    """The multiclass probability columns as a float matrix (rows x classes); None for other tasks
-    or frames without them (e.g. a reference sample saved without probabilities)."""
-    if model_cfg.task != "multiclass":
-        return None
-    columns = internal_proba_columns(model_cfg.n_classes)
-    if not all(c in frame.columns for c in columns):
+    """The task's probability columns (multiclass) as a float matrix (rows x classes); None for a
+    task without them or frames without them (e.g. a reference sample saved without probabilities)."""
+    columns = model_cfg.kind.proba_columns(model_cfg.n_classes)
+    if not columns or not all(c in frame.columns for c in columns):
         return None
     return np.column_stack([_numeric(frame, c, side).to_numpy() for c in columns]) if len(frame) else \
         np.empty((0, len(columns)))
@@ -75,16 +72,12 @@ def _targets(frame: pd.DataFrame, model_cfg: ModelConfig, side: str) -> np.ndarr
     target = model_cfg.target
     y = pd.to_numeric(frame[target], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
     present = frame[target].notna().to_numpy()
-    if model_cfg.task == "regression":
-        bad = present & ~np.isfinite(y)
-        expected = "numbers"
-    else:
-        allowed = np.arange(model_cfg.n_classes, dtype=np.float64)
-        bad = present & ~np.isin(y, allowed)
-        expected = "labels 0 or 1" if model_cfg.task == "binary" else f"class indices 0-{model_cfg.n_classes - 1}"
+    task = model_cfg.kind
+    bad = present & ~task.valid_targets(y, model_cfg.n_classes)
     if bad.any():
         pos = int(np.argmax(bad))
-        raise DataError(f"{side} column {target!r} must hold {expected}; row {pos} holds {frame[target].iloc[pos]!r}")
+        raise DataError(f"{side} column {target!r} must hold {task.expected_targets(model_cfg.n_classes)}; "
+                        f"row {pos} holds {frame[target].iloc[pos]!r}")
     return y
 
 
@@ -97,25 +90,19 @@ def labelled_rows(frame: pd.DataFrame, model_cfg: ModelConfig, side: str) -> Lab
     score = _numeric(frame, score_col, side).to_numpy()
     keep = ~np.isnan(y) & np.isfinite(score)
     proba = _probabilities(frame, model_cfg, side)
-    if model_cfg.task == "regression":
-        return Labelled(y[keep], score[keep], score[keep])
-    return Labelled(y[keep].astype(np.int64), served_labels(frame, model_cfg, score, keep), score[keep],
+    return Labelled(model_cfg.kind.label_array(y[keep]), served_labels(frame, model_cfg, score, keep), score[keep],
                     None if proba is None else proba[keep])
 
 
 def served_labels(frame: pd.DataFrame, model_cfg: ModelConfig, score: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """The served label of the kept rows: the prediction column, or score > threshold where it is
-    missing (binary); a multiclass row without one is served its most probable class."""
-    if model_cfg.task == "multiclass":
-        proba = _probabilities(frame, model_cfg, "frame")
-        derived = (np.argmax(proba, axis=1)[keep] if proba is not None and proba.shape[0]
-                   else np.zeros(int(keep.sum()), dtype=np.int64))
-    else:
-        derived = (score[keep] > model_cfg.threshold).astype(np.int64)
-    if model_cfg.prediction not in frame.columns:
-        return derived.astype(np.int64)
-    pred = pd.to_numeric(frame[model_cfg.prediction], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)[keep]
-    return np.where(np.isnan(pred), derived, pred).astype(np.int64)
+    """What the model served on the kept rows (the task says, :meth:`monitor.tasks.Task.served_rows`):
+    a classifier's prediction column, or score > threshold where it is missing (binary), or the most
+    probable class (multiclass); a regression model's predicted value, its score."""
+    task = model_cfg.kind
+    proba = _probabilities(frame, model_cfg, "frame")
+    pred = (pd.to_numeric(frame[model_cfg.prediction], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)[keep]
+            if model_cfg.prediction in frame.columns else None)
+    return task.served_rows(score[keep], None if proba is None else proba[keep], pred, model_cfg.threshold)
 
 
 @dataclass(frozen=True)
@@ -133,7 +120,5 @@ def scored_rows(frame: pd.DataFrame, model_cfg: ModelConfig, side: str) -> Score
         return None
     score = _numeric(frame, model_cfg.score, side).to_numpy()
     keep = np.isfinite(score)
-    if model_cfg.task == "regression":
-        return Scored(score[keep], score[keep])
     proba = _probabilities(frame, model_cfg, side)
     return Scored(score[keep], served_labels(frame, model_cfg, score, keep), None if proba is None else proba[keep])

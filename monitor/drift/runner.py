@@ -22,6 +22,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Callable
 
 import pandas as pd
 from evidently import BinaryClassification, DataDefinition, Dataset, MulticlassClassification, Regression, Report
@@ -35,6 +36,7 @@ from evidently.metrics import (MAE, MAPE, RMSE, Accuracy, F1Score, PrecisionByLa
 from evidently.presets import DataDriftPreset
 
 from monitor.errors import DataError
+from monitor.tasks import task_of
 
 _VALUE_DRIFT = "evidently:metric_v2:ValueDrift"
 _LABELS_TASK, _PROBAS_TASK = "labels", "probas"
@@ -171,32 +173,46 @@ def run_performance(frames: PerformanceFrames, *, target: str, prediction: str, 
 
 def _performance_items(frames: PerformanceFrames, target: str, prediction: str, score: str,
                        quiet: bool) -> tuple[DataDefinition, list]:
-    """The data definition and metrics of the task. ``quiet``: the report includes tests (for the
-    label drift verdict), so the performance metrics are given none of Evidently's default tests
-    (they would judge the window against the reference sample by Evidently's own margins)."""
+    """The data definition and metrics of the task (its problem type's, :data:`_REPORTS`). ``quiet``:
+    the report includes tests (for the label drift verdict), so the performance metrics are given
+    none of Evidently's default tests (they would judge the window against the reference sample by
+    Evidently's own margins)."""
+    return _REPORTS[task_of(frames.task).problem_type](frames, target, prediction, score, quiet)
+
+
+def _regression_items(frames: PerformanceFrames, target: str, prediction: str, score: str,
+                      quiet: bool) -> tuple[DataDefinition, list]:
     tests: dict = {"tests": []} if quiet else {}
-    if frames.task == "regression":
-        definition = DataDefinition(numerical_columns=[target, prediction],
-                                    regression=[Regression(target=target, prediction=prediction)])
-        mean_tests: dict = {"mean_tests": [], "std_tests": []} if quiet else {}
-        items: list = [MAE(**mean_tests), RMSE(**tests)]
-        if bool((frames.current[target] != 0).all()):  # MAPE divides by the target
-            items.append(MAPE(**mean_tests))
-        items.append(R2Score(**tests))
-        return definition, items
-    if frames.task == "multiclass":
-        probas = list(frames.probas)
-        classification = [MulticlassClassification(name=_LABELS_TASK, target=target, prediction_labels=prediction)]
-        items = [Accuracy(classification_name=_LABELS_TASK, **tests),
-                 F1Score(classification_name=_LABELS_TASK, **tests),
-                 PrecisionByLabel(classification_name=_LABELS_TASK, **({"tests": {}} if quiet else {})),
-                 RecallByLabel(classification_name=_LABELS_TASK, **({"tests": {}} if quiet else {}))]
-        # Evidently's multiclass ROC AUC needs every class's column and, with two, takes the binary path.
-        if frames.both_classes and len(probas) > 2:
-            classification.append(MulticlassClassification(name=_PROBAS_TASK, target=target, prediction_probas=probas))
-            items.append(RocAuc(classification_name=_PROBAS_TASK, **tests))
-        return DataDefinition(numerical_columns=probas, categorical_columns=[target, prediction],
-                              classification=classification), items  # type: ignore[arg-type]
+    definition = DataDefinition(numerical_columns=[target, prediction],
+                                regression=[Regression(target=target, prediction=prediction)])
+    mean_tests: dict = {"mean_tests": [], "std_tests": []} if quiet else {}
+    items: list = [MAE(**mean_tests), RMSE(**tests)]
+    if bool((frames.current[target] != 0).all()):  # MAPE divides by the target
+        items.append(MAPE(**mean_tests))
+    items.append(R2Score(**tests))
+    return definition, items
+
+
+def _multiclass_items(frames: PerformanceFrames, target: str, prediction: str, score: str,
+                      quiet: bool) -> tuple[DataDefinition, list]:
+    tests: dict = {"tests": []} if quiet else {}
+    probas = list(frames.probas)
+    classification = [MulticlassClassification(name=_LABELS_TASK, target=target, prediction_labels=prediction)]
+    items = [Accuracy(classification_name=_LABELS_TASK, **tests),
+             F1Score(classification_name=_LABELS_TASK, **tests),
+             PrecisionByLabel(classification_name=_LABELS_TASK, **({"tests": {}} if quiet else {})),
+             RecallByLabel(classification_name=_LABELS_TASK, **({"tests": {}} if quiet else {}))]
+    # Evidently's multiclass ROC AUC needs every class's column and, with two, takes the binary path.
+    if frames.both_classes and len(probas) > 2:
+        classification.append(MulticlassClassification(name=_PROBAS_TASK, target=target, prediction_probas=probas))
+        items.append(RocAuc(classification_name=_PROBAS_TASK, **tests))
+    return DataDefinition(numerical_columns=probas, categorical_columns=[target, prediction],
+                          classification=classification), items  # type: ignore[arg-type]
+
+
+def _binary_items(frames: PerformanceFrames, target: str, prediction: str, score: str,
+                  quiet: bool) -> tuple[DataDefinition, list]:
+    tests: dict = {"tests": []} if quiet else {}
     definition = DataDefinition(
         numerical_columns=[score],
         categorical_columns=[target, prediction],
@@ -209,6 +225,15 @@ def _performance_items(frames: PerformanceFrames, target: str, prediction: str, 
     if frames.both_classes:
         items.append(RocAuc(classification_name=_PROBAS_TASK, **tests))
     return definition, items
+
+
+#: Evidently's performance report of each problem type (:attr:`monitor.tasks.Task.problem_type`; the
+#: module docstring's table): the one place this module builds a report per task.
+_REPORTS: dict[str, Callable[[PerformanceFrames, str, str, str, bool], tuple[DataDefinition, list]]] = {
+    "classification_binary": _binary_items,
+    "classification_multiclass": _multiclass_items,
+    "regression": _regression_items,
+}
 
 
 def merge(first: Snapshot, *more: Snapshot | None, metadata: dict[str, str] | None = None) -> Snapshot:

@@ -171,13 +171,10 @@ def reference_segments(reference: pd.DataFrame, model_cfg: ModelConfig) -> Refer
         y = pd.to_numeric(reference[model_cfg.target], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
         score = pd.to_numeric(reference[model_cfg.score], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
         label = np.where(np.isfinite(score), y, np.nan)
-        if model_cfg.task == "regression":
-            abs_error = np.abs(score - label)
-        else:
-            pred = served_labels(reference, model_cfg, score, np.ones(len(reference), dtype=bool))
-            correct = (pred == np.nan_to_num(label, nan=-1)).astype(np.float64)
-            if model_cfg.task == "multiclass":   # recall is a binary model's (label 1 the positive class)
-                label = np.where(np.isnan(label), np.nan, 0.0)
+        pred = served_labels(reference, model_cfg, score, np.ones(len(reference), dtype=bool))
+        # Accuracy (classifiers) or the MAE (regression) per value; recall is a binary model's (label 1 positive).
+        correct, abs_error = model_cfg.kind.row_outcomes(label, pred)
+        label = model_cfg.kind.positive_labels(label)
     keys = {}
     for s in model_cfg.segments:
         if s not in TIME_SEGMENTS:

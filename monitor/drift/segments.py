@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from monitor.config import TIME_SEGMENTS, DriftConfig, ModelConfig
+from monitor.drift.calibration import Calibrator
 from monitor.drift.frames import factorized, served_labels
 from monitor.drift.grouped import grouped_drift_share, grouped_errors, grouped_estimate, grouped_labelled, row_classes
 from monitor.drift.segment_reference import MISSING, OTHER, ReferenceSegments
@@ -136,7 +137,7 @@ class _Window:
 
     classes: np.ndarray         # each row's class for grouped_labelled (score bucket, label, correct)
     n_classes: int
-    task: str
+    has_accuracy: bool          # the task's rows are right or wrong (classifiers), so values have an accuracy
     abs_error: np.ndarray | None  # regression: each row's |prediction - target| (NaN: unlabelled)
     scored: np.ndarray | None   # row mask: a finite score (None: every row)
     q: np.ndarray | None        # P(served label is right) of the scored rows (CBPE), None without a calibrator
@@ -152,25 +153,24 @@ def _window(current: pd.DataFrame, model_cfg: ModelConfig, calibrator: Any) -> _
          if model_cfg.target in current.columns else np.full(len(current), np.nan))
     scored = np.isfinite(score)
     labelled = ~np.isnan(y) & scored
-    task = model_cfg.task
+    task = model_cfg.kind
     yl = y[labelled]
+    pred = served_labels(current, model_cfg, score, np.ones(len(current), dtype=bool))
+    right, errors = task.row_outcomes(yl, pred[labelled])  # accuracy (classifiers) or the MAE (regression)
     abs_error = None
-    if task == "regression":
-        abs_error = np.where(labelled, np.abs(score - y), np.nan)
-        correct = np.zeros(len(yl), dtype=bool)
-    else:
-        pred = served_labels(current, model_cfg, score, np.ones(len(current), dtype=bool))
-        correct = yl == pred[labelled]
+    if errors is not None:
+        abs_error = np.full(len(y), np.nan)
+        abs_error[labelled] = errors
+    correct = np.zeros(len(yl), dtype=bool) if right is None else right.astype(bool)
     q = bins = counts = None
-    if calibrator is not None and task == "binary":
+    if isinstance(calibrator, Calibrator):   # binary CBPE: the estimate per segment is its accuracy
         counts = calibrator.counts
         p = calibrator(score[scored])
         q = np.where(pred[scored] == 1, p, 1.0 - p)
         bins = calibrator.bins(score[scored])
     # Recall and ROC AUC count label 1 as the positive class: a binary model's only.
-    label = yl if task == "binary" else np.zeros(len(yl))
-    classes, n_classes = row_classes(labelled, label, correct, score[labelled])
-    return _Window(classes, n_classes, task, abs_error, None if scored.all() else scored, q,
+    classes, n_classes = row_classes(labelled, task.positive_labels(yl), correct, score[labelled])
+    return _Window(classes, n_classes, right is not None, abs_error, None if scored.all() else scored, q,
                    None if q is None else q * (1.0 - q), bins, counts, _time_parts(current))
 
 
@@ -220,7 +220,6 @@ def _values(segment: str, codes: np.ndarray, names: list[str], w: _Window, drift
     mae = mae_half = None
     if w.abs_error is not None:
         mae, mae_half = grouped_errors(codes, k, w.abs_error, drift_cfg.confidence)
-    classifier = w.task != "regression"
     present = [i for i in range(k) if rows[i]]  # hours and days with no rows are left out
     if segment in TIME_SEGMENTS:
         order = sorted(present, key=lambda i: DAYS.index(names[i]) if names[i] in DAYS else int(names[i]))
@@ -237,8 +236,8 @@ def _values(segment: str, codes: np.ndarray, names: list[str], w: _Window, drift
         m, h = num(mae, i), num(mae_half, i)
         out.append(SegmentPerformance(
             segment=segment, value=names[i], rows=int(rows[i]), labelled_rows=n,
-            accuracy=correct[i] / n if n and classifier else None,
-            accuracy_ci=wilson_interval(int(correct[i]), n, drift_cfg.confidence) if classifier else None,
+            accuracy=correct[i] / n if n and w.has_accuracy else None,
+            accuracy_ci=wilson_interval(int(correct[i]), n, drift_cfg.confidence) if w.has_accuracy else None,
             recall=hits[i] / npos if npos else None, roc_auc=num(auc, i),
             reference_accuracy=num(ref.get("accuracy"), i), judged=n >= drift_cfg.segment_min_labels,
             recall_ci=wilson_interval(int(round(hits[i])), npos, drift_cfg.confidence),

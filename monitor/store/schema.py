@@ -41,13 +41,14 @@ PROBA_PREFIX = "p_"  # multiclass: p_<class index>, the probability of each clas
 
 
 def proba_columns(model: ModelConfig) -> list[str]:
-    """The stored per-class probability columns of a multiclass model (none for other tasks)."""
-    return [f"{PROBA_PREFIX}{i}" for i in range(model.n_classes)] if model.task == "multiclass" else []
+    """The stored per-class probability columns of a multiclass model (none for other tasks), one
+    per column of the task's window frame (:meth:`monitor.tasks.Task.proba_columns`)."""
+    return [f"{PROBA_PREFIX}{i}" for i in range(len(model.kind.proba_columns(model.n_classes)))]
 
 
 def label_kind(model: ModelConfig) -> str:
     """How a label is stored: ``numeric`` (regression: a number) or ``class`` (0/1 or a class index)."""
-    return "numeric" if model.task == "regression" else "class"
+    return model.kind.stored_label
 
 
 @dataclass(frozen=True)

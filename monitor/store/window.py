@@ -161,9 +161,10 @@ def to_frame(table: pa.Table, model: ModelConfig) -> pd.DataFrame:
              INPUT_URI]
     names += internal_proba_columns(len(proba_columns(model)))
     table = table.rename_columns(names)
-    if model.task == "regression":  # the predicted value is the score; the stored prediction is unused
-        table = table.set_column(table.schema.get_field_index(model.prediction), model.prediction,
-                                 table.column(model.score))
+    # The served column the task reads (a regression model's predicted value is its score; the stored
+    # prediction is unused): for a classifier, the prediction itself, a no-op.
+    table = table.set_column(table.schema.get_field_index(model.prediction), model.prediction,
+                             table.column(model.kind.served_column(model.score, model.prediction)))
     embedded = {f.name: vectors(table.column(f.name), f.dim or 0) for f in model.features if f.type == "embedding"}
     if embedded:
         table = table.drop_columns(list(embedded))

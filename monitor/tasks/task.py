@@ -314,6 +314,17 @@ class Task(str):
         those there are."""
         return [o for o in others if o[1] is not None]
 
+    #: The realised figures people see (``driftloop check``/``status``, ``GET /v1/status``), headline first.
+    realised_figures: ClassVar[tuple[str, ...]]
+    #: The label-free estimates people see (bands where the estimator gives one).
+    estimated_figures: ClassVar[tuple[str, ...]]
+    #: Keys of a check result that /v1/status's last_check carries for this task, beyond binary's.
+    status_keys: ClassVar[tuple[str, ...]] = ()
+
+    def what_it_predicts(self, target: str, classes: Sequence[str] | None) -> str:
+        """What a model of this task predicts, for its description in the registry."""
+        raise NotImplementedError
+
     # -- trainer: data, model, loss and forms --------------------------------------------------------
 
     def target_values(self, raw: Any, target: str, classes: Sequence[str] | None, what: str = "training data",
@@ -805,6 +816,12 @@ class BinaryTask(_Classifier):
     def status_estimates(self, others: list[tuple[str, Any, Any]]) -> list[tuple[str, Any, Any]]:
         return others[:1]  # ROC AUC, shown even when undefined; precision, recall and F1 are the check's
 
+    realised_figures = ("accuracy", "roc_auc")
+    estimated_figures = ("accuracy", "roc_auc", "precision", "recall", "f1")
+
+    def what_it_predicts(self, target: str, classes: Sequence[str] | None) -> str:
+        return f"the probability that `{target}` is 1 (binary classification)"
+
     # -- trainer: data, model, loss and forms --------------------------------------------------------
 
     parity_text = "max |score difference| vs PyTorch"
@@ -1062,6 +1079,15 @@ class MulticlassTask(_Classifier):
 
     def served_output(self, out: np.ndarray, threshold: float) -> np.ndarray:
         return np.argmax(out, axis=1)
+
+    realised_figures = ("accuracy", "roc_auc", "macro_f1", "weighted_f1")
+    estimated_figures = ("accuracy", "roc_auc", "macro_f1")
+    status_keys = ("classes", "macro_f1", "weighted_f1", "class_precision", "class_recall", "estimated_macro_f1",
+                   "baselines")
+
+    def what_it_predicts(self, target: str, classes: Sequence[str] | None) -> str:
+        return (f"the class of `{target}` ({', '.join(map(str, classes or []))}) with a probability per class "
+                "(multiclass classification)")
 
     # -- trainer: data, model, loss and forms --------------------------------------------------------
 
@@ -1330,6 +1356,14 @@ class RegressionTask(Task):
 
     def reference_figures(self, metrics: Any) -> str:
         return f"MAE {metrics.get('mae')}"
+
+    realised_figures = ("mae", "rmse", "mape", "r2")
+    estimated_figures = ("mae", "rmse")
+    status_keys = ("mae", "mae_ci", "rmse", "rmse_ci", "mape", "r2", "r2_ci", "baseline_mae", "estimated_mae",
+                   "estimated_mae_ci", "estimated_rmse", "estimated_rmse_ci", "baselines")
+
+    def what_it_predicts(self, target: str, classes: Sequence[str] | None) -> str:
+        return f"the value of `{target}` (regression)"
 
     # -- trainer: data, model, loss and forms --------------------------------------------------------
 

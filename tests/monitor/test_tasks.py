@@ -12,8 +12,8 @@ from monitor.config import ModelConfig
 from monitor.drift.frames import labelled_rows, scored_rows
 from monitor.errors import ValidationError
 from monitor.store.store import PredictionStore
-from monitor.tasks import class_codes, infer_task
-from monitor.taskstats import multiclass_performance, per_row_loss, regression_performance
+from monitor.tasks import class_codes, infer_task, task_of
+from monitor.taskstats import multiclass_performance, regression_performance
 
 CLASSES = ["cat", "dog", "emu"]
 
@@ -188,5 +188,5 @@ def test_regression_figures_match_scikit_learn_and_intervals_cover():
 
 
 def test_per_row_loss():
-    assert per_row_loss("multiclass", np.array([0, 2]), np.array([0, 1])).tolist() == [0.0, 1.0]
-    assert per_row_loss("regression", np.array([1.0, 2.0]), np.array([1.5, 0.0])).tolist() == [0.5, 2.0]
+    assert task_of("multiclass").per_row_loss(np.array([0, 2]), np.array([0, 1])).tolist() == [0.0, 1.0]
+    assert task_of("regression").per_row_loss(np.array([1.0, 2.0]), np.array([1.5, 0.0])).tolist() == [0.5, 2.0]

@@ -14,7 +14,8 @@ from monitor.daemon.decisions.rules import check_rules_fit, rule_problems
 from monitor.drift.changepoint import find_loss_change
 from monitor.drift.result import CheckResult, FeatureDrift
 from monitor.errors import ConfigError
-from monitor.taskstats import multiclass_performance, per_row_loss, regression_performance
+from monitor.tasks import REGRESSION
+from monitor.taskstats import multiclass_performance, regression_performance
 
 CLASSES = ["day", "dusk", "night", "dawn", "noon"]
 K = len(CLASSES)
@@ -160,7 +161,7 @@ def test_regression_fast_lane_fires_on_a_proven_mae_step():
     rng = np.random.default_rng(8)
     y1, p1 = regression_rows(rng, 1500, 2.0)
     y2, p2 = regression_rows(rng, 400, 2.0, shift=4.0)
-    loss = per_row_loss("regression", np.concatenate([y1, y2]), np.concatenate([p1, p2]))
+    loss = REGRESSION.per_row_loss(np.concatenate([y1, y2]), np.concatenate([p1, p2]))
     change = find_loss_change("regression", loss)
     assert change is not None and change.metric == "mae"
     r = regression_result(rng, 1900, 2.0)

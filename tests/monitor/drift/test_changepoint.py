@@ -74,14 +74,14 @@ def test_relative_mode_scales_the_threshold():
 
 # ---- regression: the same scan on the absolute errors ------------------------------------------
 from monitor.drift.changepoint import find_loss_change  # noqa: E402
-from monitor.taskstats import per_row_loss  # noqa: E402
+from monitor.tasks import REGRESSION  # noqa: E402
 
 
 def abs_errors(rng, parts: list[tuple[int, float]]) -> np.ndarray:
     """|y - prediction| of a regressor whose errors are N(0, sd) per part (sd = the noise)."""
     y = rng.normal(10.0, 3.0, size=sum(n for n, _ in parts))
     pred = y + np.concatenate([rng.normal(0.0, sd, size=n) for n, sd in parts])
-    return per_row_loss("regression", y, pred)
+    return REGRESSION.per_row_loss(y, pred)
 
 
 def test_regression_stationary_errors_show_no_change():

@@ -113,10 +113,7 @@ def export_text(exported: Any) -> str:
 def model_description(cfg: Any) -> str:
     """What the registered model predicts and from which features (its description in the registry)."""
     m = cfg.model
-    what = {"binary": f"the probability that `{m.target}` is 1 (binary classification)",
-            "multiclass": f"the class of `{m.target}` ({', '.join(map(str, m.classes or []))}) with a probability "
-                          "per class (multiclass classification)",
-            "regression": f"the value of `{m.target}` (regression)"}.get(m.task, f"`{m.target}` ({m.task})")
+    what = m.kind.what_it_predicts(m.target, m.classes)
     feats = [f"`{f.name}` ({f.type}{'' if f.dim is None else f', {f.dim} dims'})" for f in m.features]
     lines = [f"**{m.name}** predicts {what}.", "", f"Features: {', '.join(feats) or '—'}.", "",
              "Trained and watched by driftloop: alias `champion` is the serving version, `challenger` the last "

@@ -14,6 +14,7 @@ from monitor.daemon.decisions.kinds import State
 from monitor.daemon.decisions.lifecycle import Event
 from monitor.daemon.decisions.policy import Verdict
 from monitor.daemon.runtime.settlement import Settlement
+from monitor.tasks import task_of
 
 if TYPE_CHECKING:
     from monitor.drift.result import CheckResult
@@ -78,7 +79,7 @@ class Suspicion(Settlement):
     def _estimate_error(self, incident: Incident, result: CheckResult) -> dict[str, Any]:
         """How far the estimate was from what the labels say, for the incident's event trail
         (accuracy; a regression model's MAE)."""
-        metric = "mae" if getattr(result, "task", "binary") == "regression" else "accuracy"
+        metric = task_of(getattr(result, "task", None) or "binary").primary_metric
         opened = next((e for e in self.incidents.events(incident.id) if e["kind"] == "opened"), None)
         at_opening = ((opened or {}).get("data") or {}).get("estimated", {}).get(metric)
         realised = getattr(result, metric)

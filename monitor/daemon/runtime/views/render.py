@@ -10,7 +10,6 @@ from monitor.daemon.runtime.views.segments import aggregate_bar, render_worst
 from monitor.daemon.runtime.views.status import iso
 from monitor.daemon.runtime.views.tasks import baseline_of, class_rows, estimated_rows, realised_rows, task_of, worse
 from monitor.tasks import LOWER_IS_BETTER
-from monitor.tasks import task_of as task_named
 
 
 def _f(x: Any, spec: str = ".4f") -> str:
@@ -52,7 +51,7 @@ def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_label
         lines.append(outcome.message)
         return "\n".join(lines)
     d = r.to_dict()
-    task = task_named(task_of(d))
+    task = task_of(d)
     breached = {b.key: b for b in breaches or [] if not b.estimated}
     w = max(10, *(len(name) for name, *_ in realised_rows(d)))  # 11 for multiclass's weighted_f1
     raised = _bars(d, reference)

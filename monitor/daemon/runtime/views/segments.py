@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from monitor.daemon.runtime.views.tasks import task_of
+
 WORST_SHOWN = 5
 
 
@@ -22,7 +24,7 @@ def _regression(s: dict[str, Any]) -> bool:
 
 def aggregate_bar(result: dict[str, Any]) -> float | None:
     """The bar of values the reference cannot have (time buckets): the baseline accuracy, or MAE."""
-    return result.get("baseline_mae") if result.get("task") == "regression" else result.get("baseline_accuracy")
+    return result.get(f"baseline_{task_of(result).primary_metric}")
 
 
 def _gap(s: dict[str, Any], aggregate: float | None) -> float:

@@ -10,8 +10,7 @@ from monitor.daemon.state.attempts import AttemptStore
 from monitor.daemon.state.checklog import CheckLog
 from monitor.daemon.state.incidents import IncidentStore
 from monitor.daemon.runtime.views.segments import aggregate_bar, render_worst, worst_segments
-from monitor.daemon.runtime.views.tasks import SUMMARY_KEYS, class_rows, estimated_rows, realised_rows, task_of
-from monitor.tasks import task_of as task_named
+from monitor.daemon.runtime.views.tasks import class_rows, estimated_rows, realised_rows, task_of
 
 _TIME_KEYS = ("ts", "opened_at", "updated_at", "resolved_at", "started_at", "finished_at", "window_start", "window_end",
               "change_ts")
@@ -35,7 +34,7 @@ def _check_summary(row: dict[str, Any] | None) -> dict[str, Any] | None:
     for key in ("accuracy_ci", "roc_auc_ci", "versions", "other_version_rows", "change", "change_ts",
                 "precision", "recall", "f1", "predicted_positive_rate", "estimated_rows", "estimated_accuracy",
                 "estimated_accuracy_ci", "estimated_roc_auc", "estimated_roc_auc_ci", "estimated_precision",
-                "estimated_recall", "estimated_f1", "estimation_error", "task", *SUMMARY_KEYS[task_of(result)]):
+                "estimated_recall", "estimated_f1", "estimation_error", "task", *task_of(result).status_keys):
         if key in result:
             row[key] = result[key]
     segments = result.get("segments") or []
@@ -81,7 +80,7 @@ def _level(levels: Any) -> dict[str, Any] | None:
 
 def _task_lines(c: dict[str, Any]) -> list[str]:
     """The last check's figures by their names, per task (binary: accuracy and ROC AUC as ever)."""
-    task = task_named(task_of(c))
+    task = task_of(c)
     lines = []
     for name, live, ci, base, _ in realised_rows(c):
         shown = task.shown_interval(ci)

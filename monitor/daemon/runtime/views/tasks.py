@@ -10,33 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor.tasks import LOWER_IS_BETTER
+from monitor.tasks import BINARY, LOWER_IS_BETTER, Task
+from monitor.tasks import task_of as task_named
 
-# The realised figures of each task, headline first (the default breach: accuracy, or MAE).
-REALISED: dict[str, tuple[str, ...]] = {
-    "binary": ("accuracy", "roc_auc"),
-    "multiclass": ("accuracy", "roc_auc", "macro_f1", "weighted_f1"),
-    "regression": ("mae", "rmse", "mape", "r2"),
-}
-# The label-free estimates of each task (bands where the estimator gives one).
-ESTIMATED: dict[str, tuple[str, ...]] = {
-    "binary": ("accuracy", "roc_auc", "precision", "recall", "f1"),
-    "multiclass": ("accuracy", "roc_auc", "macro_f1"),
-    "regression": ("mae", "rmse"),
-}
-# Keys of a check result that /v1/status's last_check carries for a task, beyond binary's.
-SUMMARY_KEYS: dict[str, tuple[str, ...]] = {
-    "binary": (),
-    "multiclass": ("classes", "macro_f1", "weighted_f1", "class_precision", "class_recall", "estimated_macro_f1",
-                   "baselines"),
-    "regression": ("mae", "mae_ci", "rmse", "rmse_ci", "mape", "r2", "r2_ci", "baseline_mae", "estimated_mae",
-                   "estimated_mae_ci", "estimated_rmse", "estimated_rmse_ci", "baselines"),
-}
-
-
-def task_of(result: dict[str, Any]) -> str:
-    task = result.get("task") or "binary"
-    return task if task in REALISED else "binary"
+def task_of(result: dict[str, Any]) -> Task:
+    """The task of a check result's JSON form; a result of an older or unknown task reads as binary
+    (check logs written before tasks existed carry none)."""
+    try:
+        return task_named(result.get("task") or "binary")
+    except ValueError:
+        return BINARY
 
 
 def baseline_of(result: dict[str, Any], name: str) -> float | None:
@@ -60,7 +43,7 @@ def worse(name: str, live: float | None, base: float | None) -> float | None:
 def realised_rows(result: dict[str, Any]) -> list[tuple[str, Any, Any, Any, Any]]:
     """``(name, live, interval, baseline, worse)`` per realised figure of the result's task."""
     out = []
-    for name in REALISED[task_of(result)]:
+    for name in task_of(result).realised_figures:
         live, base = result.get(name), baseline_of(result, name)
         out.append((name, live, result.get(f"{name}_ci"), base, worse(name, live, base)))
     return out
@@ -69,7 +52,7 @@ def realised_rows(result: dict[str, Any]) -> list[tuple[str, Any, Any, Any, Any]
 def estimated_rows(result: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     """``(name, estimate, band)`` per label-free figure of the result's task."""
     return [(name, result.get(f"estimated_{name}"), result.get(f"estimated_{name}_ci"))
-            for name in ESTIMATED[task_of(result)]]
+            for name in task_of(result).estimated_figures]
 
 
 def class_rows(result: dict[str, Any]) -> list[tuple[str, Any, Any, Any]]:

@@ -16,13 +16,17 @@ from monitor.commands._schema import with_champion_schema
 @click.command("serve")
 @click.option("--host", default=None, help="Address to listen on [default: server.host, 127.0.0.1].")
 @click.option("--port", type=int, default=None, help="Port to listen on [default: server.port, 8470].")
+@click.option("--health-port", type=int, default=None,
+              help="Answer GET /livez on this port too, from a process load cannot hold up [default: "
+                   "server.health_port, none].")
 @click.option("--simulate-gpus", type=int, default=None, metavar="N",
               help="Serve N simulated GPUs on /metrics instead of reading NVML.")
 @click.option("--no-gpu", is_flag=True, default=False, help="No GPU metrics on /metrics (server.gpu_metrics=false).")
 @click.option("--check-interval", type=float, default=None, metavar="SECONDS",
               help="Seconds between drift/performance checks [default: drift.interval_seconds, 300].")
 @click.pass_context
-def command(ctx: click.Context, host: str | None, port: int | None, simulate_gpus: int | None, no_gpu: bool,
+def command(ctx: click.Context, host: str | None, port: int | None, health_port: int | None,
+            simulate_gpus: int | None, no_gpu: bool,
             check_interval: float | None) -> None:
     """Run the daemon until SIGTERM or Ctrl-C.
 
@@ -30,7 +34,7 @@ def command(ctx: click.Context, host: str | None, port: int | None, simulate_gpu
     /v1/status, /metrics, /healthz, OpenAPI at /docs), the scheduled drift and performance
     check, the alert policy and incidents, and retraining in a child process.
     """
-    server: dict[str, Any] = {"host": host, "port": port}
+    server: dict[str, Any] = {"host": host, "port": port, "health_port": health_port}
     if no_gpu:
         server["gpu_metrics"] = False
     overrides: dict[str, Any] = {"server": {k: v for k, v in server.items() if v is not None}}

@@ -87,9 +87,17 @@ class ServerConfig(_Section):
     idle_timeout_seconds: float = Field(5.0, gt=0, description="a keep-alive connection with no new request "
                                         "for this long is closed")
     max_connections: int = Field(512, ge=8, description="open connections at most; one more closes the oldest "
-                                 "connection still waiting for its request head, or is answered 503 when all are "
-                                 "busy. serve raises its open-file limit to the hard limit and warns when this "
+                                 "connection quiet for a second or more while waiting for a request head, or "
+                                 "else is answered 503 + Retry-After (never cut). serve raises its open-file limit to the hard limit and warns when this "
                                  "does not fit well below it")
+    health_port: int | None = Field(None, ge=1, le=65535, description="port of a liveness listener of its own on "
+                                    "server.host: GET /livez answered by a small child process that request load, "
+                                    "the connection cap and the daemon's GIL cannot hold up (200 while the daemon's "
+                                    "event loop runs, 503 once it has not for server.health_stall_seconds, no "
+                                    "answer once the daemon is gone). Point liveness probes here; unset: none")
+    health_stall_seconds: float = Field(30.0, gt=0, description="the liveness listener answers 503 when the "
+                                        "daemon's event loop has not run for this long (hung, not busy: a burst "
+                                        "of large bodies stalls it for seconds)")
     gpu_metrics: bool = Field(True, description="serve the GPU collector's series on the daemon's /metrics too "
                                                 "(--no-gpu turns it off)")
     leader_lease_seconds: float = Field(10.0, gt=0, description="several daemons on one PostgreSQL store: one "

@@ -11,9 +11,17 @@ where httptools is not installed; both get the same limits and the same tests) t
 - closes a connection whose request head is not whole ``header_timeout`` seconds after it connected
   (or after ``idle_timeout + header_timeout`` following its previous response), answering 408 when
   part of a head came;
-- at ``max_connections``, makes room for a new connection by closing the oldest one still waiting
-  for a request head (idle or slow: they hold nothing but a socket), and answers 503 only when every
-  connection has a request in progress, so a flood of idle sockets cannot lock out a liveness probe.
+- at ``max_connections``, makes room for a new connection by closing the oldest one that has waited
+  at least :data:`EVICT_AFTER_SECONDS` for a request head (since it connected or since its last
+  response) with none of it received (idle or slow:
+  they hold nothing but a socket), so a flood of idle sockets cannot lock out a liveness probe;
+- otherwise answers the new connection 503 + ``Retry-After`` at once and half-closes it, reading
+  and dropping what the client still sends until it closes (at most the header timeout), so the
+  client's request gets that 503, never a connection cut under it. A connection is never closed
+  to make room while its next request head is on the wire (unread bytes are peeked first), nor
+  within that time of its connect or its last response: a keep-alive client looping requests is
+  not cut between two of them. Answered 503s held open are bounded by
+  :data:`MAX_REFUSING` (beyond it a refusal is written and closed at once, as before).
 
 The keep-alive idle timeout is uvicorn's ``timeout_keep_alive``. The hooks used are uvicorn's
 protocol internals (``handle_events``, ``on_headers_complete``, ``on_response_complete``, ``cycle``,
@@ -26,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
+import socket
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -50,6 +59,15 @@ _FULL = (b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-type: a
          b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_FULL_BODY), _FULL_BODY))
 # File descriptors kept free for the store, MLflow, reports and logs beside the connections.
 FD_HEADROOM = 256
+# A connection waiting for a request head is closed to make room only once it has been quiet this
+# long since it connected or since its last response. A client sends its head at once, but one of
+# 600 clients starting together on a loaded machine took over 0.1 s (that grace cut 88 of them),
+# and browsers preconnect; a newcomer meanwhile gets a 503, which is an answer, not a cut.
+EVICT_AFTER_SECONDS = 1.0
+# Connections answered 503 at the cap and held open until their client closes (inside FD_HEADROOM).
+MAX_REFUSING = FD_HEADROOM // 2
+# Waiting connections looked at (oldest first) for one to close at the cap.
+EVICT_CANDIDATES = 8
 LOG_EVERY_SECONDS = 60.0
 
 
@@ -84,7 +102,8 @@ class _Guard(asyncio.Protocol):
 
     limits: ClassVar[ConnectionLimits]
     live: ClassVar[set["_Guard"]]
-    waiting: ClassVar["OrderedDict[_Guard, None]"]  # waiting for a request head, oldest first
+    waiting: ClassVar["OrderedDict[_Guard, float]"]  # waiting for a request head since (loop time), oldest first
+    refusing: ClassVar[set["_Guard"]]  # answered 503 at the cap, draining until the client closes
     tally: ClassVar[_Tally]
     # uvicorn's, set by its protocols
     transport: asyncio.Transport
@@ -92,27 +111,67 @@ class _Guard(asyncio.Protocol):
 
     _head_timer: asyncio.TimerHandle | None = None
     _partial = False
+    _refused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         cls = type(self)
         if len(cls.live) >= cls.limits.max_connections:
-            if not cls.waiting:
-                cls.tally.add("refused at the cap (all busy)", cls.limits)
-                self.transport.write(_FULL)
-                self.transport.close()
+            room = cls._idle_to_close(self.loop.time())
+            if room is None:
+                self._refuse()
                 return
-            oldest = next(iter(cls.waiting))
             cls.tally.add("idle closed to make room", cls.limits)
-            oldest._close()
+            room._close()
         cls.live.add(self)
         self._await_head(cls.limits.header_timeout)
 
+    @classmethod
+    def _idle_to_close(cls, now: float) -> "_Guard | None":
+        """The oldest connection waiting for a head long enough, with no byte of it received."""
+        for looked, (guard, since) in enumerate(cls.waiting.items()):
+            if looked >= EVICT_CANDIDATES or now - since < EVICT_AFTER_SECONDS:
+                return None  # oldest first: the rest waited less
+            if not guard._partial and not guard._unread():
+                return guard
+        return None
+
+    def _unread(self) -> bool:
+        """Whether bytes have arrived that the loop has not read yet (a head on its way in)."""
+        sock = self.transport.get_extra_info("socket")
+        if sock is None:
+            return False
+        try:
+            with socket.fromfd(sock.fileno(), sock.family, sock.type) as peek:
+                return bool(peek.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:  # reset: nothing to protect
+            return False
+
+    def _refuse(self) -> None:
+        """503 at once, then drain: the client's request, sent after, is read and dropped, so
+        closing does not reset the connection before the client has read its answer."""
+        cls = type(self)
+        cls.tally.add("refused at the cap (all busy)", cls.limits)
+        self._refused = True
+        self.transport.write(_FULL)
+        if len(cls.refusing) >= MAX_REFUSING or not self.transport.can_write_eof():
+            self.transport.close()
+            return
+        self.transport.write_eof()
+        cls.refusing.add(self)
+        self._head_timer = self.loop.call_later(cls.limits.header_timeout, self.transport.close)
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._forget()
+        if self._refused:
+            type(self).refusing.discard(self)
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return  # answered already; dropped until the client closes
         if self._head_timer is not None:
             self._partial = True
         super().data_received(data)
@@ -126,7 +185,7 @@ class _Guard(asyncio.Protocol):
         self._stop_waiting()
         self._partial = False
         self._head_timer = self.loop.call_later(seconds, self._head_timed_out)
-        self.waiting[self] = None
+        self.waiting[self] = self.loop.time()
 
     def _stop_waiting(self) -> None:
         if self._head_timer is not None:
@@ -181,7 +240,8 @@ def protocol_class(limits: ConnectionLimits, implementation: str = "auto") -> ty
     if implementation == "auto":
         implementation = "httptools" if HTTPTOOLS else "h11"
     base = {"h11": GuardedH11Protocol, "httptools": GuardedHttpToolsProtocol}[implementation]
-    attrs: dict[str, Any] = {"limits": limits, "live": set(), "waiting": OrderedDict(), "tally": _Tally()}
+    attrs: dict[str, Any] = {"limits": limits, "live": set(), "waiting": OrderedDict(), "refusing": set(),
+                             "tally": _Tally()}
     return type(f"Server{base.__name__}", (base,), attrs)
 
 

@@ -3,7 +3,8 @@
 uvicorn runs in a thread on a socket bound here first (so "address in use" is a one-line
 error, not a traceback), and the main thread owns the signals. Its connections are bounded by
 ``monitor.ingest.server`` (header and idle timeouts, a connection cap) and every request's store
-calls by ``store.request_wait_seconds``. Shutdown order: stop taking
+calls by ``store.request_wait_seconds``. With ``server.health_port``, ``/livez`` is also answered on
+that port by a child process fed a beat from the event loop (``monitor.ingest.liveness``). Shutdown order: stop taking
 requests, stop the scheduler (a running check finishes), abort a running retrain (settled
 against the registry), close the GPU collector and the store.
 """
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from monitor.config import DriftloopConfig
 from monitor.errors import UserInputError
+from monitor.ingest.liveness import BEAT_SECONDS, LivenessListener
 from monitor.ingest.server import BoundedStoreWait, ConnectionLimits, protocol_class, raise_open_file_limit
 
 if TYPE_CHECKING:
@@ -67,13 +69,19 @@ def serve(cfg: DriftloopConfig, stop: threading.Event | None = None, *, daemon: 
         log.warning("listening on %s without server.token: anyone who can reach it may write predictions, "
                     "labels and retrain requests; set server.token (DRIFTLOOP_SERVER__TOKEN)", cfg.server.host)
     sock = _bind(cfg.server.host, cfg.server.port)
+    health_sock = None
     try:
+        if cfg.server.health_port is not None:
+            health_sock = _bind(cfg.server.host, cfg.server.health_port)
         daemon = daemon if daemon is not None else Daemon(cfg)
     except BaseException:
         sock.close()
+        if health_sock is not None:
+            health_sock.close()
         raise
     server = None
     thread = None
+    liveness = None
     try:
         app = BoundedStoreWait(daemon.build_app(), cfg.store.request_wait_seconds)
         limits = ConnectionLimits(cfg.server.header_timeout_seconds, cfg.server.idle_timeout_seconds,
@@ -90,6 +98,11 @@ def serve(cfg: DriftloopConfig, stop: threading.Event | None = None, *, daemon: 
             time.sleep(0.02)
         if not server.started:
             raise RuntimeError("the HTTP server did not start; see the log above")
+        if health_sock is not None:
+            liveness = LivenessListener(health_sock, cfg.server.health_stall_seconds)
+            liveness.start()
+            log.info("liveness listener (pid %s) answering GET /livez on port %s", liveness.pid,
+                     health_sock.getsockname()[1])
         daemon.start(scheduler=scheduler)
         host, port = sock.getsockname()[:2]
         log.info("driftloop serving model %r on http://%s:%s (checks every %g s)", cfg.model.name, host, port,
@@ -100,16 +113,25 @@ def serve(cfg: DriftloopConfig, stop: threading.Event | None = None, *, daemon: 
             from monitor.daemon.runtime.heap import HeapFreezer, freeze_now
             freeze_now()
             daemon.after_check.append(HeapFreezer())
-        while not stop.wait(1.0):
+        loop = server.servers[0].get_loop() if server.servers else None
+        while not stop.wait(BEAT_SECONDS):
             if not thread.is_alive():
                 raise RuntimeError("the HTTP server stopped unexpectedly; see the log above")
+            if liveness is not None and loop is not None:
+                liveness.check()
+                # The beat runs on the event loop: a loop that does not run stops the beats.
+                loop.call_soon_threadsafe(liveness.beat)
         log.info("shutting down")
     finally:
         if server is not None and thread is not None:
             server.should_exit = True
             thread.join(15)
+        if liveness is not None:
+            liveness.stop()
         daemon.stop()
         sock.close()
+        if health_sock is not None:
+            health_sock.close()
         log.info("stopped")
 
 

@@ -1,7 +1,8 @@
 """The connection limits of monitor/ingest/server.py on a real uvicorn server, for both of uvicorn's
 HTTP/1.1 protocols: a request head too slow is cut with 408, an idle connection gives its place to a
-new one at the cap, the cap answers 503 when every connection is busy, and neither keep-alive nor
-pipelined requests are cut while they are served."""
+new one at the cap, the cap answers 503 when no connection can give its place (and the client reads
+that 503 rather than a reset), and neither keep-alive nor pipelined requests are cut while they are
+served."""
 from __future__ import annotations
 
 import asyncio
@@ -14,6 +15,7 @@ from typing import Iterator
 import pytest
 import uvicorn
 
+from monitor.ingest import server as server_module
 from monitor.ingest.server import HTTPTOOLS, ConnectionLimits, protocol_class
 from tests.support.services import free_port
 
@@ -106,14 +108,18 @@ def test_keep_alive_requests_are_served_and_a_quiet_connection_is_closed(server)
             data += chunk
 
 
-def test_at_the_cap_the_oldest_idle_connection_makes_room(server):
+def test_at_the_cap_the_oldest_idle_connection_makes_room(server, monkeypatch):
     port, app, srv = server
-    idle = [_connect(port) for _ in range(12)]
-    time.sleep(0.2)
+    monkeypatch.setattr(server_module, "EVICT_AFTER_SECONDS", 0.2)  # under this fixture's 0.6 s header timeout
+    idle = [_connect(port) for _ in range(8)]  # the cap
+    time.sleep(0.3)  # past EVICT_AFTER_SECONDS: these may now be closed to make room
+    idle += [_connect(port) for _ in range(4)]
+    time.sleep(0.05)
     with _connect(port) as sock:
         assert _get(sock).startswith(b"HTTP/1.1 200")
     closed = [s for s in idle if _read(s, 0) is not None]
     assert len(closed) >= 5  # 13 connections at a cap of 8
+    assert all(_read(s, 0) == b"" for s in closed)  # closed, not answered: none had sent a request
     assert all(_read(s, 0) is None for s in idle[-3:])  # the newest stay
     for s in idle:
         s.close()
@@ -130,6 +136,31 @@ def test_at_the_cap_the_oldest_idle_connection_makes_room(server):
     for s in busy:
         assert (_read(s) or b"").startswith(b"HTTP/1.1 200")
         s.close()
+
+
+def test_over_the_cap_a_request_gets_503_never_a_cut(server, monkeypatch):
+    """Connections that have just connected are not closed to make room (their request may be on
+    its way): one over the cap is answered 503, and a request the client sends after that 503 (a
+    body too) is read and dropped, so the client reads its 503 instead of a reset."""
+    port, _, _ = server
+    monkeypatch.setattr(server_module, "EVICT_AFTER_SECONDS", 60.0)  # "just connected", however loaded the machine
+    fresh = [_connect(port) for _ in range(8)]  # the cap
+    over = [_connect(port) for _ in range(6)]
+    try:
+        for sock in over:
+            sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\ncontent-length: 65536\r\n\r\n" + b"x" * 65536)
+        for sock in over:
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                chunk = _read(sock)
+                assert chunk, f"cut without an answer: {answer!r}"
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 503") and b"retry-after" in answer.lower(), answer
+        for sock in fresh:  # the 8 in the cap were left alone and are served
+            assert _get(sock).startswith(b"HTTP/1.1 200")
+    finally:
+        for sock in fresh + over:
+            sock.close()
 
 
 def _loop_of(srv: uvicorn.Server) -> asyncio.AbstractEventLoop:

@@ -38,7 +38,8 @@ def build_model(cfg: DriftloopConfig, data: pd.DataFrame, seed: int | None = Non
         from trainer.entrypoint import build_entrypoint_model
         return build_entrypoint_model(cfg, data, seed)
     m = cfg.model
-    outputs = m.n_classes if m.task == "multiclass" else 1
+    task = m.kind
+    outputs = task.n_outputs(m.classes)
     # Embedding features: dim standardised inputs each (trainer/model.py).
     embeddings = {name: m.embedding_dim(name) for name in m.embedding_features}
     vocab, mean, std = TabularModel.preprocessing_from(data, m.numeric_features, m.categorical_features, embeddings)
@@ -49,12 +50,11 @@ def build_model(cfg: DriftloopConfig, data: pd.DataFrame, seed: int | None = Non
     torch.manual_seed(cfg.training.seed if seed is None else seed)
     if m.factory:
         factory = load_factory(m.factory)
-        net: Any = (factory(inputs, cardinalities, cfg.training, n_outputs=outputs) if m.task == "multiclass"
-                    else factory(inputs, cardinalities, cfg.training))
+        net: Any = factory(inputs, cardinalities, cfg.training, **task.factory_kwargs(outputs))
         if not isinstance(net, nn.Module):
             raise ConfigError(f"model.factory {m.factory!r} returned {type(net).__name__}, expected a torch.nn.Module")
     else:
         net = MLP(inputs, cardinalities, cfg.training.hidden, cfg.training.dropout, n_outputs=outputs)
-    scaling = TabularModel.target_scaling_from(data[m.target].to_numpy()) if m.task == "regression" else (0.0, 1.0)
+    scaling = task.target_scaling(data[m.target].to_numpy())
     return TabularModel(net, m.numeric_features, m.categorical_features, vocab, mean, std, indicated,
                         task=m.task, classes=m.classes, target_scaling=scaling, embeddings=embeddings)

@@ -22,7 +22,7 @@ import torch
 from monitor.config import ModelConfig
 from monitor.embeddings import INPUT_URI, matrix
 from monitor.errors import DataError, UserInputError
-from monitor.tasks import INTERNAL_PROBA_PREFIX, class_codes, internal_proba_columns
+from monitor.tasks import INTERNAL_PROBA_PREFIX, task_of
 from trainer.model import category_text
 
 log = logging.getLogger(__name__)
@@ -128,16 +128,10 @@ def _embedding_column(raw: pd.Series, name: str, dim: int, what: str) -> pd.Seri
 
 
 def _holds_indices(df: pd.DataFrame, model_cfg: ModelConfig) -> bool:
-    """Whether a multiclass frame is a store window or reference sample (targets are class indices)."""
-    if model_cfg.task != "multiclass":
-        return False
-    return all(c in df.columns for c in internal_proba_columns(model_cfg.n_classes))
-
-
-def _first_bad(raw: pd.Series, bad: np.ndarray) -> tuple[int, int, object]:
-    rows = np.nonzero(bad)[0]
-    first = raw.iloc[rows[0]]
-    return len(rows), int(rows[0]), first.item() if isinstance(first, np.generic) else first
+    """Whether the frame is a store window or reference sample of a multiclass model (targets are
+    class indices): it has the ``__proba_<i>`` column of every class (a task without them: never)."""
+    columns = model_cfg.kind.proba_columns(model_cfg.n_classes)
+    return bool(columns) and all(c in df.columns for c in columns)
 
 
 def target_values(raw: pd.Series, model_cfg: ModelConfig, what: str = "training data", *,
@@ -145,101 +139,23 @@ def target_values(raw: pd.Series, model_cfg: ModelConfig, what: str = "training 
     """The target as the model learns it: int64 0/1 (binary), int64 class indices into
     ``model.classes`` (multiclass; ``indices``: the values already are indices) or float64
     (regression). DataError naming the column, the count and the first bad row otherwise, and
-    when fewer than two classes (two values) are present."""
-    target, task = model_cfg.target, model_cfg.task
-    raw = raw.reset_index(drop=True)
-    if task == "regression":
-        y = pd.to_numeric(raw.astype(object) if isinstance(raw.dtype, pd.CategoricalDtype) else raw, errors="coerce")
-        values = y.to_numpy(dtype="float64", na_value=np.nan)
-        bad = ~np.isfinite(values)
-        if bad.any():
-            n, row, first = _first_bad(raw, bad)
-            raise DataError(f"{what}: target {target!r} of a regression model has {n} value(s) that are not "
-                            f"finite numbers (first at row {row}: {first!r})")
-        if len(values) and np.all(values == values[0]):
-            raise DataError(f"{what}: target {target!r} has a single value ({values[0]:g}); need at least two "
-                            "different values to learn")
-        return pd.Series(values, dtype="float64")
-    if task == "multiclass" or model_cfg.classes is not None:
-        classes = list(model_cfg.classes or [])
-        codes, bad_rows = (_index_codes(raw, len(classes)) if indices else class_codes(raw.tolist(), classes))
-        if bad_rows and task == "binary":
-            # A store window of a binary model with named classes holds 0/1 (monitor/tasks.py).
-            zero_one = _zero_one(raw)
-            if zero_one is not None:
-                codes, bad_rows = zero_one, []
-        if bad_rows:
-            bad = np.zeros(len(raw), dtype=bool)
-            bad[bad_rows] = True
-            n, row, first = _first_bad(raw, bad)
-            kind = "class indices" if indices else "classes"
-            raise DataError(f"{what}: target {target!r} has {n} value(s) that are not known {kind} (first at row "
-                            f"{row}: {first!r}); the model's classes are {', '.join(classes)} (model.classes)")
-        y = pd.Series(codes, dtype="int64")
-        if y.nunique() < 2:
-            raise DataError(f"{what}: target {target!r} has a single class ({classes[int(y.iloc[0])]}); "
-                            "need at least two to train")
-        return y
-    zero_one = _zero_one(raw)
-    if zero_one is None:
-        y = pd.to_numeric(raw, errors="coerce")
-        n, row, first = _first_bad(raw, ~y.isin([0, 1]).to_numpy())
-        raise DataError(f"{what}: target {target!r} has {n} value(s) that are not 0 or 1 "
-                        f"(first at row {row}: {first!r})")
-    if len(np.unique(zero_one)) < 2:
-        raise DataError(f"{what}: target {target!r} has a single class ({int(zero_one[0])}); "
-                        "need both 0 and 1 to train")
-    return pd.Series(zero_one, dtype="int64")
-
-
-def _zero_one(raw: pd.Series) -> np.ndarray | None:
-    y = pd.to_numeric(raw, errors="coerce")
-    return y.to_numpy(dtype="int64") if bool(y.isin([0, 1]).all()) else None
-
-
-def _index_codes(raw: pd.Series, n_classes: int) -> tuple[np.ndarray, list[int]]:
-    y = pd.to_numeric(raw, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
-    ok = np.isfinite(y) & (y == np.round(y)) & (y >= 0) & (y < n_classes)
-    return np.where(ok, y, -1).astype(np.int64), np.nonzero(~ok)[0].tolist()
+    when fewer than two classes (two values) are present (the task's ``target_values``)."""
+    return model_cfg.kind.target_values(raw.reset_index(drop=True), model_cfg.target, model_cfg.classes, what,
+                                        indices=indices)
 
 
 def split(df: pd.DataFrame, fraction: float, target: str, seed: int, *, what: str = "data",
           part: str = "validation", task: str = "binary") -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(rest, held_out)`` with about ``fraction`` of the rows held out: stratified by class for
-    a classifier (``fraction`` of each class), plain random for regression.
+    a classifier (``fraction`` of each class), plain random for regression (the task's ``hold_out``).
 
     A class with too few rows to be on both sides stays on the training side (a warning), unless
     that leaves a side with a single class: the held-out metrics would then mean nothing (and a
     binary split needs both classes on both sides)."""
-    rng = np.random.default_rng(seed)
-    if task == "regression":
-        k = int(round(len(df) * fraction))
-        if k < 1 or k >= len(df):
-            raise DataError(f"{what}: too few rows to hold out a {part} set: {len(df)} row(s), a {fraction:.0%} "
-                            "split needs both sides non-empty; give more labelled rows")
-        mask = np.zeros(len(df), dtype=bool)
-        mask[rng.choice(len(df), size=k, replace=False)] = True
-        return df[~mask].reset_index(drop=True), df[mask].reset_index(drop=True)
-    y = df[target].to_numpy()
-    present = [0, 1] if task == "binary" else sorted(int(c) for c in np.unique(y))
-    held, kept = [], []
-    for cls in present:
-        idx = np.nonzero(y == cls)[0]
-        k = int(round(len(idx) * fraction))
-        if k < 1 or k >= len(idx):
-            kept.append((cls, len(idx)))
-            continue
-        held.append(rng.choice(idx, size=k, replace=False))
-    on_both = len(present) - len(kept)
-    if kept and (task == "binary" or on_both < 2):
-        cls, n = kept[0]
-        raise DataError(f"{what}: too few rows to hold out a {part} set: class {cls} has {n} row(s), "
-                        f"a {fraction:.0%} split needs both sides non-empty; give more labelled rows")
+    mask, kept = task_of(task).hold_out(df[target].to_numpy(), fraction, np.random.default_rng(seed), what, part)
     if kept:
         log.warning("%s: class(es) %s have too few rows for a %s set; kept on the training side only",
                     what, ", ".join(f"{cls} ({n} row(s))" for cls, n in kept), part)
-    mask = np.zeros(len(df), dtype=bool)
-    mask[np.concatenate(held)] = True
     return df[~mask].reset_index(drop=True), df[mask].reset_index(drop=True)
 
 
@@ -247,12 +163,8 @@ def tensors(model, df: pd.DataFrame, target: str) -> tuple[torch.Tensor, torch.T
     """``(x_num, x_cat, y)``: y float32 0/1 (binary), int64 class indices (multiclass), or the
     standardised target as float32 (regression: what the network learns, see trainer/model.py)."""
     x_num, x_cat = model.encode(df)
-    task = getattr(model, "task", "binary")
-    if task == "multiclass":
-        return x_num, x_cat, torch.as_tensor(df[target].to_numpy(), dtype=torch.int64)
-    if task == "regression":
-        return x_num, x_cat, torch.as_tensor(model.scaled_target(df[target].to_numpy()), dtype=torch.float32)
-    return x_num, x_cat, torch.as_tensor(df[target].to_numpy(), dtype=torch.float32)
+    # The task's, not the model's: a warm start may train a champion pickled with older code.
+    return x_num, x_cat, task_of(getattr(model, "task", "binary")).target_tensor(model, df[target].to_numpy())
 
 
 def fingerprint(*frames: pd.DataFrame) -> str:

@@ -89,10 +89,9 @@ def embedding_feature(cfg: DriftloopConfig, user: Any) -> str | None:
 def build_entrypoint_model(cfg: DriftloopConfig, data: pd.DataFrame, seed: int | None = None) -> EntrypointModel:
     """A fresh model of the entrypoint for ``cfg``'s task, weights drawn from ``seed``
     (default ``training.seed``); a regression target's scaling is fitted on ``data``."""
-    from trainer.model import TabularModel
     spec, m = str(cfg.training.entrypoint), cfg.model
     user = load_entrypoint(spec)
-    n_outputs = m.n_classes if m.task == "multiclass" else 1
+    n_outputs = m.kind.n_outputs(m.classes)
     torch.manual_seed(cfg.training.seed if seed is None else seed)
     try:
         net = user.build_model(m.task, n_outputs)
@@ -102,7 +101,7 @@ def build_entrypoint_model(cfg: DriftloopConfig, data: pd.DataFrame, seed: int |
     if not isinstance(net, nn.Module):
         raise ConfigError(f"training.entrypoint {spec!r}: build_model returned {type(net).__name__}, "
                           "expected a torch.nn.Module")
-    scaling = TabularModel.target_scaling_from(data[m.target].to_numpy()) if m.task == "regression" else (0.0, 1.0)
+    scaling = m.kind.target_scaling(data[m.target].to_numpy())
     return EntrypointModel(spec, net, user, task=m.task, classes=m.classes, target_scaling=scaling,
                            embedding_feature=embedding_feature(cfg, user), id_column=m.id)
 

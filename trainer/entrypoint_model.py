@@ -3,8 +3,8 @@ their network behind the interface driftloop's own model has (``task``, ``classe
 ``n_outputs``, ``output``, ``predict_proba(df)``), plus ``embeddings(df)`` when the object has
 ``embed``. The protocol and the loading live in :mod:`trainer.entrypoint`.
 
-Like trainer/model.py this module imports only torch, numpy, pandas and trainer/model.py (for
-:class:`~trainer.model.TaskHead`): both are pickled *by value*
+Like trainer/model.py this module imports only torch, numpy, pandas, trainer/model.py and
+trainer/task_head.py (:class:`~trainer.task_head.TaskHead`): all are pickled *by value*
 into the MLflow model. The user's object is not: a pickle holds the entrypoint spec and the
 network's ``state_dict``, and loading imports the spec again and calls ``build_model(task,
 n_outputs)`` (:func:`restore`), so the user's module must be importable where the model is loaded
@@ -29,6 +29,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, default_collate
 
 from trainer.model import TaskHead  # pickled by value too (trainer/pyfunc.py)
+from trainer.task_head import head_for
 
 INPUT_URI = "input_uri"  # monitor.embeddings.INPUT_URI, repeated: serving must not import driftloop
 SCORING_BATCH = 256      # rows per forward when scoring: images, not table rows
@@ -80,7 +81,7 @@ class EntrypointModel(TaskHead, nn.Module):
                  target_scaling: tuple[float, float] = (0.0, 1.0), embedding_feature: str | None = None,
                  id_column: str = "id"):
         super().__init__()
-        self.spec, self.net, self.user, self.task = spec, net, user, task
+        self.spec, self.net, self.user, self.task = spec, net, user, str(task)  # a plain string when pickled
         self._class_names = None if classes is None else [str(c) for c in classes]
         self.embedding_feature = embedding_feature if hasattr(user, "embed") else None
         self.id_column = id_column
@@ -88,9 +89,7 @@ class EntrypointModel(TaskHead, nn.Module):
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
         raw = self.net(*inputs)
-        if self.task == "multiclass":
-            return raw.reshape(raw.shape[0], self.n_outputs)
-        return raw.reshape(-1)
+        return self.shaped(raw, raw.shape[0])
 
     # -- inputs ----------------------------------------------------------------------------------
     def refs(self, df: pd.DataFrame) -> list[str]:
@@ -118,9 +117,7 @@ class EntrypointModel(TaskHead, nn.Module):
     def training_data(self, df: pd.DataFrame, target: str, train: bool) -> LabelledDataset:
         """``(x, y)`` items for the loop: y float32 0/1 (binary), int64 class indices (multiclass) or
         the standardised target (regression), as trainer.data.tensors gives a TabularModel."""
-        y = df[target].to_numpy()
-        dtype = torch.int64 if self.task == "multiclass" else torch.float32
-        return LabelledDataset(self.inputs(df, train), torch.as_tensor(self.scaled_target(y), dtype=dtype))
+        return LabelledDataset(self.inputs(df, train), self.target_tensor(df[target].to_numpy()))
 
     def batches(self, df: pd.DataFrame, batch_size: int = SCORING_BATCH):
         """``df``'s inputs (train=False) in collated batches, on the model's device."""
@@ -137,7 +134,7 @@ class EntrypointModel(TaskHead, nn.Module):
         with _evaluating(self):
             out = [self.output(self(*x).float()) for x in self.batches(df, batch_size)]
         if not out:
-            return np.zeros((0, self.n_outputs) if self.task == "multiclass" else 0)
+            return self.empty_output()
         return torch.cat(out).cpu().numpy().astype(np.float64)
 
     @torch.no_grad()
@@ -151,15 +148,15 @@ class EntrypointModel(TaskHead, nn.Module):
 
     def __reduce__(self):
         state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
-        scaling = (float(self.target_mean), float(self.target_std)) if self.task == "regression" else (0.0, 1.0)
-        return restore, (self.spec, self.task, self.classes, scaling, self.embedding_feature, self.id_column, state)
+        return restore, (self.spec, self.task, self.classes, self.target_scaling(), self.embedding_feature,
+                         self.id_column, state)
 
 
 def restore(spec: str, task: str, classes: list[str] | None, scaling: tuple[float, float],
             embedding_feature: str | None, id_column: str, state: dict[str, torch.Tensor]) -> EntrypointModel:
     """Rebuild a pickled model: the user's network from the spec, then the saved weights."""
     user = load_object(spec)
-    n_outputs = len(classes or ()) if task == "multiclass" else 1
+    n_outputs = head_for(task).n_outputs(classes)
     model = EntrypointModel(spec, user.build_model(task, n_outputs), user, task=task, classes=classes,
                             target_scaling=scaling, embedding_feature=embedding_feature, id_column=id_column)
     model.load_state_dict(state)

@@ -18,6 +18,7 @@ import pandas as pd
 from monitor.config import DriftloopConfig
 from monitor.errors import ExportError
 from monitor.onnx_scoring import FORMATS
+from monitor.tasks import task_of
 from trainer.metrics import task_metrics
 
 SINGLE_ROW_REPEATS, BATCH_ROWS, BATCH_REPEATS = 200, 1024, 15
@@ -115,31 +116,17 @@ def _quiet_quantizer() -> Iterator[None]:
         root.removeFilter(drop)
 
 
-FIGURES = {"binary": ("accuracy", "roc_auc"), "multiclass": ("accuracy", "roc_auc"), "regression": ("mae", "rmse")}
-
-
 def held_out_figures(task: str, y: np.ndarray, output: np.ndarray, threshold: float) -> dict[str, float]:
-    """The export table's figures (:data:`FIGURES`) of one form's ``output`` (``predict_proba``'s
-    shape) on labels ``y`` (0/1, class indices or values), as the trainer computes them."""
+    """The export table's figures (the task's two lead figures) of one form's ``output``
+    (``predict_proba``'s shape) on labels ``y`` (0/1, class indices or values), as the trainer
+    computes them."""
     figures = task_metrics(task, y, output, threshold)
-    return {k: figures[k] for k in FIGURES[task]}
+    return {k: figures[k] for k in task_of(task).lead_metrics}
 
 
 def _form(name: str, size: int, parity: float, figures: dict[str, float], latency_ms: dict[str, float]) -> Form:
     return Form(name, size, parity, figures.get("accuracy"), figures.get("roc_auc"), latency_ms,
                 mae=figures.get("mae"), rmse=figures.get("rmse"))
-
-
-def target_scale(model: Any, reference: pd.DataFrame, target: str) -> float:
-    """A regression model's parity unit: the target's standard deviation on the reference rows, or
-    the training target's (``target_std``) when those have no spread or no target (module doc)."""
-    if target in reference.columns:
-        values = pd.to_numeric(reference[target], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-        values = values[np.isfinite(values)]
-        if len(values) >= 2 and float(values.std()) > 1e-12:
-            return float(values.std())
-    fallback = float(getattr(model, "target_std", 1.0))
-    return fallback if math.isfinite(fallback) and fallback > 1e-12 else 1.0
 
 
 def check_forms(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg: DriftloopConfig,
@@ -155,9 +142,11 @@ def check_forms(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg:
     import torch
 
     t, target, threshold, task = cfg.training, cfg.model.target, cfg.model.threshold, result.task
-    scale = target_scale(model, reference, target) if task == "regression" else 1.0
-    if task == "regression":
-        result.target_scale = scale
+    # The parity unit: a regression model's target scale (deployment.py's module doc), else 1.
+    unit = task_of(task).parity_unit(model, reference, target)
+    if unit is not None:
+        result.target_scale = unit
+    scale = 1.0 if unit is None else unit
     y = holdout[target].to_numpy()
     with _torch_threads(1):
         reference_output = model.predict_proba(reference)
@@ -188,20 +177,10 @@ def check_forms(model: Any, reference: pd.DataFrame, holdout: pd.DataFrame, cfg:
     return result
 
 
-PARITY_TEXT = {"binary": "max |score difference| vs PyTorch",
-               "multiclass": "max |class probability difference| vs PyTorch",
-               "regression": "max |prediction difference| / the target's std vs PyTorch"}
-
-
 def _refusal(task: str, form: Form, torch_form: Form, tolerance: float, min_ratio: float) -> str:
+    """Why ``form`` is not published (``""``: it is): its parity, then its held-out figures
+    against PyTorch's as the task judges them (a classifier's accuracy, a regression's MAE)."""
+    kind = task_of(task)
     if not math.isfinite(form.parity) or form.parity > tolerance:
-        return f"parity {form.parity:.3g} exceeds tolerance {tolerance:g} ({PARITY_TEXT[task]})"
-    if task == "regression":
-        mae, bar = form.mae, torch_form.mae
-        if mae is not None and bar is not None and not mae <= bar / min_ratio:
-            return f"held-out MAE {mae:.4g} is above PyTorch's {bar:.4g} / {min_ratio:g}"
-        return ""
-    accuracy, bar = form.accuracy, torch_form.accuracy
-    if accuracy is not None and bar is not None and accuracy < min_ratio * bar:
-        return f"held-out accuracy {accuracy:.4f} is below {min_ratio:g} x PyTorch's {bar:.4f}"
-    return ""
+        return f"parity {form.parity:.3g} exceeds tolerance {tolerance:g} ({kind.parity_text})"
+    return kind.held_out_refusal(form.figures(), torch_form.figures(), min_ratio)

@@ -45,7 +45,7 @@ from trainer.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_
 from trainer.loop_records import FitResult as FitResult, LoopConfig as LoopConfig, LoopState as LoopState
 from trainer.loop_setup import cosine, enable_gradient_checkpointing, progress_bar
 from trainer.objective import CLASS_WEIGHT_RANGE as CLASS_WEIGHT_RANGE, HUBER_DELTA as HUBER_DELTA
-from trainer.objective import class_weights, evaluate, n_outputs, task_loss, task_of
+from trainer.objective import class_weights as class_weights, evaluate, model_task, n_outputs, task_loss
 from trainer.runtime import StopOnSignal, resolve_amp, resolve_device, seed_everything
 from trainer.sampling import ShardedBatches
 
@@ -131,13 +131,9 @@ def fit(model: nn.Module, train: Any, val: Any, cfg: LoopConfig, *,
     if info.enabled:
         from torch.nn.parallel import DistributedDataParallel
         net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    task = task_of(model)
-    # Multiclass: inverse-frequency class weights from all training rows (every rank sees the same).
-    if task == "multiclass":
-        labels = targets_of(train)
-        weight: torch.Tensor | None = class_weights(labels, n_outputs(model, labels)).to(device)
-    else:
-        weight = None
+    task = model_task(model)
+    # The loss's class weights (multiclass: inverse frequency), from all training rows (every rank sees the same).
+    weight: torch.Tensor | None = task.loss_weight(lambda: targets_of(train), lambda y: n_outputs(model, y), device)
     dataset = TensorDataset(*train) if isinstance(train, tuple) else train
     val = stacked(val)
     per_rank = math.ceil(len(dataset) / info.world_size)

@@ -50,7 +50,6 @@ tasks existed has no ``task`` attribute: it is binary (``getattr(model, "task", 
 """
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import numpy as np
@@ -60,7 +59,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from trainer.features import MISSING, UNKNOWN, category_text, embedding_values, numeric_values
-from trainer.task_head import TaskHead
+from trainer.task_head import TaskHead, head_for
 
 
 def embedding_dim(cardinality: int) -> int:
@@ -117,12 +116,9 @@ class TabularModel(TaskHead, nn.Module):
                  task: str = "binary", classes: Sequence[str] | None = None,
                  target_scaling: tuple[float, float] = (0.0, 1.0), embeddings: dict[str, int] | None = None):
         super().__init__()
-        if task not in ("binary", "multiclass", "regression"):
-            raise ValueError(f"task must be binary, multiclass or regression, got {task!r}")
-        if task == "multiclass" and (classes is None or len(classes) < 2):
-            raise ValueError("a multiclass model needs its classes (two or more)")
+        head_for(task).check_classes(classes)  # ValueError for an unknown task too
         self.net = net
-        self.task = task
+        self.task = str(task)  # the name: a pickled model holds a plain string
         self._class_names = None if classes is None else [str(c) for c in classes]
         # Embedding features and their dims, in input order after the numeric features.
         self.embeddings = dict(embeddings or {})
@@ -140,15 +136,6 @@ class TabularModel(TaskHead, nn.Module):
         self.register_buffer("mean", torch.as_tensor(mean, dtype=torch.float32))
         self.register_buffer("std", torch.as_tensor(std, dtype=torch.float32))
         self.register_target_scaling(target_scaling)
-
-    @staticmethod
-    def target_scaling_from(y: np.ndarray) -> tuple[float, float]:
-        """``(mean, std)`` of a regression target's training values (std 1 for a constant target)."""
-        values = np.asarray(y, dtype=np.float64)
-        mean = float(values.mean()) if len(values) else 0.0
-        std = float(values.std()) if len(values) else 1.0
-        return mean, (std if math.isfinite(std) and std > 1e-12 else 1.0)
-
 
     @property
     def feature_names(self) -> list[str]:
@@ -213,10 +200,7 @@ class TabularModel(TaskHead, nn.Module):
         z = torch.where(gone, torch.zeros_like(z), z)  # the training mean
         if self.indicated:
             z = torch.cat([z, gone[:, self.indicated].to(z.dtype)], dim=1)
-        raw = self.net(z, x_cat)
-        if self.task == "multiclass":
-            return raw.reshape(x_num.shape[0], self.n_outputs)
-        return raw.reshape(-1)
+        return self.shaped(self.net(z, x_cat), x_num.shape[0])
 
     @torch.no_grad()
     def predict_proba(self, df: pd.DataFrame, batch_size: int = 65536) -> np.ndarray:
@@ -230,7 +214,7 @@ class TabularModel(TaskHead, nn.Module):
             out = [self.output(self(x_num[i:i + batch_size].to(device), x_cat[i:i + batch_size].to(device)).float())
                    for i in range(0, len(df), batch_size)]
             if not out:
-                return np.zeros((0, self.n_outputs) if self.task == "multiclass" else 0)
+                return self.empty_output()
             return torch.cat(out).cpu().numpy().astype(np.float64)
         finally:
             self.train(was_training)

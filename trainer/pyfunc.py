@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
 import cloudpickle
 from mlflow.pyfunc.model import PythonModel  # where mlflow.pyfunc re-exports it from
 import numpy as np
 import pandas as pd
+
+from trainer.task_head import head_for, output_proba_column as output_proba_column
 
 
 class TabularPyfunc(PythonModel):
@@ -40,28 +42,13 @@ class TabularPyfunc(PythonModel):
         frame = pd.DataFrame(model_input)
         out = self.model.predict_proba(frame)
         task = getattr(self.model, "task", "binary")  # a model pickled before tasks is binary
-        column = getattr(self, "prediction", "prediction")
         embedding = getattr(self.model, "embedding_feature", None)  # a training.entrypoint model with embed
-        if task == "multiclass":
-            names = list(self.model.classes)
-            served = [names[i] for i in np.argmax(out, axis=1)] if len(out) else []
-            probabilities = pd.DataFrame(out, columns=[output_proba_column(c) for c in names], index=frame.index)
-            result = pd.concat([pd.DataFrame({column: served}, index=frame.index, dtype=object), probabilities], axis=1)
-        elif task == "regression":
-            result = pd.DataFrame({column: out}, index=frame.index)
-        elif not embedding:
-            return out
-        else:
-            result = pd.DataFrame({getattr(self, "score", "score"): out}, index=frame.index)
+        result = head_for(task).served(out, frame.index, getattr(self.model, "classes", None),
+                                       getattr(self, "prediction", "prediction"), getattr(self, "score", "score"),
+                                       bool(embedding))
         if embedding:  # one list of floats per row, as a service sends it (monitor.client)
-            result[embedding] = [v.tolist() for v in self.model.embeddings(frame)]
+            cast(pd.DataFrame, result)[embedding] = [v.tolist() for v in self.model.embeddings(frame)]
         return result
-
-
-def output_proba_column(name: str) -> str:
-    """``proba_<class>``: monitor.tasks.proba_column's rule, kept here because the pickled pyfunc
-    must not import driftloop (tests/trainer/test_tasks_model.py holds the two together)."""
-    return f"proba_{name}"
 
 
 @contextmanager

@@ -872,10 +872,8 @@ class BinaryTask(_Classifier):
 
         import torch
         import torch.nn.functional as F
-
-        from monitor.stats import binary_metrics
         loss = F.binary_cross_entropy_with_logits(logits, y.to(logits.device).float()).item() if len(y) else math.nan
-        out = binary_metrics(y.numpy(), torch.sigmoid(logits).cpu().numpy())
+        out = self.figures(y.numpy(), torch.sigmoid(logits).cpu().numpy())
         return {"loss": loss, "accuracy": out["accuracy"], "roc_auc": out["roc_auc"]}
 
     # -- trainer: figures, gate, comparisons and publishing ------------------------------------------
@@ -1130,15 +1128,9 @@ class MulticlassTask(_Classifier):
 
         import torch
         import torch.nn.functional as F
-
-        from monitor.taskstats import multiclass_performance
         loss = F.cross_entropy(logits, y.to(logits.device)).item() if len(y) else math.nan
-        proba = torch.softmax(logits, dim=-1).cpu().numpy().astype(np.float64)
-        pred = np.argmax(proba, axis=1) if len(proba) else np.zeros(0, dtype=np.int64)
-        perf = multiclass_performance(np.asarray(y.numpy(), dtype=np.int64), pred.astype(np.int64), proba,
-                                      proba.shape[1])
-        return {"loss": loss, "accuracy": math.nan if perf.accuracy is None else perf.accuracy,
-                "roc_auc": math.nan if perf.roc_auc is None else perf.roc_auc}
+        out = self.figures(y.numpy(), torch.softmax(logits, dim=-1).cpu().numpy())
+        return {"loss": loss, "accuracy": out["accuracy"], "roc_auc": out["roc_auc"]}
 
     # -- trainer: figures, gate, comparisons and publishing ------------------------------------------
 

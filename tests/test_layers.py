@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # only this layer and are shared by the trainer and the monitor, so they belong to it.
 BOTTOM = ("monitor", "monitor.config", "monitor.errors", "monitor.logs", "monitor.lazy", "monitor.records",
           "monitor.stats", "monitor.paired", "monitor.writable", "monitor.files", "monitor.onnx_scoring",
-          "monitor.tasks", "monitor.taskstats", "monitor.embeddings", "monitor.buildinfo", "monitor.finite")
+          "monitor.tasks", "monitor.taskstats", "monitor.embeddings", "monitor.buildinfo", "monitor.finite",
+          "monitor.retrain_contract")
 
 # Known exceptions, each with its reason; keep this list short and shrinking.
 EXCEPTIONS = {

@@ -10,12 +10,12 @@ The protocol is a job folder (``<home>/retrains/<attempt id>/``)::
     worker.log      the child's stdout and stderr
     result.json     trainer.worker's result, written atomically by the child as its last act:
                     {"status": "ok", "outcome": {...}} or {"status": "error"|"interrupted", "message"}
+                    (both files: monitor/retrain_contract.py, validated when written and when read)
 
 A child that exits without ``result.json`` failed; the last lines of its log say why.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -29,6 +29,7 @@ import pandas as pd
 
 import monitor
 from monitor.files import PRIVATE, atomic_write_json
+from monitor.retrain_contract import FileWindow, RetrainRequest, RetrainResult, Trigger
 
 WORKER_MODULE = "monitor.daemon.retraining.worker"
 KEEP_JOB_DIRS = 20
@@ -38,7 +39,7 @@ KEEP_JOB_DIRS = 20
 class RetrainJob:
     attempt_id: str
     incident_id: str
-    trigger: str
+    trigger: Trigger
     window: pd.DataFrame
     config: dict[str, Any]                      # DriftloopConfig.model_dump(mode="json")
     report_paths: list[str] = field(default_factory=list)
@@ -129,13 +130,12 @@ def read_result(job_dir: Path, exit_code: int | None) -> ChildResult:
     result_file = job_dir / "result.json"
     if result_file.exists():
         try:
-            body = json.loads(result_file.read_text())
+            body = RetrainResult.parse(result_file.read_text(), where="result.json")
         except (OSError, ValueError) as exc:
             return ChildResult(exit_code, error=f"unreadable result.json: {exc}")
-        if body.get("status") == "ok" and isinstance(body.get("outcome"), dict):
-            return ChildResult(exit_code, outcome=body["outcome"])
-        what = body.get("status", "error")
-        return ChildResult(exit_code, error=f"retrain {what}: {body.get('error', '')}: {body.get('message', '')}")
+        if body.outcome is not None:
+            return ChildResult(exit_code, outcome=body.outcome.model_dump())
+        return ChildResult(exit_code, error=f"retrain {body.status}: {body.error or ''}: {body.message or ''}")
     why = _describe_exit(exit_code) if exit_code is not None else "retrain worker vanished"
     tail = _tail(job_dir / "worker.log")
     return ChildResult(exit_code, error=f"{why}; last log lines:\n{tail}" if tail else why)
@@ -168,10 +168,10 @@ class ProcessLauncher:
         job_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         job.window.to_parquet(job_dir / "window.parquet", index=False)
         # The full configuration travels as overrides, so the child trains exactly as configured here.
-        request = {"config": job.config, "trigger": job.trigger, "incident_id": job.incident_id,
-                   "report_paths": job.report_paths, "data_window": job.data_window,
-                   "window": {"source": "file", "path": str((job_dir / "window.parquet").resolve())}}
-        _write_json(job_dir / "request.json", request)
+        request = RetrainRequest(config=job.config, trigger=job.trigger, incident_id=job.incident_id,
+                                 report_paths=list(job.report_paths), data_window=job.data_window,
+                                 window=FileWindow(source="file", path=str((job_dir / "window.parquet").resolve())))
+        _write_json(job_dir / "request.json", request.model_dump())
         _write_json(job_dir / "job.json", {"attempt_id": job.attempt_id, "incident_id": job.incident_id,
                                            "parent_pid": os.getpid()})
         return job_dir

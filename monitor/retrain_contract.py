@@ -1,0 +1,140 @@
+"""What crosses the process boundary of a retrain: the request the daemon writes and the result the
+retrain child writes back (docs/CONTRACTS.md, "Retrain worker"), as typed models checked on both
+sides. The daemon builds a :class:`RetrainRequest` (a mistake of ours fails before a child is
+started) and the child validates the JSON it reads; the child builds a :class:`RetrainResult`
+and the daemon validates the JSON it reads back, so a child of another version, a truncated file
+or a hand-edited request is a clear error naming the field, never a ``KeyError`` in the settlement.
+
+Bottom layer (pydantic and the standard library only): the trainer's worker and the daemon's
+launcher both import it; neither imports the other.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from monitor.errors import UserInputError
+
+Trigger = Literal["manual", "alert", "schedule"]
+TRIGGERS: tuple[str, ...] = ("manual", "alert", "schedule")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StoreWindow(_Strict):
+    """The labelled rows of the store (read by the monitor's child or ``driftloop retrain``)."""
+
+    source: Literal["store"] = "store"
+    last_n: int | None = Field(None, ge=1)
+    since: str | None = None
+    until: str | None = None
+
+
+class FileWindow(_Strict):
+    """A CSV or Parquet file of labelled rows (what the daemon's launcher writes for its child)."""
+
+    source: Literal["file"]
+    path: str = Field(min_length=1)
+
+
+Window = Annotated[Union[StoreWindow, FileWindow], Field(discriminator="source")]
+
+
+class RetrainRequest(_Strict):
+    """``request.json``: what one retrain is asked to do. Every key is optional."""
+
+    config_path: str | None = None
+    # Nested overrides on top of config_path / DRIFTLOOP_* (the daemon sends its whole configuration,
+    # ``cfg.model_dump(mode="json")``, so the child trains exactly as configured there).
+    config: dict[str, Any] = Field(default_factory=dict)
+    trigger: Trigger = "manual"
+    incident_id: str | int | None = None
+    report_paths: list[str] = Field(default_factory=list)
+    data_window: dict[str, Any] | None = None
+    window: Window = Field(default_factory=StoreWindow)
+    resume: bool = False
+
+    @classmethod
+    def parse(cls, body: Any, where: str = "retrain request") -> "RetrainRequest":
+        """The request in ``body`` (a dict or JSON text); UserInputError naming each wrong field."""
+        try:
+            if isinstance(body, (str, bytes)):
+                return cls.model_validate_json(body)
+            return cls.model_validate(body)
+        except ValidationError as exc:
+            raise UserInputError(_described(exc, where)) from None
+
+
+class RetrainOutcomeBody(BaseModel):
+    """``outcome`` of a successful result: trainer.outcomes.RetrainOutcome as a dict (a test holds
+    the two field lists together)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    outcome: Literal["promoted", "rejected", "shadow"]
+    challenger_version: str
+    champion_version: str
+    run_id: str
+    metrics: dict[str, float | None] = Field(default_factory=dict)
+    reasons: list[str] = Field(default_factory=list)
+    duration_seconds: float = 0.0
+    samples_per_second: float = 0.0
+    previous_champion_version: str | None = None
+    verdicts: list[dict[str, Any]] = Field(default_factory=list)
+    skipped_inputs: int = 0
+
+
+class RetrainResult(_Strict):
+    """``result.json``, written atomically by the child as its last act: ``ok`` with the outcome,
+    ``error`` (our error's class name and message), or ``interrupted`` (after a checkpoint: the
+    same request again with ``resume: true``)."""
+
+    status: Literal["ok", "error", "interrupted"]
+    outcome: RetrainOutcomeBody | None = None
+    error: str | None = None
+    message: str | None = None
+    checkpoint: str | None = None
+
+    @model_validator(mode="after")
+    def _outcome_iff_ok(self) -> "RetrainResult":
+        if (self.status == "ok") != (self.outcome is not None):
+            raise ValueError("a result has an outcome exactly when its status is ok")
+        return self
+
+    @classmethod
+    def parse(cls, body: Any, where: str = "retrain result") -> "RetrainResult":
+        """The result in ``body`` (a dict or JSON text); ValueError naming each wrong field."""
+        try:
+            if isinstance(body, (str, bytes)):
+                return cls.model_validate_json(body)
+            return cls.model_validate(body)
+        except ValidationError as exc:
+            raise ValueError(_described(exc, where)) from None
+
+
+def _described(exc: ValidationError, where: str) -> str:
+    """``cannot read <where>: ...`` for text that is no JSON object, else ``<where>: <problems>``."""
+    bad_json = [e for e in exc.errors() if e["type"] in ("json_invalid", "model_type")]
+    if bad_json:
+        return f"cannot read {where}: expected a JSON object ({bad_json[0]['msg']})"
+    return f"{where}: {_problems(exc)}"
+
+
+def _problems(exc: ValidationError) -> str:
+    """Pydantic's errors as one line: unknown keys together, then ``field: what was expected``."""
+    unknown = [".".join(map(str, e["loc"])) for e in exc.errors() if e["type"] == "extra_forbidden"]
+    out = [f"unknown key(s) {', '.join(sorted(unknown))}"] if unknown else []
+    for e in exc.errors():
+        if e["type"] == "extra_forbidden":
+            continue
+        loc = ".".join(str(p) for p in e["loc"] if p not in ("store", "file"))
+        if e["type"] == "union_tag_invalid":
+            out.append(f"{loc}.source must be 'store' or 'file', got {e['ctx']['tag']!r}")
+        elif e["type"] == "union_tag_not_found":
+            out.append(f"{loc}.source is required ('store' or 'file')")
+        else:
+            out.append(f"{loc or 'body'}: {e['msg']}")
+    return "; ".join(out)

@@ -287,9 +287,9 @@ class Task(str):
         return np.asarray(column.astype("int64").to_numpy())
 
     def served_output(self, out: np.ndarray, threshold: float) -> np.ndarray:
-        """What a model serves for its raw output (``predict_proba``): the predicted value itself
-        (a classifier serves a class, see its override)."""
-        return out
+        """What a model serves for its raw output (``predict_proba``): the prediction of :meth:`served`
+        (a class for a classifier, the value itself for regression)."""
+        return self.served(out, threshold)[0]
 
     def loss_figure(self, loss: np.ndarray) -> float:
         """The headline figure (:attr:`primary_metric`) of per-row losses (:meth:`per_row_loss`)."""
@@ -807,9 +807,6 @@ class BinaryTask(_Classifier):
 
     threshold_metrics = ("precision", "recall", "f1")
 
-    def served_output(self, out: np.ndarray, threshold: float) -> np.ndarray:
-        return (out > threshold).astype("int64")
-
     def shown_interval(self, ci: Any) -> Any:
         return None  # binary's status lines predate intervals and stay as they were
 
@@ -1074,9 +1071,6 @@ class MulticlassTask(_Classifier):
             return (f"{key} of a multiclass model needs the class it judges ({{metric: {metric}, "
                     "class: NAME, drop: ...}})")
         return None
-
-    def served_output(self, out: np.ndarray, threshold: float) -> np.ndarray:
-        return np.argmax(out, axis=1)
 
     realised_figures = ("accuracy", "roc_auc", "macro_f1", "weighted_f1")
     estimated_figures = ("accuracy", "roc_auc", "macro_f1")

@@ -10,7 +10,7 @@ launcher both import it; neither imports the other.
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, TypeVar, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -59,13 +59,9 @@ class RetrainRequest(_Strict):
 
     @classmethod
     def parse(cls, body: Any, where: str = "retrain request") -> "RetrainRequest":
-        """The request in ``body`` (a dict or JSON text); UserInputError naming each wrong field."""
-        try:
-            if isinstance(body, (str, bytes)):
-                return cls.model_validate_json(body)
-            return cls.model_validate(body)
-        except ValidationError as exc:
-            raise UserInputError(_described(exc, where)) from None
+        """The request in ``body`` (a dict or JSON text); UserInputError naming each wrong field
+        (the child was handed a bad request: an expected failure, exit 2)."""
+        return _parse(cls, body, where, UserInputError)
 
 
 class RetrainOutcomeBody(BaseModel):
@@ -107,12 +103,19 @@ class RetrainResult(_Strict):
     @classmethod
     def parse(cls, body: Any, where: str = "retrain result") -> "RetrainResult":
         """The result in ``body`` (a dict or JSON text); ValueError naming each wrong field."""
-        try:
-            if isinstance(body, (str, bytes)):
-                return cls.model_validate_json(body)
-            return cls.model_validate(body)
-        except ValidationError as exc:
-            raise ValueError(_described(exc, where)) from None
+        return _parse(cls, body, where, ValueError)
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def _parse(model: type[_Model], body: Any, where: str, error: type[Exception]) -> _Model:
+    try:
+        if isinstance(body, (str, bytes)):
+            return model.model_validate_json(body)
+        return model.model_validate(body)
+    except ValidationError as exc:
+        raise error(_described(exc, where)) from None
 
 
 def _described(exc: ValidationError, where: str) -> str:

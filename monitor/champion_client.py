@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from monitor.client_errors import ClientError
+from monitor.client_errors import ClientError, import_extra
 
 RUNTIMES = ("torch", "onnx", "onnx-int8")
 
@@ -40,11 +40,13 @@ class Champion:
     the frame's index, so ``features.join(champion.predict(features))`` is what
     :meth:`monitor.client.DriftloopClient.log_predictions` takes.
 
-    Needs mlflow (imported when a Champion is made, not with this module)."""
+    Needs mlflow (imported when a Champion is made, not with this module): ``driftloop-client``
+    installs it with ``[registry]``, and without it a Champion raises
+    :class:`monitor.client_errors.MissingExtra` naming that extra."""
 
     def __init__(self, tracking_uri: str, name: str, *, alias: str = "champion", interval: float = 30.0,
                  runtime: str = "torch"):
-        from mlflow import MlflowClient
+        MlflowClient = import_extra("mlflow", "registry").MlflowClient
         if runtime not in RUNTIMES:
             raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
         self.tracking_uri, self.name, self.alias, self.interval = tracking_uri, name, alias, interval

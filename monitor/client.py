@@ -28,7 +28,8 @@ record's position in what you passed; batches before it are stored, so re-sendin
 fixing the data is fine.
 
 Exceptions (:mod:`monitor.client_errors`, all :class:`ClientError`, a :class:`monitor.errors.DriftloopError`):
-:class:`RequestRejected` (4xx) and :class:`ServerUnavailable` (retries exhausted).
+:class:`RequestRejected` (4xx), :class:`ServerUnavailable` (retries exhausted) and :class:`MissingExtra`
+(a scorer or :class:`Champion` without the ``driftloop-client`` extra that installs its dependency).
 """
 from __future__ import annotations
 
@@ -42,10 +43,10 @@ import httpx
 import orjson
 
 from monitor.champion_client import RUNTIMES as RUNTIMES, Champion  # RUNTIMES: still importable from here
-from monitor.client_errors import ClientError, RequestRejected, ServerUnavailable
+from monitor.client_errors import ClientError, MissingExtra, RequestRejected, ServerUnavailable
 
-__all__ = ["Champion", "ClientError", "DriftloopClient", "IngestSummary", "RequestRejected", "ServerUnavailable",
-           "configure", "log_labels", "log_predictions"]
+__all__ = ["Champion", "ClientError", "DriftloopClient", "IngestSummary", "MissingExtra", "RequestRejected",
+           "ServerUnavailable", "configure", "log_labels", "log_predictions"]
 
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _DUMPS_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z

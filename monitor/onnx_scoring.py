@@ -19,7 +19,9 @@ So the only preprocessing left to the caller is turning columns into those array
 :func:`feeds` does by the same rules as the PyTorch model's ``encode``: numbers as float, integer
 category codes as ``"3"`` (monitor.records.frames' copy of the rule, since this side may not
 import torch), a missing category as the model's ``MISSING`` marker, an infinity refused with the
-feature named. Imports onnxruntime and pandas, never torch, so a model service runs without it.
+feature named. Imports onnxruntime and pandas, never torch, so a model service runs without it;
+onnxruntime only when a scorer is made (``driftloop-client`` installs it with ``[onnx]``; without it
+:class:`OnnxScorer` raises :class:`monitor.client_errors.MissingExtra` naming that extra).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from monitor.client_errors import import_extra
 from monitor.embeddings import matrix
 from monitor.errors import UserInputError
 from monitor.tasks import TASKS, task_of
@@ -115,8 +118,7 @@ class OnnxScorer:
     nothing from more, and a service runs one scorer per worker."""
 
     def __init__(self, model: bytes | str | Path, manifest: Mapping[str, Any], *, threads: int = 1):
-        import onnxruntime as ort
-
+        ort = import_extra("onnxruntime", "onnx")
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1

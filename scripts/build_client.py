@@ -9,12 +9,14 @@ daemon, but ``pip install driftloop`` brings all of those (torch alone is hundre
 This script builds a second distribution from the same source files, so the two cannot drift apart:
 the modules the client and the scorer import (found by walking their imports with ``ast``,
 function-local imports included) are copied into a staging folder with a generated
-``pyproject.toml``, and ``pip wheel`` builds it. Its dependencies: numpy, pandas, httpx, orjson,
-onnxruntime; the extra ``[registry]`` adds ``mlflow-skinny`` for ``Champion`` (an MLflow tracking
-server over HTTP; skinny has no SQL store).
+``pyproject.toml``, and ``pip wheel`` builds it. Its dependencies are httpx and orjson (send records);
+the extras add the rest: ``[pandas]`` numpy and pandas (send DataFrames), ``[onnx]`` onnxruntime
+with them (:class:`OnnxScorer`), ``[registry]`` ``mlflow-skinny`` (:class:`Champion`, an MLflow
+tracking server over HTTP; skinny has no SQL store). A part used without its extra raises
+:class:`monitor.client_errors.MissingExtra` naming it. Footprints and install times: docs/parts/ingestion.md.
 
     python scripts/build_client.py --out dist          # -> dist/driftloop_client-<version>-py3-none-any.whl
-    pip install 'dist/driftloop_client-<version>-py3-none-any.whl[registry]'
+    pip install 'dist/driftloop_client-<version>-py3-none-any.whl[pandas]'
 
 It installs the same ``monitor`` package name (a subset), so code written against the full install
 runs unchanged; install one or the other in an environment, not both. The build fails when a module
@@ -41,7 +43,19 @@ HEAVY = ("torch", "evidently", "pydantic", "sqlalchemy", "fastapi", "sklearn")
 # What it must never import, at any depth: server-side modules of ours, which the wheel does not hold.
 SERVER_SIDE = ("trainer", "monitor.config", "monitor.daemon", "monitor.drift", "monitor.store", "monitor.ingest")
 FORBIDDEN = HEAVY + SERVER_SIDE
-DEPENDENCIES = ["numpy>=1.24", "pandas>=2.0,<3", "httpx>=0.27", "orjson>=3.9", "onnxruntime>=1.17"]
+# Sending records needs only these two: a service that sends DataFrames has pandas already, and one
+# that sends lists of records needs no 150 MB of numpy and pandas (scripts/measure_client.py measures).
+DEPENDENCIES = ["httpx>=0.27", "orjson>=3.9"]
+FRAMES = ["numpy>=1.24", "pandas>=2.0,<3"]  # the versions the frame code is tested with
+
+
+def extras(project: dict) -> dict[str, list[str]]:
+    """The optional parts, each with what it needs; onnxruntime and MLflow pinned as the full install pins them."""
+    def pin(name: str) -> str:
+        return next((d.split("#")[0].strip() for d in project["dependencies"] if d.startswith(name + "=")), name)
+    return {"pandas": FRAMES,                                          # DataFrames in, records out
+            "onnx": [pin("onnxruntime"), *FRAMES],                      # OnnxScorer
+            "registry": [pin("mlflow").replace("mlflow", "mlflow-skinny", 1)]}  # Champion
 
 
 def _module_path(name: str) -> Path | None:
@@ -123,7 +137,8 @@ def stage(folder: Path) -> list[str]:
     packages = sorted({".".join(m.split(".")[:-1]) if not _module_path(m).name == "__init__.py" else m  # type: ignore[union-attr]
                        for m in modules})
     deps = ", ".join(f'"{d}"' for d in DEPENDENCIES)
-    mlflow = next((d for d in project["dependencies"] if d.startswith("mlflow")), "mlflow")
+    optional = "\n".join(f"{name} = [{', '.join(repr(d).replace(chr(39), chr(34)) for d in needs)}]"
+                          for name, needs in extras(project).items())
     (folder / "pyproject.toml").write_text(f'''[build-system]
 requires = ["setuptools>=68"]
 build-backend = "setuptools.build_meta"
@@ -136,7 +151,7 @@ requires-python = "{project.get("requires-python", ">=3.10")}"
 dependencies = [{deps}]
 
 [project.optional-dependencies]
-registry = ["{mlflow.replace("mlflow", "mlflow-skinny", 1)}"]
+{optional}
 
 [tool.setuptools]
 packages = [{", ".join(f'"{p}"' for p in packages)}]

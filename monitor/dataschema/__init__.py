@@ -19,7 +19,9 @@ comments) and by ``driftloop train`` when no features are configured, so both ag
   carries no signal to learn, and drift on it would mean nothing (any new value "drifts" it);
 * a column that looks like a model's *output* is left out too, with a warning, unless it is kept
   (``keep``, ``driftloop init --keep``): one named like a prediction, score, probability, logit or
-  confidence (:func:`output_name`), or one of a group of numbers in [0, 1] that sum to 1 on every
+  confidence (:func:`output_name`) that holds what such an output holds (a probability: numbers in
+  [0, 1]; a prediction or score: that, or values like the target's; so ``credit_bureau_score`` with
+  300-799 stays a feature, its note saying why), or one of a group of numbers in [0, 1] that sum to 1 on every
   row, i.e. the probabilities of the classes (:func:`probability_groups`). A model's outputs beside
   its inputs in the user's file (``y_pred``, ``proba_<class>``) are not inputs: learning from them
   is leakage, and a live service does not send them as features.
@@ -51,10 +53,10 @@ from monitor.dataschema.columns import (FEW_VALUES, ID_LIKE_SHARE, MIN_ROWS_FOR_
                                         InferredSchema, LeftOut, Omission, infer_column)
 from monitor.dataschema.ids import ProposedId, id_like_name, propose_id
 from monitor.dataschema.inference import RESERVED_COLUMNS, SAMPLE_ROWS, infer_features, infer_schema, resolve_task
-from monitor.dataschema.outputs import model_outputs, output_name, probability_groups
+from monitor.dataschema.outputs import OutputScan, model_outputs, output_name, probability_groups
 from monitor.dataschema.recorded import feature_spec, schema_mismatch, schema_of, with_features
 
 __all__ = ["FEW_VALUES", "ID_LIKE_SHARE", "MIN_ROWS_FOR_ID_RULE", "RESERVED_COLUMNS", "SAMPLE_ROWS", "InferredFeature",
-           "InferredSchema", "LeftOut", "Omission", "ProposedId", "feature_spec", "id_like_name", "infer_column",
-           "infer_features", "infer_schema", "model_outputs", "output_name", "probability_groups", "propose_id",
-           "resolve_task", "schema_mismatch", "schema_of", "with_features"]
+           "InferredSchema", "LeftOut", "Omission", "OutputScan", "ProposedId", "feature_spec", "id_like_name",
+           "infer_column", "infer_features", "infer_schema", "model_outputs", "output_name", "probability_groups",
+           "propose_id", "resolve_task", "schema_mismatch", "schema_of", "with_features"]

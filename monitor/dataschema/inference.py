@@ -56,9 +56,9 @@ def infer_schema(data: pd.DataFrame, target: str, *, id: str | None = "id",
         raise DataError(f"the data has no column(s) {', '.join(absent)} (has: {', '.join(columns[:20])})")
     sample = data if len(data) <= SAMPLE_ROWS else data.sample(SAMPLE_ROWS, random_state=0)
     skip = {target, id, *ignore}
-    flagged = model_outputs(sample, [c for c in columns if c not in skip], classes)
-    outputs = [c for c in flagged if c.name not in keep]
-    kept = {c.name for c in flagged if c.name in keep}  # a feature as asked; its note says what it looks like
+    scan = model_outputs(sample, [c for c in columns if c not in skip], classes, target)
+    outputs = [c for c in scan.outputs if c.name not in keep]
+    kept = {c.name for c in scan.outputs if c.name in keep}  # a feature as asked; its note says what it looks like
     skip |= {c.name for c in outputs}
     found, problems = [], []
     left_out: list[LeftOut] = list(outputs)
@@ -89,6 +89,8 @@ def infer_schema(data: pd.DataFrame, target: str, *, id: str | None = "id",
             continue
         if name in kept:
             result = InferredFeature(name, result.type, f"{result.note}; looks like a model output, kept by --keep")
+        elif name in scan.inputs:
+            result = InferredFeature(name, result.type, f"{result.note}; {scan.inputs[name]}", result.dim)
         found.append(result)
     if not found and not problems:
         dropped = f" ({', '.join(f'{c.name}: {c.why}' for c in left_out)})" if left_out else ""

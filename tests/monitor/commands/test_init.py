@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from monitor.cli import main
-from monitor.dataschema import Omission, infer_schema, output_name, probability_groups, resolve_task
+from monitor.dataschema import Omission, infer_schema, model_outputs, output_name, probability_groups, resolve_task
 
 CLASSES = ["bird", "cat", "dog"]
 
@@ -95,6 +95,75 @@ def test_unnamed_probabilities_are_found_by_their_sum_and_one_hot_columns_are_no
     ("tenure", False), ("scored_at_hour", False), ("age", False)])
 def test_names_of_model_outputs(name, output):
     assert (output_name(name, ["cat", "dog"]) is not None) is output
+
+
+def credit_cards(n: int = 600, seed: int = 0) -> pd.DataFrame:
+    """NannyML's multiclass file in small (issue 37): two inputs named like scores, with values no
+    probability has, beside the model's predicted class and its probabilities."""
+    rng = np.random.default_rng(seed)
+    cards = ["highstreet_card", "prepaid_card", "upmarket_card"]
+    proba = rng.dirichlet(np.ones(3), n).round(4)
+    proba[:, 2] = (1 - proba[:, 0] - proba[:, 1]).round(4)
+    frame = pd.DataFrame({"acq_channel": rng.choice(["Partner", "Organic"], n),
+                          "app_behavioral_score": rng.uniform(-7.7, 9.8, n).round(3),
+                          "credit_bureau_score": np.r_[300, 799, rng.integers(300, 800, n - 2)],
+                          "y_pred": np.asarray(cards)[proba.argmax(axis=1)],
+                          "y_true": rng.choice(cards, n)})
+    for i, c in enumerate(cards):
+        frame[f"y_pred_proba_{c}"] = proba[:, i]
+    return frame
+
+
+def test_inputs_named_like_scores_stay_features_by_their_values(tmp_path, capsys):
+    """credit_bureau_score (300-799) and app_behavioral_score (-7.7 to 9.8) are inputs: no
+    probability or class holds such values; y_pred and its probabilities are still left out."""
+    credit_cards().to_csv(tmp_path / "cards.csv", index=False)
+    code, _, err = init(tmp_path, capsys, "--data", str(tmp_path / "cards.csv"), "--target", "y_true")
+    assert code == 0, err
+    model = written(tmp_path)
+    assert model["ignore"] == ["y_pred", "y_pred_proba_highstreet_card", "y_pred_proba_prepaid_card",
+                               "y_pred_proba_upmarket_card"]
+    features = {f["name"]: f["type"] for f in model["features"]}
+    assert features == {"acq_channel": "categorical", "app_behavioral_score": "numeric",
+                        "credit_bureau_score": "numeric"}
+    assert "'credit_bureau_score'" not in err and "'app_behavioral_score'" not in err  # no warning
+    text = (tmp_path / "driftloop.yaml").read_text()
+    assert "named like a score, but holds values 300 to 799, not numbers" in text  # the note says why
+
+
+def _scan(target: pd.Series, column: pd.Series, name: str = "c") -> str:
+    """What model_outputs makes of one column beside ``target``: "output", "input" or "feature"."""
+    scan = model_outputs(pd.DataFrame({"t": target, name: column}), [name], classes=["cat", "dog"], target="t")
+    assert [c.kind for c in scan.outputs] in ([], [Omission.MODEL_OUTPUT])
+    return "output" if scan.outputs else "input" if name in scan.inputs else "feature"
+
+
+RNG = np.random.default_rng(7)
+BINARY = pd.Series(RNG.integers(0, 2, 200))
+PETS = pd.Series(RNG.choice(["cat", "dog"], 200))
+PRICE = pd.Series(RNG.normal(300_000, 80_000, 200).round())
+
+
+@pytest.mark.parametrize("case, target, name, column, kind", [
+    ("a score in [0, 1]", BINARY, "risk_score", RNG.random(200), "output"),
+    ("a credit score", BINARY, "credit_score", RNG.integers(300, 850, 200), "input"),
+    ("a behavioural score", PETS, "app_behavioral_score", RNG.uniform(-7.7, 9.8, 200), "input"),
+    ("a score in the target's classes", PETS, "score", PETS.iloc[::-1].to_numpy(), "output"),
+    ("predicted 0/1", BINARY, "y_pred", RNG.integers(0, 2, 200).astype(float), "output"),
+    ("predicted booleans", BINARY, "prediction", RNG.random(200) > 0.5, "output"),
+    ("predicted classes", PETS, "y_pred", PETS.sample(frac=1, random_state=0).to_numpy(), "output"),
+    ("a prediction of something else", PETS, "y_pred", RNG.choice(["red", "blue"], 200), "input"),
+    ("a horizon in days", BINARY, "prediction_horizon_days", RNG.integers(1, 31, 200), "input"),
+    ("a predicted price", PRICE, "predicted_price", (PRICE * 1.05).to_numpy(), "output"),
+    ("rooms beside a price", PRICE, "predicted_rooms", RNG.integers(1, 9, 200), "input"),
+    ("a confidence in per cent", BINARY, "confidence", RNG.uniform(0, 100, 200), "input"),
+    ("a class probability", PETS, "p_cat", RNG.random(200), "output"),
+    ("a class probability out of range", PETS, "p_cat", RNG.integers(3, 10, 200), "input"),
+    ("logits", PETS, "logits", RNG.normal(0, 4, 200), "output"),
+    ("not an output's name", BINARY, "age", RNG.integers(18, 90, 200), "feature"),
+])
+def test_a_column_named_like_an_output_is_one_only_with_an_outputs_values(case, target, name, column, kind):
+    assert _scan(target, pd.Series(column), name) == kind, case
 
 
 def test_the_task_per_target(tmp_path, capsys):

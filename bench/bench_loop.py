@@ -161,7 +161,7 @@ def write_config(home: Path, port: int, interval: float, features: list[dict] | 
         "logging": {"level": "WARNING"},
         "server": {"port": port, "gpu_metrics": False},
         "model": {"name": "bench", **({"features": features} if features else {}), **tasked},
-        "drift": {"interval_seconds": interval, "reports_keep": 20},
+        "drift": {"interval_seconds": interval},
         "training": {"checkpoint_every_minutes": 60, "progress": False},
     }
     path = home / "driftloop.yaml"

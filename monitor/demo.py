@@ -67,7 +67,7 @@ def demo_config(home: Path, port: int, plan: DemoPlan, base: DriftloopConfig | N
         "server": {"port": port},
         "exporter": {"simulate": 2},  # GPU panels have data on a laptop too
         "drift": {"interval_seconds": plan.check_interval, "window_size": 2 * plan.batch,
-                  "min_labels": int(plan.batch * 0.8), "reports_keep": 30},
+                  "min_labels": int(plan.batch * 0.8)},
         # Two bad windows in a row before retraining: the retrain then sees two batches of the new concept.
         "alerts": {"sustained_windows": 2, "cooldown_seconds": 0, "retrain_rows": 2 * plan.batch},
         "training": {"epochs": 20, "retrain_epochs": 20, "checkpoint_every_minutes": 60},

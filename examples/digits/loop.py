@@ -64,7 +64,7 @@ def settings(home: Path, port: int, plan: DigitsPlan) -> dict[str, Any]:
         # The images live under home/digits (write_digits): the only folder an input_uri may name.
         "model": {**MODEL, "input_roots": [str(home / "digits")]},
         "drift": {"interval_seconds": plan.check_interval, "window_size": 8 * plan.batch,
-                  "min_labels": 2 * plan.batch, "reports_keep": 10},
+                  "min_labels": 2 * plan.batch},
         "alerts": {"cooldown_seconds": 0},
         # 1,078 training images: small batches and a larger step make enough updates in a few epochs.
         "training": {"entrypoint": ENTRYPOINT, "epochs": plan.epochs, "retrain_epochs": plan.retrain_epochs,

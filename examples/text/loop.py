@@ -44,7 +44,7 @@ def settings(home: Path, port: int, plan: TextPlan) -> dict[str, Any]:
         "server": {"port": port, "gpu_metrics": False},
         "model": MODEL,
         "drift": {"interval_seconds": plan.check_interval, "window_size": 8 * plan.batch,
-                  "min_labels": 2 * plan.batch, "reports_keep": 10},
+                  "min_labels": 2 * plan.batch},
         "alerts": {"cooldown_seconds": 0},
         "training": {"epochs": 30, "retrain_epochs": 15, "hidden": [64, 32], "checkpoint_every_minutes": 60,
                      "progress": False, "threads": 1, "export": {"onnx": False},

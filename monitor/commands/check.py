@@ -32,16 +32,19 @@ def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: 
     cfg = with_champion_schema(cfg)
 
     from monitor.daemon.runtime.facade import (AlertPolicy, CheckJob, ReferenceLevels, check_rules_fit,
-                                               default_champion, render_check)
+                                               default_champion, history_citations, render_check)
     check_rules_fit(cfg)  # the champion's task is known now
-    from monitor.drift import evaluate_window, save_report
+    from monitor.drift import HistoryPolicy, evaluate_window, prune_history, save_report
     from monitor.store import PredictionStore
 
     def save(result, ts):
         if no_report:
             return None, None
-        return tuple(save_report(result, cfg.reports_dir, keep=cfg.drift.reports_keep,
-                                 max_bytes=cfg.drift.report_max_bytes))
+        paths = save_report(result, cfg.reports_dir, max_bytes=cfg.drift.report_max_bytes)
+        # The reports only: the workspace's index is the daemon's to write.
+        prune_history(cfg.model.name, HistoryPolicy.from_config(cfg.drift), ts,
+                      history_citations(store.engine, cfg.model.name), reports_dir=cfg.reports_dir)
+        return tuple(paths)
 
     store = PredictionStore.from_config(cfg)
     try:

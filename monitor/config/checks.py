@@ -1,6 +1,7 @@
 """What the checks judge: ``drift`` and ``alerts`` (with ``alerts.rules``)."""
 from __future__ import annotations
 
+import warnings
 from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -29,8 +30,18 @@ class DriftConfig(_Section):
     cat_method: Literal["TVD", "chisquare", "fisher_exact", "g_test", "hellinger", "jensenshannon", "kl_div",
                         "psi", "z"] | None = Field(None, description="one Evidently stattest for every categorical "
                                                                      "column; unset keeps Evidently's choice")
-    reports_keep: int = Field(50, ge=0, description="newest Evidently snapshots kept on disk (report files and "
-                              "workspace snapshots alike; an open incident's are kept too); 0 keeps all")
+    # History is kept by time (an incident is read weeks later) and bounded by size; a count of checks
+    # was hours at a five-minute interval. See monitor/drift/history.py.
+    history_days: float | None = Field(90.0, gt=0, description="checks older than this many days lose their "
+                                       "report files and Evidently snapshots, unless an incident or a retrain "
+                                       "cites them (kept while the incident is on record); null: no age limit")
+    history_max_bytes: int | None = Field(10 * 1024 ** 3, ge=1024 ** 2, description="the model's report files "
+                                          "and workspace snapshots together stay under this many bytes (about 5 MB "
+                                          "a check with default reports): the oldest uncited checks go first; "
+                                          "cited ones count but are never deleted; null: no size limit")
+    reports_keep: int | None = Field(None, ge=0, description="deprecated (use history_days and "
+                                     "history_max_bytes): at most this many uncited checks keep their history, "
+                                     "on top of the age and size limits; 0 or null: no count limit")
     report_max_bytes: int = Field(20 * 1024 * 1024, ge=64 * 1024, description="largest report file kept: past it "
                                   "the interactive HTML is replaced by a note (the static summary stays) and the "
                                   "JSON keeps driftloop's figures without Evidently's (recorded as report_omitted)")
@@ -79,6 +90,17 @@ class DriftConfig(_Section):
     embedding_components: int = Field(32, ge=2, le=256, description="principal components (fitted on the "
                                       "reference, once per champion) an embedding feature's vectors are projected "
                                       "on before the test")
+
+    @field_validator("reports_keep")
+    @classmethod
+    def _reports_keep_deprecated(cls, v: int | None) -> int | None:
+        # Still honoured for one more release, as a count limit beside age and size (0 meant "keep all").
+        if v is None:
+            return None
+        warnings.warn("drift.reports_keep is deprecated: history is kept by drift.history_days and "
+                      "drift.history_max_bytes (reports_keep still limits the count of uncited checks)",
+                      FutureWarning, stacklevel=2)
+        return v or None
 
 
 RULE_METRICS = ("accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate",

@@ -1,7 +1,8 @@
 """Drift & performance evaluation with Evidently.
 
     result = evaluate_window(reference, window, cfg.model, cfg.drift, baseline.metrics)
-    save_report(result, cfg.reports_dir, keep=cfg.drift.reports_keep)
+    save_report(result, cfg.reports_dir)
+    prune_history(cfg.model.name, HistoryPolicy.from_config(cfg.drift), now, reports_dir=cfg.reports_dir)
     registry.register(ModelMetricsCollector(cfg.model.name, lambda: latest_result))
 
 ``DriftEvaluator()`` is ``evaluate_window`` with the reference's preparation cached per champion.
@@ -15,15 +16,16 @@ from monitor.lazy import lazy_attributes
 
 __all__ = [
     "CheckResult", "FeatureDrift", "evaluate_window", "DriftEvaluator", "PreparedReference", "prepare_reference",
-    "save_report", "prune_reports", "ReportPaths", "ModelMetricsCollector",
+    "save_report", "ReportPaths", "HistoryPolicy", "Cited", "prune_history", "ModelMetricsCollector",
 ]
 
 _WHERE = {
     "CheckResult": "monitor.drift.result", "FeatureDrift": "monitor.drift.result",
     "evaluate_window": "monitor.drift.evaluate", "DriftEvaluator": "monitor.drift.evaluate",
     "PreparedReference": "monitor.drift.frames", "prepare_reference": "monitor.drift.reference",
-    "save_report": "monitor.drift.reports", "prune_reports": "monitor.drift.reports",
-    "ReportPaths": "monitor.drift.reports", "ModelMetricsCollector": "monitor.drift.metrics",
+    "save_report": "monitor.drift.reports", "ReportPaths": "monitor.drift.reports",
+    "HistoryPolicy": "monitor.drift.history", "Cited": "monitor.drift.history",
+    "prune_history": "monitor.drift.history", "ModelMetricsCollector": "monitor.drift.metrics",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,7 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from monitor.drift.frames import PreparedReference
     from monitor.drift.reference import prepare_reference
     from monitor.drift.metrics import ModelMetricsCollector
-    from monitor.drift.reports import ReportPaths, prune_reports, save_report
+    from monitor.drift.history import Cited, HistoryPolicy, prune_history
+    from monitor.drift.reports import ReportPaths, save_report
     from monitor.drift.result import CheckResult, FeatureDrift
 
 __getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

@@ -5,8 +5,8 @@ the interactive report cannot, such as MLflow's artifact viewer.
 Files are written atomically (temporary name, then ``os.replace``), so a reader or a crash never
 leaves half a report. The JSON is Evidently's ``snapshot.dict()`` (``metrics``, ``tests``) with
 our own figures under ``driftloop`` (``CheckResult.to_dict()``, including the exact accuracy and
-ROC AUC on all labelled rows and their intervals). Retention keeps the newest ``keep`` checks of
-that model and never touches other files.
+ROC AUC on all labelled rows and their intervals). Retention is :mod:`monitor.drift.history`'s (by
+age and size, never a cited check's); it never touches other files.
 
 Each file is bounded by ``max_bytes`` (``drift.report_max_bytes``): Evidently draws every value of a
 categorical column, and a window of long or countless categories once made a 200 MB HTML report on
@@ -30,7 +30,7 @@ from monitor.files import READABLE, atomic_write_text
 
 log = logging.getLogger(__name__)
 
-_STAMP = "%Y%m%dT%H%M%SZ"
+STAMP = "%Y%m%dT%H%M%SZ"
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024  # drift.report_max_bytes's default
 
 
@@ -40,7 +40,7 @@ class ReportPaths(NamedTuple):
 
 
 def report_stem(model: str, checked_at: float, check_id: str) -> str:
-    stamp = datetime.fromtimestamp(checked_at, tz=timezone.utc).strftime(_STAMP)
+    stamp = datetime.fromtimestamp(checked_at, tz=timezone.utc).strftime(STAMP)
     return f"{model}-{stamp}-{check_id}"
 
 
@@ -57,11 +57,11 @@ def _write_atomic(path: Path, text: str) -> None:
     atomic_write_text(path, text, mode=READABLE)  # reports are for people and dashboards to read
 
 
-def save_report(result: CheckResult, reports_dir: str | os.PathLike[str], *, keep: int = 50,
+def save_report(result: CheckResult, reports_dir: str | os.PathLike[str], *,
                 checked_at: float | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> ReportPaths:
-    """Write the check's snapshot as HTML and JSON (and the static summary beside the HTML), then prune old ones;
-    ``(None, None)`` when the
-    result carries no snapshot. ``keep`` 0 keeps everything; neither file exceeds ``max_bytes``."""
+    """Write the check's snapshot as HTML and JSON (and the static summary beside the HTML);
+    ``(None, None)`` when the result carries no snapshot. Neither file exceeds ``max_bytes``.
+    Old reports are pruned by :func:`monitor.drift.history.prune_history`."""
     if result.snapshot is None:
         return ReportPaths(None, None)
     folder = Path(reports_dir)
@@ -90,7 +90,6 @@ def save_report(result: CheckResult, reports_dir: str | os.PathLike[str], *, kee
     del page, text
     from monitor.drift.summary import summary_html
     _write_atomic(summary_path(html), summary_html(result, interactive_name=html.name))
-    prune_reports(folder, result.model, keep)
     return ReportPaths(html, js)
 
 
@@ -143,20 +142,3 @@ def report_check_ids(paths: Iterable[str | os.PathLike[str]], model: str) -> set
     """The check ids named by report file paths of ``model`` (an incident's evidence)."""
     pattern = _pattern(model)
     return {m.group(2) for p in paths if (m := pattern.match(Path(p).name))}
-
-
-def prune_reports(reports_dir: str | os.PathLike[str], model: str, keep: int) -> int:
-    """Delete all but the newest ``keep`` checks' files for ``model``; return files deleted."""
-    if keep <= 0:
-        return 0
-    deleted = 0
-    for _, _, files in list_reports(reports_dir, model)[:-keep]:
-        for f in files:
-            try:
-                f.unlink()
-                deleted += 1
-            except FileNotFoundError:
-                pass
-            except OSError as exc:  # keep going: one stuck file must not stop the others or the check
-                log.warning("could not delete old report %s: %s", f, exc)
-    return deleted

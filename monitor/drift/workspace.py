@@ -6,10 +6,10 @@ created with a dashboard of the series a person watches: drift share, accuracy, 
 the check estimated them, estimated accuracy and ROC AUC (from a one-row estimates snapshot per check,
 see :func:`_estimates_snapshot`). Every figure is a snapshot metric, plotted at the check's timestamp.
 
-Retention mirrors ``drift.reports_keep``: the newest ``keep`` snapshots of the model stay, older
-ones are deleted, except those of checks named in ``protect`` (an open incident's evidence). Which
-snapshot holds which check is kept in ``.driftloop-<model>.json`` at the workspace root (Evidently
-lists only folders as projects), so pruning never has to read the snapshots back.
+Retention is :mod:`monitor.drift.history`'s: by age and size, never a check an incident or a
+retrain cites, so the UI shows a whole incident weeks later. Which snapshot holds which check is
+kept in ``.driftloop-<model>.json`` at the workspace root (Evidently lists only folders as
+projects), so pruning never has to read the snapshots back.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from monitor.files import READABLE, atomic_write_text
 
@@ -87,6 +87,22 @@ def _read_index(path: Path) -> dict[str, Any]:
         return {"snapshots": []}
 
 
+def open_workspace(folder: str | os.PathLike[str]) -> Any:
+    """Evidently's local ``Workspace`` at ``folder``, without its dataset manager. Why: ``Workspace()``
+    builds one whose project manager parses every snapshot in the folder (0.2 s at 30 small ones,
+    minutes at the thousands a 90-day history holds) on every check; driftloop adds no datasets,
+    and projects, dashboards and runs all go through the workspace's light ``state``."""
+    from evidently.ui.storage.local.base import LocalState
+    from evidently.ui.workspace import Workspace
+
+    class SnapshotWorkspace(Workspace):
+        def __init__(self, path: str):  # Workspace.__init__ less the dataset, artifact and tracing APIs
+            self.path = path
+            self.state = LocalState(path)
+
+    return SnapshotWorkspace(str(folder))
+
+
 def project_for(workspace: Any, model: str) -> Any:
     """The model's project, created with its dashboard the first time."""
     for project in workspace.search_project(model):
@@ -101,17 +117,15 @@ def project_for(workspace: Any, model: str) -> Any:
     return project
 
 
-def add_snapshot(result: Any, folder: str | os.PathLike[str], *, keep: int = 50,
-                 protect: Iterable[str] = ()) -> str | None:
+def add_snapshot(result: Any, folder: str | os.PathLike[str]) -> str | None:
     """Add ``result.snapshot`` to the workspace at ``folder`` (named after the check; with a small
-    estimates snapshot when the check estimated performance), then prune; return the report's
-    snapshot id, or None when the result carries no snapshot."""
+    estimates snapshot when the check estimated performance); return the report's snapshot id, or
+    None when the result carries no snapshot."""
     if result.snapshot is None:
         return None
-    from evidently.ui.workspace import Workspace
     root = Path(folder)
     root.mkdir(parents=True, exist_ok=True)
-    workspace = Workspace(str(root))
+    workspace = open_workspace(root)
     project = project_for(workspace, result.model)
     ref = workspace.add_run(project.id, result.snapshot, name=result.check_id)
     ids = [str(ref.id)]
@@ -122,28 +136,61 @@ def add_snapshot(result: Any, folder: str | os.PathLike[str], *, keep: int = 50,
     index = _read_index(index_path)
     index["project_id"] = str(project.id)
     index["snapshots"].append({"check_id": result.check_id, "snapshot_ids": ids, "checked_at": result.checked_at})
-    index["snapshots"] = _prune(workspace, project.id, index["snapshots"], keep, set(protect))
     atomic_write_text(index_path, json.dumps(index), mode=READABLE)
     return str(ref.id)
 
 
-def _prune(workspace: Any, project_id: Any, entries: list[dict[str, Any]], keep: int,
-           protect: set[str]) -> list[dict[str, Any]]:
-    if keep <= 0 or len(entries) <= keep:
-        return entries
-    entries = sorted(entries, key=lambda e: e.get("checked_at") or 0)
-    old, kept = entries[:-keep], entries[-keep:]
-    for entry in old:
-        if entry.get("check_id") in protect:
+class IndexedSnapshot(NamedTuple):
+    check_id: str
+    checked_at: float | None
+    snapshot_ids: tuple[str, ...]
+    nbytes: int
+
+
+def _snapshot_file(root: Path, project_id: str, snapshot_id: str) -> Path:
+    return root / project_id / "snapshots" / f"{snapshot_id}.json"  # Evidently 0.7's local layout
+
+
+def indexed_snapshots(folder: str | os.PathLike[str], model: str) -> list[IndexedSnapshot]:
+    """The checks the workspace holds snapshots of for ``model``, with their size on disk."""
+    root = Path(folder)
+    index = _read_index(_index_path(root, model))
+    project_id = str(index.get("project_id", ""))
+    found = []
+    for entry in index["snapshots"]:
+        ids = tuple(str(i) for i in entry.get("snapshot_ids", []))
+        size = 0
+        for snapshot_id in ids:
+            try:
+                size += _snapshot_file(root, project_id, snapshot_id).stat().st_size
+            except OSError:
+                pass
+        found.append(IndexedSnapshot(str(entry.get("check_id")), entry.get("checked_at"), ids, size))
+    return found
+
+
+def delete_snapshots(folder: str | os.PathLike[str], model: str, check_ids: Iterable[str]) -> None:
+    """Delete the snapshots of ``check_ids`` from the workspace and its index. One that cannot be
+    deleted is logged and stays indexed (the next prune tries again)."""
+    root = Path(folder)
+    index_path = _index_path(root, model)
+    index = _read_index(index_path)
+    if not index.get("project_id"):
+        return
+    workspace = open_workspace(root)
+    doomed, kept = set(check_ids), []
+    for entry in index["snapshots"]:
+        if entry.get("check_id") not in doomed:
             kept.append(entry)
             continue
         try:
             for snapshot_id in entry.get("snapshot_ids", []):
-                workspace.delete_run(project_id, snapshot_id)
+                workspace.delete_run(index["project_id"], snapshot_id)
         except Exception as exc:  # one stuck snapshot must not stop the check; it stays indexed
             log.warning("could not delete the old Evidently snapshots of check %s: %s", entry.get("check_id"), exc)
             kept.append(entry)
-    return sorted(kept, key=lambda e: e.get("checked_at") or 0)
+    index["snapshots"] = kept
+    atomic_write_text(index_path, json.dumps(index), mode=READABLE)
 
 
 def snapshot_checks(folder: str | os.PathLike[str], model: str) -> list[str]:

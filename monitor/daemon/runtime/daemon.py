@@ -25,6 +25,7 @@ from monitor.config import DriftloopConfig
 from monitor.daemon.state.attempts import AttemptStore
 from monitor.daemon.retraining.champion import ChampionCache
 from monitor.daemon.state.checklog import CheckLog
+from monitor.daemon.state.citations import history_citations
 from monitor.daemon.runtime.checks import CheckJob, champion_rows
 from monitor.daemon.runtime.controller import CheckReport, Controller
 from monitor.daemon.runtime.estimation_watch import EstimationWatch
@@ -79,7 +80,7 @@ class Daemon:
         if evaluate is None:
             evaluate = LazyEvaluator(clock)
         if save_report is None:
-            save_report = ReportSaver(cfg, incidents.cited_reports)
+            save_report = ReportSaver(cfg, lambda: history_citations(engine, model))
         # The label-free estimate, recalibrated on the champion's labelled rows when labels keep
         # proving it wrong (drift.estimation_recalibrate_windows).
         self.estimation = EstimationWatch(cfg, self._labelled_rows, clock)

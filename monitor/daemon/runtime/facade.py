@@ -23,6 +23,7 @@ __getattr__, __dir__ = lazy_attributes(__name__, {
     "CheckJob": "monitor.daemon.runtime.checks",
     "check_rules_fit": "monitor.daemon.decisions.rules",
     "default_champion": "monitor.daemon.runtime.wiring",
+    "history_citations": "monitor.daemon.state.citations",
     "install_signal_handlers": "monitor.daemon.runtime.serve",
     "observation": "monitor.daemon.runtime.controller",
     "render_check": "monitor.daemon.runtime.views",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pandas as pd
 
@@ -14,6 +14,7 @@ from monitor.daemon.retraining.champion import ChampionCache, mlflow_alias_looku
 
 if TYPE_CHECKING:
     from monitor.drift import DriftEvaluator
+    from monitor.drift.history import Cited
     from monitor.drift.result import CheckResult
     from trainer import Champion
     from trainer.shadow import ShadowNews
@@ -45,18 +46,19 @@ class LazyEvaluator:
 
 
 class ReportSaver:
-    """A check's report files (``drift.reports_keep``, ``drift.report_max_bytes``) and its snapshot in
-    the Evidently workspace, keeping the checks that ``cited`` (the open incidents' report paths) names."""
+    """A check's report files (``drift.report_max_bytes``) and its snapshot in the Evidently
+    workspace, then the model's history pruned by age and size (``drift.history_days``,
+    ``drift.history_max_bytes``), keeping the checks ``cited()`` names (incidents', retrains')."""
 
-    def __init__(self, cfg: DriftloopConfig, cited: Callable[[], Iterable[str]]):
+    def __init__(self, cfg: DriftloopConfig, cited: Callable[[], Cited]):
         self.cfg = cfg
         self._cited = cited
 
     def __call__(self, result: CheckResult, ts: float) -> tuple[Path | None, Path | None]:
         from monitor.drift import save_report
-        paths = save_report(result, self.cfg.reports_dir, keep=self.cfg.drift.reports_keep,
-                            max_bytes=self.cfg.drift.report_max_bytes)
+        paths = save_report(result, self.cfg.reports_dir, max_bytes=self.cfg.drift.report_max_bytes)
         self._add_to_workspace(result)
+        self._prune(ts)
         return paths.html, paths.json
 
     def _add_to_workspace(self, result: CheckResult) -> None:
@@ -65,13 +67,20 @@ class ReportSaver:
         folder = self.cfg.evidently_workspace
         if folder is None:
             return
-        from monitor.drift.reports import report_check_ids
         from monitor.drift.workspace import add_snapshot
         try:
-            add_snapshot(result, folder, keep=self.cfg.drift.reports_keep,
-                         protect=report_check_ids(list(self._cited()), self.cfg.model.name))
+            add_snapshot(result, folder)
         except Exception as exc:
             log.warning("could not add check %s to the Evidently workspace %s: %s", result.check_id, folder, exc)
+
+    def _prune(self, now: float) -> None:
+        """Best effort too: history that cannot be pruned now is pruned after a later check."""
+        from monitor.drift.history import HistoryPolicy, prune_history
+        try:
+            prune_history(self.cfg.model.name, HistoryPolicy.from_config(self.cfg.drift), now, self._cited(),
+                          reports_dir=self.cfg.reports_dir, workspace=self.cfg.evidently_workspace)
+        except Exception as exc:
+            log.warning("could not prune the check history of model %s: %s", self.cfg.model.name, exc)
 
 
 def shadow_observer(cfg: DriftloopConfig) -> Callable[[pd.DataFrame], ShadowNews | None]:

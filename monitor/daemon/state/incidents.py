@@ -137,10 +137,6 @@ class IncidentStore:
         with self._engine.connect() as conn:
             return [_incident(r) for r in conn.execute(q)]
 
-    def cited_reports(self) -> list[str]:
-        """The report files the open incidents cite (kept when old reports are pruned)."""
-        return [path for incident in self.open_incidents() for path in incident.report_paths]
-
     def current(self) -> Incident | None:
         """The oldest open incident: new alerts attach to it rather than opening another."""
         found = self.open_incidents()

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from monitor.drift import evaluate_window, prune_reports, save_report
+from monitor.drift import Cited, HistoryPolicy, evaluate_window, prune_history, save_report
 from monitor.drift.reports import list_reports
 from tests.monitor.drift.conftest import window
 
@@ -24,7 +24,7 @@ def _strict(text):
 
 
 def test_saves_html_and_json_named_by_model_time_and_check(tmp_path, result):
-    paths = save_report(result, tmp_path / "reports", keep=5)
+    paths = save_report(result, tmp_path / "reports")
     assert paths.html.name == f"demo-20251130T000000Z-{result.check_id}.html"
     assert paths.json.with_suffix(".html") == paths.html
     html = paths.html.read_text()
@@ -40,30 +40,25 @@ def test_saves_html_and_json_named_by_model_time_and_check(tmp_path, result):
     assert not list(paths.html.parent.glob(".*.tmp"))  # no temporary files left behind
 
 
-def test_retention_keeps_the_newest_checks_of_this_model_only(tmp_path, result):
+def test_history_pruning_deletes_old_uncited_checks_of_this_model_only(tmp_path, result):
     folder = tmp_path / "reports"
     folder.mkdir()
     unrelated = [folder / "notes.txt", folder / "demo-2-20240101T000000Z-abc.html",
                  folder / "other-20200101T000000Z-abc.json"]
     for f in unrelated:
         f.write_text("keep me")
-    saved = []
-    for i in range(5):
-        r = dataclasses.replace(result, check_id=f"c{i}", checked_at=T0 + 3600 * i)
-        saved.append(save_report(r, folder, keep=3))
+    saved = [save_report(dataclasses.replace(result, check_id=f"c{i}", checked_at=T0 + 86400 * i), folder)
+             for i in range(5)]
+    now = T0 + 86400 * 4
+    # Two days kept: c0 and c1 are older, but c0 is an incident's evidence.
+    gone = prune_history("demo", HistoryPolicy(days=2.5), now, Cited(frozenset({"c0"})), reports_dir=folder)
+    assert gone == ["c1"]
     remaining = list_reports(folder, "demo")
-    assert [cid for _, cid, _ in remaining] == ["c2", "c3", "c4"]
+    assert [cid for _, cid, _ in remaining] == ["c0", "c2", "c3", "c4"]
     assert all(len(files) == 3 for _, _, files in remaining)  # html, summary, json
-    assert not saved[0].html.exists() and not saved[1].json.exists() and saved[4].html.exists()
+    assert not saved[1].html.exists() and not saved[1].json.exists() and saved[0].html.exists()
     assert all(f.exists() for f in unrelated)
-    assert prune_reports(folder, "demo", 1) == 6
-    assert [cid for _, cid, _ in list_reports(folder, "demo")] == ["c4"]
-
-
-def test_keep_zero_keeps_everything(tmp_path, result):
-    for i in range(3):
-        save_report(dataclasses.replace(result, check_id=f"k{i}", checked_at=T0 + i), tmp_path, keep=0)
-    assert len(list_reports(tmp_path, "demo")) == 3
+    assert prune_history("demo", HistoryPolicy(days=None), now, reports_dir=folder) == []  # no limit: all stay
 
 
 def test_no_snapshot_writes_nothing(tmp_path, result):
@@ -72,17 +67,17 @@ def test_no_snapshot_writes_nothing(tmp_path, result):
 
 
 def test_stem_format_is_sortable_and_parsable(result, tmp_path):
-    paths = save_report(result, tmp_path, keep=1, checked_at=T0 + 59.9)
+    paths = save_report(result, tmp_path, checked_at=T0 + 59.9)
     assert re.fullmatch(r"demo-20251130T000059Z-[0-9a-f]{12}\.json", paths.json.name)
 
 
 def test_a_report_past_max_bytes_keeps_our_figures_and_records_what_was_left_out(tmp_path, result):
-    full = save_report(result, tmp_path / "full", keep=0)
+    full = save_report(result, tmp_path / "full")
     html_size, json_size = full.html.stat().st_size, full.json.stat().st_size
     # Under the HTML's size but above the JSON's: the page is replaced, Evidently's JSON kept.
     limit = (json_size + html_size) // 2 if json_size < html_size else None
     assert limit is not None, (html_size, json_size)
-    paths = save_report(result, tmp_path / "capped", keep=0, max_bytes=limit)
+    paths = save_report(result, tmp_path / "capped", max_bytes=limit)
     assert paths.html.stat().st_size < 2000
     assert "drift.report_max_bytes" in paths.html.read_text() and paths.html.with_suffix(".summary.html").exists()
     body = _strict(paths.json.read_text())
@@ -90,7 +85,7 @@ def test_a_report_past_max_bytes_keeps_our_figures_and_records_what_was_left_out
     assert body["metrics"] and body["driftloop"]["check_id"] == result.check_id
     # Below the JSON's size too: only driftloop's figures remain, and both files fit.
     limit = json_size // 2
-    tiny = save_report(result, tmp_path / "tiny", keep=0, max_bytes=limit)
+    tiny = save_report(result, tmp_path / "tiny", max_bytes=limit)
     body = _strict(tiny.json.read_text())
     assert set(body) == {"driftloop"} and body["driftloop"]["report_omitted"]["json_bytes"] == json_size
     assert body["driftloop"]["accuracy"] == pytest.approx(result.accuracy)

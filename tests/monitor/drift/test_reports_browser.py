@@ -39,7 +39,7 @@ def test_the_summary_renders_in_mlflows_artifact_viewer(cfg, ref_frame, tmp_path
         pytest.skip("chromium is not installed (scripts/setup.sh installs it)")
     result = evaluate_window(ref_frame, window(1500, seed=21, covariate_shift=1.0, labelled=0.5), cfg.model,
                              cfg.drift, {"accuracy": 0.8, "roc_auc": 0.85}, clock=lambda: T0)
-    paths = save_report(result, tmp_path / "reports", keep=5)
+    paths = save_report(result, tmp_path / "reports")
     blank = tmp_path / "blank.html"
     blank.write_text("<!doctype html><html><body></body></html>")
     server = start_mlflow_server(tmp_path / "server")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from monitor.drift import evaluate_window, save_report
+from monitor.drift.history import Cited, HistoryPolicy, prune_history
 from monitor.drift.reports import list_reports, summary_path
 from monitor.drift.result import FeatureDrift
 from monitor.drift.summary import MAX_BYTES, MAX_FEATURES, summary_html
@@ -30,7 +31,7 @@ def result(cfg, ref_frame):
 
 
 def test_summary_is_written_beside_the_report_small_without_script_with_the_figures(tmp_path, result):
-    paths = save_report(result, tmp_path, keep=5)
+    paths = save_report(result, tmp_path)
     page = summary_path(paths.html)
     assert page.is_file() and page.name.endswith(".summary.html")
     html = page.read_text()
@@ -66,9 +67,13 @@ def test_workspace_gets_a_project_with_a_dashboard_and_one_snapshot_per_check(tm
     ids = []
     for i in range(5):
         r = dataclasses.replace(result, check_id=f"c{i}", checked_at=T0 + 3600 * i)
-        ids.append(add_snapshot(r, folder, keep=3, protect={"c0"}))
+        ids.append(add_snapshot(r, folder))
         assert len(Workspace(str(folder)).list_projects()) == 1
-    assert snapshot_checks(folder, "demo") == ["c0", "c2", "c3", "c4"]  # c0: an open incident's evidence
+    assert snapshot_checks(folder, "demo") == ["c0", "c1", "c2", "c3", "c4"]
+    # History goes by age, never a cited check's: c0 is an incident's evidence, c1 is too old.
+    gone = prune_history("demo", HistoryPolicy(days=2.5 / 24), T0 + 3600 * 4, Cited(frozenset({"c0"})),
+                         workspace=folder)
+    assert gone == ["c1"] and snapshot_checks(folder, "demo") == ["c0", "c2", "c3", "c4"]
     ws = Workspace(str(folder))
     [project] = ws.list_projects()
     assert project.name == "demo"
@@ -89,7 +94,7 @@ def test_workspace_gets_a_project_with_a_dashboard_and_one_snapshot_per_check(tm
 
 def test_an_incidents_report_paths_name_its_checks(tmp_path, result):
     from monitor.drift.reports import report_check_ids
-    paths = save_report(result, tmp_path, keep=5)
+    paths = save_report(result, tmp_path)
     kept = [str(tmp_path / "incidents" / "i1" / p.name) for p in (paths.html, summary_path(paths.html), paths.json)]
     assert report_check_ids([*kept, "/x/notes.txt", "/x/other-20200101T000000Z-abc.json"], "demo") == {result.check_id}
 
@@ -113,7 +118,7 @@ def test_evidently_ui_serves_every_dashboard_panel_with_data(tmp_path, result):
     folder = tmp_path / "evidently"
     for i in range(2):
         add_snapshot(dataclasses.replace(result, check_id=f"u{i}", checked_at=T0 + 3600 * i,
-                                         snapshot=_at(result.snapshot, T0 + 3600 * i)), folder, keep=5)
+                                         snapshot=_at(result.snapshot, T0 + 3600 * i)), folder)
     port = _free_port()
     exe = Path(sys.executable).with_name("evidently")
     proc = subprocess.Popen([str(exe), "ui", "--workspace", str(folder), "--host", "127.0.0.1", "--port", str(port)],

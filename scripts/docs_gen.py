@@ -349,14 +349,26 @@ def site_url() -> str:
     return match.group(1)
 
 
-def runbook_url(alert_name: str, base: str | None = None) -> str:
-    return f"{base or site_url()}runbooks/{alert_name.lower()}/"
-
-
-# The base the rules ship with: no site answers there (.invalid is reserved, RFC 2606), so a link
-# that was never set up fails visibly instead of opening someone's localhost.
+# Where a rule's runbook_url points until the docs site is published: the daemon that was scraped
+# serves its runbooks itself (monitor/daemon/runtime/runbooks.py), so the link opens wherever it runs.
+DAEMON_BASE = "http://{{ $labels.instance }}/"
+# Alerts whose scraped target is down (or is not the daemon) cannot open a page there: they link to
+# the docs site even before it is set (PLACEHOLDER fails visibly rather than opening localhost).
+SITE_ONLY = ("DriftloopDown", "DriftloopGpuExporterDown")
+# The base the docs site ships with: no site answers there (.invalid is reserved, RFC 2606).
 PLACEHOLDER = "https://driftloop-docs.invalid/"
 _RUNBOOK_URL = re.compile(r'^(\s*runbook_url: ")[^"]*?(runbooks/[a-z0-9]+/")', re.M)
+
+
+def runbook_url(alert_name: str, base: str | None = None, *, instance: str | None = None) -> str:
+    """The rule's ``runbook_url`` of ``alert_name``: under ``base``, else the daemon that was scraped
+    (``DAEMON_BASE``) until ``--set-site-url`` publishes the site, after that the site. ``instance``:
+    the link as Prometheus renders it for an alert with that ``instance`` label."""
+    if base is None:
+        published = site_url() != PLACEHOLDER
+        base = site_url() if published or alert_name in SITE_ONLY else DAEMON_BASE
+    url = f"{base}runbooks/{alert_name.lower()}/"
+    return url if instance is None else url.replace("{{ $labels.instance }}", instance)
 
 
 def set_site_url(new: str) -> list[Path]:

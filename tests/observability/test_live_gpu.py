@@ -130,4 +130,6 @@ def test_gpu_dashboard_queries_and_gpu_alerts(stack):
     active = alerts(prom)
     assert len({a["labels"]["alertname"] for a in active}) >= 7
     assert unrendered_annotations(prom) == []
-    assert all(a["annotations"]["runbook_url"] == docs_gen.runbook_url(a["labels"]["alertname"]) for a in active)
+    assert all(a["annotations"]["runbook_url"] == docs_gen.runbook_url(a["labels"]["alertname"],
+                                                                   instance=a["labels"].get("instance"))
+               for a in active)

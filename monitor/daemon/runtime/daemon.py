@@ -140,6 +140,8 @@ class Daemon:
 
         app = create_app(self.cfg, self.store, self.registry)
         app.include_router(build_router(self, require_token))
+        from monitor.daemon.runtime.runbooks import build_router as runbooks_router
+        app.include_router(runbooks_router())  # no token: the alerts' runbook_url opens here
         app.state.readiness.add("mlflow", self.check_registry)
         # A service that does not send model_version scored its rows with the champion of the moment:
         # stored as that version, a promoted challenger is judged on its own rows, not its predecessor's.

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, PlainSerializer, field_validator, model_validator
 
 from monitor.embeddings import INPUT_URI, MAX_EMBEDDING_DIM
+from monitor.finite import FLOAT32_MAX
 from monitor.config.base import _Section
 from monitor.tasks.task import Task, task_of
 
@@ -87,6 +88,11 @@ class ModelConfig(_Section):
                                  "ingestion accepts, in characters; a longer one is refused (422 naming the record "
                                  "and feature), since every value is stored and drawn in reports. Ids are limited "
                                  "to 200 characters, model_version to 64, input_uri to 2048")
+    max_abs_value: float = Field(FLOAT32_MAX, ge=1.0, le=FLOAT32_MAX, description="largest magnitude of a "
+                                 "numeric feature, a regression's predicted value and its label that ingestion "
+                                 "accepts; a larger one is refused (422 naming the record and field). Default and "
+                                 "most: float32's largest finite number, 3.4e38 (a check reads stored values within "
+                                 "float32's range: docs: Ingestion)")
     input_roots: list[str] = Field(
         default_factory=list, description="folders a prediction's input_uri may name, as a path or file:// URI "
         "(relative folders from the working directory; a relative input_uri from the first one). Resolved after "

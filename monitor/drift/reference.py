@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from monitor.config import DriftConfig, ModelConfig
+from monitor.drift.bounded import float32_bounded
 from monitor.drift.embedding import prepare_embeddings
 from monitor.drift.estimators import fit_estimator
 from monitor.drift.frames import (Labelled, PreparedReference, Scored, _numeric, class_names, missing_ratio,
@@ -24,6 +25,7 @@ def prepare_reference(reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg
                       rng_seed: int = 0) -> PreparedReference:
     """Sample and describe the reference once; pass the result to ``evaluate_window`` in place of
     the DataFrame to skip this work on every check."""
+    reference = float32_bounded(reference)  # as the window: no stored value blinds a check (monitor.drift.bounded)
     side = prepare_side(reference, model_cfg, drift_cfg, np.random.default_rng([rng_seed, 0]), "reference")
     columns = list(side.sample.columns)
     full_counts: dict[str, int] = {}

@@ -66,6 +66,13 @@ def all_finite(columns: list[list]) -> bool:
     return all(map(math.isfinite, chain.from_iterable(columns)))
 
 
+def within(columns: list[list], limit: float) -> bool:
+    """Every number of ``columns`` (finite, no None) has a magnitude of at most ``limit``
+    (``fields.check_number``'s ``model.max_abs_value``): C-level max and min per column."""
+    filled = [c for c in columns if c]
+    return not filled or (max(map(max, filled)) <= limit and min(map(min, filled)) >= -limit)
+
+
 def good_ids(ids: list) -> bool:
     if set(map(type, ids)) != STR or not clean_text(ids):
         return False

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, cast
 
 from monitor.errors import FieldError  # noqa: F401  (the precise path's error, importable from here too)
+from monitor.finite import FLOAT32_MAX
 
 MAX_ID_LENGTH = 200
 # Epoch seconds beyond this (year 2286) are almost certainly milliseconds or nanoseconds.
@@ -71,7 +72,9 @@ def check_model_version(value: object) -> str:
     return text
 
 
-def check_number(value: object) -> float:
+def check_number(value: object, limit: float = FLOAT32_MAX) -> float:
+    """A finite number of magnitude at most ``limit`` (``model.max_abs_value``): a larger one, stored,
+    would sit in every check's window (:mod:`monitor.drift.bounded`)."""
     # bool is an int subclass in Python: a score, a label or a predicted value of `true` is a
     # client's bug, refused (a numeric *feature* takes booleans: check_feature_number).
     if type(value) not in (int, float):
@@ -82,10 +85,13 @@ def check_number(value: object) -> float:
         raise FieldError(f"expected a finite number, got {describe(value)}") from None
     if not math.isfinite(out):
         raise FieldError(f"expected a finite number, got {describe(value)}")
+    if abs(out) > limit:
+        raise FieldError(f"expected a number between -{limit:.6g} and {limit:.6g} (model.max_abs_value), "
+                         f"got {describe(value)}")
     return out
 
 
-def check_feature_number(value: object) -> float:
+def check_feature_number(value: object, limit: float = FLOAT32_MAX) -> float:
     """A numeric feature's value: a finite number, or a JSON ``true``/``false`` as 1.0/0.0. A column
     of booleans in the user's data is a numeric 0/1 feature (``driftloop init`` infers it so), and a
     service serialising that column's values sends booleans; the fast column-wise path in
@@ -93,7 +99,7 @@ def check_feature_number(value: object) -> float:
     the same rule."""
     if type(value) is bool:
         return 1.0 if value else 0.0
-    return check_number(value)
+    return check_number(value, limit)
 
 
 def check_score(value: object) -> float:

@@ -33,6 +33,8 @@ class RecordByRecord:
         # Longer categorical values are refused: each one is stored, drawn in every report and
         # carried in check results while it sits in the window (model.max_value_chars).
         self._max_value_chars = model.max_value_chars
+        # Larger numbers are refused: stored, they would sit in every check's window (model.max_abs_value).
+        self.number = partial(F.check_number, limit=model.max_abs_value)
         # The task's record rules: which outputs a record carries and how they and labels are read.
         self._task = task_of(model)
         self.pred_fields, self.pred_required = self._task.prediction_fields()
@@ -161,7 +163,7 @@ class RecordByRecord:
             if value is None:  # a missing value (a missing vector): stored as NULL
                 values.append(None)
                 continue
-            check = F.check_feature_number if spec.type == "numeric" \
+            check = partial(F.check_feature_number, limit=self.model.max_abs_value) if spec.type == "numeric" \
                 else partial(_check_category, limit=self._max_value_chars) if spec.type == "categorical" \
                 else partial(F.check_embedding, dim=spec.dim or 0)
             values.append(_check(errors, i, f"features.{spec.name}", check, value))
@@ -207,8 +209,8 @@ class _RecordOutputs:
 
     def __init__(self, validator: RecordByRecord, errors: ErrorList, i: int, rec: dict):
         self._errors, self._i, self._rec = errors, i, rec
-        self.class_of, self.binary_class, self.probabilities = \
-            validator.class_of, validator.binary_class, validator.probabilities
+        self.class_of, self.binary_class, self.probabilities, self.number = \
+            validator.class_of, validator.binary_class, validator.probabilities, validator.number
 
     def required(self, key: str, check: Callable[[Any], Any]) -> Any:
         """The checked value of ``key`` (a missing one is already listed by the record's structure)."""

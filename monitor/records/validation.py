@@ -38,6 +38,9 @@ class RecordValidator:
         # Longer categorical values are refused: each one is stored, drawn in every report and
         # carried in check results while it sits in the window (model.max_value_chars).
         self._max_value_chars = model.max_value_chars
+        # Larger numbers (features, a regression's prediction and label) are refused: stored, each would
+        # sit in every check's window (model.max_abs_value; float32's range by default).
+        self._max_abs = model.max_abs_value
         # The pass that names each problem when this one declines; it holds the record fields and
         # the classes of the model's task too.
         self._slow = RecordByRecord(model, max_errors)
@@ -94,6 +97,8 @@ class RecordValidator:
             if outputs is None:
                 return None
             scores, preds, given, probas = outputs
+            if not fast.within([scores], self._max_abs):  # a classifier's scores lie in [0, 1]: always
+                return None
             ts = fast.timestamps(list(map(dict.get, records, repeat("ts", n))), now)
             if ts is None:
                 return None
@@ -134,7 +139,7 @@ class RecordValidator:
                 for j in self._numeric:  # stored as float; OverflowError -> slow path
                     cols[j] = [v if v is None else float(v) for v in cols[j]] if type(None) in types \
                         else list(map(float, cols[j]))
-            if not fast.all_finite(present):
+            if not fast.all_finite(present) or not fast.within(present, self._max_abs):
                 return None
         for j, dim in self._embedded:
             blobs = embedded.fast_column(cols[j], dim)
@@ -176,7 +181,7 @@ class RecordValidator:
             if not fast.good_ids(ids):
                 return None
             labels = self._fast_label_values(list(map(itemgetter("label"), records)))
-            if labels is None:
+            if labels is None or (not self._task.classifier and not fast.within([labels], self._max_abs)):
                 return None
             ts = fast.timestamps(list(map(dict.get, records, repeat("ts", n))), now)
             if ts is None:

@@ -1248,12 +1248,10 @@ class RegressionTask(Task):
         return fastpath.numbers(raw)
 
     def read_outputs(self, record: Any) -> tuple[Any, Any, bool, list[float] | None]:
-        from monitor.records.fields import check_number
-        return record.required("prediction", check_number), 0, True, None  # the value is the score
+        return record.required("prediction", record.number), 0, True, None  # the value is the score
 
     def read_label(self, value: Any, classes: Any) -> Any:
-        from monitor.records.fields import check_number
-        return check_number(value)
+        return classes.number(value)  # a finite number within model.max_abs_value
 
     def service_output(self, output: np.ndarray, classes: Sequence[str] | None, index: Any,
                        prediction: str) -> Any:

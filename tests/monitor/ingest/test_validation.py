@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor.errors import ValidationError
+from monitor.finite import FLOAT32_MAX
 from monitor.records.fields import FieldError, check_ts
 from monitor.records.validation import RecordValidator
 from tests.monitor.store.factories import prediction, predictions, small_model
@@ -135,7 +136,8 @@ def test_repeats_in_a_batch_keep_request_positions():
 
 
 # ---- the fast path agrees with the slow one ------------------------------------------------------
-finite = st.floats(allow_nan=False, allow_infinity=False, width=64) | st.integers(-2**53, 2**53)
+# Within model.max_abs_value (float32's range): a larger number is refused (tests/monitor/ingest/test_max_abs_value.py).
+finite = st.floats(-FLOAT32_MAX, FLOAT32_MAX, allow_nan=False, width=64) | st.integers(-2**53, 2**53)
 text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=12)
 timestamps = st.none() | st.floats(0, 8e9) | st.integers(0, 9_000_000_000) | st.sampled_from(
     ["2026-11-30T01:02:03Z", "2026-11-30T01:02:03.123456+05:30", "1999-12-31T23:59:59.5-08:00"])

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from monitor.config import ModelConfig
 from monitor.errors import ValidationError
+from monitor.finite import FLOAT32_MAX
 from monitor.records.validation import RecordValidator
 from tests.monitor.ingest.test_validation import assert_paths_agree
 
@@ -30,7 +31,8 @@ numbered = _validator("multiclass", ["0", "1", "2"])  # classes that are numbers
 regression = _validator("regression")
 named_binary = _validator("binary", ["no", "yes"])
 
-finite = st.floats(allow_nan=False, allow_infinity=False, width=64) | st.integers(-2**53, 2**53)
+# Within model.max_abs_value (float32's range): a larger number is refused (tests/monitor/ingest/test_max_abs_value.py).
+finite = st.floats(-FLOAT32_MAX, FLOAT32_MAX, allow_nan=False, width=64) | st.integers(-2**53, 2**53)
 text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=12)
 features = st.fixed_dictionaries({"x0": finite | st.none(), "x1": finite, "region": text | st.none()})
 timestamps = st.none() | st.floats(0, 8e9) | st.integers(0, 9_000_000_000)

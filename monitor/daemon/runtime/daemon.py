@@ -25,7 +25,7 @@ from monitor.config import DriftloopConfig
 from monitor.daemon.state.attempts import AttemptStore
 from monitor.daemon.retraining.champion import ChampionCache
 from monitor.daemon.state.checklog import CheckLog
-from monitor.daemon.state.citations import history_citations
+from monitor.daemon.state import history_citations
 from monitor.daemon.runtime.checks import CheckJob, champion_rows
 from monitor.daemon.runtime.controller import CheckReport, Controller
 from monitor.daemon.runtime.estimation_watch import EstimationWatch

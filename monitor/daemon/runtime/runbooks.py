@@ -19,12 +19,14 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
+from monitor.errors import DriftloopError
+
 PAGES = Path(__file__).resolve().parents[2] / "runbooks"
 _NAME = re.compile(r"^[a-z0-9]{1,80}$")
 _INLINE = re.compile(r"`([^`]+)`|\*\*([^*]+)\*\*|\*([^*\s][^*]*)\*|\[([^\]]+)\]\(([^)\s]+)\)")
 
 
-class RunbooksMissing(LookupError):
+class RunbooksMissing(DriftloopError, LookupError):
     """The runbook pages are not installed next to the package."""
 
 

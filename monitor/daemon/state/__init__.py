@@ -14,7 +14,7 @@ from monitor.lazy import lazy_attributes
 
 __all__ = ["Attempt", "AttemptStore", "BusyError", "CheckLog", "DeliveryLedger", "Incident", "IncidentStore",
            "Level", "OUTCOMES", "OUTCOME_STATES", "REASONS", "ReferenceLevels", "TransitionError",
-           "unsuccessful_in_a_row"]
+           "history_citations", "unsuccessful_in_a_row"]
 
 _WHERE = {
     "Attempt": "monitor.daemon.state.attempts", "AttemptStore": "monitor.daemon.state.attempts",
@@ -24,6 +24,7 @@ _WHERE = {
     "OUTCOME_STATES": "monitor.daemon.state.incidents", "REASONS": "monitor.daemon.state.incidents",
     "TransitionError": "monitor.daemon.state.incidents", "Level": "monitor.daemon.state.levels",
     "ReferenceLevels": "monitor.daemon.state.levels", "unsuccessful_in_a_row": "monitor.daemon.state.attempts",
+    "history_citations": "monitor.daemon.state.citations",
 }
 
 __getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

@@ -122,6 +122,8 @@ class Performance:
     mape: float | None = None                  # None when a target is 0
     r2: float | None = None
     r2_ci: tuple[float, float] | None = None
+    bias: float | None = None                  # the mean signed residual (prediction - target)
+    residual_sd: float | None = None           # the residuals' standard deviation (ddof 1)
 
 
 def performance(y_true: np.ndarray, y_pred: np.ndarray, scores: np.ndarray,

@@ -13,7 +13,8 @@ Multiclass:
 
 Regression: MAE with a t interval on the absolute errors; RMSE with the delta-method interval of
 the square root of the mean squared error; MAPE when no target is 0; R² with the delta-method
-interval of 1 - MSE / Var(y) (the two means' covariance from the rows).
+interval of 1 - MSE / Var(y) (the two means' covariance from the rows); the mean signed residual
+(bias) and the residuals' spread, whose shift from the reference's is :func:`residual_shift`.
 
 Which of these a model gets, and its per-row loss, is its task's to say (:meth:`monitor.tasks.Task.performance`,
 :meth:`monitor.tasks.Task.per_row_loss`, which call down here): this module does not know the tasks.
@@ -103,5 +104,18 @@ def regression_performance(y_true: np.ndarray, y_pred: np.ndarray, confidence: f
             r2_ci = (r2 - z * se_r2, min(1.0, r2 + z * se_r2))
     mape = float((abs_err / np.abs(y)).mean()) if bool(np.all(y != 0)) else None
     return Performance(rows=n, accuracy=None, accuracy_ci=None, roc_auc=None, roc_auc_ci=None, positive_rate=None,
-                       mae=mae, mae_ci=mae_ci, rmse=rmse, rmse_ci=rmse_ci, mape=mape, r2=r2, r2_ci=r2_ci)
+                       mae=mae, mae_ci=mae_ci, rmse=rmse, rmse_ci=rmse_ci, mape=mape, r2=r2, r2_ci=r2_ci,
+                       bias=float(err.mean()), residual_sd=float(err.std(ddof=1)) if n >= 2 else None)
+
+
+def residual_shift(bias: float | None, reference_bias: float | None, reference_sd: float | None) -> float | None:
+    """How far a window's mean signed residual (:attr:`Performance.bias`) moved from the reference's,
+    either way, in the reference's residual standard deviations: ``|bias - reference_bias| / sd``.
+    A model that starts to over- or under-predict shows here while its MAE may even fall (NannyML
+    alerts such a shift two-sided). None when a figure is missing or the reference's spread is 0."""
+    if bias is None or reference_bias is None or reference_sd is None:
+        return None
+    if not (math.isfinite(bias) and math.isfinite(reference_bias) and math.isfinite(reference_sd)) or reference_sd <= 0:
+        return None
+    return abs(bias - reference_bias) / reference_sd
 

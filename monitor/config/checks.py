@@ -104,12 +104,14 @@ class DriftConfig(_Section):
 
 
 RULE_METRICS = ("accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate",
-                "macro_f1", "weighted_f1", "mae", "rmse", "mape", "r2")
-# Which task each rule metric needs (absent: every classifier); mae, rmse and mape worsen by rising.
+                "macro_f1", "weighted_f1", "mae", "rmse", "mape", "r2", "residual_shift")
+# Which task each rule metric needs (absent: every classifier); mae, rmse, mape and residual_shift
+# worsen by rising.
 RULE_METRIC_TASKS = {"precision": ("binary", "multiclass"), "recall": ("binary", "multiclass"),
                      "f1": ("binary",), "positive_rate": ("binary",), "macro_f1": ("multiclass",),
                      "weighted_f1": ("multiclass",), "mae": ("regression",), "rmse": ("regression",),
-                     "mape": ("regression",), "r2": ("regression",), "accuracy": ("binary", "multiclass"),
+                     "mape": ("regression",), "r2": ("regression",), "residual_shift": ("regression",),
+                     "accuracy": ("binary", "multiclass"),
                      "roc_auc": ("binary", "multiclass")}
 SEGMENT_RULE_METRICS = ("accuracy", "recall")  # those a segment value has with an interval
 
@@ -155,6 +157,13 @@ class AlertsConfig(_Section):
                             description="ROC AUC drop that breaches (multiclass: one-vs-rest macro ROC AUC)")
     mae_rise: float = Field(0.10, gt=0, description="regression: relative rise of the MAE against the champion's "
                             "baseline that breaches ((live - baseline) / baseline; 0.10 = 10 % worse)")
+    mape_rise: float = Field(0.25, gt=0, description="regression: relative rise of the MAPE (mean absolute percentage "
+                             "error) against the champion's MAPE on its reference that breaches (0.25 = 25 % worse); "
+                             "catches a model wrong on the small values while its MAE falls")
+    residual_shift: float = Field(0.25, gt=0, description="regression: shift of the mean signed residual (prediction "
+                                  "- target) from the champion's on its reference, either way, in the reference's "
+                                  "residual standard deviations, that breaches (0.25 = a quarter of a standard "
+                                  "deviation): a model that starts to over- or under-predict")
     mode: Literal["absolute", "relative"] = Field("absolute", description="absolute (baseline - live) or relative "
                                                                           "((baseline - live) / baseline)")
     sustained_windows: int = Field(1, ge=1, description="breaching checks in a row before an alert fires")

@@ -73,10 +73,14 @@ def measured_performance(labelled: Labelled | None, model_cfg: ModelConfig, conf
                             confidence)
 
 
-def task_figures(perf: Performance, model_cfg: ModelConfig, baseline: Mapping[str, Any]) -> dict[str, Any]:
-    """CheckResult's fields of the task beyond accuracy and ROC AUC (per-class figures by class name)."""
+def task_figures(perf: Performance, model_cfg: ModelConfig, baseline: Mapping[str, Any],
+                 reference: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """CheckResult's fields of the task beyond accuracy and ROC AUC (per-class figures by class name),
+    and those measured against the champion's figures on its reference (``reference``:
+    ``PreparedReference.metrics``; regression's ``residual_shift``)."""
     return {"task": model_cfg.task,
-            **model_cfg.kind.check_fields(perf, class_names(model_cfg), model_cfg.classes, baseline)}
+            **model_cfg.kind.check_fields(perf, class_names(model_cfg), model_cfg.classes, baseline),
+            **model_cfg.kind.reference_shift_fields(perf, reference or {})}
 
 
 def float_or_none(x: Any) -> float | None:

@@ -189,7 +189,7 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
         missing_ratio=missing_ratio(current, model_cfg.feature_names), reference_missing_ratio=dict(ref.missing),
         unseen_categories=unseen_categories(ref, current, model_cfg.categorical_features, cache=codes),
         precision=perf.precision, recall=perf.recall, f1=perf.f1, **estimated,
-        **task_figures(perf, model_cfg, baseline),
+        **task_figures(perf, model_cfg, baseline, ref.metrics),
         output_drift=[_feature_drift(name, p, verdicts) for name, p in outputs],
         label_drift=None if labels is None else _feature_drift(model_cfg.target, labels, label_verdicts),
         segments=segments, baselines=dict(ref.metrics),

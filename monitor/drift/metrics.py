@@ -71,6 +71,10 @@ _SCALARS = (  # (metric name, help, attribute or function of the result)
      lambda r: r.rmse_ci and r.rmse_ci[1]),
     ("driftloop_model_mape", "Regression: mean absolute percentage error as a fraction (absent when a target is 0).",
      "mape"),
+    ("driftloop_model_bias", "Regression: mean signed residual (prediction - target) on the labelled rows.", "bias"),
+    ("driftloop_model_residual_shift", "Regression: shift of the mean signed residual from the champion's on its "
+     "reference, either way, in the reference's residual standard deviations (alerts.residual_shift).",
+     "residual_shift"),
     ("driftloop_model_r2", "Regression: coefficient of determination R² on the labelled rows.", "r2"),
     ("driftloop_model_r2_lower", "Lower bound of R²'s interval (delta method, drift.confidence).",
      lambda r: r.r2_ci and r.r2_ci[0]),

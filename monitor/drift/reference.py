@@ -49,7 +49,8 @@ def prepare_reference(reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg
 def _reference_metrics(model_cfg: ModelConfig, labelled: Labelled | None, scored: Scored | None) -> dict[str, float]:
     """The champion's figures on its reference sample that ``alerts.rules`` compare with, by rule key:
     binary precision, recall, f1 and served positive_rate; multiclass macro_f1, weighted_f1 and
-    ``precision[<class>]`` / ``recall[<class>]``; regression mae, rmse, mape and r2."""
+    ``precision[<class>]`` / ``recall[<class>]``; regression mae, rmse, mape and r2, and the residuals'
+    mean (``bias``) and spread (``residual_sd``) that a window's ``residual_shift`` is measured in."""
     out: dict[str, float] = {}
     if labelled is not None and len(labelled):
         perf = model_cfg.kind.performance(labelled.y, labelled.pred, labelled.score, labelled.proba,
@@ -58,6 +59,9 @@ def _reference_metrics(model_cfg: ModelConfig, labelled: Labelled | None, scored
         figures = {"precision": perf.precision, "recall": perf.recall, "f1": perf.f1,
                    "macro_f1": perf.macro_f1, "weighted_f1": perf.weighted_f1, "mae": perf.mae,
                    "rmse": perf.rmse, "mape": perf.mape, "r2": perf.r2,
+                   # regression: the residuals' mean and spread (the bar of residual_shift is 0: itself)
+                   "bias": perf.bias, "residual_sd": perf.residual_sd,
+                   "residual_shift": None if perf.residual_sd is None else 0.0,
                    **{f"precision[{names[k]}]": v for k, v in (perf.class_precision or {}).items()},
                    **{f"recall[{names[k]}]": v for k, v in (perf.class_recall or {}).items()}}
         out.update({k: float(v) for k, v in figures.items() if v is not None})

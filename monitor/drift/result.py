@@ -128,6 +128,8 @@ class CheckResult:
     mape: float | None = None
     r2: float | None = None
     r2_ci: tuple[float, float] | None = None
+    bias: float | None = None              # the mean signed residual (prediction - target)
+    residual_shift: float | None = None    # |bias - the reference's| in the reference's residual SDs
     baseline_mae: float | None = None      # the champion's MAE on its reference (the bar of alerts.mae_rise)
     # label-free estimates for the new tasks (monitor.drift.estimation): multiclass CBPE's macro F1;
     # regression's direct loss estimation (a model of the champion's loss fitted on its reference)
@@ -217,6 +219,8 @@ class CheckResult:
             "mape": finite(self.mape),
             "r2": finite(self.r2),
             "r2_ci": _pair(self.r2_ci),
+            "bias": finite(self.bias),
+            "residual_shift": finite(self.residual_shift),
             "baseline_mae": finite(self.baseline_mae),
             "estimated_macro_f1": finite(self.estimated_macro_f1),
             "estimated_mae": finite(self.estimated_mae),

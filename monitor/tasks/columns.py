@@ -38,7 +38,7 @@ INTERNAL_PROBA_PREFIX = "__proba_"  # window frames and reference samples: __pro
 
 # Metric names per task, as checks, /v1/status, `driftloop check --json` and alerts.rules name them.
 HIGHER_IS_BETTER = frozenset({"accuracy", "roc_auc", "precision", "recall", "f1", "macro_f1", "weighted_f1", "r2"})
-LOWER_IS_BETTER = frozenset({"mae", "rmse", "mape"})
+LOWER_IS_BETTER = frozenset({"mae", "rmse", "mape", "residual_shift"})
 
 
 def internal_proba_column(index: int) -> str:

@@ -18,7 +18,7 @@ at module level: the bottom layer stays light.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -255,6 +255,11 @@ class Task(str):
     def served_column(self, score: str, prediction: str) -> str:
         """The stored column a window frame's ``prediction`` column reads: the stored prediction."""
         return prediction
+
+    def reference_shift_fields(self, perf: Any, reference: Mapping[str, float]) -> dict[str, Any]:
+        """CheckResult's figures measured against the champion's own figures on its reference
+        (``PreparedReference.metrics``): none for a classifier (its bars are the baselines)."""
+        return {}
 
     # -- daemon (rules, policy, views) -------------------------------------------------------------
 
@@ -1323,13 +1328,26 @@ class RegressionTask(Task):
         """The score: the predicted value is the score; the stored prediction is unused."""
         return score
 
+    def reference_shift_fields(self, perf: Any, reference: Mapping[str, float]) -> dict[str, Any]:
+        """The mean signed residual (``bias``) and how far it moved from the reference's, either way,
+        in the reference's residual standard deviations (``residual_shift``, an ``alerts`` default)."""
+        from monitor.taskstats import residual_shift
+        return {"bias": perf.bias,
+                "residual_shift": residual_shift(perf.bias, reference.get("bias"), reference.get("residual_sd"))}
+
     # -- daemon (rules, policy, views) -------------------------------------------------------------
 
     estimation_source = "direct loss estimation"
     estimation_source_detail = "direct loss estimation, no labels"
 
     def default_rules(self, alerts: Any) -> tuple[tuple[str, float, str], ...]:
-        return (("mae", alerts.mae_rise, "relative"),)  # a relative rise, whatever alerts.mode
+        """The MAE's rise, headline (which the fast lane, segments and re-scans judge); and, as NannyML's
+        two-sided thresholds see what one figure misses, the MAPE's rise (an error that grows on the
+        small values while the MAE falls) and a shift of the mean signed residual either way (a model
+        that starts to over- or under-predict). Relative rises, and a shift in residual standard
+        deviations, whatever ``alerts.mode``."""
+        return (("mae", alerts.mae_rise, "relative"), ("mape", alerts.mape_rise, "relative"),
+                ("residual_shift", alerts.residual_shift, "absolute"))
 
     def label_values(self, column: Any) -> np.ndarray:
         import pandas as pd
@@ -1343,8 +1361,8 @@ class RegressionTask(Task):
 
     realised_figures = ("mae", "rmse", "mape", "r2")
     estimated_figures = ("mae", "rmse")
-    status_keys = ("mae", "mae_ci", "rmse", "rmse_ci", "mape", "r2", "r2_ci", "baseline_mae", "estimated_mae",
-                   "estimated_mae_ci", "estimated_rmse", "estimated_rmse_ci", "baselines")
+    status_keys = ("mae", "mae_ci", "rmse", "rmse_ci", "mape", "r2", "r2_ci", "bias", "residual_shift", "baseline_mae",
+                   "estimated_mae", "estimated_mae_ci", "estimated_rmse", "estimated_rmse_ci", "baselines")
 
     def what_it_predicts(self, target: str, classes: Sequence[str] | None) -> str:
         return f"the value of `{target}` (regression)"

@@ -56,6 +56,7 @@ class Reason(StrEnum):
     RMSE = "rmse"
     MAPE = "mape"
     R2 = "r2"
+    RESIDUAL_SHIFT = "residual_shift"
     DRIFT = "drift"
     ALERTMANAGER = "alertmanager"
     SCHEDULE = "schedule"

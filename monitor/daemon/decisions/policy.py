@@ -117,9 +117,13 @@ class AlertPolicy:
         out: list[_Judged] = []
         for metric, threshold, mode in task_of(obs.task).default_rules(self._cfg):
             end = "lower" if lower_is_better(metric) else "upper"  # the band's end nearest the bar
-            out.append((metric, getattr(obs, f"estimated_{metric}" if estimated else metric),
-                        getattr(obs, f"estimated_{metric}_{end}"), getattr(obs, f"baseline_{metric}"),
-                        getattr(obs, f"reference_{metric}"), threshold, mode))
+            # A default without a field of its own (regression's mape, residual_shift) is read as a
+            # rule is: the live figure and its bar on the reference sample (Observation.metrics, baselines).
+            out.append((metric, getattr(obs, f"estimated_{metric}", None) if estimated
+                        else getattr(obs, metric, obs.metrics.get(metric)),
+                        getattr(obs, f"estimated_{metric}_{end}", None),
+                        getattr(obs, f"baseline_{metric}", obs.baselines.get(metric)),
+                        getattr(obs, f"reference_{metric}", None), threshold, mode))
         return out
 
     def performance_breaches(self, obs: Observation) -> list[Breach] | None:

@@ -37,7 +37,8 @@ from monitor.finite import is_finite
 from monitor.tasks import TASKS, Task, task_of
 
 _EPS = 1e-12  # a drop of exactly the threshold counts despite float rounding
-_RESULT_METRICS = ("macro_f1", "weighted_f1", "mae", "rmse", "mape", "r2")  # CheckResult fields of the same name
+# CheckResult fields of the same name
+_RESULT_METRICS = ("macro_f1", "weighted_f1", "mae", "rmse", "mape", "r2", "residual_shift")
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from monitor.drift.changepoint import find_loss_change
 from monitor.drift.result import CheckResult, FeatureDrift
 from monitor.errors import ConfigError
 from monitor.tasks import REGRESSION
-from monitor.taskstats import multiclass_performance, regression_performance
+from monitor.taskstats import multiclass_performance, regression_performance, residual_shift
 
 CLASSES = ["day", "dusk", "night", "dawn", "noon"]
 K = len(CLASSES)
@@ -54,8 +54,8 @@ def regression_rows(rng, n: int, noise: float, shift: float = 0.0):
 
 
 def regression_result(rng, n: int, noise: float, *, reference_noise: float = 2.0, estimated=None,
-                      labelled: int | None = None) -> CheckResult:
-    y, pred = regression_rows(rng, n, noise)
+                      labelled: int | None = None, rows=None) -> CheckResult:
+    y, pred = regression_rows(rng, n, noise) if rows is None else rows
     ref = regression_performance(*regression_rows(np.random.default_rng(98), 4000, reference_noise))
     live = regression_performance(y, pred)
     est = {} if estimated is None else {"estimated_mae": estimated[0], "estimated_mae_ci": estimated[1]}
@@ -63,8 +63,11 @@ def regression_result(rng, n: int, noise: float, *, reference_noise: float = 2.0
         "c2", "demo", 0.0, n, n if labelled is None else labelled, [], 0.0, 0.3, False,
         FeatureDrift("prediction", None, None, None, False), performance_actionable=True, task="regression",
         mae=live.mae, mae_ci=live.mae_ci, rmse=live.rmse, rmse_ci=live.rmse_ci, mape=live.mape, r2=live.r2,
-        r2_ci=live.r2_ci, baseline_mae=ref.mae,
-        baselines={"rmse": ref.rmse, "mape": ref.mape, "r2": ref.r2}, **est)
+        r2_ci=live.r2_ci, baseline_mae=ref.mae, bias=live.bias,
+        residual_shift=residual_shift(live.bias, ref.bias, ref.residual_sd),
+        baselines={k: v for k, v in {"rmse": ref.rmse, "mape": ref.mape, "r2": ref.r2, "bias": ref.bias,
+                                     "residual_sd": ref.residual_sd, "residual_shift": 0.0}.items() if v is not None},
+        **est)
 
 
 def outcome(result: CheckResult, labelled: int | None = None, change=None) -> CheckOutcome:
@@ -117,7 +120,7 @@ def test_regression_mae_rise_fires_named_mae():
     rng = np.random.default_rng(4)
     ok = policy().observe(observation(outcome(regression_result(rng, 3000, 2.1))))  # ~5 % worse
     assert not ok.fire and ok.healthy_for("mae") is True and ok.breaches == ()
-    v = policy().observe(observation(outcome(regression_result(rng, 3000, 2.6))))   # ~30 % worse
+    v = policy(mape_rise=5.0).observe(observation(outcome(regression_result(rng, 3000, 2.6))))  # ~30 % worse
     assert v.fire and v.retrain and v.reason == "mae" and v.firing == ("mae",)
     (mae,) = v.breaches
     assert mae.drop == pytest.approx((mae.value - mae.baseline) / mae.baseline) and mae.drop >= 0.10
@@ -128,7 +131,7 @@ def test_regression_threshold_is_relative_whatever_alerts_mode_and_configurable(
     rng = np.random.default_rng(5)
     r = regression_result(rng, 3000, 2.4)  # ~20 % worse, ~0.3 absolute
     assert policy(mode="absolute").observe(observation(outcome(r))).fire
-    assert not policy(mae_rise=0.5).observe(observation(outcome(r))).fire
+    assert not policy(mae_rise=0.5, mape_rise=0.5).observe(observation(outcome(r))).fire
 
 
 def test_regression_is_judged_against_the_lowest_mae_reached():
@@ -177,14 +180,49 @@ def test_regression_rules_rmse_mape_r2():
     rng = np.random.default_rng(9)
     r = regression_result(rng, 3000, 3.0)   # 50 % worse errors
     rules = [{"metric": "rmse", "drop": 0.2}, {"metric": "mape", "drop": 0.2}, {"metric": "r2", "drop": 0.01}]
-    v = policy(mae_rise=5.0, mode="relative", rules=rules).observe(observation(outcome(r)))
+    v = policy(mae_rise=5.0, mape_rise=5.0, mode="relative", rules=rules).observe(observation(outcome(r)))
     assert {b.key for b in v.breaches} == {"rmse", "mape", "r2"} and v.reason == "rmse"
     readings = {x.metric: x for x in v.rules}
     assert readings["rmse"].drop == pytest.approx((r.rmse - r.baselines["rmse"]) / r.baselines["rmse"])
     assert readings["r2"].drop == pytest.approx((r.baselines["r2"] - r.r2) / r.baselines["r2"])
-    absolute = policy(mae_rise=5.0, rules=[{"metric": "rmse", "drop": 1.0}, {"metric": "r2", "drop": 0.1}])
+    absolute = policy(mae_rise=5.0, mape_rise=5.0,
+                      rules=[{"metric": "rmse", "drop": 1.0}, {"metric": "r2", "drop": 0.1}])
     # +1.03 in the target's units
     assert [b.key for b in absolute.observe(observation(outcome(r))).breaches] == ["rmse"]
+
+
+def test_regression_mape_rise_fires_while_the_mae_falls():
+    """The car-price case: after a shift to cheap cars the MAE fell while the MAPE grew many times:
+    the default MAPE rule breaches (issue 34, item 7)."""
+    rng = np.random.default_rng(10)
+    y = rng.uniform(4.0, 30.0, size=3000)               # prices: the reference is mostly dear cars ...
+    ref = regression_result(rng, 3000, 2.0, rows=(y, y + rng.normal(0.0, 2.0, size=3000)))
+    cheap = rng.uniform(1.0, 6.0, size=3000)             # ... the live window cheap ones, errors a bit smaller
+    live = regression_result(rng, 3000, 2.0, rows=(cheap, cheap + rng.normal(0.0, 1.8, size=3000)))
+    assert live.mae < live.baseline_mae and live.mape > 2 * ref.mape
+    # the bar is the champion's MAPE on its reference sample
+    r = CheckResult(**{**live.__dict__, "baselines": {**live.baselines, "mape": ref.mape}})
+    v = policy().observe(observation(outcome(r)))
+    assert v.fire and v.reason == "mape" and v.firing == ("mape",)
+    (mape,) = v.breaches
+    assert mape.baseline == pytest.approx(ref.mape) and mape.drop == pytest.approx((r.mape - ref.mape) / ref.mape)
+    assert not policy(mape_rise=50.0).observe(observation(outcome(r))).fire
+
+
+@pytest.mark.parametrize("direction", [1.0, -1.0])
+def test_regression_residual_shift_fires_either_way_while_the_mae_falls(direction):
+    """A model that starts to over- (or under-) predict by half a residual SD, with less noise: its
+    MAE falls, its mean signed residual moved; the two-sided default breaches."""
+    rng = np.random.default_rng(11)
+    y, pred = regression_rows(rng, 3000, 1.6, shift=direction * 1.0)   # reference residual SD: 2.0
+    r = regression_result(rng, 3000, 2.0, rows=(y, pred))
+    assert r.mae < r.baseline_mae and r.residual_shift == pytest.approx(0.5, abs=0.08)
+    v = policy().observe(observation(outcome(r)))
+    assert v.fire and v.firing == ("residual_shift",) and v.reason == "residual_shift"
+    assert v.breaches[0].baseline == 0.0 and v.breaches[0].drop == pytest.approx(r.residual_shift)
+    assert not policy(residual_shift=0.8).observe(observation(outcome(r))).fire
+    steady = regression_result(rng, 3000, 2.0)                          # the reference's own errors
+    assert steady.residual_shift < 0.1 and not policy().observe(observation(outcome(steady))).fire
 
 
 # ---- rules that do not fit the champion's task ---------------------------------------------------

@@ -129,6 +129,7 @@ def filled_result(task: str):
                                          FeatureDrift("proba_bike", "wasserstein", 0.01, 0.1, False)],
                            segments=[SegmentPerformance(**{**segment, "accuracy": 0.5, "accuracy_ci": ci})])
     return CheckResult(**common, mae=1.0, mae_ci=(0.9, 1.1), rmse=1.2, rmse_ci=(1.1, 1.3), mape=0.1, r2=0.8,
-                       r2_ci=(0.7, 0.9), baseline_mae=1.0, estimated_mae=1.0, estimated_mae_ci=(0.9, 1.1),
+                       r2_ci=(0.7, 0.9), bias=0.1, residual_shift=0.05,
+                       baseline_mae=1.0, estimated_mae=1.0, estimated_mae_ci=(0.9, 1.1),
                        estimated_rmse=1.2, estimated_rmse_ci=(1.1, 1.3),
                        segments=[SegmentPerformance(**segment, mae=1.0, mae_ci=(0.9, 1.1), reference_mae=1.0)])

@@ -105,3 +105,17 @@ def test_no_mape_when_a_target_is_zero(ref, model, drift):
     r = evaluate_window(ref, frame, model, drift, BASELINE)
     assert r.mape is None and r.mae is not None
     assert not any(m["metric_name"].startswith("MAPE") for m in r.snapshot.dict()["metrics"])
+
+
+def test_residual_shift_is_measured_against_the_reference_either_way(ref, model, drift, stationary):
+    """The mean signed residual and its shift from the reference's in residual SDs (issue 34, item 7):
+    near 0 on a stationary window, about 0.5 when the targets move by half a residual SD."""
+    assert {"bias", "residual_sd"} <= set(ref.metrics) and ref.metrics["residual_shift"] == 0.0
+    assert ref.metrics["residual_sd"] == pytest.approx(2.0, rel=0.1)
+    assert stationary.residual_shift < 0.1 and abs(stationary.bias) < 0.2
+    for sign in (1.0, -1.0):
+        frame = regression_frame(2000, seed=5)
+        frame["label"] = frame["label"] - sign * 1.0          # the model now over- (under-) predicts by 1
+        r = evaluate_window(ref, frame, model, drift, BASELINE)
+        assert r.residual_shift == pytest.approx(0.5, abs=0.1) and np.sign(r.bias) == sign
+        assert r.to_dict()["residual_shift"] == pytest.approx(r.residual_shift)

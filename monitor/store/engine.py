@@ -71,14 +71,27 @@ def _allowed_wait(busy_timeout: float) -> float:
 
 class _WriteGate:
     """The in-process queue of a SQLite engine's writers (see the module docstring). Re-entrant:
-    a writer that opens a second write transaction meets SQLite's lock as before, not a deadlock."""
+    a writer that opens a second write transaction meets SQLite's lock as before, not a deadlock.
+    ``locked_since``: when a writer of this process last failed to get SQLite's lock (another
+    process holds it), None once one gets it again (see :func:`lock_contended`)."""
 
     def __init__(self, busy_timeout: float):
         self.lock = threading.RLock()
         self.busy_timeout = busy_timeout
+        self.locked_since: float | None = None
 
 
 _GATES: "weakref.WeakKeyDictionary[Engine, _WriteGate]" = weakref.WeakKeyDictionary()
+
+
+def lock_contended(engine: Engine) -> bool:
+    """Whether the last attempt of this process to take the store's write lock failed for the
+    lock, with none succeeding since: the store is locked from outside (SQLite; always False on
+    PostgreSQL, whose waits are per row). Callers that queue for the store before asking it (the
+    ingestion workers) bound that queueing too while this holds, so a locked store is a prompt
+    503 for every request rather than for the first few."""
+    gate = _GATES.get(engine)
+    return gate is not None and gate.locked_since is not None
 
 
 def normalise_url(url: str) -> sa.URL:
@@ -222,14 +235,37 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
         raise sa.exc.OperationalError("BEGIN IMMEDIATE", None, sqlite3.OperationalError(
             f"database is locked (other writers of this process held it for {wait:g} s)"))
     token = _DEADLINE.set(time.monotonic() + wait)
+    began = False
     try:
         with engine.connect() as conn:
             conn.execution_options(**{_IMMEDIATE: True})
             with conn.begin():
+                began = True
+                gate.locked_since = None
                 yield conn
+    except sa.exc.OperationalError as exc:
+        if not began and _is_lock_error(exc):
+            gate.locked_since = gate.locked_since or time.monotonic()
+        raise
     finally:
         _DEADLINE.reset(token)
         gate.lock.release()
+
+
+def probe_write_lock(engine: Engine) -> None:
+    """Take the write lock and let it go at once (an empty transaction: nothing is written), waiting
+    as any write would here; raise :class:`StoreError` when it cannot be had. For a caller about to
+    spend CPU on a write while :func:`lock_contended` says it will probably fail."""
+    try:
+        with write_transaction(engine):
+            pass
+    except sa.exc.OperationalError as exc:
+        raise StoreError(f"the store is locked ({exc.orig})") from exc
+
+
+def _is_lock_error(exc: sa.exc.OperationalError) -> bool:
+    text = str(exc.orig).lower()
+    return "locked" in text or "busy" in text
 
 
 def lock_schema(conn: Connection) -> None:

@@ -173,6 +173,21 @@ class AlertsConfig(_Section):
     drift_impact_windows: int = Field(3, ge=1, description="a data-drift incident (no retrain) is resolved as 'drift "
                                       "without performance impact' after this many judged checks in a row with the "
                                       "labelled performance within thresholds, while the drift goes on")
+    # Hysteresis on drift (issue 34): a drift episode starts on k of the last n judged checks and ends
+    # after m quiet ones, so one continuing drift is one incident (with a count of its drifted checks).
+    drift_open_checks: int | None = Field(None, ge=1, description="drifted checks among the last "
+                                          "drift_open_window judged ones that start a drift episode (and open a "
+                                          "drift incident); default alerts.sustained_windows")
+    drift_open_window: int | None = Field(None, ge=1, description="judged checks drift_open_checks are counted "
+                                          "over (k of n); default drift_open_checks (k in a row)")
+    drift_quiet_checks: int = Field(3, ge=1, description="judged checks in a row without dataset drift that end a "
+                                    "drift episode: only then is a drift incident healthy (resolved), and a "
+                                    "drift that goes on after its incident was resolved (without performance "
+                                    "impact, or by hand) is counted on it instead of opening another")
+    drift_reopen_seconds: float = Field(86400.0, ge=0, description="a new drift episode within this many seconds "
+                                        "of a resolved drift incident's last drifted check reopens (continues) "
+                                        "that incident, with a 'reopened' event, instead of opening another; 0: "
+                                        "never")
     retrain_on_estimate: bool = Field(False, description="retrain on an estimated drop (a suspected incident, before "
                                       "drift.min_labels labels confirm it); off: a suspected incident alerts and waits")
     retrain_cron: str | None = Field(None, description="crontab expression, e.g. '0 3 * * *'")
@@ -195,6 +210,20 @@ class AlertsConfig(_Section):
                                     "segment: true also judges each segment value (accuracy, recall only). One rule "
                                     "per metric; a breach opens an incident named after its metric (docs: "
                                     "Estimation, Alert rules)")
+
+    @model_validator(mode="after")
+    def _drift_window_holds_its_checks(self) -> "AlertsConfig":
+        if (self.drift_open_checks is not None and self.drift_open_window is not None
+                and self.drift_open_window < self.drift_open_checks):
+            raise ValueError(f"drift_open_window ({self.drift_open_window}) must be at least drift_open_checks "
+                             f"({self.drift_open_checks}): k of n checks needs n >= k")
+        return self
+
+    @property
+    def drift_hysteresis(self) -> tuple[int, int, int]:
+        """(k, n, m): a drift episode starts on k drifted of the last n judged checks, ends after m quiet ones."""
+        k = self.drift_open_checks or self.sustained_windows
+        return k, max(k, self.drift_open_window or k), self.drift_quiet_checks
 
     @field_validator("rules")
     @classmethod

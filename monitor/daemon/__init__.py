@@ -14,7 +14,8 @@ names a higher one only for annotations, under ``if TYPE_CHECKING:``; ``tests/te
     decisions/   pure, no I/O, no clock of its own: policy.py (AlertPolicy), rules.py (the user's
                  metric rules), breach.py (observation, breach, bars), kinds.py (states, reasons,
                  outcomes), lifecycle.py (the incident lifecycle table), actions.py (what a check
-                 did), post_change.py (rows needed after a change)
+                 did), post_change.py (rows needed after a change), episodes.py (drift
+                 hysteresis: DriftLatch)
     state/       the store's tables: incidents.py (IncidentStore), attempts.py (AttemptStore,
                  single-flight), checklog.py (CheckLog), deliveries.py (Alertmanager deliveries),
                  levels.py (reference levels), tables.py / schema.py (tables and migrations)

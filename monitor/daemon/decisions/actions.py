@@ -69,6 +69,8 @@ class ActionKind(StrEnum):
     STILL_BREACHING = "still_breaching"                # the breach stands: retrain, or say why not
     AWAITING_JUDGEMENT = "awaiting_judgement"          # a promoted champion waits for its own labels
     OPEN = "open"                                      # open, health unknown or unhealthy
+    REOPENED = "reopened"                              # the same drift came back: its resolved incident continues
+    DRIFT_CONTINUES = "drift_continues"                # a resolved drift incident's episode goes on: counted on it
 
 
 @dataclass(frozen=True)
@@ -112,8 +114,11 @@ class Action:
             ActionKind.AWAITING_JUDGEMENT: f"incident {i} (promoted): {self.detail}",
             ActionKind.OPEN: f"incident {i} ({self.state}) open; "
                              f"{'unknown health' if self.healthy is None else 'unhealthy'}",
+            ActionKind.REOPENED: f"reopened incident {i} (the same drift is back)",
+            ActionKind.DRIFT_CONTINUES: f"incident {i} (resolved): its drift goes on, counted on it",
         }[k]
-        if k in (ActionKind.OPENED, ActionKind.OPENED_SUSPECTED) and self.retrain is None and self.detail:
+        opening = (ActionKind.OPENED, ActionKind.OPENED_SUSPECTED, ActionKind.REOPENED)
+        if k in opening and self.retrain is None and self.detail:
             text += f" ({self.detail})"
         elif self.retrain is not None and self.detail:
             text += f"; {self.detail}"

@@ -67,6 +67,10 @@ class Observation:
     # a window with fewer than drift.min_labels labelled rows (label-starved streams).
     accuracy_upper: float | None = None
     mae_lower: float | None = None
+    # Do the labels cover the rows after a drop? The estimate of the task's headline figure on the
+    # window's labelled rows alone, and whether the window has rows newer than its newest label.
+    labelled_estimate: float | None = None
+    rows_after_labels: bool = False
 
 
 @dataclass(frozen=True)

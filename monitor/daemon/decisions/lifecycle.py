@@ -28,6 +28,7 @@ class Event(StrEnum):
     REJECT = "reject"                # the gate, or the shadow's live windows, kept the champion
     FAIL = "fail"                    # the retrain errored, could not start, or its daemon died first
     RESOLVE = "resolve"              # healthy again, cleared, drift without impact, or a request done
+    REOPEN = "reopen"                # the same drift is back within alerts.drift_reopen_seconds: it continues
 
 
 class Effect(StrEnum):
@@ -41,6 +42,7 @@ class Effect(StrEnum):
     KEEP_CHAMPION = "keep_champion"      # the next try needs new evidence (alerts.retry_rows)
     COOL_DOWN = "cool_down"              # the next try waits alerts.cooldown_seconds
     CLOSE = "close"                      # the streaks start again
+    REOPEN = "reopen"                    # a resolved incident continues: the streaks start again
 
 
 _S = State
@@ -58,9 +60,13 @@ TABLE: dict[tuple[State, Event], tuple[State, Effect]] = {
     (_S.RETRAINING, Event.FAIL): (_S.FAILED, Effect.COOL_DOWN),
     # A running retrain ends in an outcome first: it is never resolved under its child.
     **{(s, Event.RESOLVE): (_S.RESOLVED, Effect.CLOSE) for s in State if s.is_open and s is not _S.RETRAINING},
+    # One cause, one incident: a drift that comes back soon continues its resolved incident (issue 34).
+    (_S.RESOLVED, Event.REOPEN): (_S.FIRING, Effect.REOPEN),
 }
-# States with no exit, on purpose.
-TERMINAL = frozenset({State.RESOLVED})
+# States with no exit, on purpose (none: a resolved incident may be reopened by the same cause).
+TERMINAL: frozenset[State] = frozenset()
+# Where an incident's story may end (the diagram's final marker).
+ENDS = frozenset({State.RESOLVED})
 # How a retrain attempt's outcome moves its incident (the supervisor's result, a shadow's verdict).
 OUTCOME_EVENTS: dict[Outcome, Event] = {Outcome.PROMOTED: Event.PROMOTE, Outcome.REJECTED: Event.REJECT,
                                         Outcome.FAILED: Event.FAIL, Outcome.SHADOW: Event.HOLD_SHADOW}
@@ -110,7 +116,7 @@ def mermaid() -> str:
     for (s, e), (t, _) in TABLE.items():
         edges.setdefault((s, t), []).append(str(e))
     lines += [f"    {s} --> {t} : {', '.join(events)}" for (s, t), events in edges.items()]
-    lines += [f"    {s} --> [*]" for s in State if s in TERMINAL]
+    lines += [f"    {s} --> [*]" for s in State if s in ENDS]
     return "\n".join(lines)
 
 

@@ -36,12 +36,22 @@ Rules (``alerts`` section of the config):
   R², a rise of MAE, RMSE or MAPE (or accuracy / ROC AUC at another threshold) is a performance
   breach too, named after its metric (:attr:`Breach.key`), judged like the pair and only with
   enough labels;
-- a *drift breach* is Evidently's dataset drift (share of drifted features >= ``drift.drift_share``);
-- an alert *fires* once a breach has been seen in ``sustained_windows`` checks in a row; a
+- *labels that predate the change*: when the labelled rows' own estimate is within thresholds
+  while the whole window's estimated band lies past one (and the window has rows newer than its
+  newest label, no change point in the labelled rows), the labels judge only the rows before the
+  change: performance is treated as unknown for that check (the streaks neither grow nor reset,
+  it proves no health) and the estimate speaks, so the verdict is *suspect* (issue 34: 3,000
+  labels all from before a drop read "within thresholds" while the estimate's band was past);
+- a *drift breach* is Evidently's dataset drift (share of drifted features >= ``drift.drift_share``),
+  judged with hysteresis (:mod:`monitor.daemon.decisions.episodes`): a drift *episode* starts on
+  ``alerts.drift_open_checks`` of the last ``alerts.drift_open_window`` checks and ends after
+  ``alerts.drift_quiet_checks`` quiet checks; the drift alert fires on the episode's drifted checks;
+- a performance alert *fires* once a breach has been seen in ``sustained_windows`` checks in a row; a
   performance alert retrains, a drift alert retrains only with ``retrain_on_drift``;
 - a check is *healthy* for an incident when the incident's own signal is fine: performance
-  within thresholds (with enough labels) for accuracy/roc_auc incidents, no dataset drift for
-  drift incidents; an incident resolves after ``healthy_windows`` healthy checks in a row;
+  within thresholds (with enough labels) for accuracy/roc_auc incidents, the drift episode ended
+  (``alerts.drift_quiet_checks`` quiet checks) for drift incidents; an incident resolves
+  after ``healthy_windows`` healthy checks in a row;
 - a new champion resets the streaks: breaches measured against the old baseline say nothing
   about the new model.
 """
@@ -54,6 +64,7 @@ from monitor.config import AlertsConfig, DriftConfig
 from monitor.daemon.decisions.breach import (PERFORMANCE_REASONS, Breach, Observation, lower_is_better,
                                              worsening)
 from monitor.daemon.decisions.breach import level as _level
+from monitor.daemon.decisions.episodes import DriftEpisode, DriftLatch
 from monitor.daemon.decisions.rules import rule_breaches, rule_readings, segment_rule_breaches
 from monitor.finite import is_finite
 from monitor.tasks import task_of
@@ -79,6 +90,8 @@ class Verdict:
     labels: tuple[int, int] = (0, 0)  # (labelled rows, drift.min_labels): fewer leave performance to a proof
     drift_rows: tuple[int, int] | None = None  # (window rows, drift.min_rows): too few to judge drift
     change_row: int | None = None  # fired by the change-point lane before a streak: the change's row in the window
+    drift: DriftEpisode = DriftEpisode()  # the drift episode after this check (hysteresis)
+    labels_predate_change: bool = False  # the labelled rows judge only rows before the estimated drop
 
     def healthy_for(self, reason: str) -> bool | None:
         """Is this check healthy for an incident opened for ``reason``? ``None``: cannot tell.
@@ -103,6 +116,7 @@ class AlertPolicy:
         self._drift_streak = 0
         self._estimate_streak = 0
         self._champion: str | None = None
+        self._latch = DriftLatch(*alerts.drift_hysteresis)
 
     @property
     def config(self) -> AlertsConfig:
@@ -110,6 +124,7 @@ class AlertPolicy:
 
     def reset(self) -> None:
         self._perf_streak = self._drift_streak = self._estimate_streak = 0
+        self._latch.reset()
 
     def default_pair(self, obs: Observation, estimated: bool = False) -> list[_Judged]:
         """The task's default breaches, realised or estimated: a classifier's accuracy and ROC AUC
@@ -176,6 +191,21 @@ class AlertPolicy:
                 out.append(Breach(reason, value, baseline, worse, threshold, against, bound=bound))
         return (out, within) if seen else None
 
+    def labels_predate_change(self, obs: Observation) -> bool:
+        """Do the window's labelled rows come from before the drop the estimate sees? The estimate
+        on the labelled rows themselves is within the threshold while the whole window's band lies
+        wholly past it, the window has rows newer than its newest label, and the labelled rows show
+        no change point of their own: the drop lives in rows labels have not reached."""
+        if obs.labelled_estimate is None or not obs.rows_after_labels or obs.change is not None:
+            return False
+        reason, value, bound, own, reference, threshold, mode = self.default_pair(obs, estimated=True)[0]
+        baseline, _ = _level(own, reference, lower_is_better(reason))
+        if not (is_finite(value) and is_finite(bound) and is_finite(baseline)):
+            return False
+        on_labels = worsening(reason, obs.labelled_estimate, baseline, mode)  # type: ignore[arg-type]
+        band = worsening(reason, bound, baseline, mode)  # type: ignore[arg-type]
+        return on_labels < threshold - 1e-12 and band >= threshold - 1e-12
+
     def segment_breaches(self, obs: Observation) -> list[Breach]:
         """Judged segment values (``drift.segment_min_labels``) whose accuracy interval (or recall
         interval, with a ``segment: true`` recall rule) lies wholly ``accuracy_drop`` (the rule's
@@ -209,6 +239,10 @@ class AlertPolicy:
         fast = self.fast_breach(obs)
         if fast is not None and not any(b.key == fast.key for b in perf or ()):
             perf = [fast, *(perf or ())]
+        # Labels all from before the drop prove nothing about the rows after it: unknown, not healthy.
+        predate = perf == [] and self.labels_predate_change(obs)
+        if predate:
+            perf = None
         if perf is not None:
             self._perf_streak = self._perf_streak + 1 if perf else 0
         too_small = obs.window_rows is not None and obs.window_rows < self._min_drift_rows
@@ -217,6 +251,7 @@ class AlertPolicy:
             self._drift_streak += 1
         else:
             self._drift_streak = 0
+        episode = self._latch.observe(None if too_small else bool(obs.dataset_drift))
         # Estimates speak only while labels cannot: with performance known, the labels decide.
         estimated = self.estimated_breaches(obs) if perf is None else None
         suspected = tuple(estimated[0]) if estimated else ()
@@ -225,7 +260,7 @@ class AlertPolicy:
         need = self._cfg.sustained_windows
         # A proven step down (the fast lane) needs no streak: its evidence is the rows since the change.
         perf_fire = bool(perf) and (self._perf_streak >= need or fast is not None)
-        drift_fire = drifted and self._drift_streak >= need
+        drift_fire = drifted and episode.active  # k of n started it; it goes on until m quiet checks
         reason: str | None = None
         if perf_fire and perf:
             reason = perf[0].key  # the default pair first (accuracy, or MAE): the headline number people act on
@@ -236,14 +271,17 @@ class AlertPolicy:
         healthy: dict[str, bool | None] = {
             "performance": None if perf is None else not perf,
             **{str(r): None if perf is None else not perf for r in PERFORMANCE_REASONS},
-            "drift": None if too_small else not obs.dataset_drift,
+            "drift": None if too_small else not episode.active,
             "estimate": None if estimated is None else estimated[1],
         }
         suspect = bool(suspected) and self._estimate_streak >= need
         labels = (obs.labelled_rows, self._min_labels)
         drift_rows = (obs.window_rows, self._min_drift_rows) if too_small and obs.window_rows is not None else None
         change_row = obs.change.index if fast is not None and perf_fire and self._perf_streak < need else None
-        if perf is None:
+        if predate:
+            msg = (f"{labels[0]} labelled rows all predate the estimated drop: performance after it not judged "
+                   "by labels")
+        elif perf is None:
             msg = f"{labels[0]} labelled rows < drift.min_labels={labels[1]}: performance not judged"
         elif change_row is not None:
             msg = "; ".join(b.describe() for b in perf) + f" (change at row {change_row} of the window)"
@@ -262,7 +300,11 @@ class AlertPolicy:
         if segments:
             msg += "; " + "; ".join(b.describe() for b in segments)
         if drifted:
-            msg += f"; dataset drift ({self._drift_streak}/{need} windows)"
+            k, n, _ = self._cfg.drift_hysteresis
+            msg += (f"; dataset drift ({episode.drifted_checks} drifted checks in this episode)" if episode.active
+                    else f"; dataset drift (episode starts at {k} of {n} checks)")
+        elif episode.active:
+            msg += f"; drift episode quiet {episode.quiet}/{self._cfg.drift_quiet_checks} checks"
         elif drift_rows is not None:
             msg += f"; drift not judged ({drift_rows[0]} rows < drift.min_rows={drift_rows[1]})"
         return Verdict(breaches=breaches, performance_known=perf is not None,
@@ -270,7 +312,8 @@ class AlertPolicy:
                        fire=perf_fire or drift_fire, reason=reason, retrain=retrain, message=msg,
                        healthy=healthy, firing=firing, fast=fast is not None and perf_fire,
                        suspected=suspected, suspect=suspect, segment_breaches=segments, rules=readings,
-                       labels=labels, drift_rows=drift_rows, change_row=change_row)
+                       labels=labels, drift_rows=drift_rows, change_row=change_row, drift=episode,
+                       labels_predate_change=predate)
 
 
 def cooldown_remaining(now: float, last_finished_at: float | None, cooldown_seconds: float) -> float:

@@ -52,6 +52,7 @@ class CheckOutcome:
     labelled_rows: int = 0
     window_start: float | None = None
     window_end: float | None = None
+    labels_end: float | None = None    # the newest labelled row's time (rows after it: labels not there yet)
     report_html: Path | None = None
     report_json: Path | None = None
     duration_seconds: float = 0.0
@@ -84,7 +85,8 @@ class CheckOutcome:
             "id": self.id, "ts": self.ts, "status": self.status, "message": self.message,
             "champion_version": self.champion_version, "window_rows": self.window_rows,
             "labelled_rows": self.labelled_rows, "window_start": self.window_start,
-            "window_end": self.window_end, "report_html": str(self.report_html) if self.report_html else None,
+            "window_end": self.window_end, "labels_end": self.labels_end,
+            "report_html": str(self.report_html) if self.report_html else None,
             "report_json": str(self.report_json) if self.report_json else None,
             "duration_seconds": self.duration_seconds,
             "versions": self.versions, "other_version_rows": self.other_version_rows,
@@ -169,7 +171,8 @@ class CheckJob:
             n = len(frame)
             return dict(window_rows=n, labelled_rows=int(frame[target].notna().sum()) if n else 0,
                         window_start=_epoch(frame["ts"].iloc[0]) if n else None,
-                        window_end=_epoch(frame["ts"].iloc[-1]) if n else None)
+                        window_end=_epoch(frame["ts"].iloc[-1]) if n else None,
+                        labels_end=_epoch(frame.loc[frame[target].notna(), "ts"].max()) if n else None)
 
         span = span_of(window)
         try:

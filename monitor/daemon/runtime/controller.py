@@ -18,12 +18,14 @@ from monitor.daemon.state.levels import Level
 from monitor.daemon.decisions.actions import Action, ActionKind
 from monitor.daemon.decisions.breach import Observation, is_performance_reason
 from monitor.daemon.decisions.kinds import Outcome, Reason, State
+from monitor.daemon.decisions.lifecycle import Event
 from monitor.daemon.decisions.policy import Verdict
 from monitor.daemon.decisions.rules import rule_inputs
 from monitor.daemon.runtime.views import iso
 from monitor.daemon.runtime.moves import CheckReport, ControllerStore, Invalidatable  # noqa: F401  (for callers)
 from monitor.daemon.runtime.retrains import Started  # noqa: F401
 from monitor.daemon.runtime.suspicion import Suspicion
+from monitor.tasks import task_of
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +51,19 @@ def observation(outcome: CheckOutcome, reference: Level | None = None) -> Observ
                        estimated_mae_lower=lower(getattr(r, "estimated_mae_ci", None)),
                        accuracy_upper=upper(getattr(r, "accuracy_ci", None)),
                        mae_lower=lower(getattr(r, "mae_ci", None)),
+                       labelled_estimate=labelled_estimate(r),
+                       rows_after_labels=(outcome.labels_end is not None and outcome.window_end is not None
+                                          and outcome.window_end > outcome.labels_end),
                        **rule_inputs(r))
+
+
+def labelled_estimate(result: object) -> float | None:
+    """The estimate of the task's headline figure on the window's labelled rows alone
+    (``CheckResult.estimation_check``): what tells labels from before a drop (policy)."""
+    check = getattr(result, "estimation_check", None) or {}
+    figure = task_of(getattr(result, "task", None) or "binary").primary_metric
+    value = check.get("estimated") if check.get("figure") == figure else None
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 class Controller(Suspicion):
@@ -96,11 +110,16 @@ class Controller(Suspicion):
                 return self._open_suspected(outcome, verdict) if verdict.suspect else Action(ActionKind.NONE)
             performance = is_performance_reason(verdict.reason)
             assert verdict.reason is not None  # a firing verdict names its reason
+            if verdict.reason == Reason.DRIFT:
+                continued = self._continue_drift(outcome, verdict)
+                if continued is not None:
+                    return continued
             incident = self.incidents.open(
                 verdict.reason, "alert", verdict.message, check_id=outcome.id, report_paths=outcome.report_paths,
                 window_start=self._last_healthy_end, retrain=verdict.retrain,
                 change_ts=outcome.change_ts if performance else None,
-                reference=(self._reference.accuracy, self._reference.roc_auc))
+                reference=(self._reference.accuracy, self._reference.roc_auc),
+                drifted_checks=verdict.drift.drifted_checks if verdict.reason == Reason.DRIFT else 0)
             incident = self._keep_reports(incident)
             log.warning("incident %s opened: %s", incident.id, verdict.message)
             if not verdict.retrain:
@@ -115,6 +134,8 @@ class Controller(Suspicion):
             return Action(ActionKind.OPEN, current.id, current.state,
                           detail=f"the check judged v{outcome.champion_version}, replaced while it ran")
         current = self._follow_evidence(current, outcome, verdict)
+        if verdict.drift.drifted and verdict.drift.active and current.reason == Reason.DRIFT:
+            current = self.incidents.count_drifted(current.id)  # one continuing drift: one incident, counted
         impactless = self._drift_without_impact(current, verdict)
         if impactless is not None:
             return impactless
@@ -139,6 +160,31 @@ class Controller(Suspicion):
         if current.state == State.PROMOTED and healthy is None and not verdict.performance_known:
             return self._await_judgement(current, outcome, verdict)
         return Action(ActionKind.OPEN, current.id, current.state, healthy=healthy)
+
+    def _continue_drift(self, outcome: CheckOutcome, verdict: Verdict) -> Action | None:
+        """One drift, one incident (issue 34): a drift firing with no incident open continues the
+        drift incident resolved last, when it was touched within ``alerts.drift_reopen_seconds``.
+        While the episode it stood for goes on (it was resolved without performance impact, or by
+        hand), the drift is counted on it and it stays resolved; a new episode reopens it (the
+        lifecycle's ``reopen``, with its event). None: open a new incident."""
+        window = self.cfg.alerts.drift_reopen_seconds
+        last = self.incidents.last_resolved(Reason.DRIFT) if window > 0 else None
+        if last is None or self.clock() - last.updated_at > window:
+            return None
+        episode = verdict.drift
+        if not episode.onset:
+            last = self.incidents.count_drifted(last.id)
+            self.incidents.note(last.id, "drift_continues", f"the drift goes on: {last.drifted_checks} drifted checks",
+                                data={"drifted_checks": last.drifted_checks, "check_id": outcome.id}, coalesce=True)
+            return Action(ActionKind.DRIFT_CONTINUES, last.id, last.state)
+        incident = self.move(last.id, Event.REOPEN, f"reopened: the drift is back: {verdict.message}",
+                             data={"check_id": outcome.id, "drifted_checks": last.drifted_checks})
+        incident = self.incidents.count_drifted(incident.id, episode.drifted_checks)
+        log.warning("incident %s reopened: %s", incident.id, verdict.message)
+        if not (incident.retrain and verdict.retrain):
+            return Action(ActionKind.REOPENED, incident.id, incident.state,
+                          detail="no retrain: alerts.retrain_on_drift is off")
+        return self.maybe_retrain(incident, "alert").action(ActionKind.REOPENED, incident)
 
     def _judged_its_predecessor(self, incident: Incident, outcome: CheckOutcome) -> bool:
         """Whether ``outcome``, begun before the incident's last promotion ended, judged another version."""

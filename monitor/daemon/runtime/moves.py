@@ -117,7 +117,7 @@ class IncidentMoves:
             self.champion.invalidate(version)
             self.policy.reset()
             self._healthy_streak = 0
-        elif effect is Effect.CLOSE:
+        elif effect in (Effect.CLOSE, Effect.REOPEN):
             self._healthy_streak = 0
             self._impactless_streak = 0
 

@@ -75,6 +75,7 @@ class Incident:
     reference_accuracy: float | None = None
     reference_roc_auc: float | None = None
     escalated: bool = False
+    drifted_checks: int = 0        # drifted checks of the drift episode it stands for (one drift, one incident)
 
     @property
     def is_open(self) -> bool:
@@ -91,6 +92,7 @@ def _incident(row) -> Incident:
     m["retrain"] = bool(m["retrain"])
     m["state"] = State(m["state"])
     m["escalated"] = bool(m.get("escalated") or False)
+    m["drifted_checks"] = int(m.get("drifted_checks") or 0)
     return Incident(**m)
 
 
@@ -104,7 +106,7 @@ class IncidentStore:
              report_paths: Iterable[str] = (), window_start: float | None = None,
              retrain: bool = True, change_ts: float | None = None,
              reference: tuple[float | None, float | None] = (None, None), state: State = State.FIRING,
-             data: dict[str, Any] | None = None) -> Incident:
+             data: dict[str, Any] | None = None, drifted_checks: int = 0) -> Incident:
         if not known_reason(reason):
             raise ValueError(f"unknown incident reason {reason!r}")
         if state not in OPENING_STATES:
@@ -117,7 +119,7 @@ class IncidentStore:
                 detail=detail, opened_at=now, updated_at=now, check_id=check_id,
                 report_paths=json.dumps(list(report_paths)), window_start=window_start, retrain=retrain,
                 attempts=0, outcome_reasons="[]", change_ts=change_ts, reference_accuracy=reference[0],
-                reference_roc_auc=reference[1], escalated=False))
+                reference_roc_auc=reference[1], escalated=False, drifted_checks=drifted_checks))
             conn.execute(insert(incident_events).values(
                 incident_id=incident_id, ts=now, kind="opened", message=detail,
                 data=json.dumps({"reason": reason, "trigger": trigger, "check_id": check_id, "state": state,
@@ -141,6 +143,23 @@ class IncidentStore:
         """The oldest open incident: new alerts attach to it rather than opening another."""
         found = self.open_incidents()
         return found[0] if found else None
+
+    def last_resolved(self, reason: str) -> Incident | None:
+        """The resolved incident of ``reason`` touched last (resolved, or a drift counted on it since)."""
+        q = (select(incidents).where(incidents.c.model == self._model, incidents.c.reason == reason,
+                                     incidents.c.state == State.RESOLVED)
+             .order_by(incidents.c.updated_at.desc()).limit(1))
+        with self._engine.connect() as conn:
+            row = conn.execute(q).first()
+        return _incident(row) if row is not None else None
+
+    def count_drifted(self, incident_id: str, add: int = 1) -> Incident:
+        """Count ``add`` more drifted checks on the incident's drift episode; ``updated_at`` moves, so
+        a drift that goes on keeps its (even resolved) incident recent."""
+        with write_transaction(self._engine) as conn:
+            conn.execute(update(incidents).where(incidents.c.id == incident_id)
+                         .values(drifted_checks=incidents.c.drifted_checks + add, updated_at=self._clock()))
+        return self.get(incident_id)
 
     def recent(self, limit: int = 20) -> list[Incident]:
         q = (select(incidents).where(incidents.c.model == self._model)
@@ -182,6 +201,8 @@ class IncidentStore:
         values: dict[str, Any] = {"state": to, "updated_at": now}
         if to == State.RESOLVED:
             values["resolved_at"] = now
+        elif state == State.RESOLVED:  # reopened: open again, its history kept
+            values["resolved_at"] = None
         if to == State.RETRAINING:
             values["attempts"] = incidents.c.attempts + 1
         for key in ("run_id", "version"):

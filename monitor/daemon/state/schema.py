@@ -118,6 +118,11 @@ def incidents_v2(conn: Connection) -> None:
         conn.exec_driver_sql(statement)
 
 
+def incidents_drifted_checks(conn: Connection) -> None:
+    """A drift incident counts the drifted checks of its episode (one continuing drift, one incident)."""
+    conn.exec_driver_sql("ALTER TABLE incidents ADD COLUMN drifted_checks INTEGER NOT NULL DEFAULT 0")
+
+
 def create_alert_deliveries(conn: Connection) -> None:
     """alert_deliveries: the Alertmanager alerts seen, by fingerprint and startsAt, so that a
     re-delivered or replayed alert is recognised (see monitor/daemon/state/deliveries.py)."""
@@ -144,6 +149,8 @@ MIGRATIONS = [
     Migration(3, "daemon: incidents remember the change point, the reference level and escalation", incidents_v2,
               owner="daemon"),
     Migration(4, "daemon: Alertmanager deliveries seen (dedup by fingerprint and startsAt)", create_alert_deliveries,
+              owner="daemon"),
+    Migration(5, "daemon: incidents count the drifted checks of their drift episode", incidents_drifted_checks,
               owner="daemon"),
 ]
 register(*MIGRATIONS)

@@ -63,6 +63,8 @@ incidents = Table(
     Column("reference_accuracy", Float, nullable=True),  # the level of good performance to recover to
     Column("reference_roc_auc", Float, nullable=True),
     Column("escalated", Boolean, nullable=False, default=False),  # stayed unrecovered after alerts.max_attempts tries
+    # Migration 5 (schema.incidents_drifted_checks):
+    Column("drifted_checks", Integer, nullable=False, default=0),  # drifted checks of its drift episode
 )
 
 incident_events = Table(

@@ -138,8 +138,9 @@ def render_status(s: dict[str, Any]) -> str:
     lines.append(f"incidents    {len(s['open_incidents'])} open")
     for i in s["open_incidents"]:
         flag = "  ESCALATED" if i.get("escalated") else ""
+        drifted = f"  drifted checks {i['drifted_checks']}" if i.get("drifted_checks") else ""
         lines.append(f"  {i['id']}  {i['state']:<10} {i['reason']:<12} opened {i['opened_at']}  attempts "
-                     f"{i['attempts']}{flag}")
+                     f"{i['attempts']}{drifted}{flag}")
         if i.get("detail"):
             lines.append(f"    {i['detail']}")
         if i.get("change_ts"):
@@ -149,8 +150,9 @@ def render_status(s: dict[str, Any]) -> str:
     if closed:
         lines.append("  recent closed (driftloop status --incident ID for the trail):")
         for i in closed:
+            drifted = f"  drifted checks {i['drifted_checks']}" if i.get("drifted_checks") else ""
             lines.append(f"  {i['id']}  {i['state']:<10} {i['reason']:<12} opened {i['opened_at']}  attempts "
-                         f"{i['attempts']}")
+                         f"{i['attempts']}{drifted}")
     lines.append("retrains     "
                  + ("running: " + s["retrain_running"]["id"] if s.get("retrain_running") else "none running"))
     for a in s["recent_retrains"]:

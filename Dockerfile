@@ -61,14 +61,17 @@ RUN useradd --system --uid 10001 --home-dir /var/lib/driftloop --create-home dri
 ENV PATH=/opt/driftloop/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     DRIFTLOOP_HOME=/var/lib/driftloop \
+    DRIFTLOOP_SERVER__HEALTH_PORT=8471 \
     NVIDIA_DRIVER_CAPABILITIES=utility,compute
 USER driftloop
 WORKDIR /var/lib/driftloop
 VOLUME ["/var/lib/driftloop"]
-# 8470: driftloop serve; 9471: driftloop exporter.
-EXPOSE 8470 9471
-# Healthy when `driftloop serve` (8470) or `driftloop exporter` (9471) answers /healthz. docker-compose.yml
-# gives the MLflow service its own check.
+# 8470: driftloop serve; 8471: its liveness port (GET /livez, for an orchestrator's liveness probe);
+# 9471: driftloop exporter.
+EXPOSE 8470 8471 9471
+# Healthy when `driftloop serve` (8470) or `driftloop exporter` (9471) answers /healthz: readiness, which
+# compose's depends_on waits for (Docker restarts nothing on it). Liveness probes go to 8471.
+# docker-compose.yml gives the MLflow service its own check.
 COPY --chmod=755 <<'EOF' /usr/local/bin/driftloop-healthcheck
 #!/usr/bin/env python3
 import sys

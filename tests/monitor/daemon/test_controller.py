@@ -121,7 +121,7 @@ def test_failed_retrain_is_retried_after_the_cooldown_and_escalates(make_daemon,
 
 
 def test_drift_without_labels_alerts_without_retraining(make_daemon):
-    daemon, traffic = make_daemon()
+    daemon, traffic = make_daemon({"alerts": {"drift_quiet_checks": 2}})
     daemon.start(scheduler=False)
     traffic.send(1500, 50, covariate=1.5, labelled=0.0)
     report = daemon.run_check_now()
@@ -130,7 +130,10 @@ def test_drift_without_labels_alerts_without_retraining(make_daemon):
     assert daemon.controller.attempts.recent() == []
     assert samples(daemon)[("driftloop_model_alert_firing", (("reason", "drift"),))] == 1
     traffic.send(1500, 51, labelled=0.0)  # the inputs look like the reference again
-    report = daemon.run_check_now()
+    report = daemon.run_check_now()        # one quiet check does not end the drift episode (hysteresis)
+    assert report.incident is not None and not report.verdict.drift.ended, report.action
+    traffic.send(1500, 52, labelled=0.0)
+    report = daemon.run_check_now()        # alerts.drift_quiet_checks quiet checks in a row do
     assert report.incident is None and report.action.kind is ActionKind.RESOLVED, report.action
 
 

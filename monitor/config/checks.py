@@ -22,6 +22,11 @@ class DriftConfig(_Section):
     drift_share: float = Field(0.5, gt=0, le=1, description="share of drifted features that marks dataset drift")
     stattest_threshold: float | None = Field(None, gt=0, description="per-feature threshold; Evidently's default when "
                                                                      "unset")
+    output_drift_quantile: float | None = Field(0.99, gt=0.5, lt=1, description="the model's outputs (score, served "
+                                                "class, class probabilities) drift past the higher of the stattest's "
+                                                "threshold and this quantile of its score between resamples of the "
+                                                "reference at the window's size, so a confident classifier's "
+                                                "stationary windows are not flagged; null: the stattest's threshold")
     # Evidently's stattest names; None keeps Evidently's own choice (by reference size and cardinality).
     num_method: Literal["anderson", "cramer_von_mises", "ed", "empirical_mmd", "es", "hellinger", "jensenshannon",
                         "kl_div", "ks", "mannw", "psi", "t_test", "wasserstein"] | None = Field(

@@ -34,6 +34,7 @@ from monitor.drift.embedding import EmbeddingDrift, embedding_drifts
 from monitor.drift.frames import PreparedReference, Side, missing_ratio, prepare_side, unseen_categories
 from monitor.drift.reference import prepare_reference
 from monitor.drift.methods import CATEGORICAL, NUMERIC
+from monitor.drift.output_thresholds import calibrate as calibrate_outputs
 from monitor.drift.recalibration import labelled_estimate
 from monitor.drift.result import CheckResult, FeatureDrift
 from monitor.drift.segments import segment_performance
@@ -127,6 +128,9 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
         ref_sample, cur_sample, tested, score_plan if not isinstance(score_plan, str) else None,
         drift_share=drift_cfg.drift_share, threshold=drift_cfg.stattest_threshold,
         timestamp=checked_at, metadata=metadata, outputs=[p for _, p in outputs if not isinstance(p, str)])
+    # The outputs' thresholds from the reference's own variability (a confident classifier's noise).
+    verdicts = calibrate_outputs(verdicts, [score_plan, *(p for _, p in outputs)], ref_sample, cur_sample,
+                                 ref.output_thresholds, drift_cfg.output_drift_quantile, rng_seed)
 
     labelled = cur.labelled
     perf = measured_performance(labelled, model_cfg, drift_cfg.confidence)

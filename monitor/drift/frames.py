@@ -156,6 +156,9 @@ class PreparedReference:
     # Per embedding feature: its projection and held-out projected rows (monitor.drift.embedding), or
     # why it cannot be tested.
     embeddings: dict[str, Any] = field(default_factory=dict)
+    # Output drift thresholds from the reference's own bootstrap, by (column, method, window size
+    # bucket), filled as checks need them (monitor.drift.output_thresholds).
+    output_thresholds: dict[tuple[str, str, int], float | None] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from monitor.daemon.decisions.kinds import Outcome
+from monitor.daemon.state.incidents import event_message
 from monitor.daemon.state.tables import retrain_attempts
 from monitor.errors import DriftloopError
 from monitor.store.engine import write_transaction
@@ -101,7 +102,8 @@ class AttemptStore:
             raise ValueError(f"unknown attempt outcome {status!r}")
         values = dict(status=status, finished_at=self._clock(), run_id=run_id, challenger_version=challenger_version,
                       champion_version=champion_version, duration_seconds=duration_seconds,
-                      samples_per_second=samples_per_second, reasons=json.dumps(reasons or []), error=error)
+                      samples_per_second=samples_per_second, reasons=json.dumps(reasons or []),
+                      error=event_message(error) if error is not None else None)  # a traceback's length at most
         running = (retrain_attempts.c.id == attempt_id, retrain_attempts.c.status == Outcome.RUNNING)
         if conn is not None:
             done = conn.execute(update(retrain_attempts).where(*running).values(**values)).rowcount

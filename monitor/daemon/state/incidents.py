@@ -38,10 +38,55 @@ TRANSITIONS: dict[State, tuple[State, ...]] = {s: tuple(dict.fromkeys(exits(s).v
 # Events that mark a state change; notes are deduplicated and coalesced between two of them.
 _STATE_EVENTS = ("opened", *STATES)
 MAX_NOTES_PER_INCIDENT = 200
+# An event row stays small whatever it is about (an Alertmanager delivery's labels, a retrain's error,
+# a note): its message at most MAX_EVENT_MESSAGE_CHARS characters (an incident's detail too), its data
+# at most MAX_EVENT_DATA_BYTES of JSON. Bigger data is shrunk step by step (strings, lists, keys cut,
+# "truncated": true), else replaced by its size. A delivery of 20 alerts with 64 labels of 1,024
+# characters wrote a 1.24 MB row before (issue 35).
+MAX_EVENT_MESSAGE_CHARS = 4096
+MAX_EVENT_DATA_BYTES = 16 * 1024
+_SHRINK_STEPS = ((300, 10, 32), (100, 10, 16), (40, 5, 8))  # string characters, list items, dict keys
 REASONS: tuple[Reason, ...] = tuple(Reason)
 # A per-class rule's breach (alerts.rules {metric: recall, class: night}) opens an incident named
 # after its key, recall[night]: one of the model's classes, so the set stays bounded.
 _CLASS_REASON = re.compile(r"^(precision|recall)\[[^\]]+\]$")
+
+
+def event_message(text: str) -> str:
+    """``text`` within :data:`MAX_EVENT_MESSAGE_CHARS`."""
+    return text if len(text) <= MAX_EVENT_MESSAGE_CHARS else text[:MAX_EVENT_MESSAGE_CHARS - 1] + "…"
+
+
+def event_data(data: Any) -> str | None:
+    """``data`` as an event row's JSON, within :data:`MAX_EVENT_DATA_BYTES` (see there)."""
+    if data is None:
+        return None
+    text = json.dumps(data, default=str)
+    if len(text.encode()) <= MAX_EVENT_DATA_BYTES:
+        return text
+    full = json.loads(text)
+    for chars, items, keys in _SHRINK_STEPS:
+        small = _shrink(full, chars, items, keys)
+        small = {**small, "truncated": True} if isinstance(small, dict) else {"data": small, "truncated": True}
+        shrunk = json.dumps(small)
+        if len(shrunk.encode()) <= MAX_EVENT_DATA_BYTES:
+            return shrunk
+    return json.dumps({"truncated": True, "omitted_bytes": len(text.encode())})
+
+
+def _shrink(value: Any, chars: int, items: int, keys: int) -> Any:
+    if isinstance(value, str):
+        return value if len(value) <= chars else value[:chars - 1] + "…"
+    if isinstance(value, list):
+        kept = [_shrink(v, chars, items, keys) for v in value[:items]]
+        return kept + ([f"… {len(value) - items} more"] if len(value) > items else [])
+    if isinstance(value, dict):
+        pairs = list(value.items())
+        kept_pairs = {_shrink(k, chars, items, keys): _shrink(v, chars, items, keys) for k, v in pairs[:keys]}
+        if len(pairs) > keys:
+            kept_pairs["…"] = f"{len(pairs) - keys} more"
+        return kept_pairs
+    return value
 
 
 def known_reason(reason: str) -> bool:
@@ -111,6 +156,7 @@ class IncidentStore:
             raise ValueError(f"unknown incident reason {reason!r}")
         if state not in OPENING_STATES:
             raise ValueError(f"an incident opens as one of {OPENING_STATES}, not {state!r}")
+        detail = event_message(detail)
         now = self._clock()
         incident_id = "inc-" + uuid.uuid4().hex[:12]
         with write_transaction(self._engine) as conn:
@@ -122,7 +168,7 @@ class IncidentStore:
                 reference_roc_auc=reference[1], escalated=False, drifted_checks=drifted_checks))
             conn.execute(insert(incident_events).values(
                 incident_id=incident_id, ts=now, kind="opened", message=detail,
-                data=json.dumps({"reason": reason, "trigger": trigger, "check_id": check_id, "state": state,
+                data=event_data({"reason": reason, "trigger": trigger, "check_id": check_id, "state": state,
                                  **(data or {})})))
         return self.get(incident_id)
 
@@ -189,6 +235,7 @@ class IncidentStore:
     def _move_in(self, conn: Connection, incident_id: str, event_for: Callable[[State], Event], message: str,
                  fields: dict[str, Any]) -> tuple[Incident, Effect]:
         now = self._clock()
+        message = event_message(message)
         row = conn.execute(select(incidents.c.state).where(incidents.c.id == incident_id)).first()
         if row is None:
             raise TransitionError(f"incident {incident_id} does not exist")
@@ -208,7 +255,7 @@ class IncidentStore:
         for key in ("run_id", "version"):
             if key in fields:
                 values[key] = fields[key]
-        values["detail"] = fields.get("detail", message)
+        values["detail"] = event_message(fields.get("detail", message))
         if "outcome_reasons" in fields:
             values["outcome_reasons"] = json.dumps(list(fields["outcome_reasons"]))
         done = conn.execute(update(incidents).where(incidents.c.id == incident_id, incidents.c.state == state)
@@ -217,7 +264,7 @@ class IncidentStore:
             raise TransitionError(f"incident {incident_id} moved meanwhile; cannot {event} it")
         conn.execute(insert(incident_events).values(
             incident_id=incident_id, ts=now, kind=to, message=message,
-            data=json.dumps(fields.get("data")) if fields.get("data") is not None else None))
+            data=event_data(fields.get("data"))))
         moved = conn.execute(select(incidents).where(incidents.c.id == incident_id)).first()
         return _incident(moved), effect
 
@@ -239,13 +286,15 @@ class IncidentStore:
             raise ValueError(f"unknown incident reason {values['reason']!r}")
         if "report_paths" in values:
             values["report_paths"] = json.dumps(list(values["report_paths"]))
+        if "detail" in values:
+            values["detail"] = event_message(values["detail"])
         now = self._clock()
         with write_transaction(self._engine) as conn:
             conn.execute(update(incidents).where(incidents.c.id == incident_id).values(**values, updated_at=now))
             if _event is not None:
                 conn.execute(insert(incident_events).values(
-                    incident_id=incident_id, ts=now, kind=_event[0], message=_event[1],
-                    data=json.dumps({k: v for k, v in values.items() if k != "report_paths"}, default=str)))
+                    incident_id=incident_id, ts=now, kind=_event[0], message=event_message(_event[1]),
+                    data=event_data({k: v for k, v in values.items() if k != "report_paths"})))
 
     def set_retrain(self, incident_id: str) -> None:
         """Mark an incident as asking for a retrain (a drift incident later confirmed by performance)."""
@@ -262,6 +311,7 @@ class IncidentStore:
         ``coalesce`` folds it into the note of the same kind since then, counting it
         (``data.count``, ``data.last_ts``; an alert flood stays one row). Past
         ``MAX_NOTES_PER_INCIDENT`` rows every note coalesces."""
+        message = event_message(message)
         now = self._clock()
         e = incident_events
         with write_transaction(self._engine) as conn:
@@ -282,11 +332,10 @@ class IncidentStore:
                     old = old if isinstance(old, dict) else {"data": old}
                     merged = {**old, **(data if isinstance(data, dict) else {"data": data} if data is not None else {}),
                               "count": int(old.get("count", 1)) + 1, "last_ts": now}
-                    conn.execute(update(e).where(e.c.id == last.id).values(message=message, data=json.dumps(merged)))
+                    conn.execute(update(e).where(e.c.id == last.id).values(message=message, data=event_data(merged)))
                     return
             conn.execute(insert(e).values(
-                incident_id=incident_id, ts=now, kind=kind, message=message,
-                data=json.dumps(data) if data is not None else None))
+                incident_id=incident_id, ts=now, kind=kind, message=message, data=event_data(data)))
 
     def events(self, incident_id: str) -> list[dict[str, Any]]:
         q = select(incident_events).where(incident_events.c.incident_id == incident_id).order_by(incident_events.c.id)

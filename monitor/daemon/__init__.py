@@ -18,7 +18,8 @@ names a higher one only for annotations, under ``if TYPE_CHECKING:``; ``tests/te
                  hysteresis: DriftLatch)
     state/       the store's tables: incidents.py (IncidentStore), attempts.py (AttemptStore,
                  single-flight), checklog.py (CheckLog), deliveries.py (Alertmanager deliveries),
-                 levels.py (reference levels), tables.py / schema.py (tables and migrations)
+                 levels.py (reference levels), events.py (the bound of an event row), tables.py /
+                 schema.py (tables and migrations)
     retraining/  the child and the registry: supervisor.py (child watch), launcher.py (job folder
                  protocol), worker.py (the child's entry point), registry.py (MLflow ground truth),
                  champion.py (ChampionCache), failover.py and recovery.py (start-up settling),

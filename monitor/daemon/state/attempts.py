@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from monitor.daemon.decisions.kinds import Outcome
-from monitor.daemon.state.incidents import event_message
+from monitor.daemon.state.events import event_message
 from monitor.daemon.state.tables import retrain_attempts
 from monitor.errors import DriftloopError
 from monitor.store.engine import write_transaction

@@ -12,8 +12,8 @@ from sqlalchemy import text
 from monitor.daemon.decisions.lifecycle import Event
 from monitor.daemon.runtime import alertmanager as am
 from monitor.daemon.state.attempts import AttemptStore
-from monitor.daemon.state.incidents import (MAX_EVENT_DATA_BYTES, MAX_EVENT_MESSAGE_CHARS, IncidentStore,
-                                            event_data)
+from monitor.daemon.state.events import MAX_EVENT_DATA_BYTES, MAX_EVENT_MESSAGE_CHARS, event_data
+from monitor.daemon.state.incidents import IncidentStore
 
 HUGE = "x" * 1_000_000
 

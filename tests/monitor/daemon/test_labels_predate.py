@@ -81,3 +81,32 @@ def test_the_controller_opens_a_suspected_incident_and_does_not_retrain(engine, 
         assert action.kind is expected and action.retrain is None, action
     (incident,) = ctl.incidents.recent()
     assert incident.state is State.SUSPECTED and not incident.retrain and ctl.attempts.for_incident(incident.id) == []
+
+
+def test_a_real_check_whose_labels_all_predate_the_drop_is_suspected(tmp_path):
+    """The real evaluation (CBPE on the reference, the estimate on the labelled rows) of a multiclass
+    window: 3,000 labelled rows as before, then 3,000 rows the model is far less sure of, unlabelled."""
+    import numpy as np
+    import pandas as pd
+
+    from monitor.daemon.runtime.controller import observation
+    from monitor.tasks import internal_proba_columns
+    from tests.monitor.daemon.task_frames import checked, task_config
+    from tests.monitor.drift.task_frames import K, multiclass_frame
+
+    cfg = task_config("multiclass", tmp_path)
+    before = multiclass_frame(3000, 2)
+    after = multiclass_frame(3000, 3, labelled=0.0)
+    columns = internal_proba_columns(K)
+    proba = 0.35 * after[columns].to_numpy() + 0.65 / K          # the drop: the model is far less sure
+    after[columns] = proba
+    after["score"] = proba.max(axis=1)
+    baseline = float((before["prediction"] == before["label"]).mean())
+    outcome = checked(cfg, multiclass_frame(3000, 1, window=False), pd.concat([before, after], ignore_index=True),
+                      {"accuracy": baseline, "roc_auc": 0.0})
+    outcome.labels_end, outcome.window_end = 1.0, 2.0              # the labelled rows are the older half
+    obs = observation(outcome)
+    assert obs.labelled_estimate is not None and obs.rows_after_labels
+    v = AlertPolicy(cfg.alerts, min_labels=cfg.drift.min_labels, drift=cfg.drift).observe(obs)
+    assert v.labels_predate_change and v.suspect and not v.fire, (v.message, obs.estimated_accuracy_upper, baseline)
+    assert obs.accuracy is not None and np.isclose(obs.accuracy, baseline)  # the labels alone: within thresholds

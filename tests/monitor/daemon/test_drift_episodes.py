@@ -137,3 +137,15 @@ def test_a_drift_back_within_the_window_reopens_its_incident_later_one_opens_ano
     clock.advance(3600)
     later = check(ctl, clock, True)
     assert later.kind is ActionKind.OPENED and later.incident_id != first.incident_id
+
+
+def test_status_shows_the_count(controller, clock):
+    from monitor.daemon.runtime.views import render_status
+    ctl = controller()
+    for _ in range(3):
+        check(ctl, clock, True)
+    (incident,) = ctl.incidents.open_incidents()
+    assert incident.drifted_checks == 3
+    text = render_status({"model": "demo", "champion": {"version": "1"}, "last_check": None,
+                          "open_incidents": [incident.to_dict()], "recent_incidents": [], "recent_retrains": []})
+    assert "drifted checks 3" in text

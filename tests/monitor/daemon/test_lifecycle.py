@@ -18,7 +18,8 @@ def test_every_open_state_has_an_exit_and_resolution():
         assert TRANSITIONS[state], state
         if state != "retraining":  # a running retrain ends in an outcome first
             assert "resolved" in TRANSITIONS[state], state
-    assert set(TRANSITIONS) == set(STATES) and TRANSITIONS["resolved"] == ()
+    # Resolved goes only back to firing: the same drift reopening its incident (alerts.drift_reopen_seconds).
+    assert set(TRANSITIONS) == set(STATES) and TRANSITIONS["resolved"] == ("firing",)
     # From every state a retrain is reachable again (directly or through waiting).
     for state in ("firing", "waiting", "promoted", "rejected", "failed"):
         assert "retraining" in TRANSITIONS[state]

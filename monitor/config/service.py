@@ -88,8 +88,8 @@ class ServerConfig(_Section):
                                         "for this long is closed")
     max_connections: int = Field(512, ge=8, description="open connections at most; one more closes the oldest "
                                  "connection quiet for a second or more while waiting for a request head, or "
-                                 "else is answered 503 + Retry-After (never cut). serve raises its open-file limit to the hard limit and warns when this "
-                                 "does not fit well below it")
+                                 "else is answered 503 + Retry-After (never cut). serve raises its open-file limit "
+                                 "to the hard limit and warns when this does not fit well below it")
     health_port: int | None = Field(None, ge=1, le=65535, description="port of a liveness listener of its own on "
                                     "server.host: GET /livez answered by a small child process that request load, "
                                     "the connection cap and the daemon's GIL cannot hold up (200 while the daemon's "
@@ -137,6 +137,12 @@ class ServerConfig(_Section):
         if not v.isascii() or not v.isprintable():
             raise ValueError("the token must be printable ASCII")
         return v
+
+    @model_validator(mode="after")
+    def _health_port_of_its_own(self) -> "ServerConfig":
+        if self.health_port is not None and self.health_port == self.port:
+            raise ValueError(f"health_port {self.health_port} is the API's port; give the liveness listener another")
+        return self
 
 
 class StoreConfig(_Section):

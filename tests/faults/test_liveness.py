@@ -1,6 +1,6 @@
 """Liveness that load cannot starve (issue 35, item 3): a real ``driftloop serve --health-port``
 under the two probes that starved ``/livez`` before, 600 keep-alive clients looping ``/v1/status``
-(more than the 512-connection cap) and a burst of large bodies.
+(more than the connection cap, 256 here) and a burst of large bodies.
 
 What is asserted is behaviour, not speed (a loaded CI machine would flake a latency bound; the
 figures are bench/bench_health.py's): every probe of the health port is answered 200, every flood
@@ -91,7 +91,9 @@ def _probe(url: str, every: float, stop: threading.Event) -> list[tuple[int, flo
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
     work = tmp_path_factory.mktemp("liveness")
-    cfg = load_config(path=None, environ={}, overrides=merge(SMALL, {"home": str(work / "home")}))
+    # A cap of 256: 600 clients are well over it however slowly this machine accepts them.
+    cfg = load_config(path=None, environ={}, overrides=merge(SMALL, {"home": str(work / "home"),
+                                                                     "server": {"max_connections": 256}}))
     served = Served(cfg, work)
     served.health_port = free_port()
     served.start("--check-interval", "3600", "--health-port", str(served.health_port))
@@ -118,7 +120,7 @@ def test_health_port_answers_through_a_connection_flood_and_no_request_is_cut(da
           f"{dict(sorted(tally.answers.items()))}, cut {tally.cut}; health port: {_summary(answered)}")
     assert answered and all(status == 200 for status, _ in answered), answered
     assert tally.cut == 0, f"{tally.cut} requests cut without an answer: {sorted(set(tally.errors))[:5]}"
-    assert set(tally.answers) <= {200, 503} and tally.answers.get(200), tally.answers
+    assert set(tally.answers) == {200, 503}, tally.answers  # served, and refused over the cap
     assert tally.no_retry_after == 0
     assert httpx.get(daemon.url + "/livez", timeout=10).status_code == 200
 

@@ -149,3 +149,11 @@ def test_alert_rules_are_validated_naming_the_key(tmp_path):
         load(None, environ={}, overrides={"alerts": {"rules": [{"metric": "f1", "drop": 0}]}})
     cfg = load(None, environ={"DRIFTLOOP_ALERTS__RULES": "[{metric: recall, drop: 0.05}]"})
     assert [(r.metric, r.drop, r.segment) for r in cfg.alerts.rules] == [("recall", 0.05, False)]
+
+
+def test_the_health_port_is_off_by_default_and_must_differ_from_the_api_port():
+    cfg = load_config(path=None, environ={}, overrides={})
+    assert cfg.server.health_port is None and cfg.server.health_stall_seconds == 30
+    assert load_config(path=None, environ={"DRIFTLOOP_SERVER__HEALTH_PORT": "8471"}).server.health_port == 8471
+    with pytest.raises(ConfigError, match="health_port"):
+        load_config(path=None, environ={}, overrides={"server": {"port": 9000, "health_port": 9000}})

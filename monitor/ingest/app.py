@@ -218,7 +218,9 @@ def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | N
     async def livez() -> Response:
         """200 whenever the server answers at all; restart the process when this fails. Says
         nothing about the store or MLflow (see `/readyz`). Answered on the event loop: no worker
-        thread (all of which may be waiting on a locked store) is needed."""
+        thread (all of which may be waiting on a locked store) is needed, but a burst of large
+        bodies delays it and the connection cap refuses it like any request: point liveness probes
+        at `server.health_port`, answered by a process of its own."""
         return JSONResponse({"status": "ok"})
 
     async def ready() -> Response:

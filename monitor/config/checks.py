@@ -127,14 +127,16 @@ class MetricRule(_Section):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
 
     metric: Literal["accuracy", "roc_auc", "precision", "recall", "f1", "positive_rate", "macro_f1", "weighted_f1",
-                    "mae", "rmse", "mape", "r2"] = Field(
+                    "mae", "rmse", "mape", "r2", "residual_shift"] = Field(
         description="the realised metric on the window's labelled rows: accuracy, roc_auc, precision, recall, f1, "
                     "or positive_rate (share of the window's rows served label 1) for binary; accuracy, roc_auc "
                     "(one-vs-rest macro), macro_f1, weighted_f1, and precision / recall of one class (with "
-                    "class) for multiclass; mae, rmse, mape, r2 for regression. Judged, like the default pair, "
+                    "class) for multiclass; mae, rmse, mape, r2, residual_shift (the mean signed residual's shift "
+                    "from the reference's in its residual SDs, either way) for regression. Judged, like the "
+                    "default pair, "
                     "once the window has drift.min_labels labels")
     drop: float = Field(gt=0, description="worsening vs the bar (alerts.mode: absolute or relative) that breaches: "
-                        "a drop, or for mae, rmse and mape a rise")
+                        "a drop, or for mae, rmse, mape and residual_shift a rise")
     class_name: str | None = Field(None, alias="class", description="multiclass: the class whose precision or "
                                    "recall the rule judges (e.g. {metric: recall, class: night, drop: 0.05})")
     segment: bool = Field(False, description="also judge each segment value (model.segments) on this metric: "

@@ -128,7 +128,8 @@ class AlertPolicy:
 
     def default_pair(self, obs: Observation, estimated: bool = False) -> list[_Judged]:
         """The task's default breaches, realised or estimated: a classifier's accuracy and ROC AUC
-        (``alerts.mode``), a regression model's MAE (a relative rise, ``alerts.mae_rise``)."""
+        (``alerts.mode``), a regression model's MAE and MAPE (relative rises, ``alerts.mae_rise``,
+        ``alerts.mape_rise``) and its residuals' shift either way (``alerts.residual_shift``)."""
         out: list[_Judged] = []
         for metric, threshold, mode in task_of(obs.task).default_rules(self._cfg):
             end = "lower" if lower_is_better(metric) else "upper"  # the band's end nearest the bar

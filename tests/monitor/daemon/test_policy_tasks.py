@@ -265,3 +265,9 @@ def test_regression_segment_values_are_judged_on_their_mae_interval():
     v = policy().observe(observation(outcome(r)))
     assert [(b.key, b.segment) for b in v.segment_breaches] == [("mae", "region=apac")]
     assert not v.fire and v.segment_breaches[0].bound >= r.baseline_mae * 1.1
+
+
+def test_residual_shift_is_a_regression_rule_metric():
+    """alerts.rules may judge residual_shift with its own drop (the default wins its key)."""
+    rules = AlertsConfig(rules=[{"metric": "residual_shift", "drop": 0.1}]).rules
+    assert rule_problems(rules, "regression", None) == [] and rule_problems(rules, "binary", None)

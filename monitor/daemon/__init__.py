@@ -18,7 +18,8 @@ names a higher one only for annotations, under ``if TYPE_CHECKING:``; ``tests/te
                  hysteresis: DriftLatch)
     state/       the store's tables: incidents.py (IncidentStore), attempts.py (AttemptStore,
                  single-flight), checklog.py (CheckLog), deliveries.py (Alertmanager deliveries),
-                 levels.py (reference levels), events.py (the bound of an event row), tables.py /
+                 levels.py (reference levels), citations.py (the checks incidents and retrains cite,
+                 kept by history pruning), events.py (the bound of an event row), tables.py /
                  schema.py (tables and migrations)
     retraining/  the child and the registry: supervisor.py (child watch), launcher.py (job folder
                  protocol), worker.py (the child's entry point), registry.py (MLflow ground truth),
@@ -32,7 +33,8 @@ names a higher one only for annotations, under ``if TYPE_CHECKING:``; ``tests/te
                  serve.py (``driftloop serve``), heap.py (its heap frozen out of the collector's way),
                  api.py (/v1/alerts, /v1/retrain, /v1/status),
                  alertmanager.py (webhook payload), triggers.py, rescan.py, metrics.py
-                 (DaemonCollector), estimation_watch.py, facade.py (the commands' one door), and
+                 (DaemonCollector), estimation_watch.py, runbooks.py (/runbooks/<alert>: the rules'
+                 runbook pages), facade.py (the commands' one door), and
                  views/ (presentation only, no writes; imported from its entry, views/__init__.py):
                  views/status.py (status, incident trail), views/render.py (one check),
                  views/segments.py (worst segment values), views/tasks.py (figures per task)

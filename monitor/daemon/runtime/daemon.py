@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
 from prometheus_client import CollectorRegistry
@@ -80,7 +81,8 @@ class Daemon:
         if evaluate is None:
             evaluate = LazyEvaluator(clock)
         if save_report is None:
-            save_report = ReportSaver(cfg, lambda: history_citations(engine, model))
+            # A partial, not a lambda: the saver calls into the state room directly, not back into this file.
+            save_report = ReportSaver(cfg, partial(history_citations, engine, model))
         # The label-free estimate, recalibrated on the champion's labelled rows when labels keep
         # proving it wrong (drift.estimation_recalibrate_windows).
         self.estimation = EstimationWatch(cfg, self._labelled_rows, clock)

@@ -35,7 +35,7 @@ def test_the_launcher_writes_a_request_the_worker_accepts(tmp_path):
 
 
 def test_a_job_with_an_unknown_trigger_fails_before_a_child_starts(tmp_path):
-    job = RetrainJob(attempt_id="att-2", incident_id="inc-1", trigger="cron", window=pd.DataFrame({"x": [1.0]}),  # type: ignore[arg-type]
+    job = RetrainJob(attempt_id="att-2", incident_id="inc-1", trigger="cron", window=pd.DataFrame({"x": [1.0]}),
                      config={})
     with pytest.raises(ValueError, match="trigger"):
         ProcessLauncher(tmp_path / "retrains").prepare(job)

@@ -29,7 +29,7 @@ import pandas as pd
 
 import monitor
 from monitor.files import PRIVATE, atomic_write_json
-from monitor.retrain_contract import FileWindow, RetrainRequest, RetrainResult, Trigger
+from monitor.retrain_contract import FileWindow, RetrainRequest, RetrainResult
 
 WORKER_MODULE = "monitor.daemon.retraining.worker"
 KEEP_JOB_DIRS = 20
@@ -39,7 +39,7 @@ KEEP_JOB_DIRS = 20
 class RetrainJob:
     attempt_id: str
     incident_id: str
-    trigger: Trigger
+    trigger: str                                # manual, alert or schedule (checked when prepared)
     window: pd.DataFrame
     config: dict[str, Any]                      # DriftloopConfig.model_dump(mode="json")
     report_paths: list[str] = field(default_factory=list)
@@ -168,9 +168,11 @@ class ProcessLauncher:
         job_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         job.window.to_parquet(job_dir / "window.parquet", index=False)
         # The full configuration travels as overrides, so the child trains exactly as configured here.
-        request = RetrainRequest(config=job.config, trigger=job.trigger, incident_id=job.incident_id,
-                                 report_paths=list(job.report_paths), data_window=job.data_window,
-                                 window=FileWindow(source="file", path=str((job_dir / "window.parquet").resolve())))
+        # Validated here, so a mistake of ours fails before a child is started (ValidationError).
+        request = RetrainRequest.model_validate({
+            "config": job.config, "trigger": job.trigger, "incident_id": job.incident_id,
+            "report_paths": list(job.report_paths), "data_window": job.data_window,
+            "window": FileWindow(source="file", path=str((job_dir / "window.parquet").resolve()))})
         _write_json(job_dir / "request.json", request.model_dump())
         _write_json(job_dir / "job.json", {"attempt_id": job.attempt_id, "incident_id": job.incident_id,
                                            "parent_pid": os.getpid()})

@@ -29,6 +29,12 @@ def _split_batch(batch: Any) -> tuple[torch.Tensor, ...]:
     return (*x, y) if isinstance(x, (list, tuple)) else (x, y)
 
 
+def collate_of(data: Any) -> Any:
+    """How a Dataset's items become a batch: its own ``collate`` (a user's ``collate``, see
+    trainer/entrypoint_model.py) where it has one, else torch's ``default_collate``."""
+    return getattr(data, "collate", None) or default_collate
+
+
 def targets_of(data: Any) -> torch.Tensor:
     """Every label of the rows: the last tensor, a Dataset's ``targets``, or (slowly) each item's y."""
     if isinstance(data, tuple):
@@ -42,8 +48,8 @@ def targets_of(data: Any) -> torch.Tensor:
 def stacked(data: Any, limit: int = STACK_BYTES) -> Any:
     """``data`` as ``(inputs..., y)`` tensors when it is a Dataset whose items take at most ``limit``
     bytes together (see STACK_BYTES); otherwise ``data`` unchanged."""
-    if isinstance(data, tuple) or len(data) == 0:
-        return data
+    if isinstance(data, tuple) or len(data) == 0 or getattr(data, "collate", None) is not None:
+        return data  # a collate of its own: variable-length items (padded per batch) do not stack
     first = _split_batch(default_collate([data[0]]))
     if sum(t.element_size() * t.nelement() for t in first) * len(data) > limit:
         return data
@@ -52,7 +58,7 @@ def stacked(data: Any, limit: int = STACK_BYTES) -> Any:
 
 def eval_batches(data: Any, batch_size: int | None, num_workers: int = 0):
     if not isinstance(data, tuple):
-        loader = DataLoader(data, batch_size=batch_size or 256, collate_fn=default_collate, num_workers=num_workers)
+        loader = DataLoader(data, batch_size=batch_size or 256, collate_fn=collate_of(data), num_workers=num_workers)
         yield from (_split_batch(b) for b in loader)
         return
     if batch_size is None:  # bounded by bytes: a row of an image is not a row of a table
@@ -67,10 +73,10 @@ def epoch_batches(data: Any, where: str, sampler: ShardedBatches, device: torch.
     if not isinstance(data, tuple):  # a Dataset: the same index batches, items collated by torch's rule
         if where == "dataset":
             for idx in sampler:
-                batch = _split_batch(default_collate([data[i] for i in idx.tolist()]))
+                batch = _split_batch(collate_of(data)([data[i] for i in idx.tolist()]))
                 yield tuple(t.to(device, non_blocking=True) for t in batch)
             return
-        loader = DataLoader(data, batch_sampler=[idx.tolist() for idx in sampler], collate_fn=default_collate,
+        loader = DataLoader(data, batch_sampler=[idx.tolist() for idx in sampler], collate_fn=collate_of(data),
                             num_workers=cfg.num_workers, pin_memory=device.type == "cuda", generator=torch.Generator())
         for batch in loader:
             yield tuple(t.to(device, non_blocking=True) for t in _split_batch(batch))

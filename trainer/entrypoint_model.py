@@ -12,7 +12,9 @@ n_outputs)`` (:func:`restore`), so the user's module must be importable where th
 
 The input of a row is its ``input_uri``, or its id where it has none (the id column named at
 build time, else ``id``): the user's ``dataset(refs, train=False)`` turns those into tensors,
-collated with torch's ``default_collate``, and the network's raw output becomes the served one as
+collated by the object's ``collate(items)`` where it has one (variable-length items: token ids
+padded per batch, or concatenated with offsets), else torch's ``default_collate``, and the
+network's raw output becomes the served one as
 in :class:`trainer.model.TabularModel`: binary P(1) ``[N]``, multiclass probabilities ``[N, K]``,
 regression the value in the target's units (the network learns the standardised target).
 """
@@ -20,7 +22,8 @@ from __future__ import annotations
 
 import importlib
 import math
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -52,6 +55,46 @@ def import_user_module(module_name: str) -> Any:
         return importlib.import_module(module_name)
 
 
+@dataclass(frozen=True)
+class InputSpec:
+    """One input tensor of the user's network, as ``forward`` takes it: ``dtype`` a torch dtype's
+    name (``"float32"``, ``"int64"``, ``"bool"`` ...), ``shape`` one entry per axis, a string for an
+    axis whose length varies (``"batch"``, ``"tokens"``: a dynamic axis of the ONNX graph), an int
+    for a fixed one. Without declarations the network takes one float32 tensor, batch first."""
+    name: str
+    dtype: str = "float32"
+    shape: tuple[int | str, ...] = ("batch",)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return getattr(torch, self.dtype)
+
+    def dynamic_axes(self) -> dict[int, str]:
+        return {i: axis for i, axis in enumerate(self.shape) if isinstance(axis, str)}
+
+
+def declared_inputs(user: Any) -> list[InputSpec] | None:
+    """The object's ``input_spec`` (an attribute or a method without arguments): a list of
+    :class:`InputSpec` or of dicts with its fields; None where it declares none. ValueError
+    (trainer.entrypoint turns it into a ConfigError) for a declaration that cannot be read."""
+    found = getattr(user, "input_spec", None)
+    if found is None:
+        return None
+    found = found() if callable(found) else found
+    specs = []
+    for item in found:
+        spec = item if isinstance(item, InputSpec) else InputSpec(**item) if isinstance(item, dict) else None
+        if spec is None:
+            raise ValueError(f"input_spec: {item!r} is neither an InputSpec nor a dict of its fields")
+        spec = InputSpec(str(spec.name), str(spec.dtype), tuple(spec.shape))
+        if not isinstance(getattr(torch, spec.dtype, None), torch.dtype):
+            raise ValueError(f"input_spec {spec.name!r}: {spec.dtype!r} is not a torch dtype")
+        specs.append(spec)
+    if not specs:
+        raise ValueError("input_spec declares no input")
+    return specs
+
+
 def load_object(spec: str) -> Any:
     """The object a spec names: an instance of a class (made with no arguments) or the object itself.
     Raises ImportError / AttributeError; trainer.entrypoint turns them into a ConfigError."""
@@ -64,8 +107,18 @@ class LabelledDataset(Dataset):
     """The user's dataset with driftloop's labels: item i is ``(x_i, y_i)``. ``targets`` holds every
     label, so the loop reads class weights without touching an input."""
 
-    def __init__(self, inputs: Dataset, targets: torch.Tensor):
-        self.inputs, self.targets = inputs, targets
+    def __init__(self, inputs: Dataset, targets: torch.Tensor, collate_inputs: Callable[[list], Any] | None = None):
+        self.inputs, self.targets, self.collate_inputs = inputs, targets, collate_inputs
+
+    @property
+    def collate(self) -> Callable[[list], Any] | None:
+        """The batches' collate where the user's object has one (items ``(x, y)``: its ``collate`` of
+        the x's, torch's of the y's); None for torch's ``default_collate``."""
+        return None if self.collate_inputs is None else self._collate
+
+    def _collate(self, items: list) -> tuple[Any, torch.Tensor]:
+        assert self.collate_inputs is not None
+        return self.collate_inputs([x for x, _ in items]), default_collate([y for _, y in items])
 
     def __len__(self) -> int:
         return len(self.targets)
@@ -85,7 +138,13 @@ class EntrypointModel(TaskHead, nn.Module):
         self._class_names = None if classes is None else [str(c) for c in classes]
         self.embedding_feature = embedding_feature if hasattr(user, "embed") else None
         self.id_column = id_column
+        self.input_specs = declared_inputs(user)
         self.register_target_scaling(target_scaling)
+
+    @property
+    def collate(self) -> Callable[[list], Any]:
+        """The user's ``collate(items)``, else torch's ``default_collate``."""
+        return getattr(self.user, "collate", None) or default_collate
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
         raw = self.net(*inputs)
@@ -117,12 +176,13 @@ class EntrypointModel(TaskHead, nn.Module):
     def training_data(self, df: pd.DataFrame, target: str, train: bool) -> LabelledDataset:
         """``(x, y)`` items for the loop: y float32 0/1 (binary), int64 class indices (multiclass) or
         the standardised target (regression), as trainer.data.tensors gives a TabularModel."""
-        return LabelledDataset(self.inputs(df, train), self.target_tensor(df[target].to_numpy()))
+        return LabelledDataset(self.inputs(df, train), self.target_tensor(df[target].to_numpy()),
+                               getattr(self.user, "collate", None))
 
     def batches(self, df: pd.DataFrame, batch_size: int = SCORING_BATCH):
         """``df``'s inputs (train=False) in collated batches, on the model's device."""
         device = next(self.parameters(), torch.empty(0)).device
-        loader = DataLoader(self.inputs(df, False), batch_size=batch_size, collate_fn=default_collate)
+        loader = DataLoader(self.inputs(df, False), batch_size=batch_size, collate_fn=self.collate)
         for batch in loader:
             parts = batch if isinstance(batch, (list, tuple)) else [batch]
             yield [t.to(device) for t in parts]
@@ -143,7 +203,7 @@ class EntrypointModel(TaskHead, nn.Module):
         if not hasattr(self.user, "embed"):
             raise ValueError(f"training.entrypoint {self.spec!r} has no embed(model, x)")
         with _evaluating(self):
-            out = [self.user.embed(self.net, *x).float().reshape(len(x[0]), -1) for x in self.batches(df, batch_size)]
+            out = [_rows(self.user.embed(self.net, *x).float()) for x in self.batches(df, batch_size)]
         return torch.cat(out).cpu().numpy() if out else np.zeros((0, 0), np.float32)
 
     def __reduce__(self):
@@ -161,6 +221,11 @@ def restore(spec: str, task: str, classes: list[str] | None, scaling: tuple[floa
                             target_scaling=scaling, embedding_feature=embedding_feature, id_column=id_column)
     model.load_state_dict(state)
     return model.eval()
+
+
+def _rows(vectors: torch.Tensor) -> torch.Tensor:
+    """``[N, dim]`` (N from the output: an input of token ids concatenated with offsets is not N long)."""
+    return vectors.reshape(vectors.shape[0], -1)
 
 
 def _present(value: Any) -> bool:

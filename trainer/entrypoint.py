@@ -40,9 +40,10 @@ from torch import nn
 from monitor.config import DriftloopConfig, ModelConfig
 from monitor.embeddings import INPUT_URI
 from monitor.errors import ConfigError, DataError
-from trainer.entrypoint_model import EntrypointModel, import_user_module, load_object
+from trainer.entrypoint_model import EntrypointModel, InputSpec, declared_inputs, import_user_module, load_object
 
 REQUIRED = ("build_model", "dataset")
+CHECK_ROWS = 2  # training rows read and run through the network when training starts (check_model)
 
 
 def load_entrypoint(spec: str) -> Any:
@@ -65,6 +66,10 @@ def load_entrypoint(spec: str) -> Any:
     if absent:
         raise ConfigError(f"training.entrypoint {spec!r}: {attr} lacks the required method(s) "
                           f"{', '.join(absent)} (see docs/parts/trainer.md, 'Your own training code')")
+    try:
+        declared_inputs(obj)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"training.entrypoint {spec!r}: {exc}") from exc
     return obj
 
 
@@ -102,8 +107,87 @@ def build_entrypoint_model(cfg: DriftloopConfig, data: pd.DataFrame, seed: int |
         raise ConfigError(f"training.entrypoint {spec!r}: build_model returned {type(net).__name__}, "
                           "expected a torch.nn.Module")
     scaling = m.kind.target_scaling(data[m.target].to_numpy())
-    return EntrypointModel(spec, net, user, task=m.task, classes=m.classes, target_scaling=scaling,
-                           embedding_feature=embedding_feature(cfg, user), id_column=m.id)
+    model = EntrypointModel(spec, net, user, task=m.task, classes=m.classes, target_scaling=scaling,
+                            embedding_feature=embedding_feature(cfg, user), id_column=m.id)
+    check_model(cfg, model, data)
+    return model
+
+
+def check_model(cfg: DriftloopConfig, model: EntrypointModel, rows: pd.DataFrame) -> None:
+    """When training starts: the first :data:`CHECK_ROWS` rows read through the user's dataset and
+    collate, then one forward (and ``embed``) in eval mode without gradients, checked against the
+    config: the declared inputs (``input_spec``) against what the dataset yields, the output width
+    against the task's outputs for ``model.classes``, the embedding's length against its feature's
+    ``dim``. One ConfigError naming the key, expected and got, instead of a model that trains,
+    registers, and fails its first logged batch. Torch's RNG is left as it was (a resumed run
+    stays bit-identical)."""
+    spec, m = str(cfg.training.entrypoint), cfg.model
+    rows = rows.head(CHECK_ROWS)
+    if len(rows) == 0:
+        return
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        try:
+            items = model.inputs(rows, False)
+            batch = model.collate([items[i] for i in range(len(rows))])
+        except Exception as exc:
+            raise ConfigError(f"training.entrypoint {spec!r}: reading {len(rows)} training row(s) through "
+                              f"dataset(refs, train=False) and collate failed: {type(exc).__name__}: {exc}") from exc
+        inputs = list(batch) if isinstance(batch, (list, tuple)) else [batch]
+        _check_inputs(spec, model.input_specs, inputs)
+        was = model.net.training
+        model.net.eval()
+        try:
+            raw = model.net(*inputs)
+            vectors = model.user.embed(model.net, *inputs) if model.embedding_feature else None
+        except Exception as exc:
+            raise ConfigError(f"training.entrypoint {spec!r}: the network failed on {len(rows)} training row(s): "
+                              f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            model.net.train(was)
+    _check_outputs(cfg, raw, len(rows))
+    if vectors is not None and model.embedding_feature is not None:
+        got, expected = int(vectors.reshape(vectors.shape[0], -1).shape[1]), m.embedding_dim(model.embedding_feature)
+        if got != expected:
+            raise ConfigError(f"model.features: embedding feature {model.embedding_feature!r} has dim {expected}, "
+                              f"but training.entrypoint {spec!r}'s embed() returns {got} values per row")
+
+
+def _check_outputs(cfg: DriftloopConfig, raw: Any, rows: int) -> None:
+    m = cfg.model
+    expected = m.kind.n_outputs(m.classes)
+    shape = tuple(raw.shape) if isinstance(raw, torch.Tensor) else None
+    width = None if shape is None or len(shape) > 2 or shape[0] != rows else shape[1] if len(shape) == 2 else 1
+    if width == expected:
+        return
+    key = f"model.classes ({len(m.classes)} classes)" if m.classes and expected > 1 else f"model.task {m.task}"
+    want = f"[N, {expected}]" if expected > 1 else "[N] or [N, 1]"
+    got = type(raw).__name__ if shape is None else f"[{', '.join(map(str, shape))}] for N={rows} rows"
+    raise ConfigError(f"{key}: training.entrypoint {cfg.training.entrypoint!r}'s network must return {want}, "
+                      f"got {got}")
+
+
+def _check_inputs(spec: str, declared: list[InputSpec] | None, inputs: list[Any]) -> None:
+    """What the dataset yields against ``input_spec``: the number of tensors, each one's rank,
+    fixed axes and kind of dtype (float, integer, bool)."""
+    if declared is None:
+        return
+    if len(inputs) != len(declared):
+        raise ConfigError(f"training.entrypoint {spec!r}: input_spec declares {len(declared)} input(s) "
+                          f"({', '.join(d.name for d in declared)}), the dataset and collate yield {len(inputs)}")
+    for want, got in zip(declared, inputs):
+        shape = tuple(got.shape) if isinstance(got, torch.Tensor) else None
+        fits = shape is not None and len(shape) == len(want.shape) and _same_kind(got.dtype, want.torch_dtype) \
+            and all(isinstance(a, str) or a == n for a, n in zip(want.shape, shape))
+        if not fits:
+            seen = type(got).__name__ if shape is None else f"{str(got.dtype).removeprefix('torch.')}{list(shape)}"
+            raise ConfigError(f"training.entrypoint {spec!r}: input_spec {want.name!r} declares "
+                              f"{want.dtype}[{', '.join(map(str, want.shape))}], the dataset and collate yield {seen}")
+
+
+def _same_kind(a: torch.dtype, b: torch.dtype) -> bool:
+    def kind(d: torch.dtype) -> str:
+        return "bool" if d == torch.bool else "float" if d.is_floating_point else "int"
+    return kind(a) == kind(b)
 
 
 def with_refs(df: pd.DataFrame, cfg: DriftloopConfig, what: str) -> pd.DataFrame:

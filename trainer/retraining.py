@@ -144,6 +144,9 @@ def train(cfg: DriftloopConfig, p: Prepared, *, resume: bool, should_stop: Any, 
     """Warm-start the champion's copy (and, when ``p.cold``, a fresh model; the better on validation
     wins). ``logged``: in the MLflow run (rank 0), with per-epoch metrics and the warm/cold figures."""
     model = copy_model(p.champion.model)  # warm start; the cached champion stays untouched
+    if cfg.training.entrypoint:  # the champion against today's config, as a fresh model is when built
+        from trainer.entrypoint import check_model
+        check_model(cfg, model, p.fit_rows)
     result = fit_frames(model, p.fit_rows, p.val_rows, cfg.model.target, p.loop, checkpoint_path=p.checkpoint,
                         resume=resume, extra=extra, on_epoch_end=epoch_logger() if logged else None,
                         should_stop=should_stop)

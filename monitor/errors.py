@@ -29,9 +29,32 @@ tests/monitor/test_errors.py checks that every exception class in monitor/ and t
 """
 from __future__ import annotations
 
+from enum import Enum
+
+
+class Outage(str, Enum):
+    """What is wrong with a dependency (the store, MLflow), as a caller without the bearer token
+    may be told it: a kind, never the message (which names paths, mount points, URLs and
+    exception texts, for the log and authenticated callers)."""
+    LOCKED = "locked"            # another writer holds the lock beyond the busy timeout
+    DISK_FULL = "disk_full"      # less than store.min_free_bytes free
+    READ_ONLY = "read_only"      # read-only filesystem, file or database (a standby)
+    UNREACHABLE = "unreachable"  # cannot be reached, or failed in another way
+    NO_ANSWER = "no_answer"      # the check did not answer in time
+    BUSY = "busy"                # the daemon's controller is held by other work
+
 
 class DriftloopError(Exception):
-    """Base of all errors driftloop raises on purpose. The CLI prints these as ``Error: ...``."""
+    """Base of all errors driftloop raises on purpose. The CLI prints these as ``Error: ...``.
+    ``kind`` (an :class:`Outage`, or None) is what an unauthenticated HTTP caller is told of a
+    dependency's failure instead of the message."""
+
+    kind: Outage | None = None
+
+    def __init__(self, *args: object, kind: Outage | None = None):
+        super().__init__(*args)
+        if kind is not None:
+            self.kind = kind
 
 
 class ConfigError(DriftloopError):

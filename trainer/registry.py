@@ -80,7 +80,7 @@ def check_reachable(cfg: DriftloopConfig, known_champion: str | None = None) -> 
         if db.exists():
             problem = sqlite_write_problem(db, cfg.mlflow.timeout_seconds)
             if problem is not None:
-                raise RegistryError(f"MLflow store {uri} cannot be written: {problem}")
+                raise RegistryError(f"MLflow store {uri} cannot be written: {problem}", kind=problem.kind)
         elif known_champion is not None:
             raise RegistryError(f"MLflow store {db} is missing, but champion version {known_champion} was "
                                 "served from it: restore the file (driftloop will not create an empty registry "

@@ -73,6 +73,11 @@ class ServerConfig(_Section):
                               "body byte is read")
     token_file: Path | None = Field(None, description="file holding the token (e.g. a mounted secret), read at "
                                                       "start-up; surrounding whitespace is stripped; not with token")
+    protect_reads: bool = Field(False, description="with server.token: every read endpoint needs the token too "
+                                "(/v1/status, /v1/schema, /metrics, /runbooks, /docs, /openapi.json), all but "
+                                "/livez, /readyz and /healthz, which then tell failure kinds only. Off: reads are "
+                                "open, and a caller without the token is told kinds and counts, never a path, "
+                                "mount point, URL or error text")
     max_body_bytes: int = Field(32 * 1024 * 1024, gt=0, description="largest request body (compressed or not) "
                                 "and largest decompressed body; bigger ones get 413")
     max_batch_records: int = Field(100_000, gt=0, description="most records per request; more get 413")
@@ -142,6 +147,9 @@ class ServerConfig(_Section):
     def _health_port_of_its_own(self) -> "ServerConfig":
         if self.health_port is not None and self.health_port == self.port:
             raise ValueError(f"health_port {self.health_port} is the API's port; give the liveness listener another")
+        if self.protect_reads and not self.token:
+            raise ValueError("protect_reads needs server.token (or token_file): without a token there is nothing "
+                             "to protect the reads with")
         return self
 
 

@@ -23,13 +23,13 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from monitor.config import DriftloopConfig
-from monitor.errors import ConflictError, StoreError, ValidationError
+from monitor.errors import ConflictError, Outage, StoreError, ValidationError
 from monitor.ingest import memory, openapi, parsing, security
 from monitor.ingest.health import Readiness, SpaceGuard
 from monitor.ingest.scrape import Snapshots
 from monitor.ingest.metrics import IngestMetrics
-from monitor.ingest.responses import (FULL_RETRY_AFTER_SECONDS, RETRY_AFTER_SECONDS,
-                                      error_response, install_error_handlers, unavailable)
+from monitor.ingest.responses import (FULL_RETRY_AFTER_SECONDS, RETRY_AFTER_SECONDS, dependency_down,
+                                      error_response, install_error_handlers, public_message, unavailable)
 from monitor.store.engine import bounded_wait, lock_contended, probe_write_lock, request_wait
 
 log = logging.getLogger(__name__)
@@ -77,8 +77,9 @@ class IngestHandler:
         problem = self.space.problem()
         if problem is not None:
             self.metrics.rejected(kind, "unavailable")
-            return error_response(503, f"the store cannot take writes; retry later ({problem})",
-                          headers={"Retry-After": str(FULL_RETRY_AFTER_SECONDS)})
+            said = (f"the store cannot take writes; retry later ({problem})" if security.trusted(request)
+                    else public_message("the store", problem.kind))
+            return unavailable(said, problem.kind, FULL_RETRY_AFTER_SECONDS)
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(INGEST_CONCURRENCY)
         count = [0]
@@ -96,7 +97,7 @@ class IngestHandler:
         except StoreError as exc:
             self.metrics.rejected(kind, "unavailable")
             log.warning("ingest of %d %s records failed: %s", count[0], kind, exc)
-            return unavailable(f"the store is unavailable; retry later ({exc})")
+            return dependency_down(request, exc)
         self.metrics.accepted(kind, result.stored, result.duplicates, time.perf_counter() - started)
         return JSONResponse(result.to_dict())
 
@@ -121,7 +122,7 @@ class IngestHandler:
             acquired = True
         if not acquired:
             raise StoreError(f"the store is locked; no worker was free within {wait:g} s "
-                             "(store.request_wait_seconds)")
+                             "(store.request_wait_seconds)", kind=Outage.LOCKED)
         try:
             left = max(MIN_STORE_WAIT_SECONDS, wait - (time.monotonic() - queued))
             with bounded_wait(left):
@@ -223,33 +224,45 @@ def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | N
         at `server.health_port`, answered by a process of its own."""
         return JSONResponse({"status": "ok"})
 
-    async def ready() -> Response:
+    async def ready(request: Request) -> Response:
         results = await readiness.results_within(cfg.store.request_wait_seconds)
-        failing = {name: reason for name, reason in results.items() if reason is not None}
-        body = {"status": "unavailable" if failing else "ok", "model": cfg.model.name,
-                "store": store.engine.dialect.name,
-                "checks": {name: reason or "ok" for name, reason in results.items()}}
+        failing = {name: failure for name, failure in results.items() if failure is not None}
+        body: dict[str, Any] = {"status": "unavailable" if failing else "ok", "model": cfg.model.name,
+                                "store": store.engine.dialect.name,
+                                "checks": {name: failure.kind.value if failure else "ok"
+                                           for name, failure in results.items()}}
         if failing:
-            body["error"] = "; ".join(f"{name}: {reason}" for name, reason in failing.items())
+            # The reasons name paths, mount points and URLs: for the token's holders (and the log) only.
+            if security.trusted(request):
+                body["reasons"] = {name: failure.reason for name, failure in failing.items()}
+                body["error"] = "; ".join(f"{name}: {failure.reason}" for name, failure in failing.items())
+            else:
+                body["error"] = "; ".join(public_message(f"the {name} check", failure.kind)
+                                          for name, failure in failing.items())
             return JSONResponse(body, status_code=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
         return JSONResponse(body)
 
     ready_doc: dict[int | str, dict[str, Any]] = {200: {"description": "Ready", "content": openapi.HEALTH},
-                 503: {"description": "Not ready; `error` and `checks` say why", "content": openapi.HEALTH}}
+                 503: {"description": "Not ready; `checks` gives each check's kind (`locked`, `disk_full`, "
+                       "`read_only`, `unreachable`, `no_answer`, `busy`); with the bearer token (or none "
+                       "configured) `reasons` and `error` also name paths and exception texts",
+                       "content": openapi.HEALTH}}
 
     @app.get("/readyz", tags=["operations"], summary="Readiness: the store takes writes (and MLflow answers)",
              responses=ready_doc)
-    async def readyz() -> Response:
+    async def readyz(request: Request) -> Response:
         """503 with the reason while the store cannot take a write (down, read-only, full disk,
         locked beyond `store.busy_timeout_seconds`) or, in the daemon, MLflow cannot be used;
         also 503 when the checks do not answer within `store.request_wait_seconds` (0.5 s by
-        default: a locked or slow store)."""
-        return await ready()
+        default: a locked or slow store). Without the bearer token (when one is configured) the
+        answer gives each failing check's kind only, never a path, mount point or exception text;
+        open even with `server.protect_reads`."""
+        return await ready(request)
 
     @app.get("/healthz", tags=["operations"], summary="Alias of /readyz", responses=ready_doc)
-    async def healthz() -> Response:
+    async def healthz(request: Request) -> Response:
         """The same answer as `/readyz` (kept for existing health checks)."""
-        return await ready()
+        return await ready(request)
 
     @app.get("/metrics", tags=["operations"], summary="Prometheus metrics", response_class=PlainTextResponse,
              responses={200: {"description": "Prometheus text exposition format",

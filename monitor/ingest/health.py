@@ -3,9 +3,10 @@
 
 Live means the process answers HTTP. Ready means it can do its job now: each named check (the
 store can take a write; the daemon adds MLflow) raises :class:`~monitor.errors.DriftloopError`
-with the reason when it cannot. ``/readyz`` always asks afresh, but waits for the round under a second
-(:func:`Readiness.results_within`) and then says not ready; scrapes take
-an answer up to ``ttl`` seconds old. Checks run one round at a time (a lock), so a locked store
+with the reason when it cannot, kept as a :class:`Failure`: its kind for anyone, its reason
+(paths, URLs) for the log and callers with the token. ``/readyz`` always asks afresh, but waits
+for the round under a second (:func:`Readiness.results_within`) and then says not ready; scrapes
+take an answer up to ``ttl`` seconds old. Checks run one round at a time (a lock), so a locked store
 holds one round for its busy timeout, not one per caller, and no caller holds a thread meanwhile.
 """
 from __future__ import annotations
@@ -19,11 +20,19 @@ from typing import Callable
 
 import anyio
 
-from monitor.errors import DriftloopError
+from monitor.errors import DriftloopError, Outage
+from monitor.writable import WriteProblem
 
 log = logging.getLogger(__name__)
 
 Check = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a readiness check failed: ``kind`` for anyone, ``reason`` for the log and trusted callers."""
+    kind: Outage
+    reason: str
 
 
 class SpaceGuard:
@@ -33,14 +42,14 @@ class SpaceGuard:
     batches does not pay it each: a disk that fills is refused within ``ttl``. While it is not fine
     every batch asks again (a refusal is cheap), so a freed disk takes the next batch."""
 
-    def __init__(self, probe: Callable[[], str | None], ttl: float = 1.0,
+    def __init__(self, probe: Callable[[], WriteProblem | None], ttl: float = 1.0,
                  clock: Callable[[], float] = time.monotonic):
         self._probe = probe
         self._ttl = ttl
         self._clock = clock
-        self._cached: tuple[float, str | None] | None = None
+        self._cached: tuple[float, WriteProblem | None] | None = None
 
-    def problem(self) -> str | None:
+    def problem(self) -> WriteProblem | None:
         now = self._clock()
         cached = self._cached
         if cached is not None and cached[1] is None and now - cached[0] < self._ttl:
@@ -68,7 +77,7 @@ class Readiness:
         self._ttl = ttl
         self._clock = clock
         self._lock = threading.Lock()
-        self._cached: tuple[float, dict[str, str | None]] | None = None
+        self._cached: tuple[float, dict[str, Failure | None]] | None = None
         self._refreshing = threading.Event()
         self._round_lock = threading.Lock()
         self._round: _Round | None = None
@@ -78,32 +87,32 @@ class Readiness:
             self._checks[name] = check
             self._cached = None
 
-    def results(self, max_age: float | None = None) -> dict[str, str | None]:
-        """``{check: None when fine, else the reason}``, at most ``max_age`` seconds old (default
+    def results(self, max_age: float | None = None) -> dict[str, Failure | None]:
+        """``{check: None when fine, else its Failure}``, at most ``max_age`` seconds old (default
         ``ttl``; 0 for a fresh answer)."""
         max_age = self._ttl if max_age is None else max_age
         with self._lock:
             now = self._clock()
             if self._cached is not None and now - self._cached[0] < max_age:
                 return self._cached[1]
-            out: dict[str, str | None] = {}
+            out: dict[str, Failure | None] = {}
             for name, check in self._checks.items():
                 try:
                     check()
                     out[name] = None
                 except DriftloopError as exc:
-                    out[name] = str(exc)
+                    out[name] = Failure(exc.kind or Outage.UNREACHABLE, str(exc))
                 except Exception as exc:  # a check that breaks says not ready rather than 500
                     log.exception("readiness check %s failed unexpectedly", name)
-                    out[name] = f"{type(exc).__name__}: {exc}"
+                    out[name] = Failure(Outage.UNREACHABLE, f"{type(exc).__name__}: {exc}")
             previous = self._cached[1] if self._cached else {}
-            for name, reason in out.items():
-                if reason is not None and previous.get(name) != reason:
-                    log.warning("not ready: %s: %s", name, reason)
+            for name, failure in out.items():
+                if failure is not None and previous.get(name) != failure:
+                    log.warning("not ready: %s: %s", name, failure.reason)
             self._cached = (self._clock(), out)
             return out
 
-    async def results_within(self, wait: float) -> dict[str, str | None]:
+    async def results_within(self, wait: float) -> dict[str, Failure | None]:
         """A fresh round of checks (one at a time: joins a round already running), waited for at
         most ``wait`` seconds on the event loop, holding no thread and not polling (the round wakes
         its waiters: a crowd of probes costs nothing while the store is locked); a round still
@@ -131,7 +140,8 @@ class Readiness:
         cached = self._cached
         if current.done and cached is not None:
             return cached[1]
-        return {name: f"no answer within {wait:g} s (locked or slow; the check goes on in the background)"
+        return {name: Failure(Outage.NO_ANSWER, f"no answer within {wait:g} s (locked or slow; the check goes on "
+                                                "in the background)")
                 for name in self._checks}
 
     def _run_round(self, current: "_Round") -> None:

@@ -180,8 +180,12 @@ ERROR = {"application/json": {"schema": {"type": "object", "properties": {
 HEALTH = {"application/json": {"schema": {"type": "object", "required": ["status"], "properties": {
     "status": {"type": "string", "enum": ["ok", "unavailable"]},
     "model": {"type": "string"}, "store": {"type": "string"},
-    "checks": {"type": "object", "additionalProperties": {"type": "string"},
-               "description": "each readiness check: 'ok' or the reason it fails"},
+    "checks": {"type": "object", "additionalProperties": {"type": "string", "enum": [
+        "ok", "locked", "disk_full", "read_only", "unreachable", "no_answer", "busy"]},
+               "description": "each readiness check: 'ok' or the kind of its failure"},
+    "reasons": {"type": "object", "additionalProperties": {"type": "string"},
+                "description": "each failing check's reason (paths, exception texts): only with the bearer "
+                               "token, or when no token is configured"},
     "error": {"type": "string"}}}}}
 
 RESPONSES: dict[int | str, dict[str, Any]] = {

@@ -1,6 +1,10 @@
 """One error shape for every endpoint (ingestion's and the daemon's routers): ``{"error", "errors"}``
 with a 4xx for what the client can fix, 503 + ``Retry-After`` for a dependency that is down (the store,
-MLflow: the request may succeed when re-sent, ids make writes idempotent), and never a traceback."""
+MLflow: the request may succeed when re-sent, ids make writes idempotent), and never a traceback.
+
+A 503 also carries ``kind`` (an :class:`~monitor.errors.Outage`). Its ``error`` names paths, URLs
+and exception texts only for a trusted caller (:func:`monitor.ingest.security.trusted`: the bearer
+token, or no token configured); anyone else reads a sentence made of the kind alone."""
 from __future__ import annotations
 
 import logging
@@ -12,7 +16,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from monitor.errors import RegistryError, StoreError, UnavailableError
+from monitor.errors import DriftloopError, Outage, RegistryError, StoreError, UnavailableError
+from monitor.ingest.security import trusted
 
 log = logging.getLogger("monitor.ingest.app")
 
@@ -35,8 +40,38 @@ DEPENDENCY_ERRORS: tuple[type[Exception], ...] = (
     sa.exc.DisconnectionError)
 
 
-def unavailable(message: str) -> JSONResponse:
-    return error_response(503, message, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+def unavailable(message: str, kind: Outage = Outage.UNREACHABLE,
+                retry_after: int = RETRY_AFTER_SECONDS) -> JSONResponse:
+    return JSONResponse({"error": message, "kind": kind.value}, status_code=503,
+                        headers={"Retry-After": str(retry_after)})
+
+
+def outage_kind(exc: BaseException) -> Outage:
+    """What kind of outage ``exc`` (one of :data:`DEPENDENCY_ERRORS`) stands for."""
+    if isinstance(exc, DriftloopError) and exc.kind is not None:
+        return exc.kind
+    orig = getattr(exc, "orig", None)
+    # SQLite names a lock by its text alone (as monitor.store.engine reads it).
+    if orig is not None and any(word in str(orig).lower() for word in ("locked", "busy")):
+        return Outage.LOCKED
+    return Outage.UNREACHABLE
+
+
+def public_message(what: str, kind: Outage) -> str:
+    """The sentence an untrusted caller reads for ``what`` (e.g. "the store") being down: no path,
+    URL or exception text."""
+    return f"{what} is unavailable ({kind.value}); retry later"
+
+
+def dependency_down(request: Request, exc: BaseException) -> JSONResponse:
+    """The 503 for ``exc``: the full :func:`dependency_message` for a trusted caller (and the log),
+    the kind alone for anyone else."""
+    kind = outage_kind(exc)
+    if trusted(request):
+        return unavailable(dependency_message(exc), kind)
+    what = "the MLflow registry" if isinstance(exc, RegistryError) else \
+        "a dependency" if isinstance(exc, UnavailableError) else "the store"
+    return unavailable(public_message(what, kind), kind)
 
 
 def dependency_message(exc: BaseException) -> str:
@@ -66,12 +101,12 @@ def install_error_handlers(app: FastAPI) -> None:
         said = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
         return error_response(422, f"invalid request: {said}", errors)
 
-    async def dependency_down(request: Request, exc: Exception) -> Response:
+    async def down(request: Request, exc: Exception) -> Response:
         log.warning("%s %s: %s", request.method, request.url.path, dependency_message(exc))
-        return unavailable(dependency_message(exc))
+        return dependency_down(request, exc)
 
-    for kind in DEPENDENCY_ERRORS:
-        app.add_exception_handler(kind, dependency_down)
+    for error in DEPENDENCY_ERRORS:
+        app.add_exception_handler(error, down)
 
     async def bug(request: Request, exc: Exception) -> Response:
         # Starlette logs the traceback; the client gets the error shape, not the trace.

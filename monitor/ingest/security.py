@@ -8,6 +8,12 @@ byte is read, then bounds the body's size, the number of bodies received at once
 may take. ``require_token`` (reading the token from ``app.state.driftloop_token``, set by
 :func:`install`) keeps a route safe should it be mounted without the gate. With no token
 configured every request passes.
+
+Reads: with ``server.protect_reads`` every read but :data:`OPEN_READS` (liveness and readiness,
+which then tell kinds only) needs the token too, ``/metrics`` included. Otherwise reads are open,
+and :func:`trusted` decides what they may tell: an untrusted caller (a token is configured and the
+request does not carry it) is told kinds and counts, never a path, mount point, URL or exception
+text (``/readyz``, 503 bodies, ``/v1/status``).
 """
 from __future__ import annotations
 
@@ -23,6 +29,8 @@ from monitor.config import ServerConfig
 from monitor.ingest import memory
 
 TOKEN_STATE = "driftloop_token"
+# Reads that stay open with server.protect_reads: probes carry no token.
+OPEN_READS = frozenset({"/livez", "/readyz", "/healthz"})
 
 
 def token_matches(expected: str | None, authorization: str | None) -> bool:
@@ -47,6 +55,12 @@ def unauthorized_message(authorization: str | None) -> str:
 UNAUTHORIZED_HEADERS = {"WWW-Authenticate": 'Bearer realm="driftloop"'}
 
 
+def trusted(request: Request) -> bool:
+    """Whether ``request`` may be told about the host (paths, mount points, URLs, exception texts):
+    it carries the configured token, or no token is configured (then every caller is trusted)."""
+    return token_matches(getattr(request.app.state, TOKEN_STATE, None), request.headers.get("authorization"))
+
+
 async def require_token(request: Request) -> None:
     """FastAPI dependency for write endpoints: 401 unless the request carries the configured token."""
     authorization = request.headers.get("authorization")
@@ -55,7 +69,9 @@ async def require_token(request: Request) -> None:
 
 
 class RequestGate:
-    """ASGI middleware in front of every write (any method but GET, HEAD, OPTIONS), in this order:
+    """ASGI middleware in front of every request. A read (GET, HEAD, OPTIONS) passes, unless
+    ``protect_reads`` and a token are set: then a GET or HEAD outside :data:`OPEN_READS` without
+    the token is answered 401. A write (any other method) goes through, in this order:
 
     1. the bearer token, from the headers alone: a wrong or missing token is answered 401 before
        one byte of the body is read (the connection is then closed, and the unread body is dropped
@@ -75,9 +91,11 @@ class RequestGate:
     """
 
     def __init__(self, app: ASGIApp, *, token: str | None, max_bytes: int, max_inflight: int,
-                 body_timeout: float, on_reject: Callable[[str, str], None] | None = None):
+                 body_timeout: float, on_reject: Callable[[str, str], None] | None = None,
+                 protect_reads: bool = False):
         self.app = app
         self.token = token
+        self.protect_reads = protect_reads and bool(token)
         self.max_bytes = max_bytes
         self.max_inflight = max_inflight
         self.body_timeout = body_timeout
@@ -87,6 +105,12 @@ class RequestGate:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            if (self.protect_reads and scope["method"] != "OPTIONS" and scope.get("path") not in OPEN_READS
+                    and not token_matches(self.token, _header(scope, b"authorization"))):
+                authorization = _header(scope, b"authorization")
+                await self._refuse(scope, send, 401, "unauthorized", unauthorized_message(authorization),
+                                   UNAUTHORIZED_HEADERS)
+                return
             await self.app(scope, receive, send)
             return
         authorization = _header(scope, b"authorization")
@@ -192,4 +216,4 @@ def install(app: FastAPI, server: ServerConfig, on_reject: Callable[[str, str], 
     setattr(app.state, TOKEN_STATE, server.token)
     app.add_middleware(RequestGate, token=server.token, max_bytes=server.max_body_bytes,
                        max_inflight=server.max_inflight_bodies, body_timeout=server.body_timeout_seconds,
-                       on_reject=on_reject)
+                       on_reject=on_reject, protect_reads=server.protect_reads)

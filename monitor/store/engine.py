@@ -34,7 +34,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import StaticPool
 
-from monitor.errors import StoreError
+from monitor.errors import Outage, StoreError
 
 _IMMEDIATE = "driftloop_immediate"
 _BUSY_MS = "driftloop_busy_ms"
@@ -260,7 +260,7 @@ def probe_write_lock(engine: Engine) -> None:
         with write_transaction(engine):
             pass
     except sa.exc.OperationalError as exc:
-        raise StoreError(f"the store is locked ({exc.orig})") from exc
+        raise StoreError(f"the store is locked ({exc.orig})", kind=Outage.LOCKED) from exc
 
 
 def _is_lock_error(exc: sa.exc.OperationalError) -> bool:

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from monitor.config import DriftloopConfig, ModelConfig
-from monitor.errors import StoreError
+from monitor.errors import Outage, StoreError
 from monitor.records.validation import RecordValidator
 from monitor.store import conflicts
 from monitor.store import sqlite_reader as SR
@@ -38,7 +38,7 @@ from monitor.store.retention import delete_received_before
 from monitor.embeddings import INPUT_URI
 from monitor.store.schema import proba_columns, stored_column, sync_model_tables
 from monitor.store.writer import BatchWriter
-from monitor.writable import space_problem, sqlite_write_problem
+from monitor.writable import WriteProblem, space_problem, sqlite_write_problem
 
 log = logging.getLogger(__name__)
 
@@ -229,15 +229,16 @@ class PredictionStore:
                     "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'")
                 if read_only:
                     raise StoreError(
-                        f"store {self.url}: PostgreSQL is read-only (a standby, or read-only transactions)")
+                        f"store {self.url}: PostgreSQL is read-only (a standby, or read-only transactions)",
+                        kind=Outage.READ_ONLY)
             else:
                 self.ping()
             return
         reason = sqlite_write_problem(path, self._busy_timeout, min_free_bytes)
         if reason is not None:
-            raise StoreError(f"store {self.url}: cannot take writes: {reason}")
+            raise StoreError(f"store {self.url}: cannot take writes: {reason}", kind=reason.kind)
 
-    def space_problem(self, min_free_bytes: int) -> str | None:
+    def space_problem(self, min_free_bytes: int) -> WriteProblem | None:
         """Why a SQLite store's filesystem cannot take writes now (read-only, or less than
         ``min_free_bytes`` free), else None; None for PostgreSQL, whose disk is not ours to see.
         One ``statvfs``, no lock: ingestion asks it before storing a batch."""

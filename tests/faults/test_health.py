@@ -40,7 +40,9 @@ def test_full_disk_and_read_only_store_are_not_ready_and_page(tmp_path):
             fill(home / "filler")
             r = c.get("/readyz")
             assert r.status_code == 503 and r.headers["retry-after"]
-            assert "full" in r.json()["checks"]["store"] and "store.min_free_bytes" in r.json()["error"]
+            assert r.json()["checks"]["store"] == "disk_full" and str(home) not in r.text  # no token: the kind
+            r = c.get("/readyz", headers=AUTH)
+            assert "store.min_free_bytes" in r.json()["error"] and str(home) in r.json()["reasons"]["store"]
             assert c.get("/healthz").status_code == 503 and c.get("/livez").status_code == 200
             metrics = c.get("/metrics").text
             assert gauge(metrics, "driftloop_store_writable") == "0.0"
@@ -58,7 +60,8 @@ def test_full_disk_and_read_only_store_are_not_ready_and_page(tmp_path):
             remount(home, readonly=True)
             try:
                 r = c.get("/readyz")
-                assert r.status_code == 503 and "read-only" in r.json()["checks"]["store"], r.text
+                assert r.status_code == 503 and r.json()["checks"]["store"] == "read_only", r.text
+                assert "read-only" in c.get("/readyz", headers=AUTH).json()["reasons"]["store"]
                 assert gauge(c.get("/metrics").text, "driftloop_store_writable") == "0.0"
                 assert c.post("/v1/predictions", json=[prediction(5000)], headers=AUTH).status_code == 503
             finally:

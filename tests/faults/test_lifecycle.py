@@ -57,8 +57,8 @@ def test_missing_mlflow_registry_under_a_served_champion_is_refused(make_config,
         r = httpx.post(f"{url}/v1/retrain", headers=AUTH, timeout=30)
         assert r.status_code == 503 and "is missing" in r.json()["error"], r.text
         assert "restore the file" in r.json()["error"]
-        ready = httpx.get(f"{url}/readyz", timeout=30).json()
-        assert "missing" in ready["checks"]["mlflow"]
+        ready = httpx.get(f"{url}/readyz", headers=AUTH, timeout=30).json()
+        assert ready["checks"]["mlflow"] == "unreachable" and "missing" in ready["reasons"]["mlflow"]
         with pytest.raises(RegistryError, match="missing"):
             daemon.champion.version()
         assert not (cfg.home / "mlflow.db").exists()  # not recreated empty behind our back

@@ -4,8 +4,8 @@ from __future__ import annotations
 import threading
 import time
 
-from monitor.errors import StoreError
-from monitor.ingest.health import Readiness
+from monitor.errors import Outage, StoreError
+from monitor.ingest.health import Failure, Readiness
 from tests.support.waiting import wait_until
 
 
@@ -24,12 +24,13 @@ def test_reasons_fresh_answers_and_a_scrape_that_does_not_wait():
     def store() -> None:
         gate.wait(10)
         if state["fail"]:
-            raise StoreError("database is locked")
+            raise StoreError("database is locked", kind=Outage.LOCKED)
 
     readiness = Readiness({"store": store}, ttl=2.0, clock=clock)
     assert readiness.ok("store") is True and readiness.ok("missing") is None
     state["fail"] = True
-    assert readiness.results(max_age=0) == {"store": "database is locked"}  # /readyz asks afresh
+    # /readyz asks afresh
+    assert readiness.results(max_age=0) == {"store": Failure(Outage.LOCKED, "database is locked")}
     state["fail"] = False
     gate.clear()  # the check now hangs, as on a locked store
     clock.t = 5.0

@@ -18,8 +18,10 @@ from pydantic import ValidationError as PydanticValidationError
 
 from monitor.daemon.runtime.alertmanager import WebhookPayload
 from monitor.daemon.state.attempts import BusyError
-from monitor.errors import RequestError, UnavailableError
+from monitor.errors import Outage, RequestError, UnavailableError
+from monitor.daemon.runtime.views import public_status
 from monitor.ingest import openapi
+from monitor.ingest.security import trusted
 from monitor.store.engine import request_wait
 
 if TYPE_CHECKING:
@@ -81,7 +83,7 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
             lock, wait = daemon.controller.lock, request_wait()
             if not lock.acquire(timeout=-1 if wait is None else wait):
                 raise UnavailableError(f"the daemon is busy: a check or a retrain's bookkeeping holds its controller "
-                                       f"(e.g. waiting on the store) beyond {wait:g} s; retry later")
+                                       f"(e.g. waiting on the store) beyond {wait:g} s; retry later", kind=Outage.BUSY)
             try:
                 return fn(*args)  # re-takes the (re-entrant) lock at once
             finally:
@@ -138,9 +140,16 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
             return _error(BadRequest(409, f"no champion: {exc}"))
 
     @router.get("/status", summary="Champion, last check, open incidents, recent retrains",
-                responses=openapi.error_responses({422: "limit out of range", 503: _UNAVAILABLE}))
-    async def status(limit: int = Query(5, ge=1, le=100,
-                                        description="recent incidents and retrains")) -> dict[str, Any]:
-        return await run(lambda: daemon.status(limit=limit))
+                responses=openapi.error_responses({401: "Missing or wrong bearer token (server.protect_reads)",
+                                                   422: "limit out of range", 503: _UNAVAILABLE}))
+    async def status(request: Request, limit: int = Query(5, ge=1, le=100,
+                                                          description="recent incidents and retrains")
+                     ) -> dict[str, Any]:
+        """The whole status for a caller with the bearer token (or when none is configured).
+        Without it, the same structure with states, counts, versions and figures, but every error
+        text, incident detail, check message, path and URI replaced by `"hidden"` (`hidden` counts
+        them); with `server.protect_reads`, 401."""
+        body = await run(lambda: daemon.status(limit=limit))
+        return body if trusted(request) else public_status(body)
 
     return router

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import httpx
 
+from monitor.daemon.decisions.kinds import Outcome
+from monitor.daemon.runtime.views import HIDDEN, public_status
 from tests.monitor.daemon.test_alertmanager import DOCS_PAYLOAD
 
 AUTH = {"Authorization": "Bearer t0ken-0123456"}
@@ -71,3 +73,50 @@ def test_openapi_documents_the_daemon_endpoints(live_daemon):
     assert {"/v1/alerts", "/v1/retrain", "/v1/status"} <= set(spec["paths"])
     body = spec["paths"]["/v1/alerts"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert "alerts" in body["properties"] and "startsAt" in str(body)
+
+
+def test_status_without_the_token_gives_kinds_and_counts_never_paths(live_daemon):
+    daemon, url = live_daemon(token="t0ken-0123456")
+    home, c = str(daemon.cfg.home), daemon.controller
+    report = f"{home}/reports/drift.html"
+    incident = c.incidents.open("manual", "manual", f"drift report at {report}", report_paths=[report])
+    attempt = c.attempts.begin(incident.id, "manual")
+    c.attempts.finish(attempt.id, Outcome.FAILED, error="input_uri /etc/passwd: not an image")
+
+    anyone = httpx.get(f"{url}/v1/status", timeout=10)
+    assert anyone.status_code == 200
+    assert home not in anyone.text and "/etc/passwd" not in anyone.text, anyone.text
+    body = anyone.json()
+    failed = next(a for a in body["recent_retrains"] if a["id"] == attempt.id)
+    assert failed["status"] == Outcome.FAILED and failed["error"] == HIDDEN  # the kind stays; the text goes
+    opened = next(i for i in body["recent_incidents"] if i["id"] == incident.id)
+    assert opened["report_paths"] == [HIDDEN] and opened["detail"] == HIDDEN and opened["attempts"] >= 0
+    assert body["hidden"] >= 3
+
+    owner = httpx.get(f"{url}/v1/status", headers=AUTH, timeout=10).json()
+    assert "hidden" not in owner
+    failed = next(a for a in owner["recent_retrains"] if a["id"] == attempt.id)
+    assert failed["error"] == "input_uri /etc/passwd: not an image"
+
+
+def test_status_needs_the_token_with_protect_reads(live_daemon):
+    daemon, url = live_daemon(token="t0ken-0123456", overrides={"server": {"protect_reads": True}})
+    r = httpx.get(f"{url}/v1/status", timeout=10)
+    assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
+    assert httpx.get(f"{url}/v1/status", headers=AUTH, timeout=10).status_code == 200
+    assert httpx.get(f"{url}/readyz", timeout=10).status_code in (200, 503)  # a probe: never 401
+
+
+def test_public_status_hides_texts_paths_and_uris_and_keeps_the_rest():
+    status = {"model": "demo", "champion": {"version": "3", "error": "MLflow tracking server down"},
+              "review": {"last": "champion review: scored against sqlite:///srv/mlflow.db"},
+              "recent_retrains": [{"id": "att-1", "status": "failed", "reasons": ["mae 0.3 > 0.2"], "rows": 300,
+                                   "error": None}],
+              "open_incidents": [{"id": "inc-1", "report_paths": ["/a.html", "/b.html"], "detail": ""}],
+              "note": "see ~/driftloop/reports", "ratio": "1/2 of the window"}
+    public = public_status(status)
+    assert public["champion"] == {"version": "3", "error": HIDDEN}
+    assert public["review"]["last"] == HIDDEN and public["note"] == HIDDEN
+    assert public["recent_retrains"] == status["recent_retrains"]  # no text to hide: kept as it was
+    assert public["open_incidents"][0] == {"id": "inc-1", "report_paths": [HIDDEN, HIDDEN], "detail": ""}
+    assert public["ratio"] == "1/2 of the window" and public["hidden"] == 5

@@ -1,8 +1,10 @@
 """``driftloop status`` and ``GET /v1/status``: champion, last window's metrics, open incidents,
 recent retrains. Built from the store and the registry only, so the CLI can answer with the
-daemon stopped, and both answers agree."""
+daemon stopped, and both answers agree. :func:`public_status` is the answer for a caller without
+the bearer token."""
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -23,6 +25,42 @@ def iso(t: float | None) -> str | None:
 
 def _times(d: dict[str, Any]) -> dict[str, Any]:
     return {k: iso(v) if k in _TIME_KEYS and isinstance(v, (int, float)) else v for k, v in d.items()}
+
+
+# Free text that may name the host (retrain errors, incident details, a check's message, the
+# registry's error): hidden whole from untrusted callers, whatever it says.
+_TEXT_KEYS = frozenset({"error", "detail", "message", "estimation_error"})
+# Lists of files: untrusted callers get their count (the list's length), not the paths.
+_PATH_LIST_KEYS = frozenset({"report_paths"})
+# Any other text with an absolute or home path, or a URL (an MLflow URI), in it.
+_HOST_TEXT = re.compile(r"""(?:^|[\s'"(=:,\[])(?:/|~/)[^\s/]|[A-Za-z][\w+.-]*://""")
+HIDDEN = "hidden"
+
+
+def public_status(status: dict[str, Any]) -> dict[str, Any]:
+    """``status`` (from :func:`collect_status`) as a caller without the bearer token may read it:
+    the same structure, with states, outcomes, counts, versions, ids and figures kept, and every
+    error text, incident detail, check message, path and URI replaced by ``"hidden"`` (a list of
+    paths by as many); ``hidden`` counts the values hidden. The one place this is decided."""
+    hidden = 0
+
+    def walk(value: Any, key: str | None) -> Any:
+        nonlocal hidden
+        if isinstance(value, dict):
+            return {k: walk(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            if key in _PATH_LIST_KEYS:
+                hidden += len(value)
+                return [HIDDEN] * len(value)
+            return [walk(v, key) for v in value]
+        if isinstance(value, str) and value and (key in _TEXT_KEYS or _HOST_TEXT.search(value)):
+            hidden += 1
+            return HIDDEN
+        return value
+
+    public = walk(status, None)
+    public["hidden"] = hidden
+    return public
 
 
 def _check_summary(row: dict[str, Any] | None) -> dict[str, Any] | None:

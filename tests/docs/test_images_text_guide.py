@@ -34,7 +34,7 @@ def _title(info: str) -> str | None:
 def test_the_page_has_what_the_test_runs():
     found = blocks()
     langs = [lang for lang, _, _ in found]
-    assert langs.count("bash") >= 4 and langs.count("python") == 3
+    assert langs.count("bash") >= 4 and langs.count("python") == 4
     assert [_title(info) for lang, info, _ in found if lang == "yaml"] == ["driftloop.yaml", "topics.yaml"]
     assert any(_title(info) == "Terminal 2" for _, info, _ in found)
 

@@ -23,7 +23,6 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from examples.digits.data import path_of
-from trainer.entrypoint_model import InputSpec
 
 VOCAB, EMBEDDING_DIM = 4096, 32
 
@@ -56,7 +55,10 @@ class Messages(Dataset):
 
 
 class TopicBag:
-    input_spec = [InputSpec("ids", "int64", ("tokens",)), InputSpec("offsets", "int64", ("batch",))]
+    # Plain dicts (trainer.entrypoint_model.InputSpec's fields): a model service that loads this
+    # module needs no driftloop installed.
+    input_spec = [{"name": "ids", "dtype": "int64", "shape": ["tokens"]},
+                  {"name": "offsets", "dtype": "int64", "shape": ["batch"]}]
 
     def build_model(self, task: str, n_outputs: int) -> nn.Module:
         return BagOfWords(n_outputs)

@@ -113,3 +113,16 @@ def test_an_unreadable_declaration_is_a_config_error(tmp_path, monkeypatch):
     monkeypatch.setattr(entry_text.BagText, "input_spec", [{"name": "ids", "dtype": "int65"}])
     with pytest.raises(ConfigError, match="'int65' is not a torch dtype"):
         load_entrypoint("tests.trainer.entry_text:BagText")
+
+
+def test_a_champion_is_checked_against_todays_config_without_touching_the_rng(tmp_path):
+    """A retrain's warm start runs the same check (trainer/retraining.py): the config's dim changed
+    since the champion was trained. A check that passes leaves torch's RNG as it was (a resumed run
+    stays bit-identical)."""
+    from trainer.entrypoint import check_model
+    cfg, frame, champion, _ = trained(tmp_path, "tests.trainer.entry_text:BagText")
+    state = torch.get_rng_state()
+    check_model(cfg, champion, frame)
+    assert torch.equal(torch.get_rng_state(), state)
+    with pytest.raises(ConfigError, match=f"model.features: .* has dim 16, .* returns {DIM} values"):
+        check_model(text_config(tmp_path / "later", "tests.trainer.entry_text:BagText", dim=16), champion, frame)

@@ -74,8 +74,9 @@ class ServerConfig(_Section):
     token_file: Path | None = Field(None, description="file holding the token (e.g. a mounted secret), read at "
                                                       "start-up; surrounding whitespace is stripped; not with token")
     protect_reads: bool = Field(False, description="with server.token: every read endpoint needs the token too "
-                                "(/v1/status, /v1/schema, /metrics, /runbooks, /docs, /openapi.json), all but "
-                                "/livez, /readyz and /healthz, which then tell failure kinds only. Off: reads are "
+                                "(/v1/status, /v1/schema, /metrics, /docs, /openapi.json), all but /livez, "
+                                "/readyz and /healthz, which then tell failure kinds only, and the alerts' "
+                                "/runbooks/ (opened from a browser; nothing of the host). Off: reads are "
                                 "open, and a caller without the token is told kinds and counts, never a path, "
                                 "mount point, URL or error text")
     max_body_bytes: int = Field(32 * 1024 * 1024, gt=0, description="largest request body (compressed or not) "

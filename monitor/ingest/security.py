@@ -10,7 +10,7 @@ may take. ``require_token`` (reading the token from ``app.state.driftloop_token`
 configured every request passes.
 
 Reads: with ``server.protect_reads`` every read but :data:`OPEN_READS` (liveness and readiness,
-which then tell kinds only) needs the token too, ``/metrics`` included. Otherwise reads are open,
+which then tell kinds only) and the runbooks needs the token too, ``/metrics`` included. Otherwise reads are open,
 and :func:`trusted` decides what they may tell: an untrusted caller (a token is configured and the
 request does not carry it) is told kinds and counts, never a path, mount point, URL or exception
 text (``/readyz``, 503 bodies, ``/v1/status``).
@@ -29,8 +29,15 @@ from monitor.config import ServerConfig
 from monitor.ingest import memory
 
 TOKEN_STATE = "driftloop_token"
-# Reads that stay open with server.protect_reads: probes carry no token.
+# Reads that stay open with server.protect_reads: probes carry no token, and an alert's runbook_url
+# is opened in a browser, which carries none either (the runbooks are the project's docs, nothing
+# of the host).
 OPEN_READS = frozenset({"/livez", "/readyz", "/healthz"})
+OPEN_READ_PREFIXES = ("/runbooks/",)
+
+
+def _open_read(path: str) -> bool:
+    return path in OPEN_READS or path.startswith(OPEN_READ_PREFIXES)
 
 
 def token_matches(expected: str | None, authorization: str | None) -> bool:
@@ -70,8 +77,8 @@ async def require_token(request: Request) -> None:
 
 class RequestGate:
     """ASGI middleware in front of every request. A read (GET, HEAD, OPTIONS) passes, unless
-    ``protect_reads`` and a token are set: then a GET or HEAD outside :data:`OPEN_READS` without
-    the token is answered 401. A write (any other method) goes through, in this order:
+    ``protect_reads`` and a token are set: then a GET or HEAD outside :data:`OPEN_READS` and the
+    runbooks without the token is answered 401. A write (any other method) goes through, in this order:
 
     1. the bearer token, from the headers alone: a wrong or missing token is answered 401 before
        one byte of the body is read (the connection is then closed, and the unread body is dropped
@@ -105,7 +112,7 @@ class RequestGate:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
-            if (self.protect_reads and scope["method"] != "OPTIONS" and scope.get("path") not in OPEN_READS
+            if (self.protect_reads and scope["method"] != "OPTIONS" and not _open_read(scope.get("path", ""))
                     and not token_matches(self.token, _header(scope, b"authorization"))):
                 authorization = _header(scope, b"authorization")
                 await self._refuse(scope, send, 401, "unauthorized", unauthorized_message(authorization),

@@ -105,6 +105,7 @@ def test_status_needs_the_token_with_protect_reads(live_daemon):
     assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
     assert httpx.get(f"{url}/v1/status", headers=AUTH, timeout=10).status_code == 200
     assert httpx.get(f"{url}/readyz", timeout=10).status_code in (200, 503)  # a probe: never 401
+    assert httpx.get(f"{url}/runbooks/", timeout=10).status_code == 200  # opened from an alert, in a browser
 
 
 def test_public_status_hides_texts_paths_and_uris_and_keeps_the_rest():

@@ -4,8 +4,9 @@ checkpoints and bit-identical resume, early stopping, DDP, MLflow, the gate, the
 
 The protocol. ``Object`` is a class (made with no arguments) or an object; driftloop calls:
 
-- ``build_model(task, n_outputs) -> torch.nn.Module`` (required). ``forward(x)`` takes one batch of
-  what the dataset yields, collated by torch's ``default_collate``, and returns raw outputs:
+- ``build_model(task, n_outputs) -> torch.nn.Module`` (required). ``forward(*x)`` takes one batch of
+  what the dataset yields, collated by ``collate`` (default torch's ``default_collate``; a tuple
+  is passed as several arguments), and returns raw outputs:
   ``[N, n_outputs]`` logits (multiclass), ``[N]`` or ``[N, 1]`` (binary logit, regression value
   on the standardised target).
 - ``dataset(refs, train) -> torch.utils.data.Dataset`` (required). Item i is the input of
@@ -17,6 +18,13 @@ The protocol. ``Object`` is a class (made with no arguments) or an object; drift
   the pyfunc outputs it as a list column named after the feature.
 - ``embedding_feature`` (optional attribute): which embedding feature ``embed`` fills (default:
   the model's only one).
+- ``collate(items) -> Tensor | tuple[Tensor, ...]`` (optional): a batch of dataset items, for
+  items of different lengths (token ids padded per batch with a mask, or concatenated with offsets).
+- ``input_spec`` (optional attribute, or a method returning it): the tensors ``forward`` takes,
+  :class:`~trainer.entrypoint_model.InputSpec` objects or dicts of their fields (name, dtype, shape with
+  a string per dynamic axis); the ONNX export feeds them. Without it: one float32 tensor.
+
+When training starts :func:`check_model` runs the network on a couple of rows against the config.
 
 This module loads and checks the object (every problem is a ConfigError naming the spec), builds
 :class:`~trainer.entrypoint_model.EntrypointModel` for a config, and prepares frames (refs from the

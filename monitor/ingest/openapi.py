@@ -7,6 +7,7 @@ from typing import Any
 
 from monitor.config import FeatureSpec, ModelConfig
 from monitor.embeddings import INPUT_URI, MAX_INPUT_URI_CHARS
+from monitor.errors import Outage
 from monitor.records.fields import MAX_EPOCH_SECONDS
 from monitor.tasks import PROBA_SUM_TOLERANCE, TASKS, task_of
 
@@ -173,6 +174,8 @@ def label_example(model: ModelConfig) -> dict[str, Any]:
 
 ERROR = {"application/json": {"schema": {"type": "object", "properties": {
     "error": {"type": "string"},
+    "kind": {"type": "string", "description": "in a 503, what is down: " + ", ".join(o.value for o in Outage)
+             + " (`error` names paths and exception texts only for the bearer token's holders)"},
     "errors": {"type": "array", "items": {"type": "object", "properties": {
         "index": {"type": ["integer", "null"]}, "field": {"type": "string"}, "message": {"type": "string"},
         "id": {"type": "string"}}}}}}}}
@@ -181,7 +184,7 @@ HEALTH = {"application/json": {"schema": {"type": "object", "required": ["status
     "status": {"type": "string", "enum": ["ok", "unavailable"]},
     "model": {"type": "string"}, "store": {"type": "string"},
     "checks": {"type": "object", "additionalProperties": {"type": "string", "enum": [
-        "ok", "locked", "disk_full", "read_only", "unreachable", "no_answer", "busy"]},
+        "ok", *(o.value for o in Outage)]},
                "description": "each readiness check: 'ok' or the kind of its failure"},
     "reasons": {"type": "object", "additionalProperties": {"type": "string"},
                 "description": "each failing check's reason (paths, exception texts): only with the bearer "

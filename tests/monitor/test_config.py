@@ -139,7 +139,7 @@ def test_alert_rules_are_validated_naming_the_key(tmp_path):
         load(f, environ={})
     assert "alerts.rules[1].metric" in str(exc.value)
     assert "'accuracy', 'roc_auc', 'precision', 'recall', 'f1', 'positive_rate'" in str(exc.value)
-    assert "'mape' or 'r2' (got 'rcall')" in str(exc.value)
+    assert "'mape', 'r2' or 'residual_shift' (got 'rcall')" in str(exc.value)
     with pytest.raises(ConfigError, match=r"alerts.rules\[0\]: .*segment: true needs .*accuracy, recall.*not f1"):
         load(None, environ={}, overrides={"alerts": {"rules": [{"metric": "f1", "drop": 0.05, "segment": True}]}})
     with pytest.raises(ConfigError, match=r"alerts.rules: .*more than one rule for recall"):

@@ -138,7 +138,9 @@ def build_router(folder: Path = PAGES) -> APIRouter:
         return HTMLResponse(f"<!doctype html><meta charset=utf-8><title>Runbooks</title><h1>Runbooks</h1>"
                             f"<ul>{links}</ul>\n", headers=headers)
 
-    @router.get("/runbooks/{alert}", response_class=HTMLResponse, summary="One alert's runbook")
+    @router.get("/runbooks/{alert}", response_class=HTMLResponse, summary="One alert's runbook",
+                responses={404: {"description": "no runbook for that alert (or none installed)",
+                                 "content": {"text/html": {}}}})
     @router.get("/runbooks/{alert}/", response_class=HTMLResponse, include_in_schema=False)
     def page(alert: str) -> HTMLResponse:
         try:

@@ -181,7 +181,7 @@ class RecordValidator:
             if not fast.good_ids(ids):
                 return None
             labels = self._fast_label_values(list(map(itemgetter("label"), records)))
-            if labels is None or (not self._task.classifier and not fast.within([labels], self._max_abs)):
+            if labels is None or not self._task.labels_within(labels, self._max_abs):
                 return None
             ts = fast.timestamps(list(map(dict.get, records, repeat("ts", n))), now)
             if ts is None:

@@ -186,6 +186,11 @@ class Task(str):
         """The label value of an example label record; ``classes`` to name."""
         return classes[0]
 
+    def labels_within(self, labels: list, limit: float) -> bool:
+        """Whether a batch's parsed labels respect ``model.max_abs_value`` (the fast path's check):
+        class labels are classes, not magnitudes, so always."""
+        return True
+
     # -- store and drift (frames, columns, figures, estimation) -----------------------------------
 
     #: How the store keeps a label (monitor.store.schema): ``class`` (0/1 or a class index, a small
@@ -1292,6 +1297,10 @@ class RegressionTask(Task):
 
     def example_label(self, classes: Sequence[str]) -> Any:
         return 98.2
+
+    def labels_within(self, labels: list, limit: float) -> bool:
+        from monitor.records import fastpath
+        return fastpath.within([labels], limit)
 
     # -- store and drift (frames, columns, figures, estimation) -----------------------------------
 

@@ -8,8 +8,7 @@ from typing import Any, Callable, Literal
 import numpy as np
 import pandas as pd
 
-Trigger = Literal["manual", "alert", "schedule"]
-TRIGGERS: tuple[str, ...] = ("manual", "alert", "schedule")
+from monitor.retrain_contract import TRIGGERS, Trigger  # noqa: F401  (the one definition; re-exported here)
 
 
 @dataclass

@@ -3,7 +3,7 @@
 Cost is bounded by ``drift.sample_size``, not by the window: Evidently runs on uniform samples
 of at most that many rows per side, with each column's stattest decided on the full data
 (:mod:`monitor.drift.methods`) so the verdicts are those of an unsampled run; the task's performance
-with its intervals (:func:`monitor.taskstats.task_performance`: accuracy and ROC AUC, macro F1 and
+with its intervals (the task's :meth:`~monitor.tasks.Task.performance`: accuracy and ROC AUC, macro F1 and
 per-class figures, or MAE, RMSE, MAPE and R²) is computed in numpy on *all* labelled rows, and
 its estimates without labels (:mod:`monitor.drift.estimation`) on *all* scored rows (both:
 :mod:`monitor.drift.check_figures`). Beside the features, a multiclass model's outputs and the

@@ -49,13 +49,16 @@ class LazyGroup(click.Group):
 
 
 class _State:
-    def __init__(self, config_path: str | None, log_level: str | None):
+    def __init__(self, config_path: str | None, log_level: str | None, model: str | None = None):
         self.config_path = config_path
         self.log_level = log_level
+        self.model = model
 
 
 _CONFIG_HELP = "YAML config file [default: $DRIFTLOOP_CONFIG or ./driftloop.yaml if present]."
 _LEVELS = click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False)
+_MODEL_HELP = ("The model to act on, by name, in a configuration of several (models: or models_dir:) "
+               "[default: the only model].")
 
 
 def _set_state(ctx: click.Context, param: click.Parameter, value: Any) -> None:
@@ -65,6 +68,8 @@ def _set_state(ctx: click.Context, param: click.Parameter, value: Any) -> None:
         return
     if param.name == "config_path":
         state.config_path = value
+    elif param.name == "model":
+        state.model = value
     else:
         state.log_level = value.upper()
 
@@ -78,6 +83,9 @@ def _with_global_options(command: click.Command) -> click.Command:
             click.Option(["--log-level"], type=_LEVELS, default=None, expose_value=False, is_eager=True,
                          callback=_set_state, help="Override logging.level."),
         ]
+    if not any(p.name == "model" for p in command.params):
+        command.params.append(click.Option(["--model", "model"], default=None, metavar="NAME", expose_value=False,
+                                           is_eager=True, callback=_set_state, help=_MODEL_HELP))
     return command
 
 
@@ -87,23 +95,37 @@ def log_level_given(ctx: click.Context) -> bool:
     return bool(state and state.log_level)
 
 
-def config_from(ctx: click.Context, overrides: dict[str, Any] | None = None) -> DriftloopConfig:
-    """Load and validate the configuration once, with CLI flag ``overrides`` on top, and set up logging."""
+def config_from(ctx: click.Context, overrides: dict[str, Any] | None = None, *,
+                whole: bool = False) -> DriftloopConfig:
+    """Load and validate the configuration once, with CLI flag ``overrides`` on top, and set up logging.
+
+    The configuration of the model ``--model`` names (or of the only model; ConfigError when there
+    are several and none is named); ``whole``: the deployment's, every model in
+    :meth:`~monitor.config.DriftloopConfig.model_configs` (``serve``, ``status``)."""
     state: _State | None = ctx.find_object(_State)
     overrides = {k: v for k, v in (overrides or {}).items() if v not in (None, {})}
     cfg = load_config(state.config_path if state else None, overrides=overrides)
     setup_logging(state.log_level if state and state.log_level else cfg.logging.level, cfg.logging.format)
-    return cfg
+    if whole:
+        return cfg.for_model(state.model) if state and state.model else cfg
+    return cfg.for_model(state.model if state else None)
+
+
+def chosen_model(ctx: click.Context) -> str | None:
+    """The model ``--model`` names, if any."""
+    state = ctx.find_object(_State)
+    return state.model if state else None
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--config", "-c", "config_path", type=click.Path(dir_okay=False), default=None, help=_CONFIG_HELP)
 @click.option("--log-level", type=_LEVELS, default=None, help="Override logging.level.")
+@click.option("--model", "model", default=None, metavar="NAME", help=_MODEL_HELP)
 @click.version_option(package_name="driftloop")
 @click.pass_context
-def cli(ctx: click.Context, config_path: str | None, log_level: str | None) -> None:
+def cli(ctx: click.Context, config_path: str | None, log_level: str | None, model: str | None) -> None:
     """driftloop: watch a deployed model and the GPUs it trains on, and fix the model when it degrades."""
-    ctx.obj = _State(config_path, log_level.upper() if log_level else None)
+    ctx.obj = _State(config_path, log_level.upper() if log_level else None, model)
 
 
 def main(argv: list[str] | None = None) -> int:

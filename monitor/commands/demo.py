@@ -43,7 +43,7 @@ def command(ctx: click.Context, home: Path, port: int | None, fast: bool, keep_s
     machine (``--example digits``: a few minutes)."""
     from monitor.demo import DemoPlan, demo_config, prepare_home, run_demo
 
-    base = config_from(ctx)
+    base = config_from(ctx, whole=True)
     if not log_level_given(ctx):
         # The timeline is the demo's output; the parts' INFO lines would drown it.
         logging.getLogger().setLevel(logging.WARNING)

@@ -30,7 +30,7 @@ def command(ctx: click.Context, **flags: Any) -> None:
     trying to initialise NVML with backoff.
     """
     overrides = {k: v for k, v in flags.items() if v is not None}
-    cfg = config_from(ctx, {"exporter": overrides} if overrides else None)
+    cfg = config_from(ctx, {"exporter": overrides} if overrides else None, whole=True)
 
     from monitor.gpu.exporter import run_exporter  # after config, so --help stays fast
 

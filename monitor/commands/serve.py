@@ -32,7 +32,9 @@ def command(ctx: click.Context, host: str | None, port: int | None, health_port:
 
     One process: the HTTP API (/v1/predictions, /v1/labels, /v1/alerts, /v1/retrain,
     /v1/status, /metrics, /healthz, OpenAPI at /docs), the scheduled drift and performance
-    check, the alert policy and incidents, and retraining in a child process.
+    check, the alert policy and incidents, and retraining in a child process. A configuration
+    of several models (models: or models_dir:) serves them all, each at /v1/models/NAME/...;
+    SIGHUP rereads it (models added start, removed ones stop, the others are not touched).
     """
     server: dict[str, Any] = {"host": host, "port": port, "health_port": health_port}
     if no_gpu:
@@ -44,14 +46,16 @@ def command(ctx: click.Context, host: str | None, port: int | None, health_port:
             overrides["server"]["gpu_metrics"] = True  # asking for simulated GPUs means showing them
     if check_interval is not None:
         overrides["drift"] = {"interval_seconds": check_interval}
-    cfg = config_from(ctx, overrides)
-    cfg = with_champion_schema(cfg)
+    cfg = config_from(ctx, overrides, whole=True)
 
     from monitor.daemon.runtime.facade import install_signal_handlers, serve  # after config: --help stays fast
 
-    stop = threading.Event()
-    install_signal_handlers(stop)
-    serve(cfg, stop, freeze_heap=True)  # this process is the daemon alone
+    stop, reload = threading.Event(), threading.Event()
+    install_signal_handlers(stop, reload)
+    # Every model, each checked against its champion's schema; SIGHUP rereads the file (models added
+    # start, removed ones stop, the others are not touched).
+    serve(cfg, stop, freeze_heap=True, prepare=with_champion_schema, reload=reload,  # this process is the daemon alone
+          reload_config=lambda: config_from(ctx, overrides, whole=True))
     # Everything is stopped and closed by now. Finalising the interpreter (torch, pandas, MLflow and
     # their C extensions) would take another second or more, which a supervisor restarting us at
     # once waits on; a clean exit needs none of it. Flush the logs and leave.

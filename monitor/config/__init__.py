@@ -18,26 +18,29 @@ this module holds the whole (:class:`DriftloopConfig`) and the loader, and re-ex
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Mapping, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, model_validator
 
 from monitor.errors import ConfigError
 from monitor.tasks import TASKS
 
 from monitor.config.base import DEFAULT_CONFIG_FILE, ENV_PREFIX, _Section
+from monitor.config import fleet as F
 from monitor.config.checks import (RULE_METRIC_TASKS, RULE_METRICS, SEGMENT_RULE_METRICS, AlertsConfig, DriftConfig,
                                    MetricRule)
 from monitor.config.model import TIME_SEGMENTS, FeatureSpec, MlflowConfig, ModelConfig
 from monitor.config.service import MIN_TOKEN_LENGTH, ExporterConfig, LoggingConfig, ServerConfig, StoreConfig
+from monitor.config.fleet import FleetConfig
 from monitor.config.training import (DEPRECATED_TRAINING_KEYS, ExportConfig, GateConfig, ShadowConfig,
                                      TrainingConfig)
 
 __all__ = ["AlertsConfig", "DEFAULT_CONFIG_FILE", "DEPRECATED_TRAINING_KEYS", "DriftConfig", "DriftloopConfig",
-           "ENV_PREFIX", "ExportConfig", "ExporterConfig", "FeatureSpec", "GateConfig", "LoggingConfig",
+           "ENV_PREFIX", "ExportConfig", "ExporterConfig", "FeatureSpec", "FleetConfig", "GateConfig", "LoggingConfig",
            "MIN_TOKEN_LENGTH", "MetricRule", "MlflowConfig", "ModelConfig", "RULE_METRICS", "RULE_METRIC_TASKS",
            "SEGMENT_RULE_METRICS", "ServerConfig", "ShadowConfig", "StoreConfig", "TIME_SEGMENTS", "TrainingConfig",
            "load_config"]
@@ -56,6 +59,17 @@ class DriftloopConfig(_Section):
     drift: DriftConfig = Field(default_factory=DriftConfig)
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)
     training: TrainingConfig = Field(default_factory=TrainingConfig)
+    fleet: FleetConfig = Field(default_factory=FleetConfig)
+    models: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="many models in one deployment: model name → its own sections (model, "
+        "training, alerts, drift, and mlflow's experiment and registered_model), merged over the top-level ones; "
+        "server, store, mlflow's tracking, exporter and fleet are shared. Without models (and models_dir) the file "
+        "describes one model, as always (docs: Many models)")
+    models_dir: Path | None = Field(None, description="a folder of one YAML file per model (its sections; the "
+                                    "file's name is the model's name unless model.name says otherwise), added to "
+                                    "models; relative to the config file. Reread on reload (SIGHUP)")
+    # name → the model's whole configuration (load_config fills it for a fleet; empty for one model).
+    _models: dict[str, "DriftloopConfig"] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _rules_fit_task(self) -> "DriftloopConfig":
@@ -66,6 +80,30 @@ class DriftloopConfig(_Section):
             raise ValueError(f"alerts.rules {', '.join(wrong)} do not apply to a {self.model.task} model "
                              "(docs: Tasks, which metrics each task has)")
         return self
+
+    # The models of the deployment.
+    @property
+    def is_fleet(self) -> bool:
+        """Whether the file lists its models (``models:`` or ``models_dir:``), even a list of one."""
+        return bool(self._models)
+
+    def model_configs(self) -> dict[str, "DriftloopConfig"]:
+        """Every monitored model's whole configuration, by name, in the order given; a single-model
+        file is a fleet of one (itself)."""
+        return dict(self._models) if self._models else {self.model.name: self}
+
+    def for_model(self, name: str | None) -> "DriftloopConfig":
+        """The configuration of model ``name``; None: the only model (ConfigError when the
+        deployment has several, or no model of that name)."""
+        configs = self.model_configs()
+        if name is None:
+            if len(configs) == 1:
+                return next(iter(configs.values()))
+            raise ConfigError(f"this configuration has {len(configs)} models ({', '.join(configs)}): choose one "
+                              "with --model NAME")
+        if name not in configs:
+            raise ConfigError(f"no model {name!r} in this configuration; its models: {', '.join(configs)}")
+        return configs[name]
 
     # Derived locations: one place decides where embedded defaults live.
     @property
@@ -183,6 +221,42 @@ def _format_errors(exc: ValidationError, source: str) -> list[str]:
     return lines
 
 
+def _fleet_models(data: dict[str, Any], base_dir: Path, problems: list[str],
+                  overrides: dict[str, Any]) -> dict[str, DriftloopConfig]:
+    """Each model of ``models:`` / ``models_dir:`` validated into a whole configuration (problems
+    appended, prefixed with the model's path). ``overrides`` (CLI flags) win over a model's own sections."""
+    entries = F.model_entries(data, base_dir, problems)
+    if not entries:
+        problems.append("models: no model defined (models: is empty and models_dir: has no *.yaml file)")
+    mlflow: dict[str, Any] = data["mlflow"] if isinstance(data.get("mlflow"), dict) else {}
+    shared_names = sorted(k for k in F.PER_MODEL_MLFLOW_KEYS if mlflow.get(k))
+    if shared_names and len(entries) > 1:
+        problems.append(f"mlflow.{shared_names[0]}: one name for every model would mix their runs and versions; "
+                        f"set it per model (models.<name>.mlflow.{shared_names[0]}) or leave it out "
+                        "(driftloop-<model name>)")
+    tables: dict[str, str] = {}
+    models: dict[str, DriftloopConfig] = {}
+    for name, entry in entries.items():
+        found = F.entry_problems(name, entry)
+        if found:
+            problems += found
+            continue
+        table = re.sub(r"[^a-z0-9_]", "_", name.lower())
+        if table in tables:
+            problems.append(f"models.{name}: its tables would be those of model {tables[table]!r} (names differ only "
+                            "in case or punctuation); rename one")
+            continue
+        tables[table] = name
+        try:
+            models[name] = DriftloopConfig.model_validate(_merge(F.expand(data, name, entry), overrides))
+        except ValidationError as exc:
+            # Errors in the shared sections are reported once, by the top-level validation.
+            problems += [f"models.{name}.{line}" if not line.startswith("(top level)") else f"models.{name}: {line}"
+                         for line in _format_errors(exc, name)
+                         if line.split(":")[0].split(".")[0].split("[")[0] in (*F.PER_MODEL_SECTIONS, "(top level)")]
+    return models
+
+
 def load_config(
     path: str | os.PathLike[str] | None = None,
     environ: Mapping[str, str] | None = None,
@@ -224,6 +298,10 @@ def load_config(
     except ValidationError as exc:
         problems += _format_errors(exc, str(file))
         cfg = None
+    if data.get("models") or data.get("models_dir"):
+        models = _fleet_models(data, file.parent if file.exists() else Path.cwd(), problems, dict(overrides or {}))
+        if cfg is not None:
+            cfg._models = models
     if problems:
         where = f" ({file})" if file.exists() else ""
         raise ConfigError(f"invalid configuration{where}:\n  " + "\n  ".join(problems))

@@ -24,12 +24,15 @@ names a higher one only for annotations, under ``if TYPE_CHECKING:``; ``tests/te
     retraining/  the child and the registry: supervisor.py (child watch), launcher.py (job folder
                  protocol), worker.py (the child's entry point), registry.py (MLflow ground truth),
                  champion.py (ChampionCache), failover.py and recovery.py (start-up settling),
-                 review.py (ChampionReview)
+                 review.py (ChampionReview), slots.py (the deployment's retrain queue across models)
     runtime/     the running daemon: daemon.py (Daemon) and wiring.py (its default collaborators),
                  checks.py (CheckJob), controller.py (acts on decisions) built in floors: moves.py
                  (incident moves through the lifecycle table), retrains.py (starting one, or why
                  not), settlement.py (how one ends), suspicion.py (suspected incidents);
-                 scheduler.py, leader.py,
+                 scheduler.py (one model's jobs, or every model's on one pool: SharedScheduler),
+                 leader.py, membership.py (leases balanced between daemons on PostgreSQL),
+                 fleet.py (Fleet: many models in one daemon), fleet_http.py (/v1/models/{name}/…),
+                 fleet_metrics.py (the models' metrics merged, the fleet's own),
                  serve.py (``driftloop serve``), heap.py (its heap frozen out of the collector's way),
                  api.py (/v1/alerts, /v1/retrain, /v1/status),
                  alertmanager.py (webhook payload), triggers.py, rescan.py, metrics.py

@@ -36,10 +36,12 @@ class _Served:
 
 
 class Snapshots:
-    def __init__(self, registry: CollectorRegistry, model: str, wait: float = 0.5,
+    def __init__(self, registry: CollectorRegistry, model: str | Callable[[], Iterable[str]], wait: float = 0.5,
                  clock: Callable[[], float] = time.monotonic):
+        """``model``: the model the age is labelled with, or (a deployment of many) a function
+        giving them all."""
         self._registry = registry
-        self._model = model
+        self._models = (lambda: (model,)) if isinstance(model, str) else model
         self._wait = wait
         self._clock = clock
         self._lock = threading.Lock()
@@ -83,8 +85,11 @@ class Snapshots:
                                 "when by this scrape). Grows while collection, which reads the store, does not finish "
                                 "within "
                                 f"{self._wait:g} s: the store is locked or slow.", labels=["model"])
+        models = list(self._models())
         if last is None:
-            age.add_metric([self._model], now - self._started)
+            for model in models:
+                age.add_metric([model], now - self._started)
             return _Served([], age)
-        age.add_metric([self._model], round(max(0.0, now - last[0]), 3))
+        for model in models:
+            age.add_metric([model], round(max(0.0, now - last[0]), 3))
         return _Served(last[1], age)

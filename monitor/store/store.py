@@ -59,10 +59,15 @@ class PredictionStore:
     def __init__(self, url: str, model: ModelConfig, *, clock: Callable[[], float] = time.time,
                  busy_timeout_seconds: float = 30.0, synchronous: str = "FULL",
                  migrations: Sequence[Migration] | None = None, use_adbc: bool = True,
-                 child_reader_min_rows: int = W.CHILD_READER_MIN_ROWS, reader_processes: int | None = None):
+                 child_reader_min_rows: int = W.CHILD_READER_MIN_ROWS, reader_processes: int | None = None,
+                 engine: sa.Engine | None = None):
+        """``engine``: one already open on ``url``, shared with the stores of the deployment's other
+        models (a fleet: one connection pool, migrations run once); it is not disposed by :meth:`close`."""
         self.model = model
         self._clock = clock
-        self.engine = make_engine(url, busy_timeout_seconds=busy_timeout_seconds, synchronous=synchronous)
+        self._owns_engine = engine is None
+        self.engine = engine if engine is not None else make_engine(url, busy_timeout_seconds=busy_timeout_seconds,
+                                                                    synchronous=synchronous)
         self._busy_timeout = busy_timeout_seconds
         self.url = safe_url(self.engine)
         self.validator = RecordValidator(model, clock=clock)
@@ -72,10 +77,12 @@ class PredictionStore:
                 lock_schema(conn)
                 self.tables = sync_model_tables(conn, model, clock)
         except sa.exc.SQLAlchemyError as exc:
-            self.engine.dispose()
+            if self._owns_engine:
+                self.engine.dispose()
             raise StoreError(f"store {self.url}: cannot open: {_reason(exc)}") from exc
         except StoreError:
-            self.engine.dispose()
+            if self._owns_engine:
+                self.engine.dispose()
             raise
         # Large SQLite windows are read by a child process through ADBC (see window.py).
         self._adbc_path = sqlite_path(self.engine) if use_adbc and W.ADBC_AVAILABLE else None
@@ -272,7 +279,8 @@ class PredictionStore:
 
     def close(self) -> None:
         self.writer.close()
-        self.engine.dispose()
+        if self._owns_engine:
+            self.engine.dispose()
 
     def __enter__(self) -> "PredictionStore":
         return self

@@ -33,6 +33,7 @@ class WaitKind(StrEnum):
     AFTER_REJECTION = "after_rejection"      # new labelled rows after a rejected retrain (alerts.retry_rows)
     POST_CHANGE = "post_change"              # labelled rows after the change point (training.min_post_change_rows)
     MIN_ROWS = "min_rows"                    # labelled rows for training.min_rows
+    QUEUED = "queued"                        # a retrain slot of the deployment (need: its place in the queue)
 
 
 @dataclass(frozen=True)

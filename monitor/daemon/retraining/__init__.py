@@ -14,8 +14,8 @@ from __future__ import annotations
 from monitor.lazy import lazy_attributes
 
 __all__ = ["ChampionCache", "ChampionReview", "ChildResult", "Launcher", "MlflowProbe", "NoChampionError",
-           "ProcessLauncher", "RegistryProbe", "RetrainJob", "RetrainSupervisor", "mlflow_alias_lookup",
-           "promoted_version", "recover", "stopped_with_its_daemon"]
+           "ProcessLauncher", "RegistryProbe", "RetrainJob", "RetrainSlots", "RetrainSupervisor", "mlflow_alias_lookup",
+           "promoted_version", "recover", "slot_severity", "stopped_with_its_daemon"]
 
 _WHERE = {
     "ChampionCache": "monitor.daemon.retraining.champion", "NoChampionError": "monitor.daemon.retraining.champion",
@@ -27,6 +27,7 @@ _WHERE = {
     "RegistryProbe": "monitor.daemon.retraining.registry", "promoted_version": "monitor.daemon.retraining.registry",
     "ChampionReview": "monitor.daemon.retraining.review",
     "RetrainSupervisor": "monitor.daemon.retraining.supervisor",
+    "RetrainSlots": "monitor.daemon.retraining.slots", "slot_severity": "monitor.daemon.retraining.slots",
 }
 
 __getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

@@ -33,6 +33,9 @@ class RetrainSupervisor:
         self._stopping = False
         self._idle = threading.Event()
         self._idle.set()
+        # Called (no arguments, must not raise) each time a running retrain is settled: the
+        # deployment's retrain queue gives its slot to the next model.
+        self.on_idle: list[Callable[[], None]] = []
 
     @property
     def busy(self) -> bool:
@@ -88,6 +91,11 @@ class RetrainSupervisor:
             with self._lock:
                 self._handle = None
             self._idle.set()
+            for notify in list(self.on_idle):
+                try:
+                    notify()
+                except Exception:
+                    log.exception("a retrain-settled listener failed")
 
     def _finish(self, attempt: Attempt, result: ChildResult) -> None:
         try:

@@ -50,7 +50,9 @@ if TYPE_CHECKING:
     import pandas as pd
     from fastapi import FastAPI
 
+    from monitor.daemon.retraining.slots import RetrainSlots
     from monitor.daemon.runtime.alertmanager import WebhookPayload
+    from monitor.daemon.runtime.scheduler import SharedScheduler
     from monitor.drift.result import CheckResult
     from monitor.store import PredictionStore
 
@@ -64,7 +66,9 @@ class Daemon:
                  champion: ChampionCache | None = None, probe: RegistryProbe | None = None,
                  evaluate: Callable[..., CheckResult] | None = None,
                  save_report: Callable[[CheckResult, float], tuple[Path | None, Path | None]] | None = None,
-                 gpu: bool | None = None):
+                 gpu: bool | None = None, jobs: SharedScheduler | None = None, slots: RetrainSlots | None = None):
+        """``jobs`` and ``slots``: the deployment's shared scheduler and retrain queue when it hosts
+        several models (:class:`~monitor.daemon.runtime.fleet.Fleet`); alone, the daemon has its own."""
         from monitor.daemon.decisions.rules import check_rules_fit
         check_rules_fit(cfg)  # the champion's task is known by now (configured, or applied by with_champion_schema)
         self.cfg = cfg
@@ -96,6 +100,10 @@ class Daemon:
             clock, shadow=shadow_observer(cfg) if cfg.training.shadow.windows else None,
             estimation=self.estimation)
         self.review = ChampionReview(self.controller, clock)
+        self._jobs = jobs
+        if slots is not None:
+            self.controller.slots = slots
+            self.controller.supervisor.on_idle.append(partial(slots.release, cfg.model.name))
         if registry is None:
             registry = CollectorRegistry(auto_describe=True)
             register_self_metrics(registry, "serve")  # process_*, python_*, driftloop_build_info
@@ -184,6 +192,13 @@ class Daemon:
 
     def _lead(self) -> None:
         recover(self.controller)  # logs what it settled
+        if self._jobs is not None:
+            self._jobs.add_model(
+                self.cfg.model.name, check=self.run_check_now, check_interval=self._check_interval,
+                retention=self.apply_retention,
+                retrain=lambda: self.retrain_now("schedule", f"cron {self.cfg.alerts.retrain_cron}"),
+                retrain_cron=self.cfg.alerts.retrain_cron, on_check_error=self._check_failed)
+            return
         self._scheduler = scheduler = build_scheduler(
             check=self.run_check_now, check_interval=self._check_interval,
             retention=self.apply_retention,
@@ -196,6 +211,8 @@ class Daemon:
         scheduler, self._scheduler = self._scheduler, None
         if scheduler is not None:
             scheduler.shutdown(wait=False)
+        if self._jobs is not None:
+            self._jobs.remove_model(self.cfg.model.name)
         self.controller.supervisor.stop(grace=5)
 
     def _require_leader(self) -> None:
@@ -213,6 +230,8 @@ class Daemon:
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=True)
             self._scheduler = None
+        if self._jobs is not None:
+            self._jobs.remove_model(self.cfg.model.name)
         self.controller.supervisor.stop(grace=grace)
         self.leadership.stop()  # releases the lock: a follower takes over at once
         if self._gpu_close is not None:

@@ -31,6 +31,7 @@ from monitor.daemon.decisions.actions import Action
 from monitor.daemon.decisions.policy import AlertPolicy, Verdict
 from monitor.daemon.retraining.registry import RegistryProbe
 from monitor.daemon.retraining.supervisor import RetrainSupervisor
+from monitor.daemon.retraining.slots import RetrainSlots
 
 if TYPE_CHECKING:  # trainer (torch) is loaded only when a shadow is configured
     from monitor.drift.result import CheckResult
@@ -88,6 +89,9 @@ class IncidentMoves:
         self.clock = clock
         self.lock = threading.RLock()
         self.supervisor = RetrainSupervisor(attempts, launcher, self.settle, cfg.alerts.retrain_timeout_seconds)
+        # The deployment's retrain queue when it hosts several models (monitor.daemon.retraining.slots).
+        self.slots: RetrainSlots | None = None
+        self._claimed_slot = False
         self.last_check: CheckReport | None = None
         self.last_result: CheckResult | None = None  # the latest successful check's
         self.unrecorded_errors = 0    # checks that failed so badly not even their row could be written

@@ -15,6 +15,7 @@ from monitor.daemon.runtime import rescan
 from monitor.daemon.state.attempts import Attempt, BusyError, unsuccessful_in_a_row
 from monitor.daemon.state.incidents import Incident, TransitionError
 from monitor.daemon.retraining.launcher import RetrainJob
+from monitor.daemon.retraining.slots import slot_severity
 from monitor.daemon.decisions.actions import Action, ActionKind, StartKind, Wait, WaitKind
 from monitor.daemon.decisions.kinds import Outcome, State
 from monitor.daemon.decisions.lifecycle import Event
@@ -52,59 +53,78 @@ class Retrains(IncidentMoves):
         rules but not single-flight. ``ignore_attempt_limit`` is kept for callers; escalation
         never stops retraining."""
         with self.lock:
-            forced = not respect_cooldown
-            blocked = self._blocked(incident, forced)
-            why_not, why = blocked if blocked else (None, None)
-            if why_not and not forced and incident.state.is_outcome and not self._retrain_running(incident):
-                # A breach after a promotion, rejection or failure that must wait for new evidence
-                # (alerts.retry_rows, with labels arriving late that can take many checks) or the
-                # cooldown: the incident says it waits, and for what, instead of sitting in its outcome.
+            self._claimed_slot = False
+            started = self._maybe_retrain(incident, trigger, respect_cooldown)
+            if self._claimed_slot and self.slots is not None and started.kind != StartKind.STARTED:
+                self.slots.release(self.cfg.model.name)  # a slot claimed for a retrain that did not start
+            return started
+
+    def _slot_wait(self, incident: Incident, trigger: str) -> tuple[str, Wait] | None:
+        """Why this model waits for one of the deployment's retrain slots (fleet.max_concurrent_retrains),
+        or None once it holds one."""
+        if self.slots is None:
+            return None
+        place = self.slots.claim(self.cfg.model.name, slot_severity(str(incident.reason), trigger))
+        if place is None:
+            self._claimed_slot = True
+            return None
+        return (f"waiting: queued for a retrain slot, position {place} ({self.slots.limit} retrain(s) at once across "
+                "the deployment's models; fleet.max_concurrent_retrains)"), Wait(WaitKind.QUEUED)
+
+    def _maybe_retrain(self, incident: Incident, trigger: str, respect_cooldown: bool) -> Started:
+        forced = not respect_cooldown
+        blocked = self._blocked(incident, forced) or self._slot_wait(incident, trigger)
+        why_not, why = blocked if blocked else (None, None)
+        if why_not and not forced and incident.state.is_outcome and not self._retrain_running(incident):
+            # A breach after a promotion, rejection or failure that must wait for new evidence
+            # (alerts.retry_rows, with labels arriving late that can take many checks) or the
+            # cooldown: the incident says it waits, and for what, instead of sitting in its outcome.
+            try:
+                self.move(incident.id, Event.WAIT, why_not, detail=why_not)
+            except TransitionError as exc:
+                log.info("%s", exc)
+            return Started(None, why_not, StartKind.WAITING, why)
+        if why_not and not forced and incident.state == State.WAITING:
+            self.incidents.note(incident.id, "waiting_progress", why_not, coalesce=True)
+            self.incidents.set_fields(incident.id, detail=why_not)
+            return Started(None, why_not, StartKind.WAITING, why)
+        if why_not:
+            # One row per wait since the last state change, updated with the newest count.
+            self.incidents.note(incident.id, "retrain_deferred", why_not, coalesce=True)
+            return Started(None, why_not, StartKind.DEFERRED, why)
+        if not forced:  # the concept may have changed again since the incident's change point
+            incident = rescan.follow(self.cfg, self.store, self.champion, self.incidents, self.attempts, incident)
+        window, data_window, short = self.training_window(incident, forced=forced)
+        wait, why = short if short else (None, None)
+        if wait and forced:  # a person or the schedule asked: say why not, do not park the incident
+            self.incidents.note(incident.id, "retrain_deferred", wait, coalesce=True)
+            return Started(None, wait, StartKind.DEFERRED, why)
+        if wait:
+            if incident.state != State.WAITING:
                 try:
-                    self.move(incident.id, Event.WAIT, why_not, detail=why_not)
+                    incident = self.move(incident.id, Event.WAIT, wait, data=data_window, detail=wait)
                 except TransitionError as exc:
                     log.info("%s", exc)
-                return Started(None, why_not, StartKind.WAITING, why)
-            if why_not and not forced and incident.state == State.WAITING:
-                self.incidents.note(incident.id, "waiting_progress", why_not, coalesce=True)
-                self.incidents.set_fields(incident.id, detail=why_not)
-                return Started(None, why_not, StartKind.WAITING, why)
-            if why_not:
-                # One row per wait since the last state change, updated with the newest count.
-                self.incidents.note(incident.id, "retrain_deferred", why_not, coalesce=True)
-                return Started(None, why_not, StartKind.DEFERRED, why)
-            if not forced:  # the concept may have changed again since the incident's change point
-                incident = rescan.follow(self.cfg, self.store, self.champion, self.incidents, self.attempts, incident)
-            window, data_window, short = self.training_window(incident, forced=forced)
-            wait, why = short if short else (None, None)
-            if wait and forced:  # a person or the schedule asked: say why not, do not park the incident
-                self.incidents.note(incident.id, "retrain_deferred", wait, coalesce=True)
-                return Started(None, wait, StartKind.DEFERRED, why)
-            if wait:
-                if incident.state != State.WAITING:
-                    try:
-                        incident = self.move(incident.id, Event.WAIT, wait, data=data_window, detail=wait)
-                    except TransitionError as exc:
-                        log.info("%s", exc)
-                else:
-                    self.incidents.note(incident.id, "waiting_progress", wait, data_window, coalesce=True)
-                    self.incidents.set_fields(incident.id, detail=wait)
-                return Started(None, wait, StartKind.WAITING, why)
-            self.move(incident.id, Event.START_RETRAIN, f"retrain ({trigger}) on {len(window)} rows", data=data_window)
-            # The child needs no server token; keep it out of the files on disk.
-            config = self.cfg.model_dump(mode="json", exclude={"server": {"token"}})
-            # Reports are kept in the incident's folder while it is open; skip any removed by hand.
-            reports = [p for p in incident.report_paths if Path(p).is_file()]
-            job = RetrainJob("", incident.id, trigger, window, config, report_paths=reports,
-                             data_window={**data_window, "reason": incident.reason})
-            try:
-                attempt = self.supervisor.launch(job, rows=len(window), data_window=data_window)
-            except BusyError as exc:  # another daemon on the same store got there first
-                self.move(incident.id, Event.FAIL, f"not started: {exc}")
-                return Started(None, f"not retraining: {exc}", StartKind.NOT_STARTED)
-            if attempt.status != Outcome.RUNNING:  # the child could not even start; already settled as failed
-                return Started(None, f"retrain {attempt.id} failed to start: {attempt.error}",
-                               StartKind.FAILED_TO_START)
-            return Started(attempt, f"retrain {attempt.id} started", StartKind.STARTED)
+            else:
+                self.incidents.note(incident.id, "waiting_progress", wait, data_window, coalesce=True)
+                self.incidents.set_fields(incident.id, detail=wait)
+            return Started(None, wait, StartKind.WAITING, why)
+        self.move(incident.id, Event.START_RETRAIN, f"retrain ({trigger}) on {len(window)} rows", data=data_window)
+        # The child needs no server token; keep it out of the files on disk.
+        config = self.cfg.model_dump(mode="json", exclude={"server": {"token"}})
+        # Reports are kept in the incident's folder while it is open; skip any removed by hand.
+        reports = [p for p in incident.report_paths if Path(p).is_file()]
+        job = RetrainJob("", incident.id, trigger, window, config, report_paths=reports,
+                         data_window={**data_window, "reason": incident.reason})
+        try:
+            attempt = self.supervisor.launch(job, rows=len(window), data_window=data_window)
+        except BusyError as exc:  # another daemon on the same store got there first
+            self.move(incident.id, Event.FAIL, f"not started: {exc}")
+            return Started(None, f"not retraining: {exc}", StartKind.NOT_STARTED)
+        if attempt.status != Outcome.RUNNING:  # the child could not even start; already settled as failed
+            return Started(None, f"retrain {attempt.id} failed to start: {attempt.error}",
+                           StartKind.FAILED_TO_START)
+        return Started(attempt, f"retrain {attempt.id} started", StartKind.STARTED)
 
     def _retrain_running(self, incident: Incident) -> bool:
         return self.supervisor.busy or self.attempts.running() is not None or incident.state == State.RETRAINING

@@ -8,6 +8,7 @@ the job runs again at its next time.
 from __future__ import annotations
 
 import logging
+import threading
 from datetime import datetime, timedelta, timezone
 from typing import Callable
 
@@ -15,16 +16,22 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from monitor.logs import about_model
+
 log = logging.getLogger(__name__)
 
 RETENTION_INTERVAL_SECONDS = 6 * 3600
 
 
 def _guarded(name: str, fn: Callable[[], object],
-             on_error: Callable[[BaseException], None] | None) -> Callable[[], None]:
+             on_error: Callable[[BaseException], None] | None, model: str | None = None) -> Callable[[], None]:
     def run() -> None:
         try:
-            fn()
+            if model is not None:
+                with about_model(model):
+                    fn()
+            else:
+                fn()
         except Exception as exc:  # the job must run again next time, whatever happened
             log.exception("scheduled job %s failed", name)
             if on_error is not None:
@@ -52,3 +59,101 @@ def build_scheduler(*, check: Callable[[], object], check_interval: float, reten
                           CronTrigger.from_crontab(retrain_cron, timezone=timezone.utc),
                           id="retrain", name=f"scheduled retrain ({retrain_cron} UTC)")
     return scheduler
+
+
+class SharedScheduler:
+    """One scheduler for every model of a deployment: each model's jobs (check, retention, retrain
+    cron; ids ``<model>:check`` …) at its own interval, all run by one bounded pool of
+    ``workers`` threads. A model has at most one check running or waiting (``max_instances=1``), so
+    one that checks often or slowly delays the others by at most one check each; the delay between
+    a check's due time and its start is recorded per model (:attr:`delays`), and :meth:`waiting`
+    says how many checks wait for a thread."""
+
+    def __init__(self, workers: int):
+        from apscheduler.events import EVENT_JOB_SUBMITTED
+        from apscheduler.executors.pool import ThreadPoolExecutor
+
+        self.workers = workers
+        self._scheduler = BackgroundScheduler(
+            timezone=timezone.utc, executors={"default": ThreadPoolExecutor(max_workers=workers)},
+            job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None})
+        self._lock = threading.Lock()
+        self._submitted = 0
+        self._started = 0
+        self._intervals: dict[str, float] = {}
+        self.delays: dict[str, list[float]] = {}   # model → seconds its checks waited past their due time
+        self._scheduler.add_listener(self._on_submitted, EVENT_JOB_SUBMITTED)
+
+    def _on_submitted(self, event: object) -> None:
+        if str(getattr(event, "job_id", "")).endswith(":check"):
+            with self._lock:
+                self._submitted += 1
+
+    def waiting(self) -> int:
+        """Checks submitted to the pool that have not started (waiting for a free thread)."""
+        with self._lock:
+            return max(0, self._submitted - self._started)
+
+    def start(self) -> None:
+        if not self._scheduler.running:
+            self._scheduler.start()
+
+    def shutdown(self, wait: bool = True) -> None:
+        if self._scheduler.running:
+            self._scheduler.shutdown(wait=wait)
+
+    def _timed(self, model: str, check: Callable[[], object]) -> Callable[[], object]:
+        job_id = f"{model}:check"
+
+        def run() -> object:
+            now = datetime.now(timezone.utc)
+            job = self._scheduler.get_job(job_id)
+            interval = self._intervals.get(model)
+            with self._lock:
+                self._started += 1
+                if job is not None and job.next_run_time is not None and interval:
+                    # For an interval trigger, the run just due is the next one less one interval.
+                    due = job.next_run_time - timedelta(seconds=interval)
+                    self.delays.setdefault(model, []).append(max(0.0, (now - due).total_seconds()))
+            return check()
+        return run
+
+    def add_model(self, model: str, *, check: Callable[[], object], check_interval: float,
+                  retention: Callable[[], object], retrain: Callable[[], object] | None = None,
+                  retrain_cron: str | None = None, on_check_error: Callable[[BaseException], None] | None = None,
+                  first_check_delay: float = 1.0) -> None:
+        """Schedule ``model``'s jobs (replacing any it had)."""
+        self.remove_model(model)
+        now = datetime.now(timezone.utc)
+        self._intervals[model] = check_interval
+        add = self._scheduler.add_job
+        add(_guarded(f"{model}:check", self._timed(model, check), on_check_error, model),
+            IntervalTrigger(seconds=check_interval), id=f"{model}:check",
+            name=f"drift and performance check of model {model}",
+            next_run_time=now + timedelta(seconds=first_check_delay))
+        add(_guarded(f"{model}:retention", retention, None, model), IntervalTrigger(seconds=RETENTION_INTERVAL_SECONDS),
+            id=f"{model}:retention", name=f"store and report retention of model {model}",
+            next_run_time=now + timedelta(seconds=60))
+        if retrain_cron and retrain is not None:
+            add(_guarded(f"{model}:retrain", retrain, None, model),
+                CronTrigger.from_crontab(retrain_cron, timezone=timezone.utc), id=f"{model}:retrain",
+                name=f"scheduled retrain of model {model} ({retrain_cron} UTC)")
+
+    def remove_model(self, model: str) -> None:
+        """Unschedule ``model``'s jobs; a check of it already running finishes."""
+        for kind in ("check", "retention", "retrain"):
+            try:
+                self._scheduler.remove_job(f"{model}:{kind}")
+            except Exception:  # JobLookupError: it had none of this kind
+                pass
+        self._intervals.pop(model, None)
+
+    def check_soon(self, model: str) -> None:
+        """Run ``model``'s check now instead of at its next time (a retrain slot freed for it)."""
+        job = self._scheduler.get_job(f"{model}:check")
+        if job is not None:
+            job.modify(next_run_time=datetime.now(timezone.utc))
+            self._scheduler.wakeup()
+
+    def jobs(self) -> list[str]:
+        return [job.id for job in self._scheduler.get_jobs()]

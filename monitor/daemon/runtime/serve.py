@@ -16,7 +16,7 @@ import signal
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from monitor.config import DriftloopConfig
 from monitor.errors import UserInputError
@@ -25,6 +25,8 @@ from monitor.ingest.server import BoundedStoreWait, ConnectionLimits, protocol_c
 
 if TYPE_CHECKING:
     from monitor.daemon.runtime.daemon import Daemon
+    from monitor.daemon.runtime.fleet import Fleet
+    from monitor.daemon.runtime.fleet_http import FleetApp
 
 log = logging.getLogger(__name__)
 
@@ -53,16 +55,25 @@ def _loopback(host: str) -> bool:
 
 
 def serve(cfg: DriftloopConfig, stop: threading.Event | None = None, *, daemon: Daemon | None = None,
-          ready: threading.Event | None = None, scheduler: bool = True, freeze_heap: bool = False) -> None:
+          ready: threading.Event | None = None, scheduler: bool = True, freeze_heap: bool = False,
+          prepare: Callable[[DriftloopConfig], DriftloopConfig] | None = None,
+          reload: threading.Event | None = None,
+          reload_config: Callable[[], DriftloopConfig] | None = None, fleet: Fleet | None = None) -> None:
     """Run until ``stop`` is set (the CLI sets it from SIGTERM/SIGINT). ``daemon``: an already
     built :class:`~monitor.daemon.runtime.daemon.Daemon` (tests, the demo); stopped on the way out.
     ``ready`` is set once requests are answered and the scheduler runs. ``freeze_heap``: freeze the
     startup heap, and the check path after the first check with a champion
     (:mod:`monitor.daemon.runtime.heap`), for a process that is the daemon alone (``driftloop
-    serve``), not one that hosts it among other work."""
+    serve``), not one that hosts it among other work.
+
+    Every model of ``cfg`` is served (:class:`~monitor.daemon.runtime.fleet.Fleet`; ``prepare`` turns
+    each model's configuration into the one it runs with). While ``reload`` is set (SIGHUP),
+    ``reload_config()`` is read and applied: models added start, models removed stop, the others
+    are not touched."""
     import uvicorn
 
-    from monitor.daemon.runtime.daemon import Daemon
+    from monitor.daemon.runtime.fleet import Fleet
+    from monitor.daemon.runtime.fleet_http import FleetApp
 
     stop = stop or threading.Event()
     if not cfg.server.token and not _loopback(cfg.server.host):
@@ -73,7 +84,8 @@ def serve(cfg: DriftloopConfig, stop: threading.Event | None = None, *, daemon: 
     try:
         if cfg.server.health_port is not None:
             health_sock = _bind(cfg.server.host, cfg.server.health_port)
-        daemon = daemon if daemon is not None else Daemon(cfg)
+        if fleet is None:
+            fleet = Fleet(cfg, daemons={cfg.model.name: daemon}) if daemon is not None else Fleet(cfg, prepare=prepare)
     except BaseException:
         sock.close()
         if health_sock is not None:
@@ -83,7 +95,8 @@ def serve(cfg: DriftloopConfig, stop: threading.Event | None = None, *, daemon: 
     thread = None
     liveness = None
     try:
-        app = BoundedStoreWait(daemon.build_app(), cfg.store.request_wait_seconds)
+        routes = FleetApp(fleet)
+        app = BoundedStoreWait(routes, cfg.store.request_wait_seconds)
         limits = ConnectionLimits(cfg.server.header_timeout_seconds, cfg.server.idle_timeout_seconds,
                                   cfg.server.max_connections)
         raise_open_file_limit(limits.max_connections)
@@ -103,20 +116,30 @@ def serve(cfg: DriftloopConfig, stop: threading.Event | None = None, *, daemon: 
             liveness.start()
             log.info("liveness listener (pid %s) answering GET /livez on port %s", liveness.pid,
                      health_sock.getsockname()[1])
-        daemon.start(scheduler=scheduler)
+        fleet.start(scheduler=scheduler)
         host, port = sock.getsockname()[:2]
-        log.info("driftloop serving model %r on http://%s:%s (checks every %g s)", cfg.model.name, host, port,
-                 cfg.drift.interval_seconds)
+        if len(fleet.daemons) == 1 and not fleet.failed:
+            only = next(iter(fleet.daemons.values())).cfg
+            log.info("driftloop serving model %r on http://%s:%s (checks every %g s)", only.model.name, host, port,
+                     only.drift.interval_seconds)
+        else:
+            log.info("driftloop serving %d models on http://%s:%s: %s%s", len(fleet.daemons), host, port,
+                     ", ".join(fleet.names), f" (not running: {', '.join(fleet.failed)})" if fleet.failed else "")
         if ready is not None:
             ready.set()
         if freeze_heap:
             from monitor.daemon.runtime.heap import HeapFreezer, freeze_now
             freeze_now()
-            daemon.after_check.append(HeapFreezer())
+            freezer = HeapFreezer()
+            for hosted in fleet.daemons.values():
+                hosted.after_check.append(freezer)
         loop = server.servers[0].get_loop() if server.servers else None
         while not stop.wait(BEAT_SECONDS):
             if not thread.is_alive():
                 raise RuntimeError("the HTTP server stopped unexpectedly; see the log above")
+            if reload is not None and reload.is_set() and reload_config is not None:
+                reload.clear()
+                _reload(fleet, routes, reload_config)
             if liveness is not None and loop is not None:
                 liveness.check()
                 # The beat runs on the event loop: a loop that does not run stops the beats.
@@ -128,16 +151,35 @@ def serve(cfg: DriftloopConfig, stop: threading.Event | None = None, *, daemon: 
             thread.join(15)
         if liveness is not None:
             liveness.stop()
-        daemon.stop()
+        if fleet is not None:
+            fleet.stop()
         sock.close()
         if health_sock is not None:
             health_sock.close()
         log.info("stopped")
 
 
-def install_signal_handlers(stop: threading.Event) -> None:
+def _reload(fleet: Fleet, routes: FleetApp, reload_config: Callable[[], DriftloopConfig]) -> None:
+    """Apply the configuration as it is now; a configuration that does not load changes nothing."""
+    try:
+        cfg = reload_config()
+    except Exception as exc:
+        log.error("reload: the configuration was not applied, every model keeps running as it was: %s", exc)
+        return
+    fleet.reload(cfg)
+    routes.refresh()
+
+
+def install_signal_handlers(stop: threading.Event, reload: threading.Event | None = None) -> None:
     def _stop(signum: int, frame: Any) -> None:
         log.info("received %s", signal.Signals(signum).name)
         stop.set()
+
+    def _reload(signum: int, frame: Any) -> None:
+        log.info("received SIGHUP: reloading the configuration")
+        if reload is not None:
+            reload.set()
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    if reload is not None:
+        signal.signal(signal.SIGHUP, _reload)

@@ -1,0 +1,171 @@
+"""The HTTP face of a deployment of many models: one address, a path per model.
+
+``/v1/models/{name}/…`` is model ``name``'s own API, the one a single-model daemon serves at
+``/v1/…`` (``predictions``, ``labels``, ``schema``, ``status``, ``retrain``, ``reference/reset``,
+``alerts``): the request goes to that model's app with the prefix taken off. The fleet's own routes:
+
+* ``GET /v1/models``: every model with its task, champion, last check, open incident and whether it
+  retrains; the retrain queue and the check pool. ``GET /v1/models/{name}``: one model's entry.
+* ``GET /metrics``: every model's series (``model`` label) and the fleet's, one exposition.
+* ``POST /v1/alerts``: Alertmanager's webhook for every model: each model acts on the alerts whose
+  ``model`` label names it (``alerts.webhook_match`` as always); the answer lists each model's.
+
+A deployment of one model also answers every path it always did (``/v1/predictions`` …) for that
+model. With several, those per-model paths answer 404 naming ``/v1/models/{name}/…``; the
+operational paths (``/livez``, ``/readyz``, ``/healthz``, ``/runbooks/…``, ``/docs``,
+``/openapi.json``) are the first model's, whose checks (the shared store, MLflow) are everyone's.
+"""
+from __future__ import annotations
+
+import gzip
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, MutableMapping
+
+import anyio
+from fastapi import Depends, FastAPI, Request, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from monitor.logs import about_model
+
+if TYPE_CHECKING:
+    from monitor.daemon.runtime.fleet import Fleet
+
+Scope = MutableMapping[str, Any]
+ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
+
+PREFIX = "/v1/models"
+# Paths every model app answers the same (probes, docs, runbooks): the first model's serve them.
+SHARED_PATHS = frozenset({"/livez", "/readyz", "/healthz", "/docs", "/redoc", "/openapi.json",
+                          "/docs/oauth2-redirect"})
+
+
+def build_front(fleet: Fleet) -> FastAPI:
+    """The fleet's own routes (see the module doc)."""
+    from prometheus_client.exposition import choose_encoder
+
+    from monitor.daemon.runtime.alertmanager import WebhookPayload
+    from monitor.daemon.runtime.api import BadRequest, _error, parse_body
+    from monitor.ingest import security
+    from monitor.ingest.responses import install_error_handlers
+    from monitor.ingest.scrape import Snapshots
+    from monitor.ingest.security import require_token, trusted
+
+    app = FastAPI(title="driftloop", description="Many models: /v1/models/{name}/… is each model's own API.")
+    security.install(app, fleet.cfg.server)
+    install_error_handlers(app)
+    snapshots = Snapshots(fleet.registry, lambda: fleet.names, wait=0.5)
+
+    def public(entry: dict[str, Any], request: Request) -> dict[str, Any]:
+        if trusted(request) or "error" not in entry:
+            return entry
+        return {**entry, "error": "hidden"}
+
+    @app.get(PREFIX, tags=["models"], summary="The models this daemon hosts")
+    async def models(request: Request) -> dict[str, Any]:
+        body = await anyio.to_thread.run_sync(fleet.listing)
+        body["models"] = [public(m, request) for m in body["models"]]
+        return body
+
+    @app.get(PREFIX + "/{name}", tags=["models"], summary="One model's entry of GET /v1/models")
+    async def one_model(name: str, request: Request) -> Any:
+        if name not in fleet.daemons and name not in fleet.failed:
+            return unknown_model(name, fleet)
+        return public(await anyio.to_thread.run_sync(fleet.summary, name), request)
+
+    @app.get("/metrics", tags=["operations"], summary="Prometheus metrics of every model",
+             response_class=PlainTextResponse)
+    async def metrics(request: Request) -> Response:
+        encoder, content_type = choose_encoder(request.headers.get("accept", ""))
+        body = encoder(await snapshots.current())  # type: ignore[arg-type]  # duck-typed registry
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            return Response(gzip.compress(body), media_type=content_type, headers={"Content-Encoding": "gzip"})
+        return Response(body, media_type=content_type)
+
+    @app.post("/v1/alerts", dependencies=[Depends(require_token)], tags=["models"],
+              summary="Alertmanager webhook (version 4) for every model")
+    async def alerts(request: Request) -> Any:
+        try:
+            payload = parse_body(await request.body(), WebhookPayload, "Alertmanager webhook payload (version 4)")
+        except BadRequest as exc:
+            return _error(exc)
+
+        def each() -> tuple[dict[str, Any], int]:
+            answers: dict[str, Any] = {}
+            unavailable = 0
+            for name, daemon in list(fleet.daemons.items()):
+                try:
+                    answers[name] = daemon.handle_alerts(payload).to_dict()
+                except Exception as exc:  # one model's MLflow or leadership: the others still act
+                    unavailable += 1
+                    answers[name] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+            return answers, unavailable
+
+        answers, unavailable = await anyio.to_thread.run_sync(each)
+        # Alertmanager re-sends on a 5xx: only when no model could take it.
+        status = 503 if answers and unavailable == len(answers) else 200
+        return JSONResponse({"models": answers}, status_code=status, headers={"Retry-After": "5"} if status == 503
+                            else None)
+
+    return app
+
+
+def unknown_model(name: str, fleet: Fleet) -> JSONResponse:
+    return JSONResponse({"error": f"no model {name!r} here; this daemon hosts: {', '.join(fleet.names) or 'none'} "
+                                  "(GET /v1/models)"}, status_code=404)
+
+
+class FleetApp:
+    """The ASGI app ``serve`` runs for a fleet (routing in the module doc). ``apps``: each model's
+    app (:meth:`Daemon.build_app`), rebuilt by :meth:`refresh` after a reload."""
+
+    def __init__(self, fleet: Fleet):
+        self.fleet = fleet
+        self.front = build_front(fleet)
+        self.apps: dict[str, ASGIApp] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        apps: dict[str, ASGIApp] = {}
+        for name, daemon in self.fleet.daemons.items():
+            app = self.apps.get(name)
+            # A rebuilt daemon (its configuration changed) needs a new app: compare by identity.
+            if app is None or getattr(app, "_driftloop_daemon", None) is not daemon:
+                app = daemon.build_app()
+                app._driftloop_daemon = daemon  # type: ignore[attr-defined]
+            apps[name] = app
+        self.apps = apps
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await self.front(scope, receive, send)
+            return
+        path: str = scope.get("path", "")
+        if path.startswith(PREFIX + "/") and path.count("/") >= 4:
+            name, _, rest = path[len(PREFIX) + 1:].partition("/")
+            app = self.apps.get(name)
+            if app is None:
+                await unknown_model(name, self.fleet)(scope, receive, send)
+                return
+            inner = dict(scope)
+            inner["path"] = "/v1/" + rest
+            inner["raw_path"] = inner["path"].encode()
+            with about_model(name):
+                await app(inner, receive, send)
+            return
+        if path == "/metrics" or path == PREFIX or path.startswith(PREFIX + "/"):
+            await self.front(scope, receive, send)
+            return
+        apps = list(self.apps.values())
+        if len(apps) == 1 and not self.fleet.failed:
+            await apps[0](scope, receive, send)  # a single-model deployment: every path as always
+            return
+        if path == "/v1/alerts":
+            await self.front(scope, receive, send)
+            return
+        if apps and (path in SHARED_PATHS or path.startswith("/runbooks")):
+            await apps[0](scope, receive, send)
+            return
+        names = ", ".join(self.fleet.names) or "none"
+        response = JSONResponse({"error": f"this daemon hosts several models ({names}): send to "
+                                          f"{PREFIX}/<name>{path[3:] if path.startswith('/v1/') else ''} "
+                                          f"(GET {PREFIX} lists them)"}, status_code=404)
+        await response(scope, receive, send)

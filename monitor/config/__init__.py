@@ -225,6 +225,7 @@ def _fleet_models(data: dict[str, Any], base_dir: Path, problems: list[str],
                   overrides: dict[str, Any]) -> dict[str, DriftloopConfig]:
     """Each model of ``models:`` / ``models_dir:`` validated into a whole configuration (problems
     appended, prefixed with the model's path). ``overrides`` (CLI flags) win over a model's own sections."""
+    overrides = {k: v for k, v in overrides.items() if k not in ("models", "models_dir")}
     entries = F.model_entries(data, base_dir, problems)
     if not entries:
         problems.append("models: no model defined (models: is empty and models_dir: has no *.yaml file)")

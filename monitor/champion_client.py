@@ -6,17 +6,75 @@ from :mod:`monitor.client` (with the client that sends its predictions)::
     champion = Champion("sqlite:///driftloop-data/mlflow.db", "driftloop-churn")  # or http://mlflow:5000
     scores = champion.predict(frame)     # champion.version says which version scored them
 
+or by a monitored model's driftloop name, its registered model found as the daemon finds it
+(``mlflow.registered_model``, default ``driftloop-<name>``)::
+
+    champion = Champion.for_model("churn", config="driftloop.yaml")   # its tracking URI too
+    champion = Champion.for_model("churn", tracking_uri="http://mlflow:5000")  # driftloop-churn
+
 Light to import: mlflow, and for the ONNX runtimes :mod:`monitor.onnx_scoring`, are imported when a
 :class:`Champion` is made, so a service that only sends data never pays for them.
 """
 from __future__ import annotations
 
+import os
 import threading
-from typing import Any
+from typing import Any, Protocol
 
 from monitor.client_errors import ClientError, import_extra
 
 RUNTIMES = ("torch", "onnx", "onnx-int8")
+
+
+class ModelRegistryConfig(Protocol):
+    """What :meth:`Champion.for_model` reads of one model's configuration
+    (:class:`monitor.config.DriftloopConfig`)."""
+
+    @property
+    def tracking_uri(self) -> str: ...
+
+    @property
+    def registered_model_name(self) -> str: ...
+
+
+class DeploymentConfig(Protocol):
+    """A loaded driftloop configuration (``monitor.config.load_config(path)``), of one model or several."""
+
+    def for_model(self, name: str | None) -> ModelRegistryConfig: ...
+
+
+def registry_names(model: str, *, tracking_uri: str | None = None,
+                   config: str | os.PathLike[str] | DeploymentConfig | None = None) -> tuple[str, str]:
+    """``(tracking URI, registered model name)`` of driftloop model ``model``.
+
+    With ``config`` (a driftloop configuration file, or one already loaded): that model's
+    ``mlflow.registered_model`` (default ``driftloop-<model>``) and tracking URI, read as the daemon
+    reads them (``DRIFTLOOP_*`` variables included); ``tracking_uri`` given wins over the file's.
+    Reading a file needs the full driftloop install (``driftloop-client`` has no configuration
+    loader). Without ``config``: ``driftloop-<model>`` at ``tracking_uri``, which is then required.
+    :class:`monitor.errors.ConfigError` for a file that does not validate or has no such model."""
+    if config is None:
+        if tracking_uri is None:
+            raise ValueError("give tracking_uri=, or config= (a driftloop configuration) to read it from")
+        # The default DriftloopConfig.registered_model_name gives a model without mlflow.registered_model;
+        # tests/monitor/ingest/test_client_many_models.py holds the two equal.
+        return tracking_uri, f"driftloop-{model}"
+    if isinstance(config, (str, os.PathLike)):
+        config = _load_config(config)
+    model_cfg = config.for_model(model)  # ConfigError (a DriftloopError) naming the models it has
+    return tracking_uri or model_cfg.tracking_uri, model_cfg.registered_model_name
+
+
+def _load_config(path: str | os.PathLike[str]) -> DeploymentConfig:
+    try:
+        from monitor.config import load_config  # the full install only: scripts/build_client.py FULL_INSTALL_ONLY
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("monitor", "monitor.config"):
+            raise  # the full install, broken: not a light one
+        raise ClientError(f"reading a driftloop configuration ({os.fspath(path)}) needs the full driftloop "
+                          "install; with driftloop-client pass tracking_uri= instead (and, when the model sets "
+                          "mlflow.registered_model, use Champion(tracking_uri, that name))") from exc
+    return load_config(path)
 
 
 class Champion:
@@ -42,7 +100,10 @@ class Champion:
 
     Needs mlflow (imported when a Champion is made, not with this module): ``driftloop-client``
     installs it with ``[registry]``, and without it a Champion raises
-    :class:`monitor.client_errors.MissingExtra` naming that extra."""
+    :class:`monitor.client_errors.MissingExtra` naming that extra.
+
+    ``name`` is the MLflow registered model; :meth:`for_model` takes a monitored model's driftloop
+    name instead."""
 
     def __init__(self, tracking_uri: str, name: str, *, alias: str = "champion", interval: float = 30.0,
                  runtime: str = "torch"):
@@ -59,6 +120,16 @@ class Champion:
         if interval > 0:
             self._thread = threading.Thread(target=self._follow, name=f"champion-{name}", daemon=True)
             self._thread.start()
+
+    @classmethod
+    def for_model(cls, model: str, *, tracking_uri: str | None = None,
+                  config: str | os.PathLike[str] | DeploymentConfig | None = None, alias: str = "champion",
+                  interval: float = 30.0, runtime: str = "torch") -> "Champion":
+        """The champion of driftloop model ``model`` (one of a deployment's ``models:``, or the
+        only one): its registered model and tracking URI as :func:`registry_names` resolves them
+        from ``config`` (a driftloop configuration file, or one loaded) or ``tracking_uri``."""
+        uri, name = registry_names(model, tracking_uri=tracking_uri, config=config)
+        return cls(uri, name, alias=alias, interval=interval, runtime=runtime)
 
     @property
     def version(self) -> str:

@@ -15,10 +15,20 @@ multiclass one ``proba_<class>`` column per class or a ``probabilities`` list co
 a class]; regression ``prediction``. These are the columns the registered pyfunc returns, so a
 service sends ``features.join(model.predict(features))`` as it is. Labels: 0/1, class names or numbers.
 
+A daemon that hosts several models (``models:`` in its configuration) serves each at
+``/v1/models/<name>/...``: name the model and every per-model call goes there::
+
+    with DriftloopClient(url, token="...", model="churn") as churn:
+        churn.log_predictions(frame)         # POST /v1/models/churn/predictions, columns from its schema
+    DriftloopClient(url).models()            # GET /v1/models: the models it hosts
+
+Without ``model`` the paths are ``/v1/predictions`` ..., which a daemon of one model answers.
+
 or, module-level: ``monitor.client.configure(url, token=...)`` then ``monitor.client.log_predictions(...)``.
 
 To score with whatever model is champion now, following promotions and rollbacks:
-``from monitor.client import Champion`` (:mod:`monitor.champion_client`).
+``from monitor.client import Champion`` (:mod:`monitor.champion_client`); ``Champion.for_model("churn", ...)``
+finds a monitored model's registered model as the daemon does.
 
 Data goes in batches of ``batch_size`` records, each stored atomically by the server. Connection
 errors, 429 and 5xx answers are retried with exponential backoff and jitter; that is safe because
@@ -38,6 +48,7 @@ import time
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Callable, Mapping, Sequence
+from urllib.parse import quote
 
 import httpx
 import orjson
@@ -49,6 +60,7 @@ __all__ = ["Champion", "ClientError", "DriftloopClient", "IngestSummary", "Missi
            "ServerUnavailable", "configure", "log_labels", "log_predictions"]
 
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+MODELS_PATH = "/v1/models"  # a daemon's models: GET lists them, /v1/models/<name>/... is each one's API
 _DUMPS_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z
 
 
@@ -75,8 +87,12 @@ def _default(value: Any) -> Any:
 
 
 class DriftloopClient:
+    """Sends one model's predictions and labels (see the module doc). ``model``: the name of one
+    model of a daemon that hosts several; its calls go to ``/v1/models/<model>/...`` and its errors
+    name it. None: the plain paths (``/v1/predictions`` ...), which a daemon of one model answers."""
+
     def __init__(self, base_url: str = "http://127.0.0.1:8470", token: str | None = None, *,
-                 batch_size: int = 1000, retries: int = 5, timeout: float = 30.0,
+                 model: str | None = None, batch_size: int = 1000, retries: int = 5, timeout: float = 30.0,
                  backoff_seconds: float = 0.2, max_backoff_seconds: float = 30.0,
                  transport: httpx.BaseTransport | None = None, sleep: Callable[[float], None] = time.sleep,
                  rng: Callable[[], float] = random.random):
@@ -84,6 +100,8 @@ class DriftloopClient:
             raise ValueError("batch_size must be at least 1")
         if retries < 0:
             raise ValueError("retries must be 0 or more")
+        if model is not None and (not isinstance(model, str) or not model):
+            raise ValueError(f"model must be a model's name, got {model!r}")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport)
         self.batch_size = batch_size
@@ -93,6 +111,9 @@ class DriftloopClient:
         self._sleep = sleep
         self._rng = rng
         self._schema: dict | None = None
+        self.model = model
+        # The model's API: a path segment, so any character outside the name pattern is quoted.
+        self._api = f"{MODELS_PATH}/{quote(model, safe='')}" if model else "/v1"
 
     # ---- public ------------------------------------------------------------------------------
     def log_predictions(self, data: Any, *, features: Sequence[str] | None = None, id: str | None = None,
@@ -128,7 +149,7 @@ class DriftloopClient:
         if model_version is not None:
             from monitor.records.frames import with_model_version
             data = with_model_version(list(data), model_version)
-        return self._send("/v1/predictions", data)
+        return self._send(self._api + "/predictions", data)
 
     def log_labels(self, data: Any, *, id: str | None = None, label: str | None = None,
                    ts: str = "ts") -> IngestSummary:
@@ -142,15 +163,30 @@ class DriftloopClient:
                 target = schema.get("target", "label")
                 label = target if target in data.columns or "label" not in data.columns else "label"
             data = label_records(data, id=_column_name(data, id, schema.get("id")), label=label, ts=ts)
-        return self._send("/v1/labels", data)
+        return self._send(self._api + "/labels", data)
 
     def schema(self) -> dict:
         """The server's model (``GET /v1/schema``: task, classes, columns, record schemas), fetched
-        once and cached; {} from a server without it (then frames are read as a binary model's)."""
+        once and cached; {} from a server without it (then frames are read as a binary model's).
+        :class:`RequestRejected` (404) when the daemon has no such model, or hosts several and
+        ``model`` names none of them: a frame is not read as some other model's."""
         if self._schema is None:
-            response = self._request("GET", "/v1/schema", None, IngestSummary(), "schema")
+            response = self._request("GET", self._api + "/schema", None, IngestSummary(), self._about("schema"))
+            if response.status_code == 404 and _our_error(response):
+                raise _rejected(response, 0, self._about("schema"), IngestSummary())
             self._schema = response.json() if response.status_code == 200 else {}
         return self._schema
+
+    def status(self) -> dict:
+        """The daemon's status of the model (``GET /v1/status``): champion, last check, incidents,
+        retrains; the public part without the token."""
+        return self._get(self._api + "/status", self._about("status"))
+
+    def models(self) -> list[dict]:
+        """The models the daemon hosts (``GET /v1/models``), whichever ``model`` this client sends
+        for: each a dict with ``name``, ``task``, ``state``, ``champion`` (its version), ``last_check``,
+        ``incident``, ``retraining`` and ``url`` (its API's path)."""
+        return list(self._get(MODELS_PATH, "model listing")["models"])
 
     def health(self) -> dict:
         response = self._request("GET", "/healthz", None, IngestSummary(), "health check")
@@ -173,12 +209,22 @@ class DriftloopClient:
         for start in range(0, len(records), self.batch_size):
             batch = records[start:start + self.batch_size]
             body = orjson.dumps(batch, default=_default, option=_DUMPS_OPTIONS)
-            what = f"records {start}-{start + len(batch) - 1}"
+            what = self._about(f"records {start}-{start + len(batch) - 1}")
             response = self._request("POST", path, body, summary, what)
             if response.status_code >= 400:
                 raise _rejected(response, start, what, summary)
             summary.add(response.json())
         return summary
+
+    def _about(self, what: str) -> str:
+        """``what`` a request is about, with the model's name when the client has one."""
+        return f"model {self.model!r}, {what}" if self.model else what
+
+    def _get(self, path: str, what: str) -> dict:
+        response = self._request("GET", path, None, IngestSummary(), what)
+        if response.status_code >= 400:
+            raise _rejected(response, 0, what, IngestSummary())
+        return response.json()
 
     def _request(self, method: str, path: str, body: bytes | None, summary: IngestSummary, what: str) -> httpx.Response:
         headers = {"Content-Type": "application/json"} if body is not None else None
@@ -257,6 +303,16 @@ def _message(response: httpx.Response) -> str:
     except ValueError:
         return response.text[:200]
     return str(body.get("error") or body.get("detail") or body)[:500] if isinstance(body, dict) else str(body)[:200]
+
+
+def _our_error(response: httpx.Response) -> bool:
+    """Whether an error answer is driftloop's own (``{"error": ...}``), not a bare 404 from an older
+    server that lacks the route (``{"detail": "Not Found"}``)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and "error" in body
 
 
 def _rejected(response: httpx.Response, offset: int, what: str, summary: IngestSummary) -> RequestRejected:

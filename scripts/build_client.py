@@ -21,9 +21,11 @@ tracking server over HTTP; skinny has no SQL store). A part used without its ext
 It installs the same ``monitor`` package name (a subset), so code written against the full install
 runs unchanged; install one or the other in an environment, not both. The build fails when a module
 of the closure would import a heavy dependency (``HEAVY``) at import time, or needs a server-side module
-of ours (``SERVER_SIDE``) at all. A heavy import inside a function is allowed: the bottom layer's task
-objects (monitor/tasks/task.py) import torch inside their training methods, which only the trainer
-calls; the client never runs them (tests/trainer/test_light_client.py scores in a venv without torch).
+of ours (``SERVER_SIDE``) at all, save the function-local imports ``FULL_INSTALL_ONLY`` lists (a
+feature of the full install that says so in the light one). A heavy import inside a function is
+allowed: the bottom layer's task objects (monitor/tasks/task.py) import torch inside their training
+methods, which only the trainer calls; the client never runs them (tests/trainer/test_light_client.py
+scores in a venv without torch).
 """
 from __future__ import annotations
 
@@ -43,6 +45,10 @@ HEAVY = ("torch", "evidently", "pydantic", "sqlalchemy", "fastapi", "sklearn")
 # What it must never import, at any depth: server-side modules of ours, which the wheel does not hold.
 SERVER_SIDE = ("trainer", "monitor.config", "monitor.daemon", "monitor.drift", "monitor.store", "monitor.ingest")
 FORBIDDEN = HEAVY + SERVER_SIDE
+# The exceptions to SERVER_SIDE, each an importer -> what it may import inside a function and is not
+# followed into the closure: a feature only the full install has, whose module turns the missing import
+# into a ClientError saying so (Champion.for_model reading a driftloop configuration file).
+FULL_INSTALL_ONLY = {"monitor.champion_client": ("monitor.config",)}
 # Sending records needs only these two: a service that sends DataFrames has pandas already, and one
 # that sends lists of records needs no 150 MB of numpy and pandas (scripts/measure_client.py measures).
 DEPENDENCIES = ["httpx>=0.27", "orjson>=3.9"]
@@ -114,14 +120,20 @@ def closure(roots: tuple[str, ...] = ROOTS) -> list[str]:
         parts = name.split(".")
         todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))  # parent packages
         at_import = _imports(path, import_time=True)
+        full_install_only = FULL_INSTALL_ONLY.get(name, ())
         for imported in _imports(path):
+            if imported not in at_import and _under(imported, full_install_only):
+                continue
             forbidden = FORBIDDEN if imported in at_import else SERVER_SIDE
-            bad = [f for f in forbidden if imported == f or imported.startswith(f + ".")]
-            if bad:
+            if _under(imported, forbidden):
                 raise ValueError(f"{name} imports {imported}: the light client must not need it")
             if imported == "monitor" or imported.startswith("monitor."):
                 todo.append(imported)
     return sorted(seen)
+
+
+def _under(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
 
 
 def stage(folder: Path) -> list[str]:

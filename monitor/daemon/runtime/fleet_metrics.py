@@ -101,6 +101,8 @@ class FleetCollector:
         yield GaugeMetricFamily("driftloop_fleet_check_queue", "Checks due that wait for a free check thread",
                                 value=fleet.jobs.waiting())
         with self._lock:
+            for model in list(fleet.daemons):  # every hosted model has its series from the first scrape
+                self._delays.setdefault(model, _Histogram(DELAY_BUCKETS))
             for model, seen in list(fleet.jobs.delays.items()):
                 hist = self._delays.setdefault(model, _Histogram(DELAY_BUCKETS))
                 while seen:

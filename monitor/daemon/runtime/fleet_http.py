@@ -38,7 +38,7 @@ SHARED_PATHS = frozenset({"/livez", "/readyz", "/healthz", "/docs", "/redoc", "/
                           "/docs/oauth2-redirect"})
 
 
-def build_front(fleet: Fleet) -> FastAPI:
+def build_front(fleet: Fleet, model_app: Callable[[], Any] = lambda: None) -> FastAPI:
     """The fleet's own routes (see the module doc)."""
     from prometheus_client.exposition import choose_encoder
 
@@ -58,6 +58,13 @@ def build_front(fleet: Fleet) -> FastAPI:
         if trusted(request) or "error" not in entry:
             return entry
         return {**entry, "error": "hidden"}
+
+    def document() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = fleet_openapi(app, model_app())
+        return app.openapi_schema
+
+    app.openapi = document  # type: ignore[method-assign]
 
     @app.get(PREFIX, tags=["models"], summary="The models this daemon hosts")
     async def models(request: Request) -> dict[str, Any]:
@@ -108,6 +115,37 @@ def build_front(fleet: Fleet) -> FastAPI:
     return app
 
 
+def fleet_openapi(front: FastAPI, model_app: Any) -> dict[str, Any]:
+    """The OpenAPI document of a deployment of several models: each per-model path of a model's own
+    document under ``/v1/models/{name}``, the fleet's routes, and the operational paths. The record
+    schemas of every task are in ``components`` (a model's own are those of its task: its
+    ``GET /v1/models/{name}/schema``)."""
+    from fastapi.openapi.utils import get_openapi
+
+    own = get_openapi(title="driftloop", version=front.version, description=front.description, routes=front.routes)
+    if model_app is None:
+        return own
+    model_doc = model_app.openapi()
+    name_param = {"name": "name", "in": "path", "required": True, "description": "the model's name (GET /v1/models)",
+                  "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,47}$"}}
+    paths: dict[str, Any] = {}
+    for path, operations in model_doc.get("paths", {}).items():
+        if path.startswith("/v1/") and path != "/v1/alerts":
+            moved = {}
+            for method, op in operations.items():
+                op = {**op, "parameters": [name_param, *op.get("parameters", [])]}
+                op.setdefault("responses", {}).setdefault("404", {"description": "No model of that name here"})
+                moved[method] = op
+            paths[PREFIX + "/{name}" + path[3:]] = moved
+        elif path != "/metrics":
+            paths[path] = operations
+    paths.update(own.get("paths", {}))
+    document = {**model_doc, "paths": paths, "info": {**model_doc.get("info", {}), "description": front.description}}
+    components = document.setdefault("components", {}).setdefault("schemas", {})
+    components.update(own.get("components", {}).get("schemas", {}))
+    return document
+
+
 def unknown_model(name: str, fleet: Fleet) -> JSONResponse:
     return JSONResponse({"error": f"no model {name!r} here; this daemon hosts: {', '.join(fleet.names) or 'none'} "
                                   "(GET /v1/models)"}, status_code=404)
@@ -119,8 +157,8 @@ class FleetApp:
 
     def __init__(self, fleet: Fleet):
         self.fleet = fleet
-        self.front = build_front(fleet)
         self.apps: dict[str, ASGIApp] = {}
+        self.front = build_front(fleet, lambda: next(iter(self.apps.values()), None))
         self.refresh()
 
     def refresh(self) -> None:
@@ -160,6 +198,9 @@ class FleetApp:
             return
         if path == "/v1/alerts":
             await self.front(scope, receive, send)
+            return
+        if path in ("/openapi.json", "/docs", "/redoc"):
+            await self.front(scope, receive, send)  # the document of every model's paths
             return
         if apps and (path in SHARED_PATHS or path.startswith("/runbooks")):
             await apps[0](scope, receive, send)

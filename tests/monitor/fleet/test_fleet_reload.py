@@ -86,6 +86,9 @@ def test_sighup_rereads_the_models_of_a_running_daemon(tmp_path):
         r = httpx.get(url + "/v1/schema", timeout=10)  # two models now: say where to send
         assert r.status_code == 404 and "/v1/models/<name>/schema" in r.json()["error"]
         assert httpx.get(url + "/v1/models/nope/status", timeout=10).status_code == 404
+        paths = httpx.get(url + "/openapi.json", timeout=10).json()["paths"]  # every model's paths, once
+        assert {"/v1/models", "/v1/models/{name}", "/v1/models/{name}/predictions", "/v1/alerts"} <= set(paths)
+        assert "/v1/predictions" not in paths
         # A configuration that does not load changes nothing.
         (tmp_path / "models" / "broken.yaml").write_text("model: [\n")
         proc.send_signal(signal.SIGHUP)

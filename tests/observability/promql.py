@@ -1,5 +1,5 @@
 """Helpers for the observability tests: the PromQL inside dashboards and rules, Grafana variable
-substitution, and the metric names that docs/CONTRACTS.md declares."""
+substitution, and the metric names that docs/CONTRACTS.md declares (and which of them carry `model`)."""
 from __future__ import annotations
 
 import json
@@ -21,6 +21,14 @@ GRAFANA_BUILTINS = {"__rate_interval", "__interval", "__interval_ms", "__range",
 _VAR = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)|\[\[(\w+)\]\]")
 _METRIC = re.compile(r"\b(driftloop_[a-z0-9_]+)\b")
 _LABEL_VALUES = re.compile(r"^\s*label_values\((?:(?P<selector>.+),\s*)?(?P<label>\w+)\)\s*$")
+# A metric name and the label matchers right after it, if any (`driftloop_x{model=~"$model"}`).
+_SELECTOR = re.compile(r"\b(driftloop_[a-z0-9_]+)\b(\s*\{[^}]*\})?")
+# An aggregation and its grouping, written either way round: `sum by (a) (` or `sum(...) by (a)` is
+# not used here; `topk by (model) (10, ...)` is.
+_AGGREGATION = re.compile(r"\b(sum|min|max|avg|count|group|stddev|stdvar|topk|bottomk|quantile|count_values)\s*"
+                          r"(?:(by|without)\s*\(([^)]*)\))?\s*\(")
+# What a query that selects per-model series filters by: the model variable, All or some models.
+MODEL_FILTER = 'model=~"$model"'
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,20 @@ def referenced_variables(text: str) -> set[str]:
     return {next(g for g in m.groups() if g) for m in _VAR.finditer(text)}
 
 
+def all_selected(dash: dict) -> dict[str, list[str]]:
+    """Each variable's value with *All* chosen where it can be (a query variable's ``allValue``, which
+    Grafana sends instead of the list of values: ``$model`` becomes ``.*``), a textbox its text."""
+    values = {}
+    for var in dash.get("templating", {}).get("list", []):
+        if var["type"] == "query":
+            values[var["name"]] = [var["allValue"]] if var.get("includeAll") else []
+        elif var["type"] == "textbox":
+            values[var["name"]] = [var["query"]]
+        elif var["type"] == "datasource":
+            values[var["name"]] = [var["query"]]
+    return {name: vals for name, vals in values.items() if vals}
+
+
 def _prom_regex_escape(value: str) -> str:
     # What Grafana does for a multi-value variable inside =~"...": regex-escape, then escape the
     # backslashes for the PromQL string literal.
@@ -124,17 +146,21 @@ def metric_names(expr: str) -> set[str]:
     return set(_METRIC.findall(expr))
 
 
-def contract_metrics() -> set[str]:
-    """Metric names declared in docs/CONTRACTS.md's tables, with a histogram's series names added.
+def _contract_rows() -> Iterator[tuple[str, str, set[str]]]:
+    """(the line that heads the row's table, the row, the series names of its first cell) for each
+    metric row of docs/CONTRACTS.md's tables; a histogram's series names are added.
 
     A cell may abbreviate siblings: ``driftloop_gpu_memory_used_bytes`` / ``_free_bytes`` means
     ``driftloop_gpu_memory_free_bytes`` too (the suffix replaces as many trailing words as it has)."""
-    names: set[str] = set()
-    histograms: set[str] = set()
+    heading = ""
     for line in (REPO / "docs" / "CONTRACTS.md").read_text().splitlines():
+        if not line.startswith("|"):
+            heading = line if line.strip() else heading
+            continue
         if not line.startswith("| `"):
             continue
         cells = [c.strip() for c in line.strip("|").split("|")]
+        names: set[str] = set()
         base = None
         for token in re.findall(r"`([a-z0-9_]+)`", cells[0]):
             if token.startswith("driftloop_"):
@@ -144,7 +170,35 @@ def contract_metrics() -> set[str]:
                 n = token.count("_")
                 names.add("_".join(base.split("_")[:-n]) + token)
         if len(cells) > 1 and "histogram" in cells[1] and base:
-            histograms.add(base)
-    for h in histograms:
-        names |= {h + "_bucket", h + "_sum", h + "_count"}
-    return names
+            names |= {base + "_bucket", base + "_sum", base + "_count"}
+        yield heading, line, names
+
+
+def contract_metrics() -> set[str]:
+    """Metric names declared in docs/CONTRACTS.md's tables, with a histogram's series names added."""
+    return set().union(*(names for _, _, names in _contract_rows()))
+
+
+def per_model_metrics() -> set[str]:
+    """The contract's metrics that carry the `model` label: those of the tables headed as labelled
+    `model` ("Model (label `model`)", "Ingestion (labels `model` and `kind`)"), less the rows marked
+    "(no `model`)"."""
+    return set().union(*(names for heading, row, names in _contract_rows()
+                         if "`model`" in heading and "no `model`" not in heading and "no `model`" not in row))
+
+
+def unfiltered_model_selectors(expr: str, per_model: set[str]) -> list[str]:
+    """The selectors of per-model metrics in ``expr`` that do not filter by the model variable."""
+    return [m.group(0).strip() for m in _SELECTOR.finditer(expr)
+            if m.group(1) in per_model and MODEL_FILTER not in (m.group(2) or "")]
+
+
+def keeps_model(expr: str) -> bool:
+    """Whether the series ``expr`` returns still carry `model`: no aggregation in it drops the label
+    (``sum(...)``, ``avg by (instance) (...)``, ``... without (model)``). A syntactic check, enough
+    for the expressions of our dashboards and rules, whose live tests see the real labels."""
+    for m in _AGGREGATION.finditer(expr):
+        kind, labels = m.group(2), {x.strip() for x in (m.group(3) or "").split(",")}
+        if kind != "by" or "model" not in labels:
+            return False
+    return True

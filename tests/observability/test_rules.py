@@ -9,7 +9,8 @@ import yaml
 from monitor.config import AlertsConfig, DriftConfig
 from scripts import docs_gen
 from tests.observability.conftest import run
-from tests.observability.promql import REPO, RULE_FILES, RULE_TESTS, contract_metrics, load_rules, metric_names
+from tests.observability.promql import (REPO, RULE_FILES, RULE_TESTS, contract_metrics, keeps_model, load_rules,
+                                         metric_names, per_model_metrics)
 
 ALERTS = [r for r in load_rules() if "alert" in r]
 SEVERITIES = {"critical", "warning", "info"}
@@ -130,3 +131,19 @@ def test_rules_use_only_contract_metrics():
     known = contract_metrics()
     unknown = {a["alert"]: metric_names(a["expr"]) - known for a in ALERTS}
     assert not {k: v for k, v in unknown.items() if v}
+
+
+def test_per_model_alerts_say_which_model():
+    """A daemon hosts many models: an alert on per-model series leads with its model, and its
+    description names it (the commands it shows take `--model` with it)."""
+    per_model = [a for a in ALERTS if metric_names(a["expr"]) & per_model_metrics() and keeps_model(a["expr"])]
+    assert {a["alert"] for a in per_model} >= {"DriftloopModelAccuracyDrop", "DriftloopRetrainFailed",
+                                               "DriftloopIngestRejections", "DriftloopModelSegmentDrop"}
+    for a in per_model:
+        notes = a["annotations"]
+        assert notes["summary"].startswith("Model {{ $labels.model }}: "), a["alert"]
+        assert "{{ $labels.model }}" in notes["description"], a["alert"]
+        for command in re.findall(r"`(driftloop [a-z]+[^`]*)`", notes["description"]):
+            assert "--model {{ $labels.model }}" in command, (a["alert"], command)
+    others = {a["alert"] for a in ALERTS} - {a["alert"] for a in per_model}
+    assert {"DriftloopStoreDown", "DriftloopDown", "DriftloopGpuTooHot"} <= others

@@ -151,7 +151,8 @@ class AttemptStore:
 
     def get(self, attempt_id: str) -> Attempt:
         with self._engine.connect() as conn:
-            row = conn.execute(select(retrain_attempts).where(retrain_attempts.c.id == attempt_id)).first()
+            row = conn.execute(select(retrain_attempts).where(retrain_attempts.c.id == attempt_id,
+                                                              retrain_attempts.c.model == self._model)).first()
         if row is None:
             raise KeyError(attempt_id)
         return _attempt(row)
@@ -175,7 +176,8 @@ class AttemptStore:
         return returned_at(self.recent(50), version)
 
     def for_incident(self, incident_id: str) -> list[Attempt]:
-        q = (select(retrain_attempts).where(retrain_attempts.c.incident_id == incident_id)
+        q = (select(retrain_attempts).where(retrain_attempts.c.incident_id == incident_id,
+                                            retrain_attempts.c.model == self._model)
              .order_by(retrain_attempts.c.started_at))
         with self._engine.connect() as conn:
             return [_attempt(r) for r in conn.execute(q)]

@@ -130,9 +130,10 @@ class IncidentStore:
 
     def get(self, incident_id: str) -> Incident:
         with self._engine.connect() as conn:
-            row = conn.execute(select(incidents).where(incidents.c.id == incident_id)).first()
-        if row is None:
-            raise TransitionError(f"no incident {incident_id!r}")
+            row = conn.execute(select(incidents).where(incidents.c.id == incident_id,
+                                                       incidents.c.model == self._model)).first()
+        if row is None:  # another model's incident (one store, many models) is not this one's
+            raise TransitionError(f"no incident {incident_id!r} of model {self._model!r}")
         return _incident(row)
 
     def open_incidents(self) -> list[Incident]:

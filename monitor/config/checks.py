@@ -57,7 +57,7 @@ class DriftConfig(_Section):
     estimate: bool = Field(True, description="estimate accuracy, ROC AUC, precision, recall and F1 from the scores "
                            "alone (CBPE: the champion's scores calibrated on its reference sample), before labels "
                            "arrive")
-    estimation_recalibrate_windows: int = Field(3, ge=0, description="labelled windows in a row whose realised "
+    estimation_recalibrate_windows: int = Field(2, ge=0, description="labelled windows in a row whose realised "
                                                 "accuracy (regression: MAE) falls outside the estimate's band after "
                                                 "which the estimate is recalibrated on the champion's recent labelled "
                                                 "rows (kept per champion version across restarts); 0 never "
@@ -205,6 +205,12 @@ class AlertsConfig(_Section):
                                      "(training.max_rows)")
     max_attempts: int = Field(3, ge=1, description="rejected or failed retrains in a row after which an incident is "
                               "escalated (status, metric, alert); it keeps retrying when new labelled rows allow")
+    attainable_after: int = Field(3, ge=0, description="retrains in a row of a performance incident, each on every "
+                                  "labelled row since the change point, whose best model (challenger or champion on "
+                                  "held-out post-change rows, 95 % interval) still misses the bar by the alert "
+                                  "threshold, after which the loop records that level as the attainable one (an "
+                                  "incident event, status, the MLflow run), judges later checks against it and ends "
+                                  "the incident. 0: never; the incident stays open until a person resets the level")
     retry_rows: int | None = Field(None, ge=10, description="new labelled rows needed before retrying after a "
                                    "rejected retrain; doubles with each rejection in a row (back-off, capped at 8x); "
                                    "default drift.min_labels")

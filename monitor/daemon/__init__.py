@@ -15,7 +15,7 @@ names a higher one only for annotations, under ``if TYPE_CHECKING:``; ``tests/te
                  metric rules), breach.py (observation, breach, bars), kinds.py (states, reasons,
                  outcomes), lifecycle.py (the incident lifecycle table), actions.py (what a check
                  did), post_change.py (rows needed after a change), episodes.py (drift
-                 hysteresis: DriftLatch)
+                 hysteresis: DriftLatch), attainable.py (the level reachable after a change of concept)
     state/       the store's tables: incidents.py (IncidentStore), attempts.py (AttemptStore,
                  single-flight), checklog.py (CheckLog), deliveries.py (Alertmanager deliveries),
                  levels.py (reference levels), citations.py (the checks incidents and retrains cite,

@@ -15,7 +15,7 @@ from monitor.lazy import lazy_attributes
 
 __all__ = ["ChampionCache", "ChampionReview", "ChildResult", "Launcher", "MlflowProbe", "NoChampionError",
            "ProcessLauncher", "RegistryProbe", "RetrainJob", "RetrainSlots", "RetrainSupervisor", "mlflow_alias_lookup",
-           "promoted_version", "recover", "slot_severity", "stopped_with_its_daemon"]
+           "promoted_version", "recover", "slot_severity", "stopped_with_its_daemon", "tag_run"]
 
 _WHERE = {
     "ChampionCache": "monitor.daemon.retraining.champion", "NoChampionError": "monitor.daemon.retraining.champion",
@@ -25,6 +25,7 @@ _WHERE = {
     "ProcessLauncher": "monitor.daemon.retraining.launcher", "RetrainJob": "monitor.daemon.retraining.launcher",
     "recover": "monitor.daemon.retraining.recovery", "MlflowProbe": "monitor.daemon.retraining.registry",
     "RegistryProbe": "monitor.daemon.retraining.registry", "promoted_version": "monitor.daemon.retraining.registry",
+    "tag_run": "monitor.daemon.retraining.registry",
     "ChampionReview": "monitor.daemon.retraining.review",
     "RetrainSupervisor": "monitor.daemon.retraining.supervisor",
     "RetrainSlots": "monitor.daemon.retraining.slots", "slot_severity": "monitor.daemon.retraining.slots",

@@ -80,3 +80,20 @@ def promoted_version(probe: RegistryProbe, incident_id: str, since: float,
         if log_warning:
             log_warning(f"cannot ask the registry about incident {incident_id}: {exc}")
     return None
+
+
+def tag_run(cfg: DriftloopConfig, run_id: str | None, key: str, value: str) -> bool:
+    """Set tag ``key`` on MLflow run ``run_id`` (a decision about it: the attainable level); False,
+    logged, when MLflow cannot take it now (the decision itself is already recorded in the store)."""
+    import logging
+
+    if not run_id:
+        return False
+    from trainer import registry as reg
+    try:
+        with reg.session(cfg), reg.translating(cfg, f"tagging run {run_id}"):
+            reg.Registry(cfg).client.set_tag(run_id, key, value[:4900])
+        return True
+    except Exception as exc:  # RegistryError, and the MLflow client's own kinds
+        logging.getLogger(__name__).warning("could not tag MLflow run %s with %s: %s", run_id, key, exc)
+        return False

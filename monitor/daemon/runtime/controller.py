@@ -33,11 +33,15 @@ log = logging.getLogger(__name__)
 def observation(outcome: CheckOutcome, reference: Level | None = None) -> Observation:
     r = outcome.judged
     reference = reference or Level()
+    # An attainable level decided for this champion replaces its baseline (measured on the old concept).
+    base = ((lambda own, level: own if level is None else level) if reference.attainable
+            else (lambda own, level: own))
     upper = lambda ci: ci[1] if ci else None  # noqa: E731
     lower = lambda ci: ci[0] if ci else None  # noqa: E731
     return Observation(labelled_rows=outcome.labelled_rows, task=getattr(r, "task", "binary"),
                        accuracy=r.accuracy, roc_auc=r.roc_auc,
-                       baseline_accuracy=r.baseline_accuracy, baseline_roc_auc=r.baseline_roc_auc,
+                       baseline_accuracy=base(r.baseline_accuracy, reference.accuracy),
+                       baseline_roc_auc=base(r.baseline_roc_auc, reference.roc_auc),
                        dataset_drift=bool(r.dataset_drift), champion_version=outcome.champion_version,
                        window_rows=outcome.window_rows, reference_accuracy=reference.accuracy,
                        reference_roc_auc=reference.roc_auc, change=outcome.change,
@@ -46,7 +50,7 @@ def observation(outcome: CheckOutcome, reference: Level | None = None) -> Observ
                        estimated_roc_auc=getattr(r, "estimated_roc_auc", None),
                        estimated_roc_auc_upper=upper(getattr(r, "estimated_roc_auc_ci", None)),
                        segments=tuple(getattr(r, "segments", None) or ()),
-                       mae=getattr(r, "mae", None), baseline_mae=getattr(r, "baseline_mae", None),
+                       mae=getattr(r, "mae", None), baseline_mae=base(getattr(r, "baseline_mae", None), reference.mae),
                        reference_mae=reference.mae, estimated_mae=getattr(r, "estimated_mae", None),
                        estimated_mae_lower=lower(getattr(r, "estimated_mae_ci", None)),
                        accuracy_upper=upper(getattr(r, "accuracy_ci", None)),

@@ -12,10 +12,13 @@ from monitor.daemon.retraining.failover import stopped_with_its_daemon
 from monitor.daemon.state.incidents import Incident, TransitionError
 from monitor.daemon.retraining.launcher import ChildResult
 from monitor.daemon.decisions.kinds import REQUESTED_REASONS, Outcome, Reason, State
+from monitor.daemon.decisions.attainable import attainable_from, bar_of
+from monitor.daemon.decisions.breach import is_performance_reason, lower_is_better
 from monitor.daemon.decisions.lifecycle import OUTCOME_EVENTS, step
-from monitor.daemon.retraining.registry import promoted_version
+from monitor.daemon.retraining.registry import promoted_version, tag_run
 from monitor.errors import DriftloopError
 from monitor.store.engine import write_transaction
+from monitor.tasks import task_of
 from monitor.daemon.runtime.retrains import Retrains
 from monitor.daemon.state.attempts import unsuccessful_in_a_row
 
@@ -77,6 +80,56 @@ class Settlement(Retrains):
             incident = self._maybe_escalate(incident)
             if incident.reason in REQUESTED_REASONS or self._alertmanager_resolved(incident):
                 self.resolve(incident, f"{incident.reason} retrain finished: {status}")
+            elif status in (Outcome.PROMOTED, Outcome.REJECTED) and result.ok and result.outcome:
+                self._maybe_attainable(incident, attempt, result.outcome)
+
+    def _maybe_attainable(self, incident: Incident, attempt: Attempt, outcome: dict[str, Any]) -> None:
+        """Measure the attainable level after a retrain on post-change rows; after
+        ``alerts.attainable_after`` in a row short of the bar, decide it (module
+        :mod:`monitor.daemon.decisions.attainable`). Never raises: a failure here leaves the
+        incident as it was."""
+        try:
+            self._attainable(incident, attempt, outcome)
+        except Exception:
+            log.exception("incident %s: measuring the attainable level failed", incident.id)
+
+    def _attainable(self, incident: Incident, attempt: Attempt, outcome: dict[str, Any]) -> None:
+        after = self.cfg.alerts.attainable_after
+        since_change = (attempt.data_window or {}).get("since_change")
+        if not after or not is_performance_reason(str(incident.reason)) or not since_change:
+            return
+        figure = task_of(self.cfg.model).primary_metric
+        found = attainable_from(outcome.get("metrics") or {}, figure)
+        if found is None:
+            return
+        stored = self.levels.read() or {}
+        champion = self.champion.get()
+        baseline = champion.baseline.metrics.get(figure)
+        bar = bar_of(figure, stored.get(f"reference_{figure}"), baseline)
+        if bar is None:
+            return
+        threshold = self.cfg.alerts.mae_rise if lower_is_better(figure) else self.cfg.alerts.accuracy_drop
+        short = found.short_of(bar, threshold, self.cfg.alerts.mode)
+        previous = [e for e in self.incidents.events(incident.id) if e["kind"] == "attainable_estimate"]
+        last = (previous[-1].get("data") or {}) if previous else {}
+        in_a_row = int(last.get("short_in_a_row", 0)) + 1 if short else 0
+        self.incidents.note(incident.id, "attainable_estimate",
+                            f"best attainable {found.describe()}; bar {bar:.4f}: "
+                            + ("short of it" if short else "within reach"),
+                            {**found.to_dict(), "bar": bar, "short_in_a_row": in_a_row, "attempt": attempt.id})
+        if in_a_row < after:
+            return
+        version = str(outcome.get("champion_version") or champion.version)
+        message = (f"the concept changed; the best attainable {found.describe()} (bar was {bar:.4f}; "
+                   f"{in_a_row} retrains in a row on every labelled row since the change fell short of it): "
+                   f"later checks are judged against {found.value:.4f}")
+        values = {figure: found.value, "roc_auc": found.roc_auc}
+        self.levels.write(version, values.get("accuracy"), values.get("roc_auc"), values.get("mae"), attainable=True)
+        self.incidents.note(incident.id, "attainable_level", message,
+                            {**found.to_dict(), "bar": bar, "version": version, "attempt": attempt.id})
+        log.warning("incident %s: %s", incident.id, message)
+        tag_run(self.cfg, outcome.get("run_id"), "driftloop.attainable_level", message)
+        self.resolve(self.incidents.get(incident.id), f"attainable level recorded: {found.describe()}")
 
     def _maybe_escalate(self, incident: Incident) -> Incident:
         """An incident unrecovered after ``alerts.max_attempts`` rejected/failed tries in a row is

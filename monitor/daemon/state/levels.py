@@ -28,15 +28,20 @@ from monitor.daemon.state.tables import daemon_counters, retrain_attempts
 from monitor.finite import finite
 from monitor.store.engine import write_transaction
 
-_KEYS = ("reference_accuracy", "reference_roc_auc", "reference_mae", "reference_version")
+_KEYS = ("reference_accuracy", "reference_roc_auc", "reference_mae", "reference_version",
+         "reference_attainable_version")
 
 
 class Level(NamedTuple):
-    """The reference level of one check's champion (None where the task has no such figure)."""
+    """The reference level of one check's champion (None where the task has no such figure).
+    ``attainable``: the level is the attainable one the loop decided for this champion after a
+    change of concept (:mod:`monitor.daemon.decisions.attainable`); it replaces the champion's own
+    baseline, which was measured on the old concept."""
 
     accuracy: float | None = None
     roc_auc: float | None = None
     mae: float | None = None
+    attainable: bool = False
 
 
 class ReferenceLevels:
@@ -51,9 +56,11 @@ class ReferenceLevels:
             found = {name: float(value) for name, value in conn.execute(q)}
         return found if "reference_version" in found else None
 
-    def write(self, version: str, accuracy: float | None, roc_auc: float | None, mae: float | None = None) -> None:
+    def write(self, version: str, accuracy: float | None, roc_auc: float | None, mae: float | None = None, *,
+              attainable: bool = False) -> None:
         values = {"reference_version": finite(version), "reference_accuracy": finite(accuracy),
-                  "reference_roc_auc": finite(roc_auc), "reference_mae": finite(mae)}
+                  "reference_roc_auc": finite(roc_auc), "reference_mae": finite(mae),
+                  "reference_attainable_version": finite(version) if attainable else None}
         with write_transaction(self._engine) as conn:
             conn.execute(delete(daemon_counters).where(daemon_counters.c.model == self._model,
                                                        daemon_counters.c.name.in_(_KEYS)))
@@ -92,8 +99,9 @@ class ReferenceLevels:
         mae = getattr(result, "baseline_mae", None)
         if stored is None or (not same and not self.promoted_by_loop(version)):
             return Level(finite(result.baseline_accuracy), finite(result.baseline_roc_auc), finite(mae)), True
+        attainable = stored.get("reference_attainable_version") == finite(version)
         return Level(stored.get("reference_accuracy"), stored.get("reference_roc_auc"),
-                     stored.get("reference_mae")), False
+                     stored.get("reference_mae"), attainable), False
 
     def reset(self, version: str, accuracy: float | None, roc_auc: float | None, mae: float | None = None) -> None:
         """Accept ``version``'s baseline as the level (a person decided the old level is gone)."""

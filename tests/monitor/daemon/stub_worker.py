@@ -31,9 +31,12 @@ if behaviour == "promote":
                                         "run_id": "r1", "metrics": {}, "reasons": ["better"],
                                         "duration_seconds": 1.5, "samples_per_second": 1000.0}})
 elif behaviour == "reject":
+    # Run metrics told by a file next to the job folders (the attainable-level tests), else none.
+    told_metrics = job_dir.parent / "metrics.json"
+    metrics = json.loads(told_metrics.read_text()) if told_metrics.exists() else {}
     _write_result(job_dir, {"status": "ok", "outcome": {"outcome": "rejected", "challenger_version": "9",
                                         "champion_version": "1",
-                                        "run_id": "r2", "metrics": {},
+                                        "run_id": "r2", "metrics": metrics,
                                         "reasons": ["accuracy gain +0.0010 < required 0.0100"],
                                         "duration_seconds": 1.0, "samples_per_second": 1000.0}})
 elif behaviour == "crash":

@@ -112,8 +112,12 @@ def _level(levels: Any) -> dict[str, Any] | None:
         return None
     version = found.get("reference_version")
     mae = {"mae": found["reference_mae"]} if found.get("reference_mae") is not None else {}
+    # The attainable level decided after a change of concept (monitor.daemon.decisions.attainable):
+    # a recorded decision, shown as one, not a silent lower bar.
+    attainable = found.get("reference_attainable_version") is not None
     return {"accuracy": found.get("reference_accuracy"), "roc_auc": found.get("reference_roc_auc"), **mae,
-            "set_by_version": str(int(version)) if version is not None and float(version).is_integer() else version}
+            "set_by_version": str(int(version)) if version is not None and float(version).is_integer() else version,
+            "attainable": attainable}
 
 
 def _task_lines(c: dict[str, Any]) -> list[str]:
@@ -172,7 +176,9 @@ def render_status(s: dict[str, Any]) -> str:
     if level:
         what = (f"mae {_fmt(level.get('mae'))}" if level.get("mae") is not None and level.get("accuracy") is None
                 else f"accuracy {_fmt(level.get('accuracy'))}, roc_auc {_fmt(level.get('roc_auc'))}")
-        lines.append(f"reference    {what} (set by v{level.get('set_by_version')}; recovery is judged against it)")
+        how = ("the attainable level decided after a change of concept; checks are judged against it"
+               if level.get("attainable") else "recovery is judged against it")
+        lines.append(f"reference    {what} (set by v{level.get('set_by_version')}; {how})")
     lines.append(f"incidents    {len(s['open_incidents'])} open")
     for i in s["open_incidents"]:
         flag = "  ESCALATED" if i.get("escalated") else ""

@@ -174,6 +174,10 @@ class DaemonCollector:
                                         labels=["model"])
             recal.add_metric([m], watch.recalibrations)
             yield recal
+            yield _gauge("driftloop_estimate_outside_band_checks", "Labelled checks in a row whose realised accuracy "
+                         "(regression: MAE) fell outside the label-free estimate's band; at "
+                         "drift.estimation_recalibrate_windows the estimate is recalibrated",
+                         ["model"], [([m], float(watch.streak))])
         by_outcome = ctl.attempts.totals_by_outcome()
         retrains = CounterMetricFamily("driftloop_retrains", "Retrains finished, by outcome",
                                        labels=["model", "outcome"])

@@ -28,6 +28,8 @@ from monitor import logs
 from monitor.buildinfo import register_self_metrics
 from monitor.config import DriftloopConfig
 from monitor.daemon.retraining.slots import RetrainSlots
+from monitor.daemon.runtime.leader import LockSession
+from monitor.daemon.runtime.membership import Balancer, Membership
 from monitor.daemon.runtime.scheduler import SharedScheduler
 
 if TYPE_CHECKING:
@@ -93,7 +95,8 @@ class Fleet:
         self._started = False
         self._scheduler_on = True
         self._check_interval: float | None = None
-        self.balancer: Any = None
+        self.balancer: Balancer | None = None
+        self._lease_session: LockSession | None = None
         if daemons:  # already built (tests, the demo): hosted as they are, scheduled by themselves
             if len(daemons) != 1:
                 raise ValueError("a fleet of daemons built elsewhere hosts exactly one")
@@ -128,9 +131,12 @@ class Fleet:
             if self._engine is None:
                 self._engine = store.engine  # the first model's engine serves every model
                 store._owns_engine = False
+            if self._lease_session is None and self._engine.dialect.name == "postgresql":
+                # One connection holds every model's leader lock (not one per model: max_connections).
+                self._lease_session = LockSession(self._engine, self.cfg.server.leader_lease_seconds)
             registry = CollectorRegistry(auto_describe=True)
             daemon = Daemon(model_cfg, store=store, registry=registry, gpu=False, jobs=self.jobs, slots=self.slots,
-                            clock=self.clock, **self._daemon_kwargs)
+                            clock=self.clock, lease_session=self._lease_session, **self._daemon_kwargs)
         except Exception as exc:
             if fatal:
                 raise
@@ -143,9 +149,9 @@ class Fleet:
         self.registries[name] = registry
         self._fingerprints[name] = _fingerprint(model_cfg)
         if self._started:
-            daemon.start(scheduler=self._scheduler_on, check_interval=self._check_interval)
-            if self.balancer is not None:
+            if self.balancer is not None:  # asked before its first try for the lease
                 self.balancer.add(daemon.leadership)
+            daemon.start(scheduler=self._scheduler_on, check_interval=self._check_interval)
         log.info("model %r (%s) added", name, model_cfg.model.task)
         return daemon
 
@@ -192,13 +198,9 @@ class Fleet:
             return model_cfg  # differs from the running one's prepared form: rebuilt, and its error reported then
 
     # -- lifecycle --------------------------------------------------------------------------
-    def _balancer(self) -> Any:
+    def _balancer(self) -> Balancer | None:
         """Lease balancing between daemons sharing a PostgreSQL store (None on SQLite: one daemon)."""
         if self._engine is None or self._engine.dialect.name != "postgresql":
-            return None
-        try:
-            from monitor.daemon.runtime.membership import Balancer, Membership
-        except ImportError:  # pragma: no cover - built alongside
             return None
         membership = Membership(self._engine, self.cfg.server.leader_lease_seconds)
         return Balancer(membership, self.cfg.server.leader_lease_seconds,
@@ -225,6 +227,8 @@ class Fleet:
                 except Exception:
                     log.exception("stopping model %r failed", daemon.cfg.model.name)
             self.jobs.shutdown(wait=True)
+            if self._lease_session is not None:
+                self._lease_session.close()
             if self._gpu_close is not None:
                 self._gpu_close()
                 self._gpu_close = None

@@ -26,7 +26,7 @@ from monitor.errors import ConfigError
 from monitor.tasks import task_of
 from trainer import distributed
 from trainer import registry as reg
-from trainer import story
+from trainer import run_data, story
 from trainer.baseline_training import task_params
 from trainer.data import check_frame, split
 from trainer.entrypoint import checked_rows
@@ -58,11 +58,39 @@ def _concept_check(champion: Champion, recent: pd.DataFrame, reference: pd.DataF
                    cfg: DriftloopConfig) -> dict[str, Any]:
     """Does the champion's concept hold on the recent rows? A classifier's holds when its accuracy
     there is within ``alerts.accuracy_drop`` of its accuracy on its own reference sample; a
-    regressor's when its MAE there is at most ``alerts.mae_rise`` (relative) above it."""
+    regressor's when its MAE there is at most ``alerts.mae_rise`` (relative) above it.
+
+    When it does not, the recent rows comparable to the reference decide why (trainer/comparable.py):
+    ``shift`` is ``covariate`` (the champion holds on the comparable rows, or too few are comparable:
+    new inputs, same rule; the concept is kept, ``holds``) or ``concept`` (it fails on them too);
+    ``none`` when it held on every recent row."""
+    kind = cfg.model.kind
     on_recent = reference_score(cfg, champion.model, recent)
     on_reference = reference_score(cfg, champion.model, reference)
-    holds = cfg.model.kind.concept_holds(on_recent, on_reference, cfg.alerts)
-    return {"holds": holds, "recent": float(on_recent), "reference": float(on_reference)}
+    out: dict[str, Any] = {"recent": float(on_recent), "reference": float(on_reference)}
+    if kind.concept_holds(on_recent, on_reference, cfg.alerts):
+        return {**out, "holds": True, "shift": "none"}
+    from trainer.comparable import MIN_COMPARABLE, comparable_rows
+    try:
+        near = comparable_rows(cfg, recent, reference, seed=cfg.training.seed)
+    except Exception as exc:  # a feature the measure cannot read: judge on every row, as before
+        log.warning("comparable rows not measured (%s); judging the concept on every recent row", exc)
+        near = None
+    if near is None:
+        return {**out, "holds": False, "shift": "concept"}
+    out["comparable_share"] = near.share
+    if len(near.recent) < MIN_COMPARABLE:
+        log.info("the champion's concept fails on the recent rows, but only %.0f%% of them lie where its reference "
+                 "does: covariate shift (the reference rows stay learned)", 100 * near.share)
+        return {**out, "holds": True, "shift": "covariate"}
+    on_near = reference_score(cfg, champion.model, near.recent)
+    on_matched = reference_score(cfg, champion.model, near.matched)
+    out.update({"comparable": float(on_near), "matched": float(on_matched)})
+    holds = kind.concept_holds(on_near, on_matched, cfg.alerts)
+    log.info("the champion's concept %s on the %d recent rows comparable to its reference (%.4f vs %.4f on the "
+             "reference rows nearest them): %s", "holds" if holds else "fails", len(near.recent), on_near, on_matched,
+             "covariate shift" if holds else "concept change")
+    return {**out, "holds": holds, "shift": "covariate" if holds else "concept"}
 
 
 def _fit_cold(cfg: DriftloopConfig, fit_rows: pd.DataFrame, val_rows: pd.DataFrame, checkpoint: Any,
@@ -131,8 +159,10 @@ def prepare(cfg: DriftloopConfig, window: pd.DataFrame) -> Prepared:
                                task=task)
     # A warm start that only fine-tunes suits a concept that still holds; after a change it must move
     # far, so it gets the full budget (training.epochs, early stopping ends it) and learning rate.
+    # Under covariate shift the new inputs must be learned too (the reference stays replayed and its
+    # loss limited): the full budget as well.
     loop = (LoopConfig.from_training(t, epochs=t.retrain_epochs, learning_rate=t.learning_rate * t.retrain_lr_factor)
-            if concept["holds"] else LoopConfig.from_training(t))
+            if concept["shift"] == "none" else LoopConfig.from_training(t))
     cold = t.cold_start == "always" or (t.cold_start == "auto" and not concept["holds"])
     return Prepared(recent, rest, holdout, champion, reference, concept, replayed, reference_eval, fit_rows,
                     val_rows, loop, cfg.checkpoints_dir / f"retrain-{cfg.model.name}.pt", cold,
@@ -202,15 +232,14 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
                                               parent_version=p.champion.version, **task_params(cfg),
                                               **({"entrypoint": t.entrypoint} if t.entrypoint else {}),
                                               **{f"skipped_inputs_{k}": n for k, n in p.skipped_inputs.items()}))
-                source = story.window_source(cfg, data_window)
-                story.log_dataset(p.rest, name=f"{cfg.model.name} recent window", source=source, context="training",
-                                  target=target)
-                story.log_dataset(p.holdout, name=f"{cfg.model.name} gate holdout", source=source,
-                                  context="holdout", target=target)
+                run_data.log_datasets(cfg, {"training": (f"{cfg.model.name} recent window", p.rest),
+                                            "holdout": (f"{cfg.model.name} gate holdout", p.holdout)},
+                                      target=target, data_window=data_window, from_store=True)
             log_reports(reports)
             trained = train(cfg, p, resume=resume, should_stop=should_stop, extra={"run_id": run.info.run_id})
             mlflow.set_tags({"driftloop.start": trained.start,
-                             "driftloop.concept_holds": str(p.concept["holds"]).lower()})
+                             "driftloop.concept_holds": str(p.concept["holds"]).lower(),
+                             "driftloop.shift": str(p.concept.get("shift", ""))})
             examined = examine(cfg, p, trained, registry, window)
             judgement = run_gates(examined.evidence)
             out = publish(cfg, registry, run.info.run_id, p, trained, examined, judgement,

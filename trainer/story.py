@@ -132,6 +132,11 @@ def retrain_note(*, trigger: str, incident_id: Any, reason: Any, data_window: An
     cause = f"{_words(reason)}; " if reason else ""
     incident = f"incident `{incident_id}`" if incident_id not in (None, "") else "no incident"
     holds = "still holds" if concept.get("holds") else "no longer holds"
+    if concept.get("shift") == "covariate":
+        where = (f" ({_fmt(concept.get('comparable'))} on the comparable recent rows vs "
+                 f"{_fmt(concept.get('matched'))})" if concept.get("comparable") is not None
+                 else " (few recent rows lie there)")
+        holds = f"holds where its reference lies{where}: covariate shift, the reference rows stay learned"
     return "\n".join([
         f"### Retrain of v{parent} → challenger v{version}: {outcome}", "",
         f"- **Trigger:** {trigger} ({cause or ''}{incident})",
@@ -171,10 +176,12 @@ def reinstate_note(*, trigger: str, incident_id: Any, reason: Any, data_window: 
         figures_table(challenger, champion, (f"v{version}", f"champion v{parent}"))])
 
 
-def log_dataset(frame: pd.DataFrame, *, name: str, source: str, context: str, target: str | None = None) -> None:
+def log_dataset(frame: pd.DataFrame, *, name: str, source: Any, context: str, target: str | None = None) -> None:
     """The rows as an MLflow dataset input of the active run: source, digest, schema and profile
-    (row count) only, never the rows. Columns MLflow cannot type (embedding arrays) are left out
-    of the schema. Never raises: a description must not cost the run."""
+    (row count) only, never the rows (``source``: a path or URI, an MLflow ``DatasetSource``, or None
+    for MLflow's code source; trainer/run_data.py chooses one that reloads the rows). Columns MLflow
+    cannot type (embedding arrays) are left out of the schema. Never raises: a description must not
+    cost the run."""
     import logging
     import warnings
 
@@ -195,17 +202,6 @@ def log_dataset(frame: pd.DataFrame, *, name: str, source: str, context: str, ta
 def reason_of(data_window: Any) -> Any:
     """The incident's reason (``accuracy_drop``...) the daemon puts in the data window, if any."""
     return data_window.get("reason") if isinstance(data_window, dict) else None
-
-
-def window_source(cfg: Any, data_window: Any) -> str:
-    """Where the rows came from, as a dataset source: the file, else the store (credentials left out)."""
-    if isinstance(data_window, dict) and data_window.get("source") == "file" and data_window.get("path"):
-        return str(data_window["path"])
-    url = str(cfg.store_url)
-    if url.startswith("sqlite:///"):
-        return url[len("sqlite:///"):]
-    host = url.split("@")[-1].split("://")[-1]
-    return f"driftloop store {host}"
 
 
 def record(registry: Any, run_id: str, version: str | None, note: str, name: str) -> None:

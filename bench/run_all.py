@@ -19,6 +19,7 @@ BENCHES = {
     "trainer": (["bench_trainer.py"], ["--quick"]),
     "export": (["bench_export.py"], ["--quick"]),
     "drift": (["bench_drift.py"], ["--sizes", "10000,100000"]),
+    "multivariate": (["bench_multivariate.py"], ["--quick"]),
     "estimation": (["bench_estimation.py"], ["--quick"]),
     "daemon": (["bench_daemon.py"], ["--repeats", "50", "--requests", "100", "--no-retrain"]),
     "dashboards": (["bench_dashboards.py"], ["--quick"]),

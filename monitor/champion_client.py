@@ -77,6 +77,20 @@ def _load_config(path: str | os.PathLike[str]) -> DeploymentConfig:
     return load_config(path)
 
 
+def _signature_columns(model: Any, frame: Any) -> Any:
+    """``frame`` with only the columns a pyfunc's signature names: MLflow warns on every call about
+    any other (the id, the label, a timestamp) and then ignores it. A frame with no others, not a
+    DataFrame, or a model without named inputs (an ONNX scorer) is passed as it is; a missing
+    input stays MLflow's error to name."""
+    metadata = getattr(model, "metadata", None)
+    schema = metadata.get_input_schema() if metadata is not None else None
+    if schema is None or not schema.has_input_names() or not hasattr(frame, "columns"):
+        return frame
+    names = set(schema.input_names())
+    keep = [c for c in frame.columns if c in names]
+    return frame if len(keep) == len(frame.columns) else frame[keep]
+
+
 class Champion:
     """The model behind a registered model's alias (``champion``), followed as it moves.
 
@@ -143,7 +157,7 @@ class Champion:
 
     def score(self, frame: Any) -> tuple[str, Any]:
         version, model = self._current  # one read: the version and the model belong together
-        return version, model.predict(frame)
+        return version, model.predict(_signature_columns(model, frame))
 
     def refresh(self) -> bool:
         """Poll the alias now; load and swap when it moved. True when the version changed."""

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("monitor.commands.check", "Run the drift and performance job once and print the result."),
     "status": ("monitor.commands.status", "Show champion, last window's metrics, incidents and retrains."),
     "export": ("monitor.commands.export", "Write a registered version's ONNX (or INT8 ONNX) model and manifest."),
+    "export-samples": ("monitor.commands.export_samples", "Write the rows behind an embedding drift for labelling."),
     "rollback": ("monitor.commands.rollback", "Move the champion alias back to the previous version."),
     "demo": ("monitor.commands.demo", "The whole loop end to end on embedded defaults (CPU, minutes)."),
 }

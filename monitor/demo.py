@@ -16,7 +16,8 @@ baseline → live traffic → drift → alert → incremental retraining → pro
 
 Each batch waits for the next scheduled check that covers it, so the printed timeline has one row
 per batch (what it prints and returns: demo_timeline.py). The run returns a :class:`DemoResult` whose
-timeline the end-to-end test asserts on.
+timeline the end-to-end test asserts on. ``driftloop demo --models 2`` (two models in one daemon, drift
+in one of them) is :mod:`monitor.demo_models`, built on this module's settings and server.
 """
 from __future__ import annotations
 
@@ -60,9 +61,9 @@ class DemoPlan:
                    check_interval=1.0)
 
 
-def demo_config(home: Path, port: int, plan: DemoPlan, base: DriftloopConfig | None = None) -> DriftloopConfig:
-    """Embedded defaults with the short intervals and small sizes the demo needs."""
-    overrides: dict[str, Any] = {
+def demo_settings(home: Path, port: int, plan: DemoPlan) -> dict[str, Any]:
+    """The short intervals and small sizes the demo needs (``driftloop demo --models 2`` too)."""
+    return {
         "home": str(home),
         "server": {"port": port},
         "exporter": {"simulate": 2},  # GPU panels have data on a laptop too
@@ -72,6 +73,11 @@ def demo_config(home: Path, port: int, plan: DemoPlan, base: DriftloopConfig | N
         "alerts": {"sustained_windows": 2, "cooldown_seconds": 0, "retrain_rows": 2 * plan.batch},
         "training": {"epochs": 20, "retrain_epochs": 20, "checkpoint_every_minutes": 60},
     }
+
+
+def demo_config(home: Path, port: int, plan: DemoPlan, base: DriftloopConfig | None = None) -> DriftloopConfig:
+    """Embedded defaults with the short intervals and small sizes the demo needs."""
+    overrides = demo_settings(home, port, plan)
     if base is None:
         return load_config(path=None, environ={}, overrides=overrides)
     from monitor.config import _merge
@@ -88,7 +94,7 @@ def prepare_home(home: Path) -> None:
     (home / MARKER).write_text("made by driftloop demo; emptied on the next run\n")
 
 
-class _Server:
+class ApiServer:
     """uvicorn in a thread, bound to 127.0.0.1."""
 
     def __init__(self, app: Any, host: str, port: int):
@@ -133,7 +139,7 @@ class ModelService:
         return out
 
 
-def _wait_for_check(daemon: Any, after_id: int | None, not_before: float, timeout: float) -> dict | None:
+def wait_for_check(daemon: Any, after_id: int | None, not_before: float, timeout: float) -> dict | None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         last = daemon.controller.checklog.last()
@@ -159,7 +165,7 @@ def run_demo(cfg: DriftloopConfig, plan: DemoPlan, *, echo: Callable[[str], None
          f"{base.metrics.get('roc_auc', float('nan')):.3f})")
 
     daemon = Daemon(cfg)
-    server = _Server(daemon.build_app(), cfg.server.host, cfg.server.port)
+    server = ApiServer(daemon.build_app(), cfg.server.host, cfg.server.port)
     url = f"http://{cfg.server.host}:{cfg.server.port}"
     server.start()
     daemon.start(scheduler=True, check_interval=plan.check_interval)
@@ -196,7 +202,7 @@ def run_demo(cfg: DriftloopConfig, plan: DemoPlan, *, echo: Callable[[str], None
                 client.log_labels(labels)
             pending_labels = [pd.DataFrame({"id": ids, "label": data[cfg.model.target].to_numpy()})]
             sent_at = time.time()
-            check = _wait_for_check(daemon, last_check_id, sent_at, timeout=max(60.0, 20 * plan.check_interval))
+            check = wait_for_check(daemon, last_check_id, sent_at, timeout=max(60.0, 20 * plan.check_interval))
             if check is not None:
                 last_check_id = check["id"]
             new_events = events.new()

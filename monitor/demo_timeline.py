@@ -101,3 +101,57 @@ def print_summary(cfg: DriftloopConfig, r: DemoResult, echo: Callable[[str], Non
     echo(f"  Evidently reports (HTML):  {(home / 'reports')}")
     echo(f"  Status and one check now:  DRIFTLOOP_HOME={home} driftloop status   (and ... driftloop check)")
     echo("  Prometheus + Grafana:      GF_ADMIN_PASSWORD=... docker compose up  (then http://127.0.0.1:3000)")
+
+
+# -- driftloop demo --models 2 ------------------------------------------------------------------
+@dataclass
+class ModelTick:
+    """One model's part of a batch row of ``driftloop demo --models 2``."""
+    served_by: str                 # champion version that scored this model's batch
+    check_id: int | None
+    metric: float | None           # the task's primary metric (accuracy, MAE) over the window's labels
+    drift_share: float | None
+    events: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ModelOutcome:
+    """What happened to one model over the run."""
+    name: str
+    task: str
+    metric: str                    # how a person reads its primary metric ("accuracy", "MAE")
+    drifted: bool                  # whether its traffic drifted
+    baseline_version: str
+    final_champion: str
+    promoted_versions: list[str]
+    incidents: list[tuple[str, str]]  # (reason, state) of each incident, oldest first
+    retrains: list[str]            # each retrain's outcome, oldest first
+    before: float | None           # its metric over the checks labelled before the drift
+    end: float | None              # over the last checks of the run
+
+
+@dataclass
+class ModelsResult:
+    home: Path
+    url: str
+    ticks: list[dict[str, ModelTick]]   # per batch: model name -> its part
+    models: dict[str, ModelOutcome]
+    seconds: float
+
+
+def print_models_summary(cfg: DriftloopConfig, result: ModelsResult, echo: Callable[[str], None],
+                         config_file: Path) -> None:
+    echo("[4/4] summary")
+    for m in result.models.values():
+        story = (f"{len(m.incidents)} incident(s) ({', '.join(f'{r}: {st}' for r, st in m.incidents)}), retrains: "
+                 f"{', '.join(m.retrains) or 'none'}" if m.incidents else "no incident, no retrain")
+        echo(f"      {m.name} ({m.task}, traffic {'drifted' if m.drifted else 'steady'}): {m.metric} "
+             f"{fmt(m.before)} before the drift, {fmt(m.end)} at the end; {story}; champion "
+             f"v{m.baseline_version} -> v{m.final_champion}")
+    echo(f"      {result.seconds:.0f} s")
+    echo("Where to look:")
+    echo(f"  Every model, one line each:  driftloop --config {config_file} status")
+    echo(f"  One model's incidents:       driftloop --config {config_file} --model NAME status")
+    echo(f"  The models' API:             {result.url}/v1/models (each at {result.url}/v1/models/NAME/...)")
+    echo(f"  MLflow, a registered model per model: mlflow ui --backend-store-uri {cfg.tracking_uri} --port 5000")
+    echo(f"  Evidently reports (HTML):    {cfg.reports_dir.resolve()}")

@@ -12,7 +12,7 @@ import pandas as pd
 from monitor.config import DriftloopConfig
 from trainer import distributed
 from trainer import registry as reg
-from trainer import story
+from trainer import run_data, story
 from trainer.build import build_model
 from trainer.data import split
 from trainer.deployment import export_and_log
@@ -60,8 +60,9 @@ def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "
                    report_paths: Any = (), resume: bool = False, data_source: str | None = None,
                    should_stop: Callable[[LoopState], bool] | None = None) -> TrainOutcome | None:
     """Train from scratch on ``data`` (features + target), register a version, make it champion if
-    the registered model has none. ``data_source`` (the file's path) is the logged dataset's
-    source. DataError before anything starts when the data are unusable.
+    the registered model has none. ``data_source``: the file the rows were read from, the logged
+    datasets' source (without one the rows are exported with the run: trainer/run_data.py).
+    DataError before anything starts when the data are unusable.
     Under torchrun every rank calls this; only rank 0 talks to MLflow (the others return None)."""
     check_trigger(trigger)
     t = cfg.training
@@ -91,11 +92,9 @@ def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "
                                               test_rows=len(test), features=",".join(cfg.model.feature_names),
                                               factory=cfg.model.factory or "mlp", **task_params(cfg),
                                               **({"entrypoint": t.entrypoint} if t.entrypoint else {})))
-                source = data_source or "driftloop train --data"
-                story.log_dataset(rest, name=f"{cfg.model.name} training data", source=source, context="training",
-                                  target=target)
-                story.log_dataset(test, name=f"{cfg.model.name} test rows", source=source, context="holdout",
-                                  target=target)
+                run_data.log_datasets(cfg, {"training": (f"{cfg.model.name} training data", rest),
+                                            "holdout": (f"{cfg.model.name} test rows", test)},
+                                      target=target, path=data_source)
             log_reports(reports)
             result = fit_frames(model, fit_rows, val_rows, target, loop, checkpoint_path=checkpoint, resume=resume,
                                  extra={"run_id": run.info.run_id}, on_epoch_end=epoch_logger(),

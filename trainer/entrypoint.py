@@ -23,6 +23,22 @@ The protocol. ``Object`` is a class (made with no arguments) or an object; drift
 - ``input_spec`` (optional attribute, or a method returning it): the tensors ``forward`` takes,
   :class:`~trainer.entrypoint_model.InputSpec` objects or dicts of their fields (name, dtype, shape with
   a string per dynamic axis); the ONNX export feeds them. Without it: one float32 tensor.
+- ``prepare_artifacts(refs, previous, out)`` (optional): writes the files a version carries (a
+  tokenizer's vocabulary, a label map, backbone weights) into the folder ``out``, from the training
+  rows' ``refs`` and ``previous``, the champion's artifacts folder in a retrain (a copy: a vocabulary
+  grows from it) or None for a first train. Called when a model is built for training (a first
+  train, a retrain's warm and cold starts), on every torchrun rank and again on a resume, so it must
+  be deterministic. The files travel inside the MLflow model
+  (:class:`~trainer.entrypoint_model.Artifacts`); wherever a version loads, ``build_model``,
+  ``dataset`` and ``collate`` get their folder as ``artifacts=`` when they name that parameter
+  (None without ``prepare_artifacts``). A retrain's warm start builds the network on the new
+  artifacts and loads the champion's weights into it: a tensor that grew (words appended to a
+  vocabulary) keeps the champion's values in its leading block (:func:`load_grown`).
+- ``param_groups(model, lr) -> list[dict]`` (optional): the optimizer's parameter groups for the
+  network, as ``torch.optim`` takes them (``params`` plus e.g. ``lr``, ``weight_decay``): a head's
+  own learning rate. Frozen parameters (``requires_grad`` False) are left out; trainable ones no
+  group names train at ``lr``
+  (:meth:`~trainer.entrypoint_model.EntrypointModel.param_groups`).
 
 When training starts :func:`check_model` runs the network on a couple of rows against the config.
 
@@ -34,11 +50,14 @@ trainer/entrypoint_model.py.
 from __future__ import annotations
 
 import importlib.util
+import logging
+import shutil
 import site
 import sys
 import sysconfig
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -48,9 +67,14 @@ from torch import nn
 from monitor.config import DriftloopConfig, ModelConfig
 from monitor.embeddings import INPUT_URI
 from monitor.errors import ConfigError, DataError
-from trainer.entrypoint_model import EntrypointModel, InputSpec, declared_inputs, import_user_module, load_object
+from trainer.entrypoint_model import (Artifacts, EntrypointModel, InputSpec, build_net, declared_inputs,
+                                      import_user_module, load_object, refs_of)
+from trainer.task_head import head_for
+
+log = logging.getLogger(__name__)
 
 REQUIRED = ("build_model", "dataset")
+HOOKS = ("embed", "collate", "prepare_artifacts", "param_groups")  # optional; callable where present
 CHECK_ROWS = 2  # training rows read and run through the network when training starts (check_model)
 
 
@@ -74,6 +98,9 @@ def load_entrypoint(spec: str) -> Any:
     if absent:
         raise ConfigError(f"training.entrypoint {spec!r}: {attr} lacks the required method(s) "
                           f"{', '.join(absent)} (see docs/parts/trainer.md, 'Your own training code')")
+    uncallable = [name for name in HOOKS if getattr(obj, name, None) is not None and not callable(getattr(obj, name))]
+    if uncallable:
+        raise ConfigError(f"training.entrypoint {spec!r}: {attr}.{', '.join(uncallable)} must be a method")
     try:
         declared_inputs(obj)
     except (TypeError, ValueError) as exc:
@@ -99,26 +126,122 @@ def embedding_feature(cfg: DriftloopConfig, user: Any) -> str | None:
     return features[0] if features else None
 
 
-def build_entrypoint_model(cfg: DriftloopConfig, data: pd.DataFrame, seed: int | None = None) -> EntrypointModel:
+def build_entrypoint_model(cfg: DriftloopConfig, data: pd.DataFrame, seed: int | None = None,
+                           previous: Path | None = None) -> EntrypointModel:
     """A fresh model of the entrypoint for ``cfg``'s task, weights drawn from ``seed``
-    (default ``training.seed``); a regression target's scaling is fitted on ``data``."""
+    (default ``training.seed``); a regression target's scaling is fitted on ``data``, and its
+    artifacts prepared from ``data`` and ``previous`` (a champion's folder; None for a first train)."""
     spec, m = str(cfg.training.entrypoint), cfg.model
     user = load_entrypoint(spec)
-    n_outputs = m.kind.n_outputs(m.classes)
+    artifacts = prepare_artifacts(spec, user, refs_of(data, m.id), previous)
     torch.manual_seed(cfg.training.seed if seed is None else seed)
+    net = _built(spec, user, m.task, m.kind.n_outputs(m.classes), artifacts)
+    scaling = m.kind.target_scaling(data[m.target].to_numpy())
+    model = EntrypointModel(spec, net, user, task=m.task, classes=m.classes, target_scaling=scaling,
+                            embedding_feature=embedding_feature(cfg, user), id_column=m.id, artifacts=artifacts)
+    check_model(cfg, model, data)
+    return model
+
+
+def warm_start(cfg: DriftloopConfig, model: Any, rows: pd.DataFrame) -> Any:
+    """The champion's copy ``model`` ready to fine-tune on ``rows`` (a retrain's training rows).
+    Without ``prepare_artifacts``, the copy as it is. With it, the artifacts prepared again for
+    ``rows`` with the champion's as ``previous``, the network built on them (``training.seed``
+    draws what a grown tensor gains) and the champion's weights loaded into it (:func:`load_grown`).
+    Either way checked like a fresh model (:func:`check_model`)."""
+    user, spec = model.user, model.spec
+    if not callable(getattr(user, "prepare_artifacts", None)):
+        check_model(cfg, model, rows)
+        return model
+    artifacts = prepare_artifacts(spec, user, model.refs(rows), artifacts_folder(model))
+    torch.manual_seed(cfg.training.seed)
+    net = _built(spec, user, model.task, head_for(model.task).n_outputs(model.classes), artifacts)
     try:
-        net = user.build_model(m.task, n_outputs)
+        grown = load_grown(net, model.net.state_dict())
+    except ValueError as exc:
+        raise ConfigError(f"training.entrypoint {spec!r}: the network built on the artifacts prepared for this "
+                          f"retrain does not take the champion's weights: {exc}") from exc
+    if grown:
+        log.info("warm start: %s grew with the new artifacts; the champion's values fill their leading block",
+                 ", ".join(grown))
+    fresh = EntrypointModel(spec, net, user, task=model.task, classes=model.classes,
+                            target_scaling=model.target_scaling(), embedding_feature=model.embedding_feature,
+                            id_column=model.id_column, artifacts=artifacts)
+    check_model(cfg, fresh, rows)
+    return fresh
+
+
+def artifacts_folder(model: Any) -> Path | None:
+    """A model's artifacts folder; None for a model without (or pickled before artifacts existed)."""
+    artifacts = getattr(model, "artifacts", None)
+    return None if artifacts is None else artifacts.folder
+
+
+def prepare_artifacts(spec: str, user: Any, refs: Sequence[str], previous: Path | None) -> Artifacts | None:
+    """The user's ``prepare_artifacts(refs, previous, out)`` into a fresh folder; None without one.
+    ``previous`` is handed as a copy, so the code may read or change it at will while the champion
+    whose folder it is goes on scoring. ConfigError naming the spec when it raises."""
+    hook = getattr(user, "prepare_artifacts", None)
+    if not callable(hook):
+        return None
+    artifacts = Artifacts.empty()
+    with tempfile.TemporaryDirectory(prefix="driftloop-previous-") as tmp:
+        given = None
+        if previous is not None:
+            given = Path(tmp) / "previous"
+            shutil.copytree(previous, given)
+        try:
+            hook(list(refs), given, artifacts.folder)
+        except Exception as exc:
+            raise ConfigError(f"training.entrypoint {spec!r}: prepare_artifacts on {len(refs)} training row(s) "
+                              f"failed: {type(exc).__name__}: {exc}") from exc
+    return artifacts
+
+
+def load_grown(net: nn.Module, state: dict[str, torch.Tensor]) -> list[str]:
+    """Load ``state`` (the champion's network) into ``net`` (built on artifacts prepared again).
+    A tensor of the same shape is copied; one that grew (the same rank, no axis shorter: an
+    embedding of a vocabulary with words appended) gets the old values in its leading block and
+    keeps ``net``'s fresh initialisation in the rest, so an old id still finds its row. Returns
+    the grown tensors' names; ValueError naming tensors that shrank, changed rank, or are absent
+    from one side (the network's code changed)."""
+    own = net.state_dict()
+    absent, extra = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+    if absent or extra:
+        raise ValueError(f"tensors only in the new network: {absent}; only in the champion's: {extra}")
+    merged: dict[str, torch.Tensor] = {}
+    grown: list[str] = []
+    misfits: list[str] = []
+    for name, old in state.items():
+        new = own[name]
+        if new.shape == old.shape:
+            merged[name] = old
+        elif new.dim() == old.dim() and all(n >= o for n, o in zip(new.shape, old.shape)):
+            block = new.detach().clone()
+            block[tuple(slice(0, o) for o in old.shape)] = old
+            merged[name] = block
+            grown.append(name)
+        else:
+            misfits.append(f"{name} {list(old.shape)} -> {list(new.shape)}")
+    if misfits:
+        raise ValueError(f"{'; '.join(misfits)} (a tensor may only grow: append to a vocabulary, never "
+                         "reorder or drop)")
+    net.load_state_dict(merged)
+    return grown
+
+
+def _built(spec: str, user: Any, task: str, n_outputs: int, artifacts: Artifacts | None) -> nn.Module:
+    """The user's network; ConfigError naming the spec when ``build_model`` raises or returns
+    something other than an ``nn.Module``."""
+    try:
+        net = build_net(user, task, n_outputs, artifacts)
     except Exception as exc:
-        raise ConfigError(f"training.entrypoint {spec!r}: build_model({m.task!r}, {n_outputs}) failed: "
+        raise ConfigError(f"training.entrypoint {spec!r}: build_model({task!r}, {n_outputs}) failed: "
                           f"{type(exc).__name__}: {exc}") from exc
     if not isinstance(net, nn.Module):
         raise ConfigError(f"training.entrypoint {spec!r}: build_model returned {type(net).__name__}, "
                           "expected a torch.nn.Module")
-    scaling = m.kind.target_scaling(data[m.target].to_numpy())
-    model = EntrypointModel(spec, net, user, task=m.task, classes=m.classes, target_scaling=scaling,
-                            embedding_feature=embedding_feature(cfg, user), id_column=m.id)
-    check_model(cfg, model, data)
-    return model
+    return net
 
 
 def check_model(cfg: DriftloopConfig, model: EntrypointModel, rows: pd.DataFrame) -> None:
@@ -126,10 +249,11 @@ def check_model(cfg: DriftloopConfig, model: EntrypointModel, rows: pd.DataFrame
     collate, then one forward (and ``embed``) in eval mode without gradients, checked against the
     config: the declared inputs (``input_spec``) against what the dataset yields, the output width
     against the task's outputs for ``model.classes``, the embedding's length against its feature's
-    ``dim``. One ConfigError naming the key, expected and got, instead of a model that trains,
-    registers, and fails its first logged batch. Torch's RNG is left as it was (a resumed run
-    stays bit-identical)."""
+    ``dim``; and the optimizer's parameter groups (``param_groups``). One ConfigError naming the
+    key, expected and got, instead of a model that trains, registers, and fails its first logged
+    batch. Torch's RNG is left as it was (a resumed run stays bit-identical)."""
     spec, m = str(cfg.training.entrypoint), cfg.model
+    _check_param_groups(spec, model, cfg.training.learning_rate)
     rows = rows.head(CHECK_ROWS)
     if len(rows) == 0:
         return
@@ -158,6 +282,18 @@ def check_model(cfg: DriftloopConfig, model: EntrypointModel, rows: pd.DataFrame
         if got != expected:
             raise ConfigError(f"model.features: embedding feature {model.embedding_feature!r} has dim {expected}, "
                               f"but training.entrypoint {spec!r}'s embed() returns {got} values per row")
+
+
+def _check_param_groups(spec: str, model: Any, lr: float) -> None:
+    """The groups the loop builds AdamW from, built once here: a group the optimizer refuses (a
+    parameter in two groups, an option it lacks, nothing left to train) is a ConfigError now."""
+    grouping = getattr(model, "param_groups", None)  # a model pickled before the groups has none
+    if grouping is None:
+        return
+    try:
+        torch.optim.AdamW(grouping(lr), lr=lr)
+    except Exception as exc:  # the user's hook, or torch.optim's ValueError/TypeError/KeyError
+        raise ConfigError(f"training.entrypoint {spec!r}: param_groups: {type(exc).__name__}: {exc}") from exc
 
 
 def _check_outputs(cfg: DriftloopConfig, raw: Any, rows: int) -> None:

@@ -10,6 +10,12 @@ network's ``state_dict``, and loading imports the spec again and calls ``build_m
 n_outputs)`` (:func:`restore`), so the user's module must be importable where the model is loaded
 (driftloop logs a local module with MLflow's ``code_paths``, which puts it on ``sys.path``).
 
+The files a user's ``prepare_artifacts`` wrote (a tokenizer's vocabulary, a label map, backbone
+weights) travel the same way: :class:`Artifacts` pickles them as bytes beside the weights, and
+loading writes them to a private folder before ``build_model`` runs (it may size the network from
+them). A method that names an ``artifacts`` parameter (``build_model``, ``dataset``, ``collate``)
+gets that folder, or None where the object has no ``prepare_artifacts``.
+
 The input of a row is its ``input_uri``, or its id where it has none (the id column named at
 build time, else ``id``): the user's ``dataset(refs, train=False)`` turns those into tensors,
 collated by the object's ``collate(items)`` where it has one (variable-length items: token ids
@@ -20,9 +26,17 @@ regression the value in the target's units (the network learns the standardised 
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
+import inspect
 import math
+import os
+import shutil
+import tempfile
+import weakref
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -36,6 +50,7 @@ from trainer.task_head import head_for
 
 INPUT_URI = "input_uri"  # monitor.embeddings.INPUT_URI, repeated: serving must not import driftloop
 SCORING_BATCH = 256      # rows per forward when scoring: images, not table rows
+ARTIFACTS = "artifacts"  # the parameter by which a user's method takes the artifacts folder
 
 
 def import_user_module(module_name: str) -> Any:
@@ -103,6 +118,96 @@ def load_object(spec: str) -> Any:
     return obj() if isinstance(obj, type) else obj
 
 
+class Artifacts:
+    """The files of one model version's ``prepare_artifacts``, in a folder the model owns: made
+    empty for ``prepare_artifacts`` to fill, or written from a pickle's bytes when a version loads,
+    and removed when the model is (or the process ends). The user's code reads it and never writes
+    it after ``prepare_artifacts``: a copy of the model (a warm start) gets a folder of its own.
+
+    Pickled as ``{relative path: bytes}``, beside the weights in the MLflow model: a version loads
+    with its artifacts wherever it is unpickled (a service, the retrain child, a deep copy),
+    before ``build_model`` needs them. Nothing else is held in memory."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self._remove = weakref.finalize(self, _remove_folder, str(folder), os.getpid())
+
+    @classmethod
+    def empty(cls) -> "Artifacts":
+        return cls(Path(tempfile.mkdtemp(prefix="driftloop-artifacts-")))
+
+    def files(self) -> dict[str, bytes]:
+        """Every file under the folder by its path relative to it (``/``-separated)."""
+        return {path.relative_to(self.folder).as_posix(): path.read_bytes()
+                for path in sorted(self.folder.rglob("*")) if path.is_file()}
+
+    def manifest(self) -> list[dict[str, Any]]:
+        """``[{"path", "bytes", "sha256"}]``: what a version carries, for people reading its metadata."""
+        return [{"path": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+                for name, data in self.files().items()]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _artifacts_from, (self.files(),)
+
+
+def _remove_folder(folder: str, owner: int) -> None:
+    if os.getpid() == owner:  # a forked child (a DataLoader worker) leaves its parent's folder alone
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _artifacts_from(files: dict[str, bytes]) -> Artifacts:
+    """An unpickled :class:`Artifacts`: the files written to a folder of its own."""
+    artifacts = Artifacts.empty()
+    root = artifacts.folder.resolve()
+    for name, data in files.items():
+        path = root / name
+        if root not in path.resolve().parents:  # a pickle is data: no path out of the folder
+            raise ValueError(f"artifact {name!r} lies outside its folder")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return artifacts
+
+
+def takes_artifacts(method: Callable[..., Any]) -> bool:
+    """Does the user's ``method`` name an ``artifacts`` parameter? Those that do get the folder;
+    the others are called as before artifacts existed (``**kwargs`` alone is not asking for it)."""
+    try:
+        params = inspect.signature(method).parameters
+    except (TypeError, ValueError):  # a builtin or C callable: no signature to read
+        return False
+    return ARTIFACTS in params and params[ARTIFACTS].kind is not inspect.Parameter.POSITIONAL_ONLY
+
+
+def with_artifacts(method: Callable[..., Any], folder: Path | None) -> Callable[..., Any]:
+    """``method`` with ``artifacts=folder`` bound where it takes it (:func:`takes_artifacts`)."""
+    return partial(method, **{ARTIFACTS: folder}) if takes_artifacts(method) else method
+
+
+def build_net(user: Any, task: str, n_outputs: int, artifacts: Artifacts | None) -> Any:
+    """The user's ``build_model(task, n_outputs)``, given ``artifacts=`` where it takes it."""
+    return with_artifacts(user.build_model, None if artifacts is None else artifacts.folder)(task, n_outputs)
+
+
+def refs_of(df: pd.DataFrame, id_column: str) -> list[str]:
+    """Each row's ``input_uri``, or its id where it has none (``id_column``, else ``id``);
+    ValueError naming the rows with neither."""
+    n = len(df)
+    uris = df[INPUT_URI].tolist() if INPUT_URI in df.columns else [None] * n
+    id_col = id_column if id_column in df.columns else "id" if "id" in df.columns else None
+    ids = df[id_col].tolist() if id_col is not None else [None] * n
+    out, missing = [], []
+    for i, (uri, rid) in enumerate(zip(uris, ids)):
+        ref = uri if _present(uri) else rid if _present(rid) else None
+        if ref is None:
+            missing.append(i)
+        out.append("" if ref is None else str(ref))
+    if missing:
+        shown = ", ".join(map(str, missing[:5])) + (" ..." if len(missing) > 5 else "")
+        raise ValueError(f"{len(missing)} row(s) have neither {INPUT_URI!r} nor an id "
+                         f"({id_column!r}) to find their input by (rows {shown})")
+    return out
+
+
 class LabelledDataset(Dataset):
     """The user's dataset with driftloop's labels: item i is ``(x_i, y_i)``. ``targets`` holds every
     label, so the loop reads class weights without touching an input."""
@@ -132,19 +237,54 @@ class EntrypointModel(TaskHead, nn.Module):
 
     def __init__(self, spec: str, net: nn.Module, user: Any, *, task: str, classes: Sequence[str] | None,
                  target_scaling: tuple[float, float] = (0.0, 1.0), embedding_feature: str | None = None,
-                 id_column: str = "id"):
+                 id_column: str = "id", artifacts: Artifacts | None = None):
         super().__init__()
         self.spec, self.net, self.user, self.task = spec, net, user, str(task)  # a plain string when pickled
         self._class_names = None if classes is None else [str(c) for c in classes]
         self.embedding_feature = embedding_feature if hasattr(user, "embed") else None
         self.id_column = id_column
         self.input_specs = declared_inputs(user)
+        self.artifacts = artifacts  # the files of the user's prepare_artifacts, if it has one
         self.register_target_scaling(target_scaling)
+
+    @property
+    def artifacts_folder(self) -> Path | None:
+        return None if self.artifacts is None else self.artifacts.folder
+
+    @property
+    def user_collate(self) -> Callable[[list], Any] | None:
+        """The user's ``collate(items)`` (given ``artifacts=`` where it takes it); None without one."""
+        found = getattr(self.user, "collate", None)
+        return None if found is None else with_artifacts(found, self.artifacts_folder)
 
     @property
     def collate(self) -> Callable[[list], Any]:
         """The user's ``collate(items)``, else torch's ``default_collate``."""
-        return getattr(self.user, "collate", None) or default_collate
+        return self.user_collate or default_collate
+
+    def param_groups(self, lr: float) -> list[dict[str, Any]]:
+        """The optimizer's parameter groups (trainer/loop.py builds AdamW from them): the user's
+        ``param_groups(net, lr)`` where it has one, else one group. Frozen parameters
+        (``requires_grad`` False) are left out, and trainable ones that no group names form a last
+        group at ``lr``. ValueError for a group without ``params`` or naming a tensor that is not
+        one of the network's parameters."""
+        trainable = [p for p in self.parameters() if p.requires_grad]
+        hook = getattr(self.user, "param_groups", None)
+        if hook is None:
+            return [{"params": trainable}]
+        ours, named, groups = {id(p) for p in self.parameters()}, set(), []
+        for i, group in enumerate(hook(self.net, lr)):
+            if not isinstance(group, dict) or "params" not in group:
+                raise ValueError(f"param_groups: group {i} is not a dict with 'params'")
+            params = [group["params"]] if isinstance(group["params"], torch.Tensor) else list(group["params"])
+            if any(id(p) not in ours for p in params):
+                raise ValueError(f"param_groups: group {i} names a tensor that is not a parameter of the network")
+            named |= {id(p) for p in params}
+            kept = [p for p in params if p.requires_grad]
+            if kept:
+                groups.append({**group, "params": kept})
+        rest = [p for p in trainable if id(p) not in named]
+        return groups + ([{"params": rest}] if rest else [])
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
         raw = self.net(*inputs)
@@ -153,31 +293,17 @@ class EntrypointModel(TaskHead, nn.Module):
     # -- inputs ----------------------------------------------------------------------------------
     def refs(self, df: pd.DataFrame) -> list[str]:
         """Each row's ``input_uri``, or its id where it has none; ValueError naming the rows with neither."""
-        n = len(df)
-        uris = df[INPUT_URI].tolist() if INPUT_URI in df.columns else [None] * n
-        id_col = self.id_column if self.id_column in df.columns else "id" if "id" in df.columns else None
-        ids = df[id_col].tolist() if id_col is not None else [None] * n
-        out, missing = [], []
-        for i, (uri, rid) in enumerate(zip(uris, ids)):
-            ref = uri if _present(uri) else rid if _present(rid) else None
-            if ref is None:
-                missing.append(i)
-            out.append("" if ref is None else str(ref))
-        if missing:
-            shown = ", ".join(map(str, missing[:5])) + (" ..." if len(missing) > 5 else "")
-            raise ValueError(f"{len(missing)} row(s) have neither {INPUT_URI!r} nor an id "
-                             f"({self.id_column!r}) to find their input by (rows {shown})")
-        return out
+        return refs_of(df, self.id_column)
 
     def inputs(self, df: pd.DataFrame, train: bool = False) -> Dataset:
-        """The user's dataset of ``df``'s rows."""
-        return self.user.dataset(self.refs(df), train)
+        """The user's dataset of ``df``'s rows (given ``artifacts=`` where it takes it)."""
+        return with_artifacts(self.user.dataset, self.artifacts_folder)(self.refs(df), train)
 
     def training_data(self, df: pd.DataFrame, target: str, train: bool) -> LabelledDataset:
         """``(x, y)`` items for the loop: y float32 0/1 (binary), int64 class indices (multiclass) or
         the standardised target (regression), as trainer.data.tensors gives a TabularModel."""
         return LabelledDataset(self.inputs(df, train), self.target_tensor(df[target].to_numpy()),
-                               getattr(self.user, "collate", None))
+                               self.user_collate)
 
     def batches(self, df: pd.DataFrame, batch_size: int = SCORING_BATCH):
         """``df``'s inputs (train=False) in collated batches, on the model's device."""
@@ -209,16 +335,20 @@ class EntrypointModel(TaskHead, nn.Module):
     def __reduce__(self):
         state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
         return restore, (self.spec, self.task, self.classes, self.target_scaling(), self.embedding_feature,
-                         self.id_column, state)
+                         self.id_column, state, self.artifacts)
 
 
 def restore(spec: str, task: str, classes: list[str] | None, scaling: tuple[float, float],
-            embedding_feature: str | None, id_column: str, state: dict[str, torch.Tensor]) -> EntrypointModel:
-    """Rebuild a pickled model: the user's network from the spec, then the saved weights."""
+            embedding_feature: str | None, id_column: str, state: dict[str, torch.Tensor],
+            artifacts: Artifacts | None = None) -> EntrypointModel:
+    """Rebuild a pickled model: its artifacts (already written to their folder when unpickled),
+    the user's network from the spec, then the saved weights. A model pickled before artifacts
+    existed carries its own copy of this module's code and never gets here without them."""
     user = load_object(spec)
     n_outputs = head_for(task).n_outputs(classes)
-    model = EntrypointModel(spec, user.build_model(task, n_outputs), user, task=task, classes=classes,
-                            target_scaling=scaling, embedding_feature=embedding_feature, id_column=id_column)
+    model = EntrypointModel(spec, build_net(user, task, n_outputs, artifacts), user, task=task, classes=classes,
+                            target_scaling=scaling, embedding_feature=embedding_feature, id_column=id_column,
+                            artifacts=artifacts)
     model.load_state_dict(state)
     return model.eval()
 

@@ -113,17 +113,21 @@ def readable_rows(cfg: DriftloopConfig, df: pd.DataFrame, *, what: str, user: An
 def _unreadable(user: Any, refs: list[str | None]) -> tuple[list[int], str | None]:
     """Positions whose item the user's ``dataset(refs, train=False)`` cannot give, and the first
     error (for the log, which may name the path; never the API)."""
+    from trainer.entrypoint_model import with_artifacts
     positions = [i for i, r in enumerate(refs) if r is not None]
     if not positions:
         return [], None
+    # Before a first train no artifacts exist (prepare_artifacts reads these rows): a dataset that
+    # takes them is asked with artifacts=None, to read the input only.
+    read = with_artifacts(user.dataset, None)
     try:
-        dataset = user.dataset([refs[i] for i in positions], False)
+        dataset = read([refs[i] for i in positions], False)
     except Exception:  # a dataset that reads everything when made: ask it one row at a time
         dataset = None
     bad, first = [], None
     for k, i in enumerate(positions):
         try:
-            dataset[k] if dataset is not None else user.dataset([refs[i]], False)[0]
+            dataset[k] if dataset is not None else read([refs[i]], False)[0]
         except Exception as exc:  # the user's code: any error means "cannot read this one"
             bad.append(i)
             first = first or f"{type(exc).__name__}: {exc}"

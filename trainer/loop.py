@@ -43,7 +43,7 @@ from trainer.batches import EVAL_BATCH_BYTES as EVAL_BATCH_BYTES, STACK_BYTES as
 from trainer.batches import epoch_batches, stacked, targets_of
 from trainer.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from trainer.loop_records import FitResult as FitResult, LoopConfig as LoopConfig, LoopState as LoopState
-from trainer.loop_setup import cosine, enable_gradient_checkpointing, progress_bar
+from trainer.loop_setup import Progress, cosine, cpu_threads, enable_gradient_checkpointing
 from trainer.objective import CLASS_WEIGHT_RANGE as CLASS_WEIGHT_RANGE, HUBER_DELTA as HUBER_DELTA
 from trainer.objective import class_weights as class_weights, evaluate, model_task, n_outputs, task_loss
 from trainer.runtime import StopOnSignal, resolve_amp, resolve_device, seed_everything
@@ -115,9 +115,10 @@ def fit(model: nn.Module, train: Any, val: Any, cfg: LoopConfig, *,
     distributed.init(device.type)  # joins the process group under torchrun; no-op otherwise
     amp_dtype = resolve_amp(cfg.amp, device)
     previous_determinism, previous_threads = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
-    if cfg.threads:
-        # Small models gain little from intra-op threads, and on a busy machine extra threads spin.
-        torch.set_num_threads(cfg.threads)
+    threads = cpu_threads(cfg, model, device, dense=isinstance(train, tuple))
+    if threads:
+        # A small model gains nothing from intra-op threads, and on a busy machine they wait on each other.
+        torch.set_num_threads(threads)
     if cfg.deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS needs it for determinism
         torch.use_deterministic_algorithms(True)
@@ -140,10 +141,13 @@ def fit(model: nn.Module, train: Any, val: Any, cfg: LoopConfig, *,
     steps_per_epoch = math.ceil(math.ceil(per_rank / cfg.batch_size) / cfg.grad_accum_steps)
     where = placement(train, device, cfg.num_workers)
     data = tuple(t.to(device) for t in train) if where == "device" and isinstance(train, tuple) else train
-    log.debug("training rows: %s (%s)", where, device)
+    log.debug("training rows: %s (%s, %s CPU threads)", where, device, torch.get_num_threads())
     # Fused AdamW on CUDA: one kernel for all parameters, and GradScaler hands it found_inf instead of
     # reading it back each step (a CPU-GPU sync). CPU keeps the default, so CPU results do not change.
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay,
+    # A user's network may group its parameters (a head's own learning rate; a frozen backbone left out).
+    grouping = getattr(model, "param_groups", None)
+    groups = grouping(cfg.learning_rate) if callable(grouping) else model.parameters()
+    optimizer = torch.optim.AdamW(groups, lr=cfg.learning_rate, weight_decay=cfg.weight_decay,
                                   fused=True if device.type == "cuda" else None)  # None: torch's default
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, cosine(cfg.epochs * steps_per_epoch, cfg.min_lr_ratio))
     # A disabled scaler is a no-op pass-through: one code path for fp32, bf16 and fp16.
@@ -185,7 +189,8 @@ def fit(model: nn.Module, train: Any, val: Any, cfg: LoopConfig, *,
     stop = StopOnSignal()
     last_checkpoint = clock()
     started, samples_at_start = time.perf_counter(), state.samples
-    bar = progress_bar(cfg, info, cfg.epochs * per_rank * info.world_size, state.samples * info.world_size)
+    progress = Progress(cfg, info, cfg.epochs * per_rank * info.world_size, state.samples * info.world_size,
+                        state.epoch, clock)
     try:
         with stop:
             for epoch in range(state.epoch, cfg.epochs):
@@ -223,7 +228,7 @@ def fit(model: nn.Module, train: Any, val: Any, cfg: LoopConfig, *,
                     state.epoch_batches += len(micro)
                     state.epoch_samples += rows
                     state.samples += rows
-                    bar.update(rows * info.world_size)
+                    progress.update(rows * info.world_size)
 
                     requested = stop.signum is not None or (should_stop is not None and should_stop(state))
                     if distributed.any_rank(requested, info, device):
@@ -240,14 +245,15 @@ def fit(model: nn.Module, train: Any, val: Any, cfg: LoopConfig, *,
                 record = {"epoch": epoch + 1, "train_loss": loss_sum.item() / max(state.epoch_samples, 1),
                           **{f"val_{k}": v for k, v in val_metrics.items()}, "lr": float(scheduler.get_last_lr()[0])}
                 state.history.append(record)
-                if val_metrics["loss"] < state.best_val_loss:
+                improved = val_metrics["loss"] < state.best_val_loss
+                if improved:
                     state.best_val_loss, state.best_epoch, state.bad_epochs = val_metrics["loss"], epoch + 1, 0
                     best_weights = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
                 else:
                     state.bad_epochs += 1
                 state.stopped_early = distributed.any_rank(state.bad_epochs >= cfg.patience, info, device)
                 state.epoch, state.epoch_batches, state.epoch_samples, state.epoch_loss_sum = epoch + 1, 0, 0, 0.0
-                bar.set_postfix(epoch=epoch + 1, val_loss=f"{val_metrics['loss']:.4f}")
+                progress.epoch_end(record, improved=improved, stopped_early=state.stopped_early)
                 if on_epoch_end is not None and info.is_main:
                     on_epoch_end(record)
                 checkpoint()
@@ -255,7 +261,7 @@ def fit(model: nn.Module, train: Any, val: Any, cfg: LoopConfig, *,
                 if stop.signum is not None:
                     raise TrainingInterrupted(checkpoint_path, stop.signum)
     finally:
-        bar.close()
+        progress.close()
         torch.use_deterministic_algorithms(previous_determinism)
         torch.set_num_threads(previous_threads)
 

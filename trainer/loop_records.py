@@ -26,8 +26,8 @@ class LoopConfig:
     device: str = "auto"
     checkpoint_every_minutes: float = 5.0
     gradient_checkpointing: bool = False
-    progress: bool = True
-    threads: int = 0  # CPU threads; 0 keeps torch's default
+    progress: bool = True  # a line per epoch in the log at INFO (off: DEBUG), a bar on a terminal
+    threads: int = 0  # CPU threads; 0: one for a small dense network on the CPU, else torch's (cpu_threads)
     min_lr_ratio: float = 0.1  # cosine decay ends at learning_rate * min_lr_ratio
     compile: bool = False  # torch.compile the model for training (the first steps pay for compilation)
 

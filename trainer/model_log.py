@@ -50,6 +50,7 @@ def log_model(model: Any, example: pd.DataFrame, registry: Registry) -> str:
     task = getattr(model, "task", "binary")
     spec = getattr(model, "spec", None)  # a training.entrypoint model (trainer/entrypoint_model.py)
     embedding = getattr(model, "embedding_feature", None)
+    entry: dict[str, Any] = {"entrypoint": spec} if spec else {}
     if spec:
         from monitor.embeddings import INPUT_URI
         from trainer.entrypoint import code_paths
@@ -58,6 +59,9 @@ def log_model(model: Any, example: pd.DataFrame, registry: Registry) -> str:
         # dataschema.schema_of's form
         schema = {f.name: f.type if f.dim is None else {"type": f.type, "dim": f.dim} for f in m.features}
         extra: dict[str, Any] = {"code_paths": code_paths(spec)}
+        artifacts = getattr(model, "artifacts", None)  # prepare_artifacts' files, pickled with the weights
+        if artifacts is not None:  # listed in the MLmodel file, for people reading the version
+            entry["entrypoint_artifacts"] = artifacts.manifest()
     else:
         vectors = dict(getattr(model, "embeddings", None) or {})  # the MLP's embedding features: {name: dim}
         signature = input_signature([*model.numeric, *vectors], model.categorical, task=task,
@@ -70,7 +74,7 @@ def log_model(model: Any, example: pd.DataFrame, registry: Registry) -> str:
     with pickled_by_value(model), _quiet("mlflow.pyfunc", "mlflow.models.signature"):
         info = mlflow.pyfunc.log_model(name="model", python_model=TabularPyfunc(model, m.prediction, m.score),
                                        signature=signature, input_example=example, pip_requirements=requirements,
-                                       metadata={SCHEMA_TAG: schema, **({"entrypoint": spec} if spec else {})},
+                                       metadata={SCHEMA_TAG: schema, **entry},
                                        **extra)
     run = mlflow.active_run()
     assert run is not None  # log_model logged into the caller's run

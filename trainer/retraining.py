@@ -94,10 +94,15 @@ def _concept_check(champion: Champion, recent: pd.DataFrame, reference: pd.DataF
 
 
 def _fit_cold(cfg: DriftloopConfig, fit_rows: pd.DataFrame, val_rows: pd.DataFrame, checkpoint: Any,
-              should_stop: Any) -> tuple[Any, Any]:
-    """A fresh model (preprocessing fitted on the new rows) trained like a baseline on the same rows."""
+              should_stop: Any, champion: Any = None) -> tuple[Any, Any]:
+    """A fresh model (preprocessing fitted on the new rows) trained like a baseline on the same rows;
+    a user's network gets the champion's artifacts as ``previous`` (trainer/entrypoint.py)."""
     from trainer.build import build_model
-    fresh = build_model(cfg, fit_rows)
+    if cfg.training.entrypoint:
+        from trainer.entrypoint import artifacts_folder, build_entrypoint_model
+        fresh = build_entrypoint_model(cfg, fit_rows, previous=artifacts_folder(champion))
+    else:
+        fresh = build_model(cfg, fit_rows)
     loop = LoopConfig.from_training(cfg.training)
     path = checkpoint.with_name(checkpoint.stem + "-cold.pt")
     result = fit_frames(fresh, fit_rows, val_rows, cfg.model.target, loop, checkpoint_path=path, resume=False,
@@ -174,15 +179,15 @@ def train(cfg: DriftloopConfig, p: Prepared, *, resume: bool, should_stop: Any, 
     """Warm-start the champion's copy (and, when ``p.cold``, a fresh model; the better on validation
     wins). ``logged``: in the MLflow run (rank 0), with per-epoch metrics and the warm/cold figures."""
     model = copy_model(p.champion.model)  # warm start; the cached champion stays untouched
-    if cfg.training.entrypoint:  # the champion against today's config, as a fresh model is when built
-        from trainer.entrypoint import check_model
-        check_model(cfg, model, p.fit_rows)
+    if cfg.training.entrypoint:  # artifacts prepared for these rows; checked against today's config
+        from trainer.entrypoint import warm_start
+        model = warm_start(cfg, model, p.fit_rows)
     result = fit_frames(model, p.fit_rows, p.val_rows, cfg.model.target, p.loop, checkpoint_path=p.checkpoint,
                         resume=resume, extra=extra, on_epoch_end=epoch_logger() if logged else None,
                         should_stop=should_stop)
     trained = Trained(model, result, "warm")
     if p.cold:
-        fresh, fresh_result = _fit_cold(cfg, p.fit_rows, p.val_rows, p.checkpoint, should_stop)
+        fresh, fresh_result = _fit_cold(cfg, p.fit_rows, p.val_rows, p.checkpoint, should_stop, p.champion.model)
         if not logged:
             return trained
         warm_val, cold_val = evaluate_model(cfg, model, p.val_rows), evaluate_model(cfg, fresh, p.val_rows)

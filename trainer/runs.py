@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -57,21 +58,35 @@ def epoch_logger() -> Callable[[dict[str, float]], None]:
 @contextmanager
 def mlflow_run(experiment_id: str, name: str, tags: dict[str, str], run_id: str | None = None) -> Iterator[Any]:
     """Start (or, when resuming, re-open) a run; end it KILLED when training was interrupted so
-    that ``--resume`` continues the same run, FAILED on any other error."""
+    that ``--resume`` continues the same run, FAILED on any other error. MLflow's UserWarnings are
+    not shown while the run is open (:func:`quiet_mlflow_hints`)."""
     import mlflow
-    if run_id is not None:
-        run = mlflow.start_run(run_id=run_id)
-    else:
-        run = mlflow.start_run(experiment_id=experiment_id, run_name=name, tags=tags)
-    try:
-        yield run
-    except TrainingInterrupted:
-        mlflow.end_run("KILLED")
-        raise
-    except BaseException:
-        mlflow.end_run("FAILED")
-        raise
-    mlflow.end_run("FINISHED")
+    with quiet_mlflow_hints():
+        if run_id is not None:
+            run = mlflow.start_run(run_id=run_id)
+        else:
+            run = mlflow.start_run(experiment_id=experiment_id, run_name=name, tags=tags)
+        try:
+            yield run
+        except TrainingInterrupted:
+            mlflow.end_run("KILLED")
+            raise
+        except BaseException:
+            mlflow.end_run("FAILED")
+            raise
+        mlflow.end_run("FINISHED")
+
+
+@contextmanager
+def quiet_mlflow_hints() -> Iterator[None]:
+    """No UserWarning from MLflow's own modules inside: its hints about what it infers while
+    logging (each dataset's schema "contains integer column(s)", twice per run) are about MLflow's
+    schemas, which driftloop does not use (the model types and checks its own columns), and they
+    buried the epoch lines of ``driftloop train`` and of a retrain child's log. MLflow's errors, its
+    logged warnings and every other warning still show."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"mlflow(\.|$)")
+        yield
 
 
 def log_reports(paths: list[Path]) -> None:

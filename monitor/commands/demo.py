@@ -36,8 +36,12 @@ def _port_free(host: str, port: int) -> bool:
               help="tabular: synthetic rows and driftloop's own network; digits: 8x8 digit images, a CNN "
                    "trained through training.entrypoint, its embedding watched for drift, rotated digits "
                    "(needs the source checkout's examples/ folder).")
+@click.option("--models", "models", type=click.IntRange(1, 2), default=1, show_default=True,
+              help="Models in the one daemon. 2: a classifier (churn) and a regressor (demand), each with its "
+                   "own traffic; only churn's drifts, and only churn opens an incident, retrains and promotes.")
 @click.pass_context
-def command(ctx: click.Context, home: Path, port: int | None, fast: bool, keep_serving: bool, example: str) -> None:
+def command(ctx: click.Context, home: Path, port: int | None, fast: bool, keep_serving: bool, example: str,
+            models: int) -> None:
     """Train a baseline, replay drifting traffic through the real API, and watch the daemon
     detect the drift, retrain, promote and recover. The whole run takes about a minute on a 2-core
     machine (``--example digits``: a few minutes)."""
@@ -57,6 +61,8 @@ def command(ctx: click.Context, home: Path, port: int | None, fast: bool, keep_s
         with socket.socket() as s:
             s.bind((base.server.host, 0))
             port = s.getsockname()[1]
+    if models == 2 and example != "tabular":
+        raise click.UsageError("--models 2 runs the tabular example (a classifier and a regressor)")
     if example == "digits":
         # The service thread loads each new champion from MLflow; its progress bars would cut the timeline.
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -70,10 +76,32 @@ def command(ctx: click.Context, home: Path, port: int | None, fast: bool, keep_s
             raise click.ClickException("the demo ended without a promotion; see the timeline above")
         return
     prepare_home(home)
+    if models == 2:
+        _two_models(home, port, plan, base, keep_serving)
+        return
     cfg = demo_config(home, port, plan, base=base)
     result = run_demo(cfg, plan, echo=click.echo, keep_serving=keep_serving)
     if not result.promoted_versions:
         raise click.ClickException("the demo ended without a promotion; see the timeline above")
+
+
+def _two_models(home: Path, port: int, plan: Any, base: Any, keep_serving: bool) -> None:
+    """``--models 2`` (monitor/demo_models.py): fails unless the drifted model promoted a new
+    champion and the other opened no incident."""
+    from monitor.demo_models import models_config, run_models_demo
+
+    # Each model service loads its champion from MLflow: no progress bars or schema hints in the timeline.
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    warnings.filterwarnings("ignore", category=UserWarning, module="mlflow")
+    result = run_models_demo(models_config(home, port, plan, base=base), plan, echo=click.echo,
+                             keep_serving=keep_serving)
+    missed = [m.name for m in result.models.values() if m.drifted and not m.promoted_versions]
+    alarmed = [m.name for m in result.models.values() if not m.drifted and m.incidents]
+    if missed or alarmed:
+        raise click.ClickException("the demo did not end as it should: "
+                                   + "; ".join([*(f"{n} drifted and promoted no new champion" for n in missed),
+                                                *(f"{n} did not drift and opened an incident" for n in alarmed)])
+                                   + "; see the timeline above")
 
 
 def _digits_loop() -> Any:

@@ -21,7 +21,7 @@ from monitor.commands._training import run_training
 @click.option("--report", "reports", multiple=True, type=click.Path(dir_okay=False),
               help="Evidently report to attach to the run (repeatable).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted retrain from its last checkpoint.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar; the epoch lines at DEBUG.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @click.pass_context
 def command(ctx: click.Context, data_path: str | None, last_n: int | None, trigger: str, incident_id: str | None,

@@ -26,7 +26,7 @@ _DEFAULT_TASK = ModelConfig.model_fields["task"].default
                                               "model.ignore].")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run from its last checkpoint.")
 @click.option("--epochs", type=int, default=None, help="Override training.epochs.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress: the per-epoch lines go to DEBUG, no bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @click.pass_context
 def command(ctx: click.Context, data_path: str, target: str | None, task: str | None, id_column: str | None,
@@ -68,7 +68,7 @@ def command(ctx: click.Context, data_path: str, target: str | None, task: str | 
         click.echo("Features inferred from the data (write them down with `driftloop init`): "
                    + ", ".join(f"{f.name} ({f.type})" for f in inferred)
                    + "".join(f"; left out {c.name}: {c.why}" for c in schema.left_out), err=True)
-    outcome = run_training(ctx, lambda: train_baseline(cfg, data, resume=resume), as_json)
+    outcome = run_training(ctx, lambda: train_baseline(cfg, data, resume=resume, data_source=data_path), as_json)
     if outcome is None:
         return
     role = " (champion)" if outcome.champion else ""

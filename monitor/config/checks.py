@@ -95,6 +95,18 @@ class DriftConfig(_Section):
     embedding_components: int = Field(32, ge=2, le=256, description="principal components (fitted on the "
                                       "reference, once per champion) an embedding feature's vectors are projected "
                                       "on before the test")
+    # The tabular features together (monitor/drift/multivariate.py; docs/parts/drift.md "Multivariate drift").
+    multivariate: bool = Field(True, description="also test the numeric and categorical features together, for "
+                               "models with at least two: NannyML's PCA reconstruction error of the window against "
+                               "a band drawn from the reference (catches a change of the features' joint "
+                               "distribution, such as a flipped correlation, that no single feature shows)")
+    multivariate_threshold_sd: float = Field(3.0, gt=0, description="half-width of the multivariate band, in "
+                                             "standard deviations of the reference's mean error at the window's "
+                                             "size (NannyML's default 3)")
+    multivariate_dataset_drift: bool = Field(False, description="count multivariate drift as dataset drift (then "
+                                             "it opens a drift incident as a drift share past drift.drift_share "
+                                             "does); off: reported, exported and alerted on "
+                                             "(DriftloopMultivariateDrift) on its own")
 
     @field_validator("reports_keep")
     @classmethod

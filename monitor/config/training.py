@@ -123,11 +123,16 @@ class TrainingConfig(_Section):
     min_rows: int = Field(200, ge=10, description="fewer labelled rows is a DataError")
     gradient_checkpointing: bool = Field(False,
                                          description="recompute activations in backward (models that support it)")
-    threads: int = Field(0, ge=0, description="CPU threads for training; 0 keeps torch's default (one per core)")
-    progress: bool = Field(True, description="progress bar on stderr (only when stderr is a terminal)")
+    threads: int = Field(0, ge=0, description="CPU threads for training; 0: one for a small dense network on the "
+                         "CPU (under 1e9 FLOP per micro-batch: the default MLP), torch's default (one per core) "
+                         "otherwise")
+    progress: bool = Field(True, description="a log line per epoch at INFO (false: at DEBUG), and a progress bar on "
+                          "stderr when it is a terminal")
     entrypoint: str | None = Field(None, description="'package.module:Object': your own PyTorch model and data "
-                                   "code (build_model(task, n_outputs), dataset(refs, train), optional embed(model, "
-                                   "x)), trained by driftloop's loop on the rows' input_uri; default: the tabular MLP "
+                                   "code (build_model(task, n_outputs[, artifacts]), dataset(refs, train"
+                                   "[, artifacts]), optional embed(model, x), collate, input_spec, "
+                                   "prepare_artifacts(refs, previous, out), param_groups(model, lr)), trained by "
+                                   "driftloop's loop on the rows' input_uri; default: the tabular MLP "
                                    "(docs/parts/trainer.md, 'Your own training code')")
     compile: bool = Field(False, description="torch.compile the model for training: faster steps on a GPU once "
                                              "compiled, "

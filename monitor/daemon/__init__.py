@@ -36,11 +36,13 @@ names a higher one only for annotations, under ``if TYPE_CHECKING:``; ``tests/te
                  serve.py (``driftloop serve``), heap.py (its heap frozen out of the collector's way),
                  api.py (/v1/alerts, /v1/retrain, /v1/status),
                  alertmanager.py (webhook payload), triggers.py, rescan.py, metrics.py
-                 (DaemonCollector), estimation_watch.py, runbooks.py (/runbooks/<alert>: the rules'
+                 (DaemonCollector), estimation_watch.py, monitoring_run.py (each check's figures to
+                 the champion's MLflow monitoring run), runbooks.py (/runbooks/<alert>: the rules'
                  runbook pages), facade.py (the commands' one door), and
                  views/ (presentation only, no writes; imported from its entry, views/__init__.py):
                  views/status.py (status, incident trail), views/render.py (one check),
-                 views/segments.py (worst segment values), views/tasks.py (figures per task)
+                 views/segments.py (worst segment values), views/tasks.py (figures per task),
+                 views/drifted_rows.py (the rows behind an embedding drift)
 """
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from monitor.lazy import lazy_attributes
 __all__ = [
     "CheckResult", "FeatureDrift", "evaluate_window", "DriftEvaluator", "PreparedReference", "prepare_reference",
     "save_report", "ReportPaths", "HistoryPolicy", "Cited", "prune_history", "ModelMetricsCollector",
+    "export_samples",
 ]
 
 _WHERE = {
@@ -26,6 +27,7 @@ _WHERE = {
     "save_report": "monitor.drift.reports", "ReportPaths": "monitor.drift.reports",
     "HistoryPolicy": "monitor.drift.history", "Cited": "monitor.drift.history",
     "prune_history": "monitor.drift.history", "ModelMetricsCollector": "monitor.drift.metrics",
+    "export_samples": "monitor.drift.sample_export",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,5 +38,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from monitor.drift.history import Cited, HistoryPolicy, prune_history
     from monitor.drift.reports import ReportPaths, save_report
     from monitor.drift.result import CheckResult, FeatureDrift
+    from monitor.drift.sample_export import export_samples
 
 __getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

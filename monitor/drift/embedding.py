@@ -161,14 +161,21 @@ def sampled_matrix(values: pd.Series, dim: int, cap: int, rng: np.random.Generat
     """The ``(rows, dim)`` block of at most ``cap`` of a frame column's vectors, drawn uniformly
     among the rows that hold one, before any vector is copied (a million-row window costs one
     scan for presence and ``cap`` copies)."""
+    return sampled_block(values, dim, cap, rng, side=side, name=name)[1]
+
+
+def sampled_block(values: pd.Series, dim: int, cap: int, rng: np.random.Generator, *, side: str,
+                  name: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`sampled_matrix` with the frame positions its rows come from (``(rows,)``, ascending):
+    what names the rows behind a drift (:mod:`monitor.drift.drifted_rows`)."""
     objects = values.to_numpy(dtype=object)
     holding = np.flatnonzero(present(objects))
     if len(holding) > cap:
         holding = np.sort(rng.choice(holding, size=cap, replace=False))
     if not len(holding):
-        return np.empty((0, dim), dtype=np.float32)
+        return holding, np.empty((0, dim), dtype=np.float32)
     try:
-        return matrix(objects[holding], dim)
+        return holding, matrix(objects[holding], dim)
     except (ValueError, TypeError) as exc:
         bad = next((int(p) for p in holding if np.shape(objects[p]) != (dim,)), int(holding[0]))
         raise DataError(f"{side} column {name!r} must hold vectors of {dim} numbers; row {bad} holds "

@@ -7,7 +7,8 @@ with its intervals (the task's :meth:`~monitor.tasks.Task.performance`: accuracy
 per-class figures, or MAE, RMSE, MAPE and R²) is computed in numpy on *all* labelled rows, and
 its estimates without labels (:mod:`monitor.drift.estimation`) on *all* scored rows (both:
 :mod:`monitor.drift.check_figures`). Beside the features, a multiclass model's outputs and the
-labels of multiclass and regression models are tested for drift (:mod:`monitor.drift.columns`).
+labels of multiclass and regression models are tested for drift (:mod:`monitor.drift.columns`), and
+the tabular features together (:mod:`monitor.drift.multivariate`, on the drift samples).
 """
 from __future__ import annotations
 
@@ -30,10 +31,12 @@ from monitor.drift.calibration import Calibrator
 from monitor.drift.check_figures import estimated_figures, float_or_none, measured_performance, task_figures
 from monitor.drift.columns import evidently_columns, label_plan, output_plans, performance_frames
 from monitor.drift.columns import plan as column_plan
+from monitor.drift.drifted_rows import drifted_rows
 from monitor.drift.embedding import EmbeddingDrift, embedding_drifts
 from monitor.drift.frames import PreparedReference, Side, missing_ratio, prepare_side, unseen_categories
 from monitor.drift.reference import prepare_reference
 from monitor.drift.methods import CATEGORICAL, NUMERIC
+from monitor.drift.multivariate import multivariate_drift
 from monitor.drift.output_thresholds import calibrate as calibrate_outputs
 from monitor.drift.recalibration import labelled_estimate
 from monitor.drift.result import CheckResult, FeatureDrift
@@ -177,12 +180,16 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
     if len(evaluated) < len(features):
         log.warning("drift not tested for %s", ", ".join(f"{f.name} ({f.skipped})" for f in features if f.skipped))
     share = sum(f.drifted for f in evaluated) / len(evaluated)
+    multivariate = multivariate_drift(ref.multivariate, cur.sample, drift_cfg)
+    # Multivariate drift stands beside the drift share unless drift.multivariate_dataset_drift counts it in.
+    dataset_drift = share >= drift_cfg.drift_share or bool(
+        drift_cfg.multivariate_dataset_drift and multivariate is not None and multivariate.drifted)
     baseline = dict(baseline_metrics or {})
     result = CheckResult(
         check_id=check_id, model=model_cfg.name, checked_at=checked_at,
         window_rows=cur.rows, labelled_rows=perf.rows,
         features=features, drift_share=share, drift_share_threshold=drift_cfg.drift_share,
-        dataset_drift=share >= drift_cfg.drift_share,
+        dataset_drift=dataset_drift,
         prediction_drift=_feature_drift(model_cfg.score, score_plan, verdicts),
         accuracy=perf.accuracy, accuracy_ci=perf.accuracy_ci, roc_auc=perf.roc_auc, roc_auc_ci=perf.roc_auc_ci,
         baseline_accuracy=float_or_none(baseline.get("accuracy")),
@@ -196,7 +203,8 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
         **task_figures(perf, model_cfg, baseline, ref.metrics),
         output_drift=[_feature_drift(name, p, verdicts) for name, p in outputs],
         label_drift=None if labels is None else _feature_drift(model_cfg.target, labels, label_verdicts),
-        segments=segments, baselines=dict(ref.metrics),
+        segments=segments, baselines=dict(ref.metrics), multivariate=multivariate,
+        drifted_rows=drifted_rows(ref.embeddings, embedded, current, model_cfg, rng_seed),
         duration_seconds=time.perf_counter() - started, snapshot=snapshot,
     )
     log.debug("check %s: %d rows (%d sampled), %d labelled, drift share %.2f, %.2f s", check_id, result.window_rows,
@@ -223,7 +231,8 @@ class DriftEvaluator:
     def prepared(self, reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg: DriftConfig,
                  reference_key: Any = None) -> PreparedReference:
         settings = (drift_cfg.sample_size, drift_cfg.estimate, drift_cfg.embedding_sample_rows,
-                    drift_cfg.embedding_components, model_cfg.model_dump_json(), self._rng_seed)
+                    drift_cfg.embedding_components, drift_cfg.multivariate, model_cfg.model_dump_json(),
+                    self._rng_seed)
         key = (reference_key if reference_key is not None else ("id", id(reference)), settings)
         with self._lock:
             entry = self._cache.get(key)

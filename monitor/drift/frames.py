@@ -156,6 +156,9 @@ class PreparedReference:
     # Per embedding feature: its projection and held-out projected rows (monitor.drift.embedding), or
     # why it cannot be tested.
     embeddings: dict[str, Any] = field(default_factory=dict)
+    # The tabular features' encoding, components and cross-fitted errors (monitor.drift.multivariate),
+    # why they cannot be had, or None when the test is off.
+    multivariate: Any = None
     # Output drift thresholds from the reference's own bootstrap, by (column, method, window size
     # bucket), filled as checks need them (monitor.drift.output_thresholds).
     output_thresholds: dict[tuple[str, str, int], float | None] = field(default_factory=dict)

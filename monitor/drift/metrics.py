@@ -114,9 +114,23 @@ _SCALARS = (  # (metric name, help, attribute or function of the result)
      "shift; multiclass and regression; see method label).", lambda r: r.label_drift and r.label_drift.score),
     ("driftloop_model_label_drifted", "1 when the labelled rows' target distribution drifted in the last check.",
      lambda r: None if r.label_drift is None or r.label_drift.score is None else int(r.label_drift.drifted)),
+    ("driftloop_model_multivariate_drift_error", "Mean PCA reconstruction error of the window's tabular features "
+     "together (NannyML's data reconstruction drift; drift.multivariate).", lambda r: _multivariate(r, "error")),
+    ("driftloop_model_multivariate_drift_threshold_upper", "Upper end of the reference's band for the multivariate "
+     "error at the window's size (drift.multivariate_threshold_sd).", lambda r: _multivariate(r, "upper")),
+    ("driftloop_model_multivariate_drift_threshold_lower", "Lower end of the reference's band for the multivariate "
+     "error at the window's size (at least 0).", lambda r: _multivariate(r, "lower")),
+    ("driftloop_model_multivariate_drifted", "1 when the multivariate error left the reference's band in the last "
+     "check.", lambda r: None if _multivariate(r, "error") is None else int(r.multivariate.drifted)),
     ("driftloop_model_last_check_timestamp_seconds", "When the last check ran (Unix time).", "checked_at"),
     ("driftloop_model_check_duration_seconds", "How long the last check's evaluation took.", "duration_seconds"),
 )
+
+
+def _multivariate(result: CheckResult, name: str) -> float | None:
+    """A figure of the multivariate test; None when it is off or was skipped."""
+    block = getattr(result, "multivariate", None)
+    return None if block is None or block.error is None else getattr(block, name)
 
 
 def _value(result: CheckResult, get: str | Callable[[CheckResult], Any]) -> float | None:

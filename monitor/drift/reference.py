@@ -1,6 +1,6 @@
 """The reference side of a check, prepared once per champion: its sample, the facts the drift
 method choice needs from the *full* reference, its label-free estimator, segments, the bars of
-``alerts.rules`` and the embedding projections.
+``alerts.rules``, the embedding projections and the multivariate test's components.
 
 It sits above :mod:`monitor.drift.frames` (frames and the sides) and
 :mod:`monitor.drift.segment_reference` (which reads served labels from frames), so neither imports
@@ -18,6 +18,7 @@ from monitor.drift.estimators import fit_estimator
 from monitor.drift.frames import (Labelled, PreparedReference, Scored, _numeric, class_names, missing_ratio,
                                   output_frame, prepare_side, scored_rows)
 from monitor.drift.methods import clean, distinct_values
+from monitor.drift.multivariate import prepare_multivariate
 from monitor.drift.segment_reference import reference_segments
 
 
@@ -43,7 +44,8 @@ def prepare_reference(reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg
     return PreparedReference(side, full_counts, distinct, missing_ratio(reference, model_cfg.feature_names),
                              calibrator, reference_segments(reference, model_cfg),
                              _reference_metrics(model_cfg, labelled, scored_rows(reference, model_cfg, "reference")),
-                             prepare_embeddings(reference, model_cfg, drift_cfg, rng_seed))
+                             prepare_embeddings(reference, model_cfg, drift_cfg, rng_seed),
+                             multivariate=prepare_multivariate(side.sample, model_cfg, drift_cfg, rng_seed))
 
 
 def _reference_metrics(model_cfg: ModelConfig, labelled: Labelled | None, scored: Scored | None) -> dict[str, float]:

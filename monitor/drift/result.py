@@ -1,4 +1,5 @@
-"""What one drift & performance check found: :class:`CheckResult` and :class:`FeatureDrift`.
+"""What one drift & performance check found: :class:`CheckResult`, :class:`FeatureDrift` and
+:class:`MultivariateDrift`.
 
 Plain data, no Evidently import: the Prometheus collector, the daemon and the CLI read these
 without paying for Evidently. ``to_dict()`` is JSON-safe (no NaN, no numpy scalars).
@@ -45,6 +46,40 @@ class FeatureDrift:
         if self.details is not None:
             out["details"] = {k: finite(v) if isinstance(v, float) else v for k, v in self.details.items()}
         return out
+
+
+@dataclass(frozen=True)
+class MultivariateDrift:
+    """Drift of the tabular features *together*: NannyML's data reconstruction error
+    (:mod:`monitor.drift.multivariate`). ``error`` is the window's mean reconstruction error over
+    ``rows`` rows; it drifted when it lies outside ``[lower, upper]``, the reference's band for
+    windows of that many rows (``reference_error`` ± ``drift.multivariate_threshold_sd`` × ``sd``;
+    ``lower`` clipped at 0). ``reference_chunks`` is how many chunks of the window's size the
+    reference held (their spread counts from :data:`monitor.drift.multivariate.MIN_CHUNKS` on).
+    ``error`` is None when the test could not run; ``skipped`` then says why."""
+
+    error: float | None
+    lower: float | None
+    upper: float | None
+    drifted: bool
+    skipped: str | None = None
+    features: int = 0                      # tabular features encoded (those with values in the reference)
+    components: int = 0                    # principal components kept (65 % of the reference's variance)
+    explained: float | None = None         # share of the variance they explain
+    rows: int = 0                          # window rows averaged (the drift sample: <= drift.sample_size)
+    reference_rows: int = 0
+    reference_error: float | None = None   # the band's centre
+    sd: float | None = None                # the band's standard deviation, at the window's size
+    reference_chunks: int = 0
+    method: str = "pca_reconstruction"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "error": finite(self.error), "lower": finite(self.lower),
+                "upper": finite(self.upper), "drifted": bool(self.drifted), "skipped": self.skipped,
+                "features": int(self.features), "components": int(self.components),
+                "explained": finite(self.explained), "rows": int(self.rows),
+                "reference_rows": int(self.reference_rows), "reference_error": finite(self.reference_error),
+                "sd": finite(self.sd), "reference_chunks": int(self.reference_chunks)}
 
 
 @dataclass
@@ -148,6 +183,12 @@ class CheckResult:
     # The bars of alerts.rules beyond accuracy / ROC AUC: the champion's precision, recall, f1 and
     # served positive_rate on its reference sample at model.threshold.
     baselines: dict[str, float] = field(default_factory=dict)
+    # The tabular features together (drift.multivariate); None when off or the model has fewer than two.
+    # Counted in dataset_drift only with drift.multivariate_dataset_drift.
+    multivariate: MultivariateDrift | None = None
+    # The rows behind each drifted embedding feature (monitor.drift.drifted_rows.DriftedRows): the
+    # most atypical window rows, with their ids and input_uri, and the clusters they form.
+    drifted_rows: list[Any] = field(default_factory=list)
     snapshot: Any = field(default=None, repr=False, compare=False)  # evidently Snapshot, for saving
 
     @property
@@ -231,4 +272,6 @@ class CheckResult:
             "label_drift": self.label_drift.to_dict() if self.label_drift is not None else None,
             "segments": [s.to_dict() for s in self.segments],
             "baselines": {k: finite(v) for k, v in self.baselines.items()},
+            "multivariate": self.multivariate.to_dict() if self.multivariate is not None else None,
+            "drifted_rows": [d.to_dict() for d in self.drifted_rows],
         }

@@ -20,6 +20,7 @@ from typing import Any
 MAX_FEATURES = 50        # feature rows shown; the interactive report and the JSON keep all of them
 MAX_CELL = 120           # characters per text cell (names, methods, notes)
 MAX_BYTES = 64 * 1024    # what a summary stays under (asserted by the tests at the row cap)
+MAX_DRIFTED_ROWS = 20    # rows behind a drift shown, all embedding features together
 
 _CSS = ("body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}"
         "table{border-collapse:collapse;margin:.5em 0 1.5em}"
@@ -80,6 +81,16 @@ def _feature_row(f: Any) -> list[str]:
     return [_cell(f.name), state, _num(f.score), _num(f.threshold), _cell(f.method or "–"), note]
 
 
+def _multivariate(block: Any) -> str:
+    """The features-together verdict (:class:`monitor.drift.result.MultivariateDrift`) in one sentence."""
+    if block.error is None:
+        return f"<p>Features together (PCA reconstruction error): skipped: {_cell(block.skipped)}.</p>"
+    state = '<span class="bad">drifted</span>' if block.drifted else '<span class="ok">stable</span>'
+    return (f"<p>Features together (PCA reconstruction error): {state}, error {_num(block.error)} against the "
+            f"reference's band [{_num(block.lower)}, {_num(block.upper)}] ({block.components} of {block.features} "
+            f"components, {block.rows} rows).</p>")
+
+
 def summary_html(result: Any, *, interactive_name: str | None = None) -> str:
     """The page for ``result`` (a :class:`monitor.drift.result.CheckResult`); no ``<script>``."""
     when = datetime.fromtimestamp(result.checked_at, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -90,6 +101,8 @@ def summary_html(result: Any, *, interactive_name: str | None = None) -> str:
             f"<p>Check <code>{_cell(result.check_id)}</code> at {when}: {result.window_rows} rows in the window, "
             f"{result.labelled_rows} labelled, reference {result.reference_rows} rows.</p>",
             f"<p>{share}.</p>"]
+    if getattr(result, "multivariate", None) is not None:
+        head.append(_multivariate(result.multivariate))
     if interactive_name:
         head.append(f"<p>Interactive Evidently report: <code>{_cell(interactive_name)}</code> (open it as a file "
                     "or in <code>evidently ui</code>; it needs scripts and local storage).</p>")
@@ -108,6 +121,32 @@ def summary_html(result: Any, *, interactive_name: str | None = None) -> str:
         outputs.append(result.label_drift)
     parts.append(_table("Model outputs and labels", ["column", "state", "score", "threshold", "method", "details"],
                         [_feature_row(f) for f in outputs]))
+    parts += _drifted_rows(getattr(result, "drifted_rows", None) or [])
     body = "".join(parts)
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Drift check '
             f"{_cell(result.model)} {when}</title><style>{_CSS}</style></head><body>{body}</body></html>")
+
+
+def _drifted_rows(blocks: list[Any]) -> list[str]:
+    """Each drifted embedding feature's clusters and its farthest rows
+    (:class:`monitor.drift.drifted_rows.DriftedRows`): at most ``MAX_DRIFTED_ROWS`` rows on the page
+    in all (the JSON has every listed row)."""
+    parts, left = [], MAX_DRIFTED_ROWS
+    for d in blocks:
+        parts.append(_table(
+            f"Rows behind the drift of {_cell(d.feature)}: {d.atypical_rows} of {d.scored_rows} scored rows beyond "
+            f"the reference's {1 - d.tail:.0%} distance ({_num(d.threshold)}); the {len(d.rows)} farthest in "
+            f"{len(d.clusters)} cluster(s)", ["cluster", "rows", "centroid distance", "mean distance", "examples"],
+            [[str(c.cluster), str(c.size), _num(c.centroid_distance), _num(c.mean_distance),
+              _cell(", ".join(str(e) for e in c.examples))] for c in d.clusters]))
+        shown, left = d.rows[:left], max(0, left - len(d.rows))
+        if shown:
+            parts.append(_table(f"Farthest rows of {_cell(d.feature)} ({len(shown)} of {len(d.rows)} listed)",
+                                ["id", "time", "distance", "cluster", "score", "prediction", "input_uri"],
+                                [[_cell(r.id), _time(r.ts), _num(r.distance), str(r.cluster), _num(r.score),
+                                  _num(r.prediction), _cell(r.input_uri or "–")] for r in shown]))
+    return parts
+
+
+def _time(ts: float | None) -> str:
+    return "–" if ts is None else datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")

@@ -22,7 +22,7 @@ def click_commands() -> list[str]:
 def test_the_commands_table_is_generated_from_click():
     table = docs_gen.commands_markdown()
     rows = table.splitlines()[2:]
-    assert [re.search(r"`driftloop (\w+)`", r).group(1) for r in rows] == click_commands()
+    assert [re.search(r"`driftloop ([\w-]+)`", r).group(1) for r in rows] == click_commands()
     assert "export" in click_commands()
     page = (REPO / "docs" / "getting-started.md").read_text()
     assert "<!-- driftloop:generate commands -->" in page
@@ -31,13 +31,13 @@ def test_the_commands_table_is_generated_from_click():
 
 def test_the_cli_reference_covers_every_command():
     text = docs_gen.cli_markdown()
-    assert [m for m in re.findall(r"^## `driftloop (\w+)`$", text, flags=re.M)] == click_commands()
+    assert [m for m in re.findall(r"^## `driftloop ([\w-]+)`$", text, flags=re.M)] == click_commands()
 
 
 def test_the_readme_commands_table_lists_every_command():
     """The README is read on the forge, where no generator runs: it is checked instead."""
     readme = (REPO / "README.md").read_text()
-    listed = set(re.findall(r"^\| `driftloop (\w+)", readme, flags=re.M))
+    listed = set(re.findall(r"^\| `driftloop ([\w-]+)", readme, flags=re.M))
     assert listed == set(click_commands()), f"README's table: missing {set(click_commands()) - listed}"
 
 

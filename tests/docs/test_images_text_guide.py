@@ -3,7 +3,9 @@ with the repository on PYTHONPATH (the page's entrypoint is examples.digits.mode
 
 Conventions of the page, kept by this test: a block titled "Terminal 2" is a long-running command,
 started in the background and stopped at the end; a ```yaml block titled with a file name is what
-the reader writes to that file (written here, and loaded as a driftloop configuration). The only
+the reader writes to that file (written here, and loaded as a driftloop configuration); a ```python
+block titled with a file name is a listing of the reader's module (written and compiled here, not
+run: it imports torchvision, which driftloop does not install). The only
 change made to the commands is the daemon's port (a free one instead of 8470); training is
 shortened through the environment."""
 from __future__ import annotations
@@ -34,7 +36,8 @@ def _title(info: str) -> str | None:
 def test_the_page_has_what_the_test_runs():
     found = blocks()
     langs = [lang for lang, _, _ in found]
-    assert langs.count("bash") >= 4 and langs.count("python") == 4
+    assert langs.count("bash") >= 4 and langs.count("python") == 6
+    assert [_title(info) for lang, info, _ in found if lang == "python" and _title(info)] == ["my_model/pretrained.py"]
     assert [_title(info) for lang, info, _ in found if lang == "yaml"] == ["driftloop.yaml", "topics.yaml"]
     assert any(_title(info) == "Terminal 2" for _, info, _ in found)
 
@@ -67,7 +70,12 @@ def test_every_command_of_the_guide_runs(tmp_path: Path):
     try:
         for lang, info, code in blocks():
             code = code.replace("8470", str(port))
-            if lang == "python":
+            if lang == "python" and _title(info):
+                listing = tmp_path / str(_title(info))
+                listing.parent.mkdir(parents=True, exist_ok=True)
+                listing.write_text(code)
+                compile(code, str(listing), "exec")
+            elif lang == "python":
                 outputs[code] = _run([sys.executable, "-c", code], tmp_path, env)
             elif lang == "bash" and _title(info) == "Terminal 2":
                 background.append(subprocess.Popen(["bash", "-c", f"exec {code.strip()}"], cwd=tmp_path, env=env,

@@ -16,6 +16,13 @@ def test_train_retrain_rollback_on_files(home, tmp_path, capsys):
     assert main(["retrain", "--data", "recent.parquet", "--trigger", "alert", "--incident-id", "3", "--json"]) == 0
     outcome = json.loads(capsys.readouterr().out)
     assert outcome["outcome"] == "promoted" and outcome["champion_version"] == "2"
+    # Each run's datasets name the file they were read from, absolute (trainer/run_data.py).
+    from mlflow import MlflowClient
+    client = MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}")
+    for version, name in (("1", "train.csv"), ("2", "recent.parquet")):
+        run = client.get_run(client.get_model_version("driftloop-demo", version).run_id)
+        sources = {json.loads(d.dataset.source)["uri"] for d in run.inputs.dataset_inputs}
+        assert sources == {str((tmp_path / name).resolve())}
 
     assert main(["rollback"]) == 0
     assert capsys.readouterr().out.strip() == "Champion of driftloop-demo: v2 -> v1"

@@ -125,6 +125,7 @@ class Controller(Suspicion):
                 reference=(self._reference.accuracy, self._reference.roc_auc),
                 drifted_checks=verdict.drift.drifted_checks if verdict.reason == Reason.DRIFT else 0)
             incident = self._keep_reports(incident)
+            self._note_drifted_rows(incident.id, outcome)
             log.warning("incident %s opened: %s", incident.id, verdict.message)
             if not verdict.retrain:
                 return Action(ActionKind.OPENED, incident.id, incident.state,
@@ -184,6 +185,7 @@ class Controller(Suspicion):
         incident = self.move(last.id, Event.REOPEN, f"reopened: the drift is back: {verdict.message}",
                              data={"check_id": outcome.id, "drifted_checks": last.drifted_checks})
         incident = self.incidents.count_drifted(incident.id, episode.drifted_checks)
+        self._note_drifted_rows(incident.id, outcome)
         log.warning("incident %s reopened: %s", incident.id, verdict.message)
         if not (incident.retrain and verdict.retrain):
             return Action(ActionKind.REOPENED, incident.id, incident.state,

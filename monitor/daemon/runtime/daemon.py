@@ -34,6 +34,7 @@ from monitor.daemon.state.incidents import IncidentStore
 from monitor.daemon.retraining.launcher import Launcher, ProcessLauncher
 from monitor.daemon.runtime.leader import LeaderElection, NotLeaderError
 from monitor.daemon.runtime.metrics import DaemonCollector
+from monitor.daemon.runtime.monitoring_run import MonitoringFeed, RunLog
 from monitor.daemon.decisions.policy import AlertPolicy
 from monitor.daemon.retraining.recovery import recover
 from monitor.daemon.retraining.review import ChampionReview
@@ -43,6 +44,7 @@ from monitor.daemon.runtime.views import collect_status
 from monitor.daemon.runtime.triggers import TriggerResult, handle_alertmanager, request_retrain
 from monitor.daemon.runtime.wiring import LazyEvaluator, ReportSaver, default_champion, shadow_observer
 from monitor.tasks import task_of
+from trainer.monitoring_runs import MonitoringRuns
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -68,10 +70,11 @@ class Daemon:
                  evaluate: Callable[..., CheckResult] | None = None,
                  save_report: Callable[[CheckResult, float], tuple[Path | None, Path | None]] | None = None,
                  gpu: bool | None = None, jobs: SharedScheduler | None = None, slots: RetrainSlots | None = None,
-                 lease_session: LockSession | None = None):
+                 lease_session: LockSession | None = None, monitoring: RunLog | None = None):
         """``jobs``, ``slots`` and ``lease_session``: the deployment's shared scheduler, retrain queue and
         PostgreSQL lock connection when it hosts several models (:class:`~monitor.daemon.runtime.fleet.Fleet`);
-        alone, the daemon has its own."""
+        alone, the daemon has its own. ``monitoring``: where each check's figures go (the champion's
+        monitoring run in MLflow, :mod:`trainer.monitoring_runs`, unless given)."""
         from monitor.daemon.decisions.rules import check_rules_fit
         check_rules_fit(cfg)  # the champion's task is known by now (configured, or applied by with_champion_schema)
         self.cfg = cfg
@@ -122,6 +125,8 @@ class Daemon:
         self._scheduler = None
         # Called with every check's report after it is acted upon, in the check's thread; must not raise.
         self.after_check: list[Callable[[CheckReport], None]] = []
+        self.monitoring = MonitoringFeed(monitoring or MonitoringRuns(cfg))
+        self.after_check.append(self.monitoring)  # the champion's monitoring run; in the background
         self._started = False
         self._with_scheduler = True
         self._check_interval = cfg.drift.interval_seconds
@@ -236,6 +241,7 @@ class Daemon:
         if self._jobs is not None:
             self._jobs.remove_model(self.cfg.model.name)
         self.controller.supervisor.stop(grace=grace)
+        self.monitoring.flush(min(grace, 5.0))  # the last checks' figures, if MLflow answers in time
         self.leadership.stop()  # releases the lock: a follower takes over at once
         if self._gpu_close is not None:
             self._gpu_close()

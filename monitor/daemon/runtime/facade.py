@@ -57,6 +57,20 @@ def read_status(cfg: DriftloopConfig, limit: int) -> dict:
         store.close()
 
 
+def read_check(cfg: DriftloopConfig, check_id: str | None = None) -> dict[str, Any] | None:
+    """One recorded check of cfg's model with its result (``CheckResult.to_dict()`` and more): by
+    its row id or its 12-hex check id, or the last successful one (``None``); None when there is none."""
+    from monitor.daemon.state.checklog import CheckLog
+    from monitor.store import PredictionStore
+
+    store = PredictionStore.from_config(cfg)
+    try:
+        log = CheckLog(store.engine, cfg.model.name, time.time)
+        return log.last("ok") if check_id is None else log.get(check_id)
+    finally:
+        store.close()
+
+
 def read_incident(cfg: DriftloopConfig, incident_id: str) -> dict[str, Any] | None:
     """One incident (open or closed) with its events and retrains; None when there is no such incident."""
     from monitor.daemon.state.attempts import AttemptStore

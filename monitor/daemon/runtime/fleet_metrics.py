@@ -19,7 +19,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.samples import Sample
 
 if TYPE_CHECKING:
@@ -113,6 +113,12 @@ class FleetCollector:
             for model, hist in sorted(self._delays.items()):
                 delay.add_metric([model], hist.family_buckets(), hist.total)
             yield delay
+            skipped = CounterMetricFamily("driftloop_fleet_checks_skipped", "A model's scheduled checks that came "
+                                          "due while its previous one still ran or waited for a thread (the pool "
+                                          "cannot keep up with the models' intervals)", labels=["model"])
+            for model in sorted(set(fleet.daemons) | set(fleet.jobs.skipped)):
+                skipped.add_metric([model], float(fleet.jobs.skipped.get(model, 0)))
+            yield skipped
             slots = fleet.slots
             while slots.waited:
                 self._waits.observe(slots.waited.pop(0))

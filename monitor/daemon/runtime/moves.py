@@ -136,6 +136,19 @@ class IncidentMoves:
         self._effect(Effect.CLOSE)
 
 
+    def _note_drifted_rows(self, incident_id: str, outcome: CheckOutcome) -> None:
+        """Note the rows behind the check's embedding drift on the incident it opened
+        (:mod:`monitor.drift.drifted_rows`): each feature's clusters, by row ids; their input_uris
+        stay in the check's record, which ``driftloop export-samples --check ID`` writes out."""
+        found = getattr(outcome.result, "drifted_rows", None) or []
+        if not found:
+            return
+        summary = [{k: v for k, v in d.to_dict().items() if k != "rows"} for d in found]
+        self.incidents.note(incident_id, "drifted_rows",
+                            "; ".join(d.describe() for d in found)
+                            + f" (driftloop export-samples --check {outcome.id} writes them out)",
+                            data={"check_id": outcome.id, "features": summary})
+
     def _keep_reports(self, incident: Incident) -> Incident:
         """Copy the Evidently reports an incident cites into its own folder, so report retention
         never removes the evidence of an open incident (its retrain attaches them to the run)."""

@@ -66,11 +66,12 @@ class SharedScheduler:
     cron; ids ``<model>:check`` …) at its own interval, all run by one bounded pool of
     ``workers`` threads. A model has at most one check running or waiting (``max_instances=1``), so
     one that checks often or slowly delays the others by at most one check each; the delay between
-    a check's due time and its start is recorded per model (:attr:`delays`), and :meth:`waiting`
-    says how many checks wait for a thread."""
+    a check's due time and its start is recorded per model (:attr:`delays`), a check that came due
+    while the model's previous one still ran or waited is skipped and counted (:attr:`skipped`), and
+    :meth:`waiting` says how many checks wait for a thread."""
 
     def __init__(self, workers: int):
-        from apscheduler.events import EVENT_JOB_SUBMITTED
+        from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_SUBMITTED
         from apscheduler.executors.pool import ThreadPoolExecutor
 
         self.workers = workers
@@ -80,9 +81,12 @@ class SharedScheduler:
         self._lock = threading.Lock()
         self._submitted = 0
         self._started = 0
-        self._intervals: dict[str, float] = {}
+        self._grid: dict[str, tuple[datetime, float]] = {}   # model → its first due time and interval
+        self._soon: dict[str, datetime] = {}                  # model → when check_soon asked
         self.delays: dict[str, list[float]] = {}   # model → seconds its checks waited past their due time
+        self.skipped: dict[str, int] = {}          # model → checks skipped (the previous one still busy)
         self._scheduler.add_listener(self._on_submitted, EVENT_JOB_SUBMITTED)
+        self._scheduler.add_listener(self._on_skipped, EVENT_JOB_MAX_INSTANCES)
 
     def _on_submitted(self, event: object) -> None:
         if str(getattr(event, "job_id", "")).endswith(":check"):
@@ -103,20 +107,33 @@ class SharedScheduler:
             self._scheduler.shutdown(wait=wait)
 
     def _timed(self, model: str, check: Callable[[], object]) -> Callable[[], object]:
-        job_id = f"{model}:check"
-
         def run() -> object:
+            # Never ask the scheduler here (get_job): its shutdown holds the job-store lock while it
+            # waits for these very threads. The due time follows from the interval's grid instead.
             now = datetime.now(timezone.utc)
-            job = self._scheduler.get_job(job_id)
-            interval = self._intervals.get(model)
             with self._lock:
                 self._started += 1
-                if job is not None and job.next_run_time is not None and interval:
-                    # For an interval trigger, the run just due is the next one less one interval.
-                    due = job.next_run_time - timedelta(seconds=interval)
-                    self.delays.setdefault(model, []).append(max(0.0, (now - due).total_seconds()))
+                soon = self._soon.pop(model, None)
+                grid = self._grid.get(model)
+                if soon is not None:
+                    due = soon
+                elif grid is not None:
+                    start, interval = grid
+                    elapsed = (now - start).total_seconds()
+                    due = start + timedelta(seconds=max(0.0, elapsed // interval * interval))
+                else:
+                    due = now
+                self.delays.setdefault(model, []).append(max(0.0, (now - due).total_seconds()))
             return check()
         return run
+
+    def _on_skipped(self, event: object) -> None:
+        """A model's check came due while its previous one was still running or waiting: skipped."""
+        job_id = str(getattr(event, "job_id", ""))
+        if job_id.endswith(":check"):
+            with self._lock:
+                model = job_id[:-len(":check")]
+                self.skipped[model] = self.skipped.get(model, 0) + 1
 
     def add_model(self, model: str, *, check: Callable[[], object], check_interval: float,
                   retention: Callable[[], object], retrain: Callable[[], object] | None = None,
@@ -125,7 +142,8 @@ class SharedScheduler:
         """Schedule ``model``'s jobs (replacing any it had)."""
         self.remove_model(model)
         now = datetime.now(timezone.utc)
-        self._intervals[model] = check_interval
+        with self._lock:
+            self._grid[model] = (now + timedelta(seconds=first_check_delay), check_interval)
         add = self._scheduler.add_job
         add(_guarded(f"{model}:check", self._timed(model, check), on_check_error, model),
             IntervalTrigger(seconds=check_interval), id=f"{model}:check",
@@ -146,13 +164,18 @@ class SharedScheduler:
                 self._scheduler.remove_job(f"{model}:{kind}")
             except Exception:  # JobLookupError: it had none of this kind
                 pass
-        self._intervals.pop(model, None)
+        with self._lock:
+            self._grid.pop(model, None)
+            self._soon.pop(model, None)
 
     def check_soon(self, model: str) -> None:
         """Run ``model``'s check now instead of at its next time (a retrain slot freed for it)."""
         job = self._scheduler.get_job(f"{model}:check")
         if job is not None:
-            job.modify(next_run_time=datetime.now(timezone.utc))
+            now = datetime.now(timezone.utc)
+            with self._lock:
+                self._soon[model] = now
+            job.modify(next_run_time=now)
             self._scheduler.wakeup()
 
     def jobs(self) -> list[str]:

@@ -6,6 +6,7 @@ policy's streaks (replayed from the latest rows on start-up), and the check-erro
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any, Callable
 
 from sqlalchemy import delete, func, insert, select, update
@@ -67,6 +68,20 @@ class CheckLog:
         q = select(check_results).where(check_results.c.model == self._model)
         if status is not None:
             q = q.where(check_results.c.status == status)
+        with self._engine.connect() as conn:
+            row = conn.execute(q.order_by(check_results.c.id.desc()).limit(1)).first()
+        return _row(row) if row else None
+
+    def get(self, check_id: int | str) -> dict[str, Any] | None:
+        """One check of this model: by its row id (an int, as status and incidents name it) or by
+        the check id of its result and report files (12 hex digits); None when there is none."""
+        q = select(check_results).where(check_results.c.model == self._model)
+        if isinstance(check_id, int) or str(check_id).isdigit():
+            q = q.where(check_results.c.id == int(check_id))
+        elif re.fullmatch(r"[0-9a-f]{12}", str(check_id)):
+            q = q.where(check_results.c.result.like(f'%"check_id": "{check_id}"%'))  # as record() writes it
+        else:
+            return None
         with self._engine.connect() as conn:
             row = conn.execute(q.order_by(check_results.c.id.desc()).limit(1)).first()
         return _row(row) if row else None

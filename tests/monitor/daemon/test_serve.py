@@ -77,7 +77,9 @@ def running_mlflow_runs(cfg) -> list:
     from mlflow import MlflowClient
     client = MlflowClient(tracking_uri=cfg.tracking_uri)
     experiment = client.get_experiment_by_name(cfg.experiment_name)
-    return [] if experiment is None else client.search_runs([experiment.experiment_id], "attributes.status = 'RUNNING'")
+    # Training runs only: the champion's monitoring run is RUNNING from the first check on.
+    return [] if experiment is None else client.search_runs(
+        [experiment.experiment_id], "attributes.status = 'RUNNING' and tags.`driftloop.kind` = 'retrain'")
 
 
 def test_serve_answers_and_stops_cleanly_on_sigterm(make_config, served):

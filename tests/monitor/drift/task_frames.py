@@ -96,7 +96,7 @@ def regression_frame(n: int, seed: int, *, noise: float = 2.0, labelled: float =
 def filled_result(task: str):
     """A CheckResult of ``task`` (binary, multiclass or regression) with every figure its task has
     set (no Evidently run): what the collector serves at most for that task."""
-    from monitor.drift.result import CheckResult, FeatureDrift
+    from monitor.drift.result import CheckResult, FeatureDrift, MultivariateDrift
     from monitor.drift.segments import SegmentPerformance
 
     drift = FeatureDrift("score", "wasserstein", 0.05, 0.1, False)
@@ -105,7 +105,8 @@ def filled_result(task: str):
                   features=[FeatureDrift("x0", "wasserstein", 0.2, 0.1, True)], drift_share=1.0,
                   drift_share_threshold=0.5, dataset_drift=True, prediction_drift=drift, performance_actionable=True,
                   missing_ratio={"x0": 0.0}, reference_missing_ratio={"x0": 0.0}, task=task,
-                  label_drift=FeatureDrift("label", "jensenshannon", 0.3, 0.1, True), estimated_rows=100)
+                  label_drift=FeatureDrift("label", "jensenshannon", 0.3, 0.1, True), estimated_rows=100,
+                  multivariate=MultivariateDrift(1.3, 1.0, 1.2, True, features=2, components=1, rows=100))
     segment = dict(segment="region", value="eu", rows=50, labelled_rows=40, accuracy=None, accuracy_ci=None,
                    recall=None, roc_auc=None, reference_accuracy=None, judged=True, drift_share=0.0, drift_rows=50)
     if task == "binary":

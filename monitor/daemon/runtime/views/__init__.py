@@ -8,6 +8,7 @@ with the daemon stopped and ``GET /v1/status`` give the same answer.
     render.py    one check as text (``driftloop check``): render_check
     segments.py  the worst segment values of a check, ranked as the segment alert ranks them
     tasks.py     which figures of a check people see, per task (binary, multiclass, regression)
+    drifted_rows.py  the rows behind an embedding drift: the status's summary of a check's list
 
 This package is the views' one public entry: other modules import these names from
 ``monitor.daemon.runtime.views``, not from the modules inside it.

@@ -11,6 +11,7 @@ from typing import Any, Callable
 from monitor.daemon.state.attempts import AttemptStore
 from monitor.daemon.state.checklog import CheckLog
 from monitor.daemon.state.incidents import IncidentStore
+from monitor.daemon.runtime.views.drifted_rows import drifted_summary, render_drifted
 from monitor.daemon.runtime.views.segments import aggregate_bar, render_worst, worst_segments
 from monitor.daemon.runtime.views.tasks import class_rows, estimated_rows, realised_rows, task_of
 
@@ -29,7 +30,8 @@ def _times(d: dict[str, Any]) -> dict[str, Any]:
 
 # Free text that may name the host (retrain errors, incident details, a check's message, the
 # registry's error): hidden whole from untrusted callers, whatever it says.
-_TEXT_KEYS = frozenset({"error", "detail", "message", "estimation_error"})
+# An input_uri names a file of the host or a bucket's key, whatever its form.
+_TEXT_KEYS = frozenset({"error", "detail", "message", "estimation_error", "input_uri"})
 # Lists of files: untrusted callers get their count (the list's length), not the paths.
 _PATH_LIST_KEYS = frozenset({"report_paths"})
 # Any other text with an absolute or home path, or a URL (an MLflow URI), in it.
@@ -75,6 +77,9 @@ def _check_summary(row: dict[str, Any] | None) -> dict[str, Any] | None:
                 "estimated_recall", "estimated_f1", "estimation_error", "task", *task_of(result).status_keys):
         if key in result:
             row[key] = result[key]
+    drifted = drifted_summary(result)
+    if drifted:
+        row["drifted_rows"] = drifted
     segments = result.get("segments") or []
     if segments:
         row["segments_total"] = len(segments)
@@ -162,6 +167,7 @@ def render_status(s: dict[str, Any]) -> str:
                              f"f1 {_fmt(c.get('f1'))}")
             drifted = ", ".join(c.get("drifted_features") or []) or "none"
             lines.append(f"  drift      share {_fmt(c.get('drift_share'), '.2f')}; drifted: {drifted}")
+            lines += render_drifted(c.get("drifted_rows") or [], c.get("id"))
             others = {v: d for v, d in (c.get("versions") or {}).items() if v != c.get("champion_version")}
             if others:
                 lines.append("  others     " + "; ".join(

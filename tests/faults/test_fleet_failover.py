@@ -69,47 +69,56 @@ def test_three_daemons_share_six_models_and_a_killed_daemons_models_move(tmp_pat
             self.token = None
             self.proc = None
 
-    daemons = [Daemon(n).start("--check-interval", "1") for n in range(3)]
-    cap = math.ceil(len(MODELS) / len(daemons)) + 1
+    daemons: list = []
+    try:
+        for n in range(3):
+            daemons.append(Daemon(n).start("--check-interval", "1"))
+        cap = math.ceil(len(MODELS) / len(daemons)) + 1
 
-    def balanced() -> bool:
-        shares = [led(d) for d in daemons]
-        every = set().union(*shares)
-        return every == set(MODELS) and sum(map(len, shares)) == len(MODELS) and all(0 < len(s) <= cap for s in shares)
-    wait_until(balanced, 6 * LEASE, 0.2, lambda: f"not balanced: {[sorted(led(d)) for d in daemons]}")
-    assert all(n == 1 for n in lock_holders(postgres_server.port).values())
-    # Every daemon ingests for every model, whoever leads it.
-    for d in daemons:
-        r = httpx.post(d.url + "/v1/models/m0/predictions", timeout=10,
-                       json=[{"id": f"r-{d.port}", "features": {"x": 1.0}, "score": 0.5}])
-        assert r.status_code == 200, r.text
+        def balanced() -> bool:
+            shares = [led(d) for d in daemons]
+            every = set().union(*shares)
+            return (every == set(MODELS) and sum(map(len, shares)) == len(MODELS)
+                    and all(0 < len(s) <= cap for s in shares))
+        wait_until(balanced, 6 * LEASE, 0.2, lambda: f"not balanced: {[sorted(led(d)) for d in daemons]}")
+        assert all(n == 1 for n in lock_holders(postgres_server.port).values())
+        # Every daemon ingests for every model, whoever leads it.
+        for d in daemons:
+            r = httpx.post(d.url + "/v1/models/m0/predictions", timeout=10,
+                           json=[{"id": f"r-{d.port}", "features": {"x": 1.0}, "score": 0.5}])
+            assert r.status_code == 200, r.text
 
-    victim = max(daemons, key=lambda d: len(led(d)))
-    moved = led(victim)
-    survivors = [d for d in daemons if d is not victim]
-    victim.proc.send_signal(signal.SIGKILL)
-    victim.proc.wait(10)
-    killed_at = time.monotonic()
+        victim = max(daemons, key=lambda d: len(led(d)))
+        moved = led(victim)
+        survivors = [d for d in daemons if d is not victim]
+        victim.proc.send_signal(signal.SIGKILL)
+        victim.proc.wait(10)
+        killed_at = time.monotonic()
 
-    def taken_over() -> bool:
-        shares = [led(d) for d in survivors]
-        return set().union(*shares) == set(MODELS) and sum(map(len, shares)) == len(MODELS)
-    wait_until(taken_over, 2 * LEASE + 2, 0.1, lambda: f"not taken over: {[sorted(led(d)) for d in survivors]}")
-    took = time.monotonic() - killed_at
-    print(f"\n{len(moved)} models of the killed daemon moved in {took:.2f} s (lease {LEASE:g} s)")
-    assert took <= 2 * LEASE + 1  # the scrape's own polling adds up to ~0.1 s a daemon
-    assert all(n == 1 for n in lock_holders(postgres_server.port).values())
-    assert all(len(led(d)) <= math.ceil(len(MODELS) / len(survivors)) + 1 for d in survivors)
+        def taken_over() -> bool:
+            shares = [led(d) for d in survivors]
+            return set().union(*shares) == set(MODELS) and sum(map(len, shares)) == len(MODELS)
+        wait_until(taken_over, 2 * LEASE + 2, 0.1, lambda: f"not taken over: {[sorted(led(d)) for d in survivors]}")
+        took = time.monotonic() - killed_at
+        print(f"\n{len(moved)} models of the killed daemon moved in {took:.2f} s (lease {LEASE:g} s)")
+        assert took <= 2 * LEASE + 1  # the scrape's own polling adds up to ~0.1 s a daemon
+        assert all(n == 1 for n in lock_holders(postgres_server.port).values())
+        assert all(len(led(d)) <= math.ceil(len(MODELS) / len(survivors)) + 1 for d in survivors)
 
-    # Checks go on for every model, one daemon at a time: no model checked twice within half an
-    # interval (two leaders), and every model checked again after the kill (none lost).
-    time.sleep(3)
-    seen = checks(url)
-    for model in MODELS:
-        times = seen.get(model, [])
-        assert any(t > time.time() - 2.5 for t in times), (model, "not checked since the kill")
-        gaps = [b - a for a, b in zip(times, times[1:])]
-        assert min(gaps) > 0.5, (model, "checked twice at once", gaps)
-    for d in survivors:
-        d.proc.send_signal(signal.SIGTERM)
-        assert d.proc.wait(60) == 0
+        # Checks go on for every model, one daemon at a time: no model checked twice within half an
+        # interval (two leaders), and every model checked again after the kill (none lost).
+        time.sleep(3)
+        seen = checks(url)
+        for model in MODELS:
+            times = seen.get(model, [])
+            assert any(t > time.time() - 2.5 for t in times), (model, "not checked since the kill")
+            gaps = [b - a for a, b in zip(times, times[1:])]
+            assert min(gaps) > 0.5, (model, "checked twice at once", gaps)
+        for d in survivors:
+            d.proc.send_signal(signal.SIGTERM)
+            assert d.proc.wait(60) == 0
+    finally:
+        for d in daemons:  # a failed assertion must not leave daemons behind
+            if d.proc is not None and d.proc.poll() is None:
+                d.proc.kill()
+                d.proc.wait()

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import gzip
 import logging
+import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import anyio
@@ -37,12 +39,23 @@ log = logging.getLogger(__name__)
 _KIND_BY_PATH = {"/v1/predictions": "prediction", "/v1/labels": "label"}
 # Batches processed at once; more would only queue on the store's write lock while holding memory.
 INGEST_CONCURRENCY = 4
+# Large bodies (parsing.CHUNKED_BYTES or more) parsed and validated at once. Parsing holds the GIL,
+# so more at once would not go faster; each costs up to about twice its body, and one that cannot
+# be cut (parsed whole) 6 to 15 times.
+LARGE_PARSES = 2
 # The least a batch that waited for a worker still waits for the store's lock (a free lock takes none).
 MIN_STORE_WAIT_SECONDS = 0.05
 # How long /metrics waits for a collection (which reads the store) before answering without it, as
 # /readyz waits for its checks store.request_wait_seconds: a probe or a scrape must not wait out a
 # locked store's busy timeout. (/readyz waited 0.8 s: at load ~20 it answered in 1.1-1.4 s.)
 METRICS_WAIT_SECONDS = 0.5
+
+
+@dataclass
+class Received:
+    """What the worker learnt of one request's body: for the metrics, and for RequestGate."""
+    records: int = 0
+    decoded_bytes: int = 0  # after inflating
 
 
 class IngestHandler:
@@ -54,6 +67,7 @@ class IngestHandler:
         self.max_body = cfg.server.max_body_bytes
         self.max_records = cfg.server.max_batch_records
         self._limiter: anyio.CapacityLimiter | None = None
+        self._large_parses = threading.BoundedSemaphore(LARGE_PARSES)  # taken in worker threads
         # store.min_free_bytes, enforced here as well as in /readyz (statvfs at most once a second).
         probe = getattr(store, "space_problem", None)
         min_free = cfg.store.min_free_bytes
@@ -82,26 +96,38 @@ class IngestHandler:
             return unavailable(said, problem.kind, FULL_RETRY_AFTER_SECONDS)
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(INGEST_CONCURRENCY)
-        count = [0]
+        seen = Received()
         try:
-            result = await self._in_worker(body, encoding, media, kind, count)
-        except parsing.BodyError as exc:
-            self.metrics.rejected(kind, exc.reason)
-            return error_response(exc.status, str(exc))
-        except ConflictError as exc:
-            self.metrics.rejected(kind, "conflict", count[0], time.perf_counter() - started)
-            return error_response(409, str(exc), exc.errors)
-        except ValidationError as exc:
-            self.metrics.rejected(kind, "validation", count[0], time.perf_counter() - started)
-            return error_response(422, str(exc), exc.errors)
-        except StoreError as exc:
-            self.metrics.rejected(kind, "unavailable")
-            log.warning("ingest of %d %s records failed: %s", count[0], kind, exc)
-            return dependency_down(request, exc)
+            result = await self._in_worker(body, encoding, media, kind, seen)
+        except (parsing.BodyError, ConflictError, ValidationError, StoreError) as exc:
+            # Carried back from the worker thread by an asyncio future, a refusal, its traceback and
+            # that future form a cycle holding the worker's frames (the inflated body, the parsed
+            # columns) until a full collection: 200 MiB and more after a burst of refused large
+            # bodies. A refusal is an answer, not a bug: its traceback is dropped.
+            exc.__traceback__ = None
+            return self._refusal(request, kind, exc, seen, started)
+        finally:
+            if seen.decoded_bytes >= memory.LARGE_BODY_BYTES:  # a large body, maybe from small gzip bytes:
+                request.scope[memory.LARGE_BODY_SCOPE] = True  # RequestGate gives memory back after the burst
         self.metrics.accepted(kind, result.stored, result.duplicates, time.perf_counter() - started)
         return JSONResponse(result.to_dict())
 
-    async def _in_worker(self, body: bytes, encoding: str | None, media: str, kind: str, count: list[int]) -> Any:
+    def _refusal(self, request: Request, kind: str, exc: Exception, seen: Received, started: float) -> Response:
+        if isinstance(exc, parsing.BodyError):
+            self.metrics.rejected(kind, exc.reason)
+            return error_response(exc.status, str(exc))
+        if isinstance(exc, ConflictError):
+            self.metrics.rejected(kind, "conflict", seen.records, time.perf_counter() - started)
+            return error_response(409, str(exc), exc.errors)
+        if isinstance(exc, ValidationError):
+            self.metrics.rejected(kind, "validation", seen.records, time.perf_counter() - started)
+            return error_response(422, str(exc), exc.errors)
+        assert isinstance(exc, StoreError)
+        self.metrics.rejected(kind, "unavailable")
+        log.warning("ingest of %d %s records failed: %s", seen.records, kind, exc)
+        return dependency_down(request, exc)
+
+    async def _in_worker(self, body: bytes, encoding: str | None, media: str, kind: str, seen: Received) -> Any:
         """:meth:`_store` in a worker thread, one of :data:`INGEST_CONCURRENCY`. While the store is
         locked from outside (:func:`~monitor.store.engine.lock_contended`), the wait for a worker
         and the wait for the lock share the request's ``store.request_wait_seconds``: a batch queued
@@ -113,7 +139,7 @@ class IngestHandler:
         assert self._limiter is not None
         wait = request_wait()
         if wait is None or not lock_contended(self.store.engine):
-            return await anyio.to_thread.run_sync(self._store, body, encoding, media, kind, count,
+            return await anyio.to_thread.run_sync(self._store, body, encoding, media, kind, seen,
                                                   limiter=self._limiter)
         queued = time.monotonic()
         acquired = False
@@ -126,29 +152,55 @@ class IngestHandler:
         try:
             left = max(MIN_STORE_WAIT_SECONDS, wait - (time.monotonic() - queued))
             with bounded_wait(left):
-                return await anyio.to_thread.run_sync(self._store, body, encoding, media, kind, count, True)
+                return await anyio.to_thread.run_sync(self._store, body, encoding, media, kind, seen, True)
         finally:
             self._limiter.release()
 
-    def _store(self, raw: bytes, encoding: str | None, media: str, kind: str, count: list[int],
+    def _store(self, raw: bytes, encoding: str | None, media: str, kind: str, seen: Received,
                locked: bool = False) -> Any:
         # Inflated and parsed here, under the worker limiter (INGEST_CONCURRENCY at once), not on
         # the event loop: their memory is bounded with the request's slot (security.RequestGate).
         if locked:  # the store was locked a moment ago: see whether it still is before parsing
             probe_write_lock(self.store.engine)  # StoreError (503) without the CPU of a parse
         body = parsing.decode(raw, encoding, self.max_body)
-        records = parsing.parse_records(body, media, self.max_records)
-        del body
+        seen.decoded_bytes = len(body)
+        large = len(body) >= parsing.CHUNKED_BYTES
+        records = self._validated(body, media, kind, seen) if large else \
+            parsing.parse_records(body, media, self.max_records)
+        del body  # an inflated body is not needed by the store
         try:
-            count[0] = len(records)
-            if len(records) > self.max_records:
-                raise parsing.BodyError(413, "too_large", f"the batch has {len(records)} records; the limit is "
-                                        f"{self.max_records} (server.max_batch_records): split it")
+            if not large:
+                seen.records = len(records)
+                parsing.check_count(len(records), self.max_records)
             if kind == "prediction":
                 return self.store.add_predictions(records, assumed_version=self.assumed_version())
             return self.store.add_labels(records)
         finally:
             del records  # a refusal's traceback keeps this frame, not the parsed batch
+
+    def _validated(self, body: bytes, media: str, kind: str, seen: Received) -> Any:
+        """A large body's validated batch (the store's validator), parsed a chunk at a time
+        (:class:`~monitor.ingest.parsing.ChunkedBody`; a body it cannot cut is parsed whole), at most
+        :data:`LARGE_PARSES` at once. Parsed whole, a batch costs 6-15 times its body; in chunks,
+        its columns cost 1.3-2.1 times (docs/operations/faults.md#memory-under-hostile-uploads)."""
+        validator = self.store.validator
+        validate = validator.predictions if kind == "prediction" else validator.labels
+        with self._large_parses:
+            chunks = parsing.ChunkedBody(body, media, self.max_records)
+            try:
+                return validate(chunks)
+            except parsing.Unsplittable:
+                pass  # the partial columns go with the exception, before the body is parsed whole
+            finally:
+                seen.records = chunks.count
+            del chunks
+            records = parsing.parse_records(body, media, self.max_records)
+            try:
+                seen.records = len(records)
+                parsing.check_count(len(records), self.max_records)
+                return validate(records)
+            finally:
+                del records
 
 
 def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | None = None) -> FastAPI:
@@ -156,8 +208,10 @@ def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | N
     are registered in ``registry`` (a fresh one when None), which ``/metrics`` serves whole.
     ``app.state.readiness`` holds the readiness checks (``store``); the daemon adds its own.
     Raises the process's first garbage-collection threshold for batch-sized allocations
-    (:func:`monitor.ingest.memory.size_collector`)."""
+    (:func:`monitor.ingest.memory.size_collector`) and fixes glibc's trim and mmap thresholds, so
+    that memory returns after large bodies (:func:`monitor.ingest.memory.tune_allocator`)."""
     memory.size_collector()
+    memory.tune_allocator()
     from importlib.metadata import PackageNotFoundError, version
     try:
         app_version = version("driftloop")

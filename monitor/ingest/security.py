@@ -93,8 +93,10 @@ class RequestGate:
 
     The body is gathered here and replayed to the app, so the limits hold whichever way the route
     reads it. ``on_reject(path, reason)`` is told about each refusal (reasons: ``unauthorized``,
-    ``too_large``, ``busy``, ``timeout``). When the last of a burst of large bodies is answered, the
-    freed memory is handed back to the operating system (:func:`monitor.ingest.memory.release`).
+    ``too_large``, ``busy``, ``timeout``). When the last of a burst of large bodies (as received,
+    or as inflated: the app marks those with :data:`monitor.ingest.memory.LARGE_BODY_SCOPE`) is
+    answered, the freed memory is handed back to the operating system
+    (:func:`monitor.ingest.memory.release`).
     """
 
     def __init__(self, app: ASGIApp, *, token: str | None, max_bytes: int, max_inflight: int,
@@ -155,7 +157,8 @@ class RequestGate:
             await self.app(scope, replay, send)
         finally:
             self.inflight -= 1
-            large = body is not None and len(body) >= memory.LARGE_BODY_BYTES
+            large = (body is not None and len(body) >= memory.LARGE_BODY_BYTES) or \
+                bool(scope.get(memory.LARGE_BODY_SCOPE))
             body = None
             if large or self._trim_pending:
                 self._trim_pending = self.inflight > 0

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Collection, Iterator, Protocol, Sequence, runtime_checkable
 
 from monitor.errors import ValidationError
 from monitor.records.fields import describe
@@ -12,14 +12,16 @@ from monitor.records.fields import describe
 class PredictionBatch:
     """Validated predictions, column-wise. ``features`` holds one list per feature, in the model's
     feature order (numeric values as float, an embedding's vector as its stored float32 bytes, see
-    :mod:`monitor.embeddings`). ``ts`` is microseconds since the epoch, UTC.
+    :mod:`monitor.embeddings`). A batch validated a chunk at a time holds each column of floats
+    (features, scores, probabilities) as an ``array("d")`` instead of a list: read it by index or
+    by iterating, never as a list. ``ts`` is microseconds since the epoch, UTC.
     ``model_versions`` is the version that scored each row, or None when the sender did not say.
     ``positions`` maps each row to its index in the request when repeats were dropped."""
     ids: list[str]
     ts: list[int]
     ts_given: list[bool]
-    features: list[list]
-    scores: list[float]
+    features: Sequence[Sequence]
+    scores: Sequence[float]
     predictions: list[int]
     prediction_given: list[bool]
     # The registry version of the model that scored each row (None: not said, read as "unknown").
@@ -27,7 +29,7 @@ class PredictionBatch:
     duplicates: int = 0  # identical repeats inside the batch, dropped
     positions: list[int] | None = None
     # multiclass: one list per class (in model.classes order) of each row's probability; else None.
-    probas: list[list[float]] | None = None
+    probas: Sequence[Sequence[float]] | None = None
     # Each row's raw-input reference (input_uri), None where not given; None here: no row has one.
     input_uris: list[str | None] | None = None
 
@@ -41,7 +43,7 @@ class PredictionBatch:
 @dataclass(frozen=True)
 class LabelBatch:
     ids: list[str]
-    labels: list[int] | list[float]  # 0/1, a class index (multiclass) or a number (regression)
+    labels: Sequence[int] | Sequence[float]  # 0/1, a class index (multiclass) or a number (regression)
     ts: list[int]
     ts_given: list[bool]
     duplicates: int = 0
@@ -52,6 +54,19 @@ class LabelBatch:
 
     def position(self, row: int) -> int:
         return row if self.positions is None else self.positions[row]
+
+
+@runtime_checkable
+class RecordChunks(Protocol):
+    """A batch handed over a list of records at a time, in order, never all at once
+    (:class:`monitor.ingest.parsing.ChunkedBody`: a large request body). Iterating may raise what
+    reading the batch whole would (a malformed body, too many records)."""
+
+    def __iter__(self) -> Iterator[list]: ...
+
+    def records_at(self, indices: Collection[int]) -> dict[int, Any]:
+        """The records at these positions of the batch, read again."""
+        ...
 
 
 class ErrorList:

@@ -43,13 +43,16 @@ class RecordByRecord:
         self.class_index = {c: i for i, c in enumerate(self.classes)} if self.classes else None
         self._inputs = InputRoots.of(model)  # where an input_uri may point (monitor/records/inputs.py)
 
-    def predictions(self, records: list, now: int) -> PredictionBatch:
-        """Record-by-record validation: every problem reported, or the same batch as the fast path."""
-        errors = ErrorList(self._max_errors)
+    def predictions(self, records: list, now: int, errors: ErrorList | None = None, offset: int = 0) -> PredictionBatch:
+        """Record-by-record validation: every problem reported, or the same batch as the fast path.
+        Given ``errors``, ``records`` is a chunk of a larger batch starting at index ``offset``:
+        its problems are added there, under their index in the batch, for the caller to raise."""
+        own = errors is None
+        errors = ErrorList(self._max_errors) if errors is None else errors
         out: dict[str, Any] = {f.name: [] for f in fields(PredictionBatch)
                                if f.name not in ("duplicates", "positions", "probas")}
         probas: list[list[float]] = []
-        for i, rec in enumerate(records):
+        for i, rec in enumerate(records, offset):
             if not self._structure(errors, i, rec, self.pred_fields, self.pred_required):
                 continue
             rid = _check(errors, i, "id", F.check_id, rec["id"]) if "id" in rec else _BAD
@@ -77,7 +80,8 @@ class RecordByRecord:
             out["input_uris"].append(uri)
             if row_probas is not None:
                 probas.append(row_probas)
-        errors.check("prediction", len(records))
+        if own:
+            errors.check("prediction", len(records))
         rows = out.pop("features")
         columns = [list(c) for c in zip(*rows)] if rows else [[] for _ in self._names]
         proba_columns = [list(c) for c in zip(*probas)] if probas else self._task.batch_probas(self.model.n_classes)
@@ -169,10 +173,12 @@ class RecordByRecord:
             values.append(_check(errors, i, f"features.{spec.name}", check, value))
         return _BAD if errors.count > before else tuple(values)
 
-    def labels(self, records: list, now: int) -> LabelBatch:
-        errors = ErrorList(self._max_errors)
+    def labels(self, records: list, now: int, errors: ErrorList | None = None, offset: int = 0) -> LabelBatch:
+        """As :meth:`predictions`, for labels."""
+        own = errors is None
+        errors = ErrorList(self._max_errors) if errors is None else errors
         out: dict[str, Any] = {"ids": [], "labels": [], "ts": [], "ts_given": []}
-        for i, rec in enumerate(records):
+        for i, rec in enumerate(records, offset):
             if not self._structure(errors, i, rec, LABEL_FIELDS, LABEL_REQUIRED):
                 continue
             rid = _check(errors, i, "id", F.check_id, rec["id"]) if "id" in rec else _BAD
@@ -186,7 +192,8 @@ class RecordByRecord:
             out["labels"].append(label)
             out["ts"].append(now if ts is None else ts)
             out["ts_given"].append(ts is not None)
-        errors.check("label", len(records))
+        if own:
+            errors.check("label", len(records))
         return LabelBatch(**out)
 
     # ---- shared ------------------------------------------------------------------------------

@@ -130,6 +130,9 @@ class BatchWriter:
                 for job in group:
                     if not job.done.is_set():
                         job.finish(error=exc)
+            # Not held while waiting for the next write: the batches and their rows (~50 MiB for
+            # 100k records) would stay alive until then.
+            del group
 
     def _write(self, group: list[_Job[Any]]) -> None:
         if len(group) == 1:

@@ -15,7 +15,7 @@ from typing import Any, Collection, Iterator
 
 import orjson
 
-from monitor.errors import RequestError, ValidationError
+from monitor.errors import DriftloopError, RequestError, ValidationError
 from monitor.records.fields import describe
 
 JSON_TYPES = frozenset({"application/json"})
@@ -201,10 +201,11 @@ _BETWEEN = re.compile(rb"\}" + _SPACE + rb"," + _SPACE + rb"\{")
 _SPACES = frozenset(b" \t\n\r")
 
 
-class Unsplittable(Exception):
+class Unsplittable(DriftloopError):
     """A body :class:`ChunkedBody` could not cut into records (a ``},{`` inside a string, objects in
     a nested list, malformed JSON, a repeated ``records`` key): parse it whole
-    (:func:`parse_records`), which gives the answer and the words it always gave."""
+    (:func:`parse_records`), which gives the answer and the words it always gave. Internal: never
+    reaches a caller."""
 
 
 class ChunkedBody:

@@ -241,13 +241,18 @@ def run_demo(cfg: DriftloopConfig, plan: DemoPlan, *, echo: Callable[[str], None
     result = summarise(cfg, plan, timeline, served, base.version, promoted, time.monotonic() - started, url)
     print_summary(cfg, result, echo)
     if keep_serving:
-        echo(f"--keep-serving: the daemon keeps serving {url}; Ctrl-C stops it.")
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            daemon.stop()
-            server.stop()
+        keep_serving_until_interrupted(url, echo, daemon.stop, server.stop)
     return result
+
+
+def keep_serving_until_interrupted(url: str, echo: Callable[[str], None], *stops: Callable[[], object]) -> None:
+    """``--keep-serving``: serve until Ctrl-C, then call ``stops`` in order."""
+    echo(f"--keep-serving: the daemon keeps serving {url}; Ctrl-C stops it.")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for stop in stops:
+            stop()

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from monitor.config import DriftloopConfig, load_config
-from monitor.demo import ApiServer, DemoPlan, demo_settings, wait_for_check
+from monitor.demo import ApiServer, DemoPlan, demo_settings, keep_serving_until_interrupted, wait_for_check
 from monitor.demo_timeline import Events, ModelOutcome, ModelsResult, ModelTick, fmt, print_models_summary
 from monitor.tasks import task_of
 
@@ -183,15 +183,7 @@ def run_models_demo(cfg: DriftloopConfig, plan: DemoPlan, *, echo: Callable[[str
     result = ModelsResult(home=cfg.home, url=url, ticks=ticks, models=outcomes, seconds=time.monotonic() - started)
     print_models_summary(cfg, result, echo, cfg.home / CONFIG_FILE)
     if keep_serving:
-        echo(f"--keep-serving: the daemon keeps serving {url}; Ctrl-C stops it.")
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            fleet.stop()
-            server.stop()
+        keep_serving_until_interrupted(url, echo, fleet.stop, server.stop)
     return result
 
 

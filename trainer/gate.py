@@ -4,6 +4,9 @@ Rule (all must hold; every failed condition becomes a reason recorded on the run
 
 1. On the held-out recent rows (the same rows for both models), the challenger's accuracy gain is
    at least ``training.gate.min_accuracy_gain`` AND its ROC AUC gain at least ``training.gate.min_auc_gain``.
+   While the champion sits below the reference level there, a smaller accuracy gain passes when the
+   paired McNemar test proves it (``training.gate.significant_gain``, :func:`significant_gain`): the
+   bar is what the current evidence attains, not a fixed step.
    With a margin of 0 on a metric that reads "not worse", and for ROC AUC "not significantly
    worse": a loss within the paired DeLong test's one-sided margin at ``training.gate.confidence``
    (:func:`auc_noise`) is noise, not worse. (A prior shift moves the best threshold and not the
@@ -87,7 +90,10 @@ def floors_of(y_true, scores, threshold: float, confidence: float,
 def decide(challenger: dict[str, float], champion: dict[str, float], challenger_reference_accuracy: float,
            champion_reference_accuracy: float, *, min_accuracy_gain: float, min_auc_gain: float,
            reference_floor: float, floors: Floors | None = None, concept_holds: bool = True,
-           auc_noise: float = 0.0) -> Decision:
+           auc_noise: float = 0.0, significant: str | None = None) -> Decision:
+    """The rule of accuracy and ROC AUC (module doc). ``significant``: set (a sentence saying why)
+    when the accuracy gain is proven by the paired test while the champion sits below the reference
+    level (:func:`significant_gain`); then a gain under ``min_accuracy_gain`` passes."""
     acc_gain = challenger["accuracy"] - champion["accuracy"]
     auc_gain = challenger["roc_auc"] - champion["roc_auc"]
     ref_loss = champion_reference_accuracy - challenger_reference_accuracy
@@ -107,7 +113,7 @@ def decide(challenger: dict[str, float], champion: dict[str, float], challenger_
     if any(math.isnan(v) for v in (acc_gain, auc_gain)):
         failed.append("held-out metrics are undefined (NaN); cannot compare")
     else:
-        if acc_gain < min_accuracy_gain - _EPS:
+        if acc_gain < min_accuracy_gain - _EPS and not significant:
             failed.append(f"accuracy gain {acc_gain:+.4f} < required {min_accuracy_gain:.4f} "
                           f"({challenger['accuracy']:.4f} vs champion {champion['accuracy']:.4f})")
         if auc_gain < min_auc_gain - _EPS and not (min_auc_gain == 0 and auc_gain >= -auc_noise):
@@ -124,14 +130,19 @@ def decide(challenger: dict[str, float], champion: dict[str, float], challenger_
     forgetting = (f"reference accuracy loss {ref_loss:.4f} <= {reference_floor:.4f}" if concept_holds else
                   f"reference accuracy loss {ref_loss:.4f} not limited: the champion's concept no longer holds "
                   "on recent rows")
-    return Decision(True, [f"accuracy {acc_gain:+.4f}, ROC AUC {auc_gain:+.4f} on held-out recent rows; {forgetting}"])
+    why = (f"; under min_accuracy_gain {min_accuracy_gain:.4f} but {significant}"
+           if significant and acc_gain < min_accuracy_gain - _EPS else "")
+    return Decision(True, [f"accuracy {acc_gain:+.4f}, ROC AUC {auc_gain:+.4f} on held-out recent rows{why}; "
+                           f"{forgetting}"])
 
 
 def decide_regression(challenger: dict[str, float], champion: dict[str, float], challenger_reference_mae: float,
                       champion_reference_mae: float, *, min_mae_gain: float, reference_floor: float,
-                      floors: RegressionFloors | None = None, concept_holds: bool = True) -> Decision:
+                      floors: RegressionFloors | None = None, concept_holds: bool = True,
+                      significant: str | None = None) -> Decision:
     """The gate for regression (module doc): ``challenger`` / ``champion`` hold ``mae`` and ``rmse``
-    on the same held-out rows."""
+    on the same held-out rows; ``significant`` as in :func:`decide` (a proven MAE fall under
+    ``min_mae_gain``)."""
     failed: list[str] = []
     if floors is not None and (floors.r2_lower is None or not floors.r2_lower > 0):
         failed.append("not good: R² lower bound "
@@ -143,7 +154,7 @@ def decide_regression(challenger: dict[str, float], champion: dict[str, float], 
         failed.append("held-out metrics are undefined (NaN); cannot compare")
     else:
         gain = _relative_fall(mae, old_mae)
-        if gain < min_mae_gain - _EPS:
+        if gain < min_mae_gain - _EPS and not significant:
             failed.append(f"MAE gain {gain:+.2%} < required {min_mae_gain:.2%} "
                           f"({mae:.4g} vs champion {old_mae:.4g})")
         if rmse > old_rmse * (1 + _EPS) + _EPS:
@@ -159,8 +170,10 @@ def decide_regression(challenger: dict[str, float], champion: dict[str, float], 
         return Decision(False, _dedupe(failed))
     forgetting = (f"reference MAE rise {rise:+.2%} <= {reference_floor:.2%}" if concept_holds else
                   f"reference MAE rise {rise:+.2%} not limited: the champion's concept no longer holds on recent rows")
+    why = (f"; under min_mae_gain {min_mae_gain:.2%} but {significant}"
+           if significant and _relative_fall(mae, old_mae) < min_mae_gain - _EPS else "")
     return Decision(True, [f"MAE {-_relative_fall(mae, old_mae):+.2%} ({mae:.4g} vs {old_mae:.4g}), RMSE "
-                           f"{rmse:.4g} vs {old_rmse:.4g} on held-out recent rows; {forgetting}"])
+                           f"{rmse:.4g} vs {old_rmse:.4g} on held-out recent rows{why}; {forgetting}"])
 
 
 def _relative_fall(new: float, old: float) -> float:
@@ -189,29 +202,59 @@ def auc_noise(task: str, y: Any, champion_output: Any, challenger_output: Any, c
 
 def judge(task: str, challenger: dict[str, float], champion: dict[str, float], challenger_reference: float,
           champion_reference: float, gate: Any, *, floors: Floors | RegressionFloors | None = None,
-          concept_holds: bool = True, auc_noise: float = 0.0) -> Decision:
+          concept_holds: bool = True, auc_noise: float = 0.0, significant: str | None = None) -> Decision:
     """The gate of ``task`` with the margins of ``gate`` (training.gate, a GateConfig). The reference
     figures are accuracy (classifiers) or MAE (regression) on the champion's reference sample."""
     return _rule(task_of(task)).judge(challenger, champion, challenger_reference, champion_reference, gate,
-                                      floors, concept_holds, auc_noise)
+                                      floors, concept_holds, auc_noise, significant)
+
+
+def significant_gain(task: str, y: Any, champion_output: Any, challenger_output: Any, champion_figure: float,
+                     level: float | None, gate: Any, threshold: float) -> str | None:
+    """Why a gain under the fixed margin still counts, or None: with ``gate.significant_gain``, the
+    champion's task figure on the held-out rows (``champion_figure``: accuracy, or MAE) is worse
+    than the reference ``level`` (what the loop once reached, or the attainable level it decided)
+    and the paired test of the two models on those rows (McNemar; regression: paired t on the
+    absolute errors) shows the challenger better at one-sided ``1 - gate.confidence``. The bar is
+    what the evidence shows attainable, not a fixed step: small real gains toward a level the
+    champion has not recovered are taken, noise is not, and a champion at its level keeps the
+    fixed margin (no churn)."""
+    if not gate.significant_gain or level is None or not math.isfinite(level) or not math.isfinite(champion_figure):
+        return None
+    kind = task_of(task)
+    try:
+        metric, _, test, a, b, p, higher = kind.paired_tests(y, champion_output, challenger_output, threshold)[0]
+    except (ValueError, IndexError, TypeError):
+        return None
+    below = champion_figure < level - _EPS if higher else champion_figure > level + _EPS
+    better = b > a if higher else b < a
+    if not (below and better) or p is None or not math.isfinite(p):
+        return None
+    one_sided = p / 2
+    if one_sided >= 1 - gate.confidence:
+        return None
+    return (f"significant ({test} one-sided p = {one_sided:.4f} < {1 - gate.confidence:.2f}) while the champion's "
+            f"{metric} {champion_figure:.4g} is below the reference level {level:.4g}")
 
 
 def _judge_gains(challenger: dict[str, float], champion: dict[str, float], challenger_reference: float,
-                 champion_reference: float, gate: Any, floors: Any, concept_holds: bool, auc_noise: float) -> Decision:
+                 champion_reference: float, gate: Any, floors: Any, concept_holds: bool, auc_noise: float,
+                 significant: str | None = None) -> Decision:
     """:func:`decide` with the margins of ``gate``: the rule of accuracy and ROC AUC."""
     return decide(challenger, champion, challenger_reference, champion_reference,
                   min_accuracy_gain=gate.min_accuracy_gain, min_auc_gain=gate.min_auc_gain,
                   reference_floor=gate.reference_floor, floors=floors if isinstance(floors, Floors) else None,
-                  concept_holds=concept_holds, auc_noise=auc_noise)
+                  concept_holds=concept_holds, auc_noise=auc_noise, significant=significant)
 
 
 def _judge_errors(challenger: dict[str, float], champion: dict[str, float], challenger_reference: float,
-                  champion_reference: float, gate: Any, floors: Any, concept_holds: bool, auc_noise: float) -> Decision:
+                  champion_reference: float, gate: Any, floors: Any, concept_holds: bool, auc_noise: float,
+                  significant: str | None = None) -> Decision:
     """:func:`decide_regression` with the margins of ``gate``: the rule of MAE and RMSE."""
     return decide_regression(challenger, champion, challenger_reference, champion_reference,
                              min_mae_gain=gate.min_mae_gain, reference_floor=gate.reference_floor,
                              floors=floors if isinstance(floors, RegressionFloors) else None,
-                             concept_holds=concept_holds)
+                             concept_holds=concept_holds, significant=significant)
 
 
 @dataclass(frozen=True)

@@ -120,11 +120,14 @@ class Evidence:
     version: str                               # the registered challenger
     champion_version: str                      # the champion the retrain started from
     current_champion: Callable[[], str | None]  # reads the alias now (the compare of compare-and-set)
+    # Why a gain under the fixed margin counts (trainer/gate.py significant_gain), or None.
+    significant: str | None = None
 
 
 def floors_and_gain(e: Evidence) -> Verdict:
     decision = judge(e.task, e.challenger, e.champion, e.challenger_reference, e.champion_reference, e.gate,
-                     floors=e.floors, concept_holds=e.concept_holds, auc_noise=e.auc_noise)
+                     floors=e.floors, concept_holds=e.concept_holds, auc_noise=e.auc_noise,
+                     significant=e.significant)
     return Verdict(GateName.FLOORS_AND_GAIN, decision.promote,
                    ReasonKind.BETTER if decision.promote else ReasonKind.NOT_BETTER,
                    {"concept_holds": e.concept_holds}, tuple(decision.reasons))

@@ -19,7 +19,7 @@ from trainer import story
 from trainer.baseline_training import reference_sample
 from trainer.deployment import export_and_log
 from trainer.entrypoint import example_rows
-from trainer.gate import Floors, auc_noise, floors_of
+from trainer.gate import Floors, auc_noise, floors_of, significant_gain
 from trainer.judge import Evidence, GateName, Judgement, Ruling
 from trainer.live import compare_and_log
 from trainer.metrics import comparison, model_figures, reference_figure, task_metrics
@@ -71,17 +71,22 @@ class Examined:
 
 
 def examine(cfg: DriftloopConfig, p: Prepared, trained: Trained, registry: reg.Registry,
-            window: pd.DataFrame) -> Examined:
+            window: pd.DataFrame, level: float | None = None) -> Examined:
     """Score challenger and champion on the held-out rows, register the challenger (alias
-    ``challenger``, with the baseline it would bring), export it, and compare it on live traffic."""
+    ``challenger``, with the baseline it would bring), export it, and compare it on live traffic.
+    ``level``: the daemon's reference level of the task's figure (what the champion must recover to),
+    for the gate's significant-gain rule; None when unknown (the fixed margins apply)."""
     t, target, task = cfg.training, cfg.model.target, cfg.model.task
     model, champion, holdout = trained.model, p.champion, p.holdout
     challenger_m = evaluate_model(cfg, model, holdout)
     champion_m = evaluate_model(cfg, champion.model, holdout)
     challenger_out = model.predict_proba(holdout)
     floors = floors_of(holdout[target].to_numpy(), challenger_out, cfg.model.threshold, t.gate.confidence, task)
-    noise = auc_noise(task, holdout[target].to_numpy(), champion.model.predict_proba(holdout), challenger_out,
-                      t.gate.confidence)
+    champion_out = champion.model.predict_proba(holdout)
+    noise = auc_noise(task, holdout[target].to_numpy(), champion_out, challenger_out, t.gate.confidence)
+    significant = significant_gain(task, holdout[target].to_numpy(), champion_out, challenger_out,
+                                   champion_m.get(cfg.model.kind.primary_metric, float("nan")), level, t.gate,
+                                   cfg.model.threshold)
     # The baseline a promoted challenger brings: the recent rows (the new normal), held-out first.
     new_reference = reference_sample(cfg, holdout, p.rest, model=model, seed=t.seed)
     reg.log_baseline(Baseline(reference=new_reference, metrics=challenger_m))
@@ -98,7 +103,8 @@ def examine(cfg: DriftloopConfig, p: Prepared, trained: Trained, registry: reg.R
         champion_rules=_with_rule_metrics(cfg, champion.model, holdout, champion_m),
         rules=cfg.alerts.rules, rules_mode=cfg.alerts.mode,
         deployed=None if exported is None else exported.deployed(), live=live, version=version,
-        champion_version=champion.version, current_champion=lambda: registry.alias_version(reg.CHAMPION))
+        champion_version=champion.version, current_champion=lambda: registry.alias_version(reg.CHAMPION),
+        significant=significant)
     return Examined(evidence, exported)
 
 

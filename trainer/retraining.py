@@ -110,6 +110,23 @@ def _fit_cold(cfg: DriftloopConfig, fit_rows: pd.DataFrame, val_rows: pd.DataFra
     return fresh, result
 
 
+def cold_start(t: Any, concept_holds: bool, rows: int) -> bool:
+    """Does a fresh model compete with the warm start? ``training.cold_start``: always, never, or
+    (auto) when the champion's concept no longer holds on the recent rows, or when the retrain learns
+    from at least ``training.cold_start_rows`` of them: with that much evidence on the new state a
+    fresh model can beat a fine-tuned one, and the better on validation is kept."""
+    if t.cold_start != "auto":
+        return bool(t.cold_start == "always")
+    return not concept_holds or rows >= t.cold_start_rows
+
+
+def reference_level(data_window: Any, figure: str) -> float | None:
+    """The daemon's reference level of ``figure`` sent with the retrain (``data_window``'s
+    ``reference_level``, monitor/daemon/runtime/retrains.py); None when absent."""
+    value = ((data_window or {}).get("reference_level") or {}).get(figure) if isinstance(data_window, dict) else None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
 @dataclass
 class Prepared:
     """The retrain's inputs, checked before a single training step."""
@@ -162,13 +179,15 @@ def prepare(cfg: DriftloopConfig, window: pd.DataFrame) -> Prepared:
     train_rows = pd.concat([rest, replayed], ignore_index=True)
     fit_rows, val_rows = split(train_rows, t.validation_fraction, target, t.seed + 1, what="retraining data",
                                task=task)
-    # A warm start that only fine-tunes suits a concept that still holds; after a change it must move
-    # far, so it gets the full budget (training.epochs, early stopping ends it) and learning rate.
-    # Under covariate shift the new inputs must be learned too (the reference stays replayed and its
-    # loss limited): the full budget as well.
-    loop = (LoopConfig.from_training(t, epochs=t.retrain_epochs, learning_rate=t.learning_rate * t.retrain_lr_factor)
+    # A warm start that only fine-tunes suits a concept that still holds (a lower learning rate);
+    # after a change it must move far, so it gets the full learning rate. Under covariate shift the
+    # new inputs must be learned too (the reference stays replayed and its loss limited). Either way
+    # it trains until its validation loss stops improving (training.patience), not for a fixed
+    # count: capped at 8 epochs, 7 of 9 retrains of a long switch were still improving when stopped.
+    loop = (LoopConfig.from_training(t, epochs=t.retrain_epochs or t.epochs,
+                                     learning_rate=t.learning_rate * t.retrain_lr_factor)
             if concept["shift"] == "none" else LoopConfig.from_training(t))
-    cold = t.cold_start == "always" or (t.cold_start == "auto" and not concept["holds"])
+    cold = cold_start(t, concept["holds"], len(rest))
     return Prepared(recent, rest, holdout, champion, reference, concept, replayed, reference_eval, fit_rows,
                     val_rows, loop, cfg.checkpoints_dir / f"retrain-{cfg.model.name}.pt", cold,
                     {k: usable.counts()[k] + kept.counts()[k] for k in usable.counts()} if t.entrypoint else {})
@@ -245,7 +264,8 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
             mlflow.set_tags({"driftloop.start": trained.start,
                              "driftloop.concept_holds": str(p.concept["holds"]).lower(),
                              "driftloop.shift": str(p.concept.get("shift", ""))})
-            examined = examine(cfg, p, trained, registry, window)
+            examined = examine(cfg, p, trained, registry, window,
+                               level=reference_level(data_window, cfg.model.kind.primary_metric))
             judgement = run_gates(examined.evidence)
             out = publish(cfg, registry, run.info.run_id, p, trained, examined, judgement,
                           Lineage(trigger, incident_id, reason, data_window))

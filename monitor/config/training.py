@@ -28,6 +28,11 @@ class GateConfig(_Section):
                                          "(milliseconds, on the training machine); null = no limit")
     max_model_mb: float | None = Field(None, gt=0, description="the challenger's exported form (INT8 if "
                                        "published, else fp32) must be at most this many megabytes; null = no limit")
+    significant_gain: bool = Field(True, description="while the champion sits below the reference level on the "
+                                   "held-out rows, a gain smaller than min_accuracy_gain / min_mae_gain passes "
+                                   "when the paired test (McNemar; regression: paired t on absolute errors) shows "
+                                   "it at 1 - confidence: the bar is what the current evidence attains, not a fixed "
+                                   "step (small real gains were refused one after another)")
     requires_live_win: bool = Field(False, description="the challenger must also win the A/B on live traffic (the "
                                     "rows the champion served in the retrain window): better on accuracy (McNemar) or "
                                     "ROC AUC (DeLong) at 1 - training.gate.confidence, significantly worse on neither")
@@ -95,7 +100,10 @@ def _move_deprecated_training_keys(data: Any) -> Any:
 
 class TrainingConfig(_Section):
     epochs: int = Field(60, ge=1, description="upper bound; early stopping usually ends sooner")
-    retrain_epochs: int = Field(8, ge=1, description="a warm start converges in a few epochs")
+    retrain_epochs: int | None = Field(None, ge=1, description="cap on a warm retrain's epochs; null (the "
+                                       "default): until its validation loss stops improving for "
+                                       "training.patience epochs, training.epochs at most (a fixed cap of 8 "
+                                       "stopped most retrains while they still improved)")
     batch_size: int = Field(64, ge=1, description="rows per micro-batch and process")
     learning_rate: float = Field(2e-3, gt=0, description="AdamW learning rate; cosine decay to 10 %")
     retrain_lr_factor: float = Field(0.5, gt=0, le=1, description="retrain LR = learning_rate * this")
@@ -172,7 +180,17 @@ class TrainingConfig(_Section):
     shadow: ShadowConfig = Field(default_factory=ShadowConfig)
     cold_start: Literal["auto", "always", "never"] = Field("auto", description="also train a fresh model beside the "
                                                            "warm start and keep the better on validation: 'auto' when "
-                                                           "the champion's concept no longer holds on recent rows")
+                                                           "the champion's concept no longer holds on recent rows, or "
+                                                           "when the retrain learns from at least "
+                                                           "training.cold_start_rows recent rows")
+    cold_start_rows: int = Field(2000, ge=1, description="with cold_start: auto, recent rows (the held-out ones "
+                                 "excluded) from which a fresh model also competes with the warm start: large "
+                                 "evidence on the new concept can teach a fresh model more than fine-tuning does")
+    improve_below_reference: int = Field(2, ge=0, description="after an incident ends with the champion still "
+                                         "significantly below the reference level (or the attainable level decided "
+                                         "for it), retrain it again on every row since the change once the "
+                                         "labelled rows since its last retrain have doubled (incident reason "
+                                         "'improve'), at most this many times per change; 0 = off")
 
     @property
     def post_change_rows(self) -> int:

@@ -120,3 +120,59 @@ def test_auc_noise_is_the_paired_delong_margin_on_the_rows():
     assert auc_noise("multiclass", rng.integers(0, 3, 2000), proba, proba[:, ::-1], 0.95) > 0
     assert auc_noise("binary", np.ones(50), champion[:50], challenger[:50], 0.95) == 0.0   # one class
     assert auc_noise("regression", y, champion, challenger, 0.95) == 0.0
+
+
+# -- the significant-gain rule (training.gate.significant_gain): the bar is what the evidence attains ---
+
+from monitor.config import GateConfig  # noqa: E402
+from trainer.gate import decide_regression, significant_gain  # noqa: E402
+
+
+def _paired_binary(n: int, champion_right: int, only_challenger: int, only_champion: int):
+    """Labels and two models' scores on ``n`` rows: both right on ``champion_right - only_champion``
+    rows, only the challenger on ``only_challenger``, only the champion on ``only_champion``."""
+    y = np.ones(n, dtype=np.int64)
+    champion = np.full(n, 0.2)                 # wrong everywhere...
+    champion[:champion_right] = 0.8            # ...except its right rows
+    challenger = champion.copy()
+    challenger[:only_champion] = 0.2           # the challenger misses some the champion had
+    challenger[champion_right:champion_right + only_challenger] = 0.8  # and gets new ones
+    return y, champion, challenger
+
+
+def test_a_small_proven_gain_below_the_level_passes_and_noise_does_not():
+    gate = GateConfig()
+    y, champion, challenger = _paired_binary(10_000, 9_000, only_challenger=80, only_champion=20)  # +0.006
+    why = significant_gain("binary", y, champion, challenger, 0.90, 0.93, gate, 0.5)
+    assert why is not None and "McNemar" in why and "below the reference level 0.93" in why
+    figures = ({"accuracy": 0.906, "roc_auc": 0.9}, {"accuracy": 0.900, "roc_auc": 0.9})
+    assert decide(*figures, 0.9, 0.9, min_accuracy_gain=0.01, min_auc_gain=0.0, reference_floor=0.15).promote is False
+    passed = decide(*figures, 0.9, 0.9, min_accuracy_gain=0.01, min_auc_gain=0.0, reference_floor=0.15,
+                    significant=why)
+    assert passed.promote and "under min_accuracy_gain 0.0100 but significant" in passed.reasons[0]
+    # At its level (0.89 < 0.90) the champion keeps the fixed margin: no churn on a healthy model.
+    assert significant_gain("binary", y, champion, challenger, 0.90, 0.89, gate, 0.5) is None
+    # Noise: 55 against 45 discordant rows proves nothing.
+    y, champion, challenger = _paired_binary(10_000, 9_000, only_challenger=55, only_champion=45)
+    assert significant_gain("binary", y, champion, challenger, 0.90, 0.93, gate, 0.5) is None
+    # Switched off: never.
+    y, champion, challenger = _paired_binary(10_000, 9_000, only_challenger=80, only_champion=20)
+    assert significant_gain("binary", y, champion, challenger, 0.90, 0.93,
+                            GateConfig(significant_gain=False), 0.5) is None
+
+
+def test_a_proven_mae_fall_under_the_margin_passes_below_the_level():
+    rng = np.random.default_rng(3)
+    y = rng.normal(100, 5, 5_000)
+    champion = y + rng.normal(0, 4, y.size)
+    challenger = y + (champion - y) * 0.99    # every error 1 % smaller: a 1 % MAE fall, proven
+    mae = float(np.abs(champion - y).mean())
+    why = significant_gain("regression", y, champion, challenger, mae, mae * 0.9, GateConfig(), 0.5)
+    assert why is not None and "paired t" in why
+    champ = {"mae": mae, "rmse": float(np.sqrt(((champion - y) ** 2).mean()))}
+    chall = {"mae": float(np.abs(challenger - y).mean()), "rmse": float(np.sqrt(((challenger - y) ** 2).mean()))}
+    assert not decide_regression(chall, champ, 1.0, 1.0, min_mae_gain=0.02, reference_floor=0.15).promote
+    assert decide_regression(chall, champ, 1.0, 1.0, min_mae_gain=0.02, reference_floor=0.15,
+                             significant=why).promote
+    # The champion already at (below) its level's MAE: the fixed 2 % applies.
+    assert significant_gain("regression", y, champion, challenger, mae, mae * 1.1, GateConfig(), 0.5) is None

@@ -114,3 +114,16 @@ def test_no_champion_or_unreachable_mlflow_is_a_registry_error_before_training(t
         retrain(down, make_dataset(400))
     assert time.monotonic() - started < 10
     assert not down.checkpoints_dir.exists()
+
+
+def test_a_fresh_model_competes_when_the_evidence_is_large():
+    from monitor.config import TrainingConfig
+    from trainer.retraining import cold_start
+    auto = TrainingConfig()
+    assert cold_start(auto, concept_holds=False, rows=300)            # the concept changed
+    assert not cold_start(auto, concept_holds=True, rows=300)         # fine-tuning suits a held concept
+    assert cold_start(auto, concept_holds=True, rows=auto.cold_start_rows)  # large evidence: both compete
+    assert not cold_start(TrainingConfig(cold_start="never"), concept_holds=False, rows=10_000)
+    assert cold_start(TrainingConfig(cold_start="always"), concept_holds=True, rows=10)
+    # A warm retrain trains until its validation loss stops improving, not for a fixed 8 epochs.
+    assert auto.retrain_epochs is None

@@ -62,6 +62,7 @@ class Reason(StrEnum):
     SCHEDULE = "schedule"
     MANUAL = "manual"
     REVIEW = "review"
+    IMPROVE = "improve"  # the champion below the reference level, more evidence since (retraining/improve.py)
 
     @property
     def is_performance(self) -> bool:
@@ -70,7 +71,7 @@ class Reason(StrEnum):
 
 PERFORMANCE_REASONS: tuple[Reason, ...] = tuple(Reason(m) for m in RULE_METRICS)
 # Incidents a person or a schedule asked for: resolved when their retrain finishes.
-REQUESTED_REASONS = frozenset({Reason.MANUAL, Reason.SCHEDULE, Reason.REVIEW})
+REQUESTED_REASONS = frozenset({Reason.MANUAL, Reason.SCHEDULE, Reason.REVIEW, Reason.IMPROVE})
 
 
 class Outcome(StrEnum):

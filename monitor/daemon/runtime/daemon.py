@@ -37,6 +37,7 @@ from monitor.daemon.runtime.metrics import DaemonCollector
 from monitor.daemon.runtime.monitoring_run import MonitoringFeed, RunLog
 from monitor.daemon.decisions.policy import AlertPolicy
 from monitor.daemon.retraining.recovery import recover
+from monitor.daemon.retraining.improve import Improvement
 from monitor.daemon.retraining.review import ChampionReview
 from monitor.daemon.retraining.registry import MlflowProbe, RegistryProbe
 from monitor.daemon.runtime.scheduler import build_scheduler
@@ -106,6 +107,7 @@ class Daemon:
             clock, shadow=shadow_observer(cfg) if cfg.training.shadow.windows else None,
             estimation=self.estimation)
         self.review = ChampionReview(self.controller, clock)
+        self.improvement = Improvement(self.controller)
         self._jobs = jobs
         if slots is not None:
             self.controller.slots = slots
@@ -255,6 +257,7 @@ class Daemon:
     def run_check_now(self) -> CheckReport:
         report = self.controller.run_check()
         self.review.after_check(report)  # training.review_interval_checks; never raises
+        self.improvement.after_check(report)  # training.improve_below_reference; never raises
         for listener in self.after_check:
             listener(report)
         return report
@@ -290,7 +293,8 @@ class Daemon:
                               limit=limit, levels=c.levels,
                               extra={"daemon": {"running": self._started, "leader": self.is_leader,
                                                 "check_interval_seconds": self._check_interval},
-                                     "review": {"last": self.review.last}})
+                                     "review": {"last": self.review.last},
+                                     "improvement": {"last": self.improvement.last}})
 
     def reset_reference(self) -> dict[str, Any]:
         """Accept the champion's baseline as the reference level (a concept that became harder for

@@ -115,7 +115,8 @@ class Retrains(IncidentMoves):
         # Reports are kept in the incident's folder while it is open; skip any removed by hand.
         reports = [p for p in incident.report_paths if Path(p).is_file()]
         job = RetrainJob("", incident.id, trigger, window, config, report_paths=reports,
-                         data_window={**data_window, "reason": incident.reason})
+                         data_window={**data_window, "reason": incident.reason,
+                                      "reference_level": self.reference_figures()})
         try:
             attempt = self.supervisor.launch(job, rows=len(window), data_window=data_window)
         except BusyError as exc:  # another daemon on the same store got there first
@@ -172,11 +173,25 @@ class Retrains(IncidentMoves):
             return self.store.labelled_count(since=ts), f"after {end}"
         return self.store.labelled_count(received_after=attempt.started_at), f"since {iso(attempt.started_at)}"
 
+    def reference_figures(self) -> dict[str, float]:
+        """The reference level's figures (``{"accuracy": .., "roc_auc": ..}`` or ``{"mae": ..}``): what
+        the retrain's gate measures the champion's shortfall against (trainer/gate.py
+        ``significant_gain``); empty when no level is stored."""
+        stored = self.levels.read() or {}
+        return {k.removeprefix("reference_"): v for k, v in stored.items()
+                if k in ("reference_accuracy", "reference_roc_auc", "reference_mae")}
+
     def retry_rows_needed(self, tries: list[Attempt]) -> int:
         """New labelled rows before the next try: ``alerts.retry_rows`` (default ``drift.min_labels``),
-        doubled for each rejected or failed try in a row (at most 8x)."""
+        doubled for each rejected or failed try in a row (at most 8x), and at least as many as the
+        last try learnt from: the evidence doubles between tries, so a retrain right after a
+        promotion does not start on barely more rows than the one before (each new try on a little
+        more data was a promotion or a rejection more, not a better model)."""
         base = self.cfg.alerts.retry_rows or self.cfg.drift.min_labels
-        return base * min(8, 2 ** max(0, unsuccessful_in_a_row(tries) - 1))
+        need = base * min(8, 2 ** max(0, unsuccessful_in_a_row(tries) - 1))
+        last = tries[-1] if tries else None
+        learnt = int((last.data_window or {}).get("rows") or 0) if last is not None else 0
+        return max(need, min(learnt, self.cfg.training.max_rows))
 
     def training_window(self, incident: Incident,
                         forced: bool = False) -> tuple[pd.DataFrame, dict[str, Any], tuple[str, Wait] | None]:

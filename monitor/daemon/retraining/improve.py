@@ -1,0 +1,132 @@
+"""Improvement retrains: a champion left below the reference level keeps being improved.
+
+An incident resolves once the champion is within the alert thresholds of the reference level, and
+then nothing retrained any more: on a long concept switch the champion sat 2-3 points below the
+level it once reached for 10,000 rows, because each retrain had learnt from the few rows there were
+when it ran. The evidence keeps growing after the incident; so, after every successful check with no
+incident open, :class:`Improvement` asks:
+
+- is the champion *significantly* below the reference level (the level the loop once reached, or
+  the attainable level it decided after a change of concept; ``monitor.daemon.state.levels``)? Its
+  realised figure's whole interval on the check's labelled rows is short of it (accuracy: the upper
+  end below the level; regression: the MAE's lower end above it), with at least
+  ``drift.min_labels`` labelled rows. Noise never starts one;
+- has the evidence doubled? The labelled rows since the last performance incident's change point
+  are at least twice what the last retrain of that change learnt from, and ``drift.min_labels``
+  more;
+- fewer than ``training.improve_below_reference`` improvement retrains for that change so far.
+
+Then it opens an incident of reason ``improve`` (``trigger`` schedule, the change point of the
+incident it follows) and retrains on every labelled row since the change (``training.max_rows``
+newest), through the same gate as any retrain: the gate's significant-gain rule
+(``training.gate.significant_gain``) measures the challenger against what the champion falls short
+of. The incident resolves when its retrain ends, whatever the outcome (a requested reason). The
+bound and the doubling keep it to a few retrains per change: promotions stay rare, and a champion
+at its level is never touched. Runs on the leader after each check; never raises.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from monitor.daemon.decisions.breach import is_performance_reason, lower_is_better
+from monitor.daemon.decisions.kinds import Reason
+from monitor.tasks import task_of
+
+if TYPE_CHECKING:
+    from monitor.daemon.runtime.controller import CheckReport, Controller
+    from monitor.daemon.state.incidents import Incident
+
+log = logging.getLogger(__name__)
+
+REASON = Reason.IMPROVE
+
+
+def shortfall(figure: str, value: float | None, interval: Any, level: float | None) -> str | None:
+    """Why the champion's realised ``figure`` is significantly short of ``level`` (one line), or None:
+    the interval's end nearest the level is still past it. ``interval``: ``(low, high)``."""
+    if level is None or value is None or not interval or not all(
+            isinstance(v, (int, float)) and math.isfinite(v) for v in (value, level, *interval)):
+        return None
+    low, high = float(interval[0]), float(interval[1])
+    if lower_is_better(figure):
+        if low <= level:
+            return None
+        return f"{figure} {value:.4g} [{low:.4g}, {high:.4g}] is above the reference level {level:.4g}"
+    if high >= level:
+        return None
+    return f"{figure} {value:.4g} [{low:.4g}, {high:.4g}] is below the reference level {level:.4g}"
+
+
+class Improvement:
+    def __init__(self, ctl: Controller):
+        self.ctl = ctl
+        self.cfg = ctl.cfg
+        self.last: str | None = None  # what the latest improvement decision was, one line
+
+    def after_check(self, report: CheckReport) -> str | None:
+        """Start an improvement retrain when one is due (module doc). Never raises."""
+        if self.cfg.training.improve_below_reference <= 0 or report.outcome.status != "ok" or report.incident:
+            return None
+        try:
+            return self._maybe_start(report)
+        except Exception as exc:  # the check stands whatever happens; the next one asks again
+            log.warning("improvement retrain not considered: %s", exc, exc_info=True)
+            return None
+
+    def _change(self) -> Incident | None:
+        """The newest incident with a located change point of the champion's concept: a performance
+        incident, or an improvement that followed one."""
+        for incident in self.ctl.incidents.recent(50):
+            if incident.change_ts is not None and (is_performance_reason(str(incident.reason))
+                                                   or incident.reason == REASON):
+                return incident
+        return None
+
+    def _short(self, report: CheckReport) -> str | None:
+        r = report.outcome.judged
+        if r is None or report.outcome.labelled_rows < self.cfg.drift.min_labels:
+            return None
+        figure = task_of(self.cfg.model).primary_metric
+        stored = self.ctl.levels.read() or {}
+        return shortfall(figure, getattr(r, figure, None), getattr(r, f"{figure}_ci", None),
+                         stored.get(f"reference_{figure}"))
+
+    def _maybe_start(self, report: CheckReport) -> str | None:
+        ctl, limit = self.ctl, self.cfg.training.improve_below_reference
+        with ctl.lock:
+            if ctl.incidents.current() is not None or ctl.supervisor.busy or ctl.attempts.running() is not None:
+                return None
+            short = self._short(report)
+            change = self._change() if short else None
+            if short is None or change is None:
+                return None
+            assert change.change_ts is not None  # _change picks one with a change point
+            family = [i for i in ctl.incidents.recent(50) if i.change_ts == change.change_ts]
+            done = sum(1 for i in family if i.reason == REASON)
+            if done >= limit:
+                return None
+            learnt = max((int((a.data_window or {}).get("rows") or 0)
+                          for i in family for a in ctl.attempts.for_incident(i.id)), default=0)
+            since = pd.Timestamp(change.change_ts, unit="s", tz="UTC").round("us")
+            have = ctl.store.labelled_count(since=since)
+            need = max(2 * learnt, learnt + self.cfg.drift.min_labels)
+            if have < need:
+                self.last = (f"champion v{report.outcome.champion_version}: {short}; improvement retrain after "
+                             f"{need} labelled rows since the change ({have} now)")
+                return None
+            detail = (f"improvement {done + 1}/{limit}: champion v{report.outcome.champion_version}'s {short}; "
+                      f"{have} labelled rows since the change at {since.isoformat()} (the last retrain learnt from "
+                      f"{learnt})")
+            incident = ctl.incidents.open(REASON, "schedule", detail, check_id=report.outcome.id, retrain=True,
+                                          change_ts=change.change_ts,
+                                          data={"follows": change.id, "rows": have, "learnt": learnt})
+            log.warning("incident %s opened: %s", incident.id, detail)
+            started = ctl.maybe_retrain(incident, "schedule", respect_cooldown=False)
+            if started.attempt is None:
+                ctl.resolve(ctl.incidents.get(incident.id), f"improvement retrain not started: {started}")
+            self.last = detail + f"; {started}"
+            return self.last

@@ -151,7 +151,8 @@ def part_incremental(args) -> None:
         sys.exit("part 'incremental' needs driftloop's config (pydantic); use --only amp elsewhere")
     base_cfg = LoopConfig.from_training(t, progress=False, device="cpu", threads=args.threads)
     inc_cfg = LoopConfig.from_training(t, progress=False, device="cpu", threads=args.threads,
-                                       epochs=t.retrain_epochs or t.epochs, learning_rate=t.learning_rate * t.retrain_lr_factor)
+                                       epochs=t.retrain_epochs or t.epochs,
+                                       learning_rate=t.learning_rate * t.retrain_lr_factor)
     results: dict[str, dict[str, list[float]]] = {}
     for seed in range(args.seeds):
         reference = make_dataset(args.reference_rows, seed=100 + seed)

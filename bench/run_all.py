@@ -20,6 +20,8 @@ BENCHES = {
     "export": (["bench_export.py"], ["--quick"]),
     "drift": (["bench_drift.py"], ["--sizes", "10000,100000"]),
     "multivariate": (["bench_multivariate.py"], ["--quick"]),
+    "constraints": (["bench_constraints.py"], ["--rows", "20000"]),
+    "descriptors": (["bench_descriptors.py"], ["--rows", "1000"]),
     "estimation": (["bench_estimation.py"], ["--quick"]),
     "daemon": (["bench_daemon.py"], ["--repeats", "50", "--requests", "100", "--no-retrain"]),
     "dashboards": (["bench_dashboards.py"], ["--quick"]),

@@ -9,7 +9,9 @@ of the *previous* batch go to the service's ``/outcomes`` (labels arrive one bat
 the driver waits for the daemon's next judged check that started after they were sent, with no
 retrain running, and reads ``GET /v1/status``. So the figures are in rows, not seconds: a 2-core
 laptop retrains slower than traffic arrives, and waiting keeps the story about the loop's
-decisions (bench/bench_loop.py waits the same way).
+decisions (bench/bench_loop.py waits the same way). While a retrain runs the timeline says so every
+``progress_every`` seconds: its epoch of the most, held-out loss and rows, per model when a fresh
+one competes with the warm start (the retrain's progress.json, through ``GET /v1/status``).
 """
 from __future__ import annotations
 
@@ -22,7 +24,9 @@ import httpx
 import numpy as np
 import pandas as pd
 
-__all__ = ["Batch", "HttpService", "Service", "Step", "StreamResult", "run_stream", "serving"]
+__all__ = ["Batch", "HttpService", "Service", "Step", "StreamResult", "retrain_line", "run_stream", "serving"]
+
+PROGRESS_EVERY = 10.0  # seconds between a running retrain's lines in the timeline
 
 
 class Service(Protocol):
@@ -110,13 +114,20 @@ def _status(http: httpx.Client) -> dict:
     return answer.json()
 
 
-def _next_check(http: httpx.Client, after_id: int | None, sent_at: float, timeout: float) -> dict:
+def _next_check(http: httpx.Client, after_id: int | None, sent_at: float, timeout: float,
+                echo: Callable[[str], None] | None = None, progress_every: float = PROGRESS_EVERY) -> dict:
     """The status once a judged check that *started* after ``sent_at`` is in, with no retrain
-    running (a check already running when the labels arrived may not have seen them)."""
+    running (a check already running when the labels arrived may not have seen them). Meanwhile,
+    a running retrain's progress to ``echo``, at most once per ``progress_every`` seconds."""
     not_before = pd.Timestamp(int(sent_at) + 1, unit="s", tz="UTC")  # status times are whole seconds
     deadline = time.monotonic() + timeout
+    shown = time.monotonic()  # a retrain shorter than progress_every prints nothing
     while True:
         status = _status(http)
+        running = status.get("retrain_running")
+        if echo is not None and running and time.monotonic() - shown >= progress_every:
+            echo(retrain_line(running))
+            shown = time.monotonic()
         last = status.get("last_check") or {}
         judged = last.get("verdict") not in (None, "judging") or last.get("status") != "ok"
         fresh = last.get("ts") is not None and pd.Timestamp(last["ts"]) >= not_before
@@ -124,6 +135,17 @@ def _next_check(http: httpx.Client, after_id: int | None, sent_at: float, timeou
         if (newer and judged and fresh and not status.get("retrain_running")) or time.monotonic() > deadline:
             return status
         time.sleep(0.25)
+
+
+def retrain_line(running: dict) -> str:
+    """A running retrain (``/v1/status``'s ``retrain_running``) in one timeline line: ``retrain
+    att-1a2b3c4d running 45 s: epoch 3/30, val_loss 0.4123, 600 rows``."""
+    from monitor.retrain_contract import RetrainProgress
+    found = running.get("progress")
+    what = RetrainProgress.parse(found).describe() if found else "preparing"
+    started = pd.Timestamp(running["started_at"]).timestamp() if running.get("started_at") else None
+    took = f" running {time.time() - started:.0f} s" if started is not None else " running"
+    return f"      retrain {running['id'][:12]}{took}: {what}"
 
 
 def _events(status: dict, seen: set[tuple]) -> tuple[list[str], list[str]]:
@@ -155,8 +177,10 @@ def _fmt(x: Any, spec: str = ".3f") -> str:
 
 
 def run_stream(url: str, service: Service, batches: Iterable[Batch], *, token: str | None = None,
-               check_timeout: float = 300.0, echo: Callable[[str], None] = print) -> StreamResult:
-    """Send ``batches`` through ``service`` to the daemon at ``url``; labels one batch late."""
+               check_timeout: float = 300.0, echo: Callable[[str], None] = print,
+               progress_every: float = PROGRESS_EVERY) -> StreamResult:
+    """Send ``batches`` through ``service`` to the daemon at ``url``; labels one batch late. A
+    running retrain's progress is a timeline line every ``progress_every`` seconds."""
     started = time.monotonic()
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     steps: list[Step] = []
@@ -176,7 +200,7 @@ def run_stream(url: str, service: Service, batches: Iterable[Batch], *, token: s
                 service.outcomes(pending.rows[["request_id", "label"]])
                 labelled_after_onset += len(pending.rows) if pending.drifted else 0
             pending = batch
-            status = _next_check(http, last_id, time.time(), check_timeout)
+            status = _next_check(http, last_id, time.time(), check_timeout, echo, progress_every)
             check = status.get("last_check") or {}
             last_id = check.get("id", last_id)
             lines, opened = _events(status, seen)

@@ -29,6 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("monitor.commands.status", "Show champion, last window's metrics, incidents and retrains."),
     "export": ("monitor.commands.export", "Write a registered version's ONNX (or INT8 ONNX) model and manifest."),
     "export-samples": ("monitor.commands.export_samples", "Write the rows behind an embedding drift for labelling."),
+    "baseline-constraints": ("monitor.commands.constraints", "Write the constraints file suggested from the "
+                             "champion's baseline (types, completeness, ranges, categories)."),
     "rollback": ("monitor.commands.rollback", "Move the champion alias back to the previous version."),
     "demo": ("monitor.commands.demo", "The whole loop end to end on embedded defaults (CPU, minutes)."),
 }

@@ -106,6 +106,47 @@ class RetrainResult(_Strict):
         return _parse(cls, body, where, ValueError)
 
 
+Series = Literal["warm", "cold"]
+
+
+class SeriesProgress(_Strict):
+    """The latest epoch of one model a retrain trains: the champion's warm-started copy, or the fresh
+    model competing with it (``training.cold_start``)."""
+
+    epoch: int = Field(ge=1)
+    epochs: int = Field(ge=1)            # the most this run may take (early stopping ends it sooner)
+    rows: int = Field(ge=0)              # rows it trains on
+    train_loss: float | None = None
+    val_loss: float | None = None        # on the rows held out for early stopping
+    seconds: float = Field(ge=0)         # since the retrain started, at the end of this epoch
+
+
+class RetrainProgress(_Strict):
+    """``progress.json``, rewritten by the child while it trains (at most about once a second, after
+    an epoch): what a person watching the retrain is shown (``driftloop status``, the demos)."""
+
+    started: float                       # epoch seconds, when the child started
+    updated: float                       # epoch seconds, when this was written
+    series: dict[Series, SeriesProgress] = Field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, body: Any, where: str = "retrain progress") -> "RetrainProgress":
+        """The progress in ``body`` (a dict or JSON text); ValueError naming each wrong field."""
+        return _parse(cls, body, where, ValueError)
+
+    def describe(self) -> str:
+        """e.g. ``epoch 3/30, val_loss 0.4123, 600 rows``; each series named when a fresh model
+        competes: ``warm epoch 10/10, val_loss 0.3120; cold epoch 4/30, val_loss 0.5230; 600 rows``."""
+        if not self.series:
+            return "preparing"
+        named = len(self.series) > 1
+        parts = [f"{name + ' ' if named else ''}epoch {s.epoch}/{s.epochs}"
+                 + (f", val_loss {s.val_loss:.4f}" if s.val_loss is not None else "")
+                 for name, s in sorted(self.series.items(), key=lambda kv: kv[0] != "warm")]
+        rows = max(s.rows for s in self.series.values())
+        return ("; " if named else ", ").join(parts) + ("; " if named else ", ") + f"{rows} rows"
+
+
 _Model = TypeVar("_Model", bound=BaseModel)
 
 

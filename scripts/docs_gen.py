@@ -24,8 +24,8 @@ import re
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from types import UnionType
-from typing import Any, Literal, Union, get_args, get_origin
+from types import SimpleNamespace, UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
 
@@ -39,6 +39,9 @@ def _type_name(annotation: Any) -> str:
     from pydantic import BaseModel
 
     origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:  # one member of a union with its own bounds: int >= 1 or `auto`
+        bounds = _bounds(SimpleNamespace(metadata=[m for meta in args[1:] for m in getattr(meta, "metadata", [meta])]))
+        return _type_name(args[0]) + (f" ({bounds})" if bounds else "")
     if origin in (Union, UnionType):
         rest = [a for a in args if a is not type(None)]
         name = " or ".join(_type_name(a) for a in rest)

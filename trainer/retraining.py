@@ -23,6 +23,7 @@ import pandas as pd
 
 from monitor.config import DriftloopConfig
 from monitor.errors import ConfigError
+from monitor.retrain_contract import Series
 from monitor.tasks import task_of
 from trainer import distributed
 from trainer import registry as reg
@@ -37,6 +38,7 @@ from trainer.metrics import ranking
 from trainer.outcomes import Champion, RetrainOutcome
 from trainer.previous import best_previous, recall_allowed, reinstate
 from trainer.publish import Lineage, evaluate_model, examine, publish, reference_score
+from trainer.retrain_progress import EpochSink
 from trainer.runs import (check_reports, check_trigger, epoch_logger, fit_frames, lineage_tags, log_reports,
                           loop_params, mlflow_run)
 
@@ -94,7 +96,7 @@ def _concept_check(champion: Champion, recent: pd.DataFrame, reference: pd.DataF
 
 
 def _fit_cold(cfg: DriftloopConfig, fit_rows: pd.DataFrame, val_rows: pd.DataFrame, checkpoint: Any,
-              should_stop: Any, champion: Any = None) -> tuple[Any, Any]:
+              should_stop: Any, champion: Any = None, progress: EpochSink | None = None) -> tuple[Any, Any]:
     """A fresh model (preprocessing fitted on the new rows) trained like a baseline on the same rows;
     a user's network gets the champion's artifacts as ``previous`` (trainer/entrypoint.py)."""
     from trainer.build import build_model
@@ -106,18 +108,36 @@ def _fit_cold(cfg: DriftloopConfig, fit_rows: pd.DataFrame, val_rows: pd.DataFra
     loop = LoopConfig.from_training(cfg.training)
     path = checkpoint.with_name(checkpoint.stem + "-cold.pt")
     result = fit_frames(fresh, fit_rows, val_rows, cfg.model.target, loop, checkpoint_path=path, resume=False,
-                        should_stop=should_stop)
+                        should_stop=should_stop, on_epoch_end=_epoch_hooks(None, progress, "cold", loop.epochs,
+                                                                            len(fit_rows)))
     return fresh, result
 
 
-def cold_start(t: Any, concept_holds: bool, rows: int) -> bool:
+def _epoch_hooks(logger: Callable[[dict[str, float]], None] | None, progress: EpochSink | None, series: Series,
+                 epochs: int, rows: int) -> Callable[[dict[str, float]], None] | None:
+    """The loop's ``on_epoch_end``: the MLflow run's per-epoch metrics and the retrain's progress."""
+    if progress is None:
+        return logger
+
+    def each(record: dict[str, float]) -> None:
+        if logger is not None:
+            logger(record)
+        progress.epoch(series, epochs, rows, record)
+    return each
+
+
+def cold_start(t: Any, concept_holds: bool, rows: int, champion_rows: int | None = None) -> bool:
     """Does a fresh model compete with the warm start? ``training.cold_start``: always, never, or
-    (auto) when the champion's concept no longer holds on the recent rows, or when the retrain learns
-    from at least ``training.cold_start_rows`` of them: with that much evidence on the new state a
-    fresh model can beat a fine-tuned one, and the better on validation is kept."""
+    (auto) when the champion's concept no longer holds on the recent rows, or when the evidence is
+    large: the retrain learns from at least ``training.cold_start_rows`` recent rows, or from twice
+    the rows the champion knew (``champion_rows``: its reference sample, its held-out and training
+    rows up to ``training.reference_sample``; a champion fitted on the first 500 rows after a change
+    has a 500-row reference). With that much more evidence a fresh model can beat a fine-tuned
+    one; the better on validation is kept."""
     if t.cold_start != "auto":
         return bool(t.cold_start == "always")
-    return not concept_holds or rows >= t.cold_start_rows
+    large = rows >= t.cold_start_rows or (champion_rows is not None and rows >= 2 * champion_rows)
+    return not concept_holds or large
 
 
 def reference_level(data_window: Any, figure: str) -> float | None:
@@ -187,26 +207,29 @@ def prepare(cfg: DriftloopConfig, window: pd.DataFrame) -> Prepared:
     loop = (LoopConfig.from_training(t, epochs=t.retrain_epochs or t.epochs,
                                      learning_rate=t.learning_rate * t.retrain_lr_factor)
             if concept["shift"] == "none" else LoopConfig.from_training(t))
-    cold = cold_start(t, concept["holds"], len(rest))
+    cold = cold_start(t, concept["holds"], len(rest), champion_rows=len(reference))
     return Prepared(recent, rest, holdout, champion, reference, concept, replayed, reference_eval, fit_rows,
                     val_rows, loop, cfg.checkpoints_dir / f"retrain-{cfg.model.name}.pt", cold,
                     {k: usable.counts()[k] + kept.counts()[k] for k in usable.counts()} if t.entrypoint else {})
 
 
 def train(cfg: DriftloopConfig, p: Prepared, *, resume: bool, should_stop: Any, logged: bool = True,
-          extra: dict[str, Any] | None = None) -> Trained:
+          extra: dict[str, Any] | None = None, progress: EpochSink | None = None) -> Trained:
     """Warm-start the champion's copy (and, when ``p.cold``, a fresh model; the better on validation
-    wins). ``logged``: in the MLflow run (rank 0), with per-epoch metrics and the warm/cold figures."""
+    wins). ``logged``: in the MLflow run (rank 0), with per-epoch metrics and the warm/cold figures.
+    ``progress``: told each epoch of each (trainer/retrain_progress.py)."""
     model = copy_model(p.champion.model)  # warm start; the cached champion stays untouched
     if cfg.training.entrypoint:  # artifacts prepared for these rows; checked against today's config
         from trainer.entrypoint import warm_start
         model = warm_start(cfg, model, p.fit_rows)
     result = fit_frames(model, p.fit_rows, p.val_rows, cfg.model.target, p.loop, checkpoint_path=p.checkpoint,
-                        resume=resume, extra=extra, on_epoch_end=epoch_logger() if logged else None,
-                        should_stop=should_stop)
+                        resume=resume, extra=extra, should_stop=should_stop,
+                        on_epoch_end=_epoch_hooks(epoch_logger() if logged else None, progress, "warm",
+                                                  p.loop.epochs, len(p.fit_rows)))
     trained = Trained(model, result, "warm")
     if p.cold:
-        fresh, fresh_result = _fit_cold(cfg, p.fit_rows, p.val_rows, p.checkpoint, should_stop, p.champion.model)
+        fresh, fresh_result = _fit_cold(cfg, p.fit_rows, p.val_rows, p.checkpoint, should_stop, p.champion.model,
+                                        progress)
         if not logged:
             return trained
         warm_val, cold_val = evaluate_model(cfg, model, p.val_rows), evaluate_model(cfg, fresh, p.val_rows)
@@ -220,7 +243,8 @@ def train(cfg: DriftloopConfig, p: Prepared, *, resume: bool, should_stop: Any, 
 
 def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manual", incident_id: Any = None,
             report_paths: Any = (), data_window: Any = None, resume: bool = False,
-            should_stop: Callable[[LoopState], bool] | None = None) -> RetrainOutcome | None:
+            should_stop: Callable[[LoopState], bool] | None = None,
+            progress: EpochSink | None = None) -> RetrainOutcome | None:
     """One incremental retrain on ``window`` (recent labelled rows; store-window columns allowed):
     prepare → train → judge (trainer/judge.py) → publish. The challenger is registered either way
     (alias ``challenger``); ``champion`` moves only when every gate passed. Plain picklable inputs and
@@ -260,7 +284,8 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
                                             "holdout": (f"{cfg.model.name} gate holdout", p.holdout)},
                                       target=target, data_window=data_window, from_store=True)
             log_reports(reports)
-            trained = train(cfg, p, resume=resume, should_stop=should_stop, extra={"run_id": run.info.run_id})
+            trained = train(cfg, p, resume=resume, should_stop=should_stop, extra={"run_id": run.info.run_id},
+                            progress=progress)
             mlflow.set_tags({"driftloop.start": trained.start,
                              "driftloop.concept_holds": str(p.concept["holds"]).lower(),
                              "driftloop.shift": str(p.concept.get("shift", ""))})

@@ -1,6 +1,8 @@
 """The retrain worker: one retrain in a process of its own, so a crash or an OOM never takes the
 daemon down. The daemon writes a JSON request, runs ``python -m trainer.worker REQUEST RESULT`` and
-reads the JSON result; see docs/CONTRACTS.md ("Retrain worker") for both formats.
+reads the JSON result; see docs/CONTRACTS.md ("Retrain worker") for both formats. While it trains,
+``progress.json`` beside the result holds the latest epoch of each model it trains
+(trainer/retrain_progress.py).
 
 Exit status: 0 a result (promoted or rejected), 2 an expected failure (bad data, MLflow down, bad
 config; the result says which), 75 interrupted by SIGTERM/SIGINT after a checkpoint (run again with
@@ -14,16 +16,20 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from monitor.errors import DriftloopError, UserInputError
 from monitor.files import PRIVATE, atomic_write_json
 from monitor.logs import setup_logging
 from monitor.retrain_contract import FileWindow, RetrainOutcomeBody, RetrainRequest, RetrainResult, StoreWindow
 
+if TYPE_CHECKING:
+    from trainer.retrain_progress import EpochSink
+
 log = logging.getLogger(__name__)
 
 EXIT_OK, EXIT_BUG, EXIT_FAILED = 0, 1, 2
+PROGRESS = "progress.json"  # beside the result file
 
 
 # Reads the labelled window from the monitor's store: ``store_window(cfg, last_n=, since=, until=)``.
@@ -48,9 +54,10 @@ def load_window(cfg: Any, spec: "dict[str, Any] | StoreWindow | FileWindow | Non
     return store_window(cfg, last_n=spec.last_n, since=spec.since, until=spec.until)
 
 
-def run_request(request: "dict[str, Any] | RetrainRequest", store_window: WindowReader | None = None) -> dict[str, Any]:
+def run_request(request: "dict[str, Any] | RetrainRequest", store_window: WindowReader | None = None,
+                progress: "EpochSink | None" = None) -> dict[str, Any]:
     """Run one retrain request in this process; returns the outcome as a dict (checked against the
-    contract's RetrainOutcomeBody before it leaves). Raises our errors."""
+    contract's RetrainOutcomeBody before it leaves). Raises our errors. ``progress``: told each epoch."""
     from monitor.config import load_config
     from trainer.retraining import retrain
     req = request if isinstance(request, RetrainRequest) else RetrainRequest.parse(request)
@@ -59,7 +66,7 @@ def run_request(request: "dict[str, Any] | RetrainRequest", store_window: Window
              req.window.model_dump(exclude_none=True))
     window = load_window(cfg, req.window, store_window)
     outcome = retrain(cfg, window, trigger=req.trigger, incident_id=req.incident_id, report_paths=req.report_paths,
-                      data_window=req.data_window, resume=req.resume)
+                      data_window=req.data_window, resume=req.resume, progress=progress)
     if outcome is None:  # what another torchrun rank than 0 gets; the worker runs as one process
         raise RuntimeError("retrain gave no outcome: the retrain worker must run as rank 0 (or without torchrun)")
     return RetrainOutcomeBody.model_validate(outcome.to_dict()).model_dump()
@@ -91,7 +98,8 @@ def main(argv: list[str] | None = None, store_window: WindowReader | None = None
         from monitor.config import load_config
         cfg = load_config(request.config_path, overrides=request.config or None)
         setup_logging(cfg.logging.level, cfg.logging.format)
-        outcome = run_request(request, store_window)
+        from trainer.retrain_progress import ProgressFile
+        outcome = run_request(request, store_window, progress=ProgressFile(result_path.with_name(PROGRESS)))
     except TrainingInterrupted as exc:
         write_json_atomic(result_path, RetrainResult(status="interrupted", error="TrainingInterrupted",
                                                      message=str(exc),

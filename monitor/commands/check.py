@@ -35,12 +35,14 @@ def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: 
                                                default_champion, history_citations, render_check)
     check_rules_fit(cfg)  # the champion's task is known now
     from monitor.drift import HistoryPolicy, evaluate_window, prune_history, save_report
+    from monitor.records.inputs import InputRoots
     from monitor.store import PredictionStore
 
     def save(result, ts):
         if no_report:
             return None, None
-        paths = save_report(result, cfg.reports_dir, max_bytes=cfg.drift.report_max_bytes)
+        paths = save_report(result, cfg.reports_dir, max_bytes=cfg.drift.report_max_bytes,
+                            roots=InputRoots.of(cfg.model))
         # The reports only: the workspace's index is the daemon's to write.
         prune_history(cfg.model.name, HistoryPolicy.from_config(cfg.drift), ts,
                       history_citations(store.engine, cfg.model.name), reports_dir=cfg.reports_dir)
@@ -71,7 +73,7 @@ def command(ctx: click.Context, as_json: bool, no_report: bool, fail_on_breach: 
         body["reference_level"] = None if level is None else level._asdict()
         click.echo(json.dumps(body, indent=2, default=str))
     else:
-        click.echo(render_check(outcome, breaches, cfg.drift.min_labels, level))
+        click.echo(render_check(outcome, breaches, level))
         for b in suspected:
             click.echo(f"SUSPECTED  {b.describe()} (labels will confirm or clear it)")
         for b in segments:

@@ -35,7 +35,7 @@ def _port_free(host: str, port: int) -> bool:
 @click.option("--example", type=click.Choice(["tabular", "digits"]), default="tabular", show_default=True,
               help="tabular: synthetic rows and driftloop's own network; digits: 8x8 digit images, a CNN "
                    "trained through training.entrypoint, its embedding watched for drift, rotated digits "
-                   "(needs the source checkout's examples/ folder).")
+                   "(the examples package installed with driftloop).")
 @click.option("--models", "models", type=click.IntRange(1, 2), default=1, show_default=True,
               help="Models in the one daemon. 2: a classifier (churn) and a regressor (demand), each with its "
                    "own traffic; only churn's drifts, and only churn opens an incident, retrains and promotes.")
@@ -105,13 +105,19 @@ def _two_models(home: Path, port: int, plan: Any, base: Any, keep_serving: bool)
 
 
 def _digits_loop() -> Any:
-    """examples/digits/loop.py. The examples are not installed with driftloop: they are imported
-    from the current folder (a source checkout), as ``uvicorn`` finds an app, so the retrain child,
-    which runs in the same folder, imports the entrypoint the same way."""
-    if str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))
+    """examples/digits/loop.py: installed with driftloop (the ``examples`` package), or, in a source
+    checkout whose installation predates that, imported from the current folder as ``uvicorn`` finds
+    an app; the retrain child imports the entrypoint the same way (its PYTHONPATH holds the folder
+    above ``monitor``, where ``examples`` lies in both cases)."""
+    try:
+        return importlib.import_module("examples.digits.loop")
+    except ImportError as first:
+        if str(Path.cwd()) in sys.path:
+            raise click.ClickException(f"--example digits cannot import driftloop's examples package: "
+                                       f"{first}") from first
+    sys.path.insert(0, str(Path.cwd()))
     try:
         return importlib.import_module("examples.digits.loop")
     except ImportError as exc:
-        raise click.ClickException(f"--example digits needs driftloop's examples/ folder in the current "
-                                   f"directory (run it from a source checkout): {exc}") from exc
+        raise click.ClickException(f"--example digits cannot import driftloop's examples package (install "
+                                   f"driftloop again, or run it from a source checkout): {exc}") from exc

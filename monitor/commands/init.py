@@ -127,12 +127,12 @@ def _min_labels(rows: int, data_path: str) -> tuple[int, str] | None:
     """A ``drift.min_labels`` that data of ``rows`` rows can reach, with why, when the default cannot."""
     from monitor.config import DriftConfig
 
-    default = DriftConfig().min_labels
+    default = DriftConfig().min_labels_at_most  # auto: at most this many, sized from the champion's baseline
     if rows >= default:
         return None
     value = max(30, min(rows, rows // 2 // 50 * 50 or rows // 2))
     margin = 1.96 * (0.25 / value) ** 0.5
-    return value, (f"{data_path} has {rows} rows, fewer than the default {default} labelled rows a window needs "
+    return value, (f"{data_path} has {rows} rows, fewer than the {default} labelled rows a window may need "
                    f"before performance (accuracy, ROC AUC) is judged; {value} labels judge accuracy "
                    f"within about +-{margin:.2f} (95%): raise it as labels allow")
 
@@ -232,8 +232,8 @@ def command(ctx: click.Context, data_path: str, target: str, task: str | None, i
         click.echo(f"Using column {proposed.name!r} as the record id ({proposed.why}; not a feature). "
                    "Pass --id COLUMN to choose another", err=True)
     if min_labels:
-        click.echo(f"Note: {len(data)} rows are fewer than drift.min_labels' default "
-                   f"({DriftConfig().min_labels}, labelled rows before performance alerts can fire); wrote "
+        click.echo(f"Note: {len(data)} rows are fewer than the most drift.min_labels' default (auto) may ask "
+                   f"for ({DriftConfig().min_labels_at_most}, labelled rows before performance alerts can fire); wrote "
                    f"drift.min_labels: {min_labels[0]} (set it in the file or as DRIFTLOOP_DRIFT__MIN_LABELS)",
                    err=True)
     for column in schema.kept_outputs:

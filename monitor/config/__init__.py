@@ -33,14 +33,16 @@ from monitor.config.base import DEFAULT_CONFIG_FILE, ENV_PREFIX, _Section
 from monitor.config import fleet as F
 from monitor.config.checks import (RULE_METRIC_TASKS, RULE_METRICS, SEGMENT_RULE_METRICS, AlertsConfig, DriftConfig,
                                    MetricRule)
+from monitor.config.descriptors import INPUT_URI_SOURCE, DescriptorsConfig
 from monitor.config.model import TIME_SEGMENTS, FeatureSpec, MlflowConfig, ModelConfig
 from monitor.config.service import MIN_TOKEN_LENGTH, ExporterConfig, LoggingConfig, ServerConfig, StoreConfig
 from monitor.config.fleet import FleetConfig
 from monitor.config.training import (DEPRECATED_TRAINING_KEYS, ExportConfig, GateConfig, ShadowConfig,
                                      TrainingConfig)
 
-__all__ = ["AlertsConfig", "DEFAULT_CONFIG_FILE", "DEPRECATED_TRAINING_KEYS", "DriftConfig", "DriftloopConfig",
-           "ENV_PREFIX", "ExportConfig", "ExporterConfig", "FeatureSpec", "FleetConfig", "GateConfig", "LoggingConfig",
+__all__ = ["AlertsConfig", "DEFAULT_CONFIG_FILE", "DEPRECATED_TRAINING_KEYS", "DescriptorsConfig", "DriftConfig",
+           "DriftloopConfig", "ENV_PREFIX", "ExportConfig", "ExporterConfig", "FeatureSpec", "FleetConfig",
+           "GateConfig", "LoggingConfig",
            "MIN_TOKEN_LENGTH", "MetricRule", "MlflowConfig", "ModelConfig", "RULE_METRICS", "RULE_METRIC_TASKS",
            "SEGMENT_RULE_METRICS", "ServerConfig", "ShadowConfig", "StoreConfig", "TIME_SEGMENTS", "TrainingConfig",
            "load_config"]
@@ -79,6 +81,16 @@ class DriftloopConfig(_Section):
         if wrong:
             raise ValueError(f"alerts.rules {', '.join(wrong)} do not apply to a {self.model.task} model "
                              "(docs: Tasks, which metrics each task has)")
+        return self
+
+    @model_validator(mode="after")
+    def _descriptor_source_exists(self) -> "DriftloopConfig":
+        text = self.drift.descriptors.text
+        if text is None or text == INPUT_URI_SOURCE or not self.model.features_configured:
+            return self  # without features the champion's schema comes later; the check says so then
+        if text not in self.model.categorical_features:
+            raise ValueError(f"drift.descriptors.text: {text!r} is neither {INPUT_URI_SOURCE} nor a categorical "
+                             "feature of model.features")
         return self
 
     # The models of the deployment.
@@ -134,6 +146,14 @@ class DriftloopConfig(_Section):
     def evidently_workspace(self) -> Path | None:
         """Where ``drift.workspace`` puts the Evidently workspace; None when it is off."""
         return self.home / self.drift.workspace if self.drift.workspace else None
+
+    @property
+    def constraints_path(self) -> Path | None:
+        """The model's constraints file (``drift.constraints``, relative to home; unset:
+        ``constraints/<model>.json`` under home); None when it is off."""
+        if self.drift.constraints == "":
+            return None
+        return self.home / (self.drift.constraints or f"constraints/{self.model.name}.json")
 
     @property
     def checkpoints_dir(self) -> Path:

@@ -2,18 +2,27 @@
 from __future__ import annotations
 
 import warnings
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from monitor.config.base import _Section
+from monitor.config.descriptors import DescriptorsConfig
+
+# drift.min_labels: auto's range (monitor/drift/min_labels.py): a floor below which an interval is
+# too wide to trust whatever the model, and the number that served every task before auto.
+MIN_LABELS_AUTO = (200, 1000)
 
 
 class DriftConfig(_Section):
     interval_seconds: float = Field(300.0, gt=0, description="how often the daemon checks (also --check-interval)")
     window_size: int = Field(5000, gt=0, description="last N predictions")
     window_seconds: float | None = Field(None, gt=0, description="time window instead of last N")
-    min_labels: int = Field(1000, ge=1, description="labelled rows needed before performance alerts can fire")
+    min_labels: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        "auto", description="labelled rows needed before performance alerts can fire; auto: from the champion's "
+        "baseline, the rows at which the standard error of each default alert figure (accuracy, ROC AUC; "
+        "regression: MAE, MAPE) is at most a third of its threshold (alerts.accuracy_drop ...), between "
+        f"{MIN_LABELS_AUTO[0]} and {MIN_LABELS_AUTO[1]} (docs/parts/drift.md, 'How many labels')")
     min_rows: int = Field(500, ge=1, description="rows a window needs before its dataset-drift verdict can fire")
     # Smaller samples save little (Evidently's cost is mostly per column) and their noise nears the
     # 0.1 threshold of the default distances (Wasserstein p99 ~0.13 at 1000 rows); see docs/parts/drift.md "Cost stays
@@ -107,6 +116,21 @@ class DriftConfig(_Section):
                                              "it opens a drift incident as a drift share past drift.drift_share "
                                              "does); off: reported, exported and alerted on "
                                              "(DriftloopMultivariateDrift) on its own")
+    # Constraints on the model's columns (monitor/drift/constraints.py; docs/parts/drift.md "Constraints and
+    # violations").
+    constraints: str | None = Field(None, description="the model's constraints file (types, completeness, ranges, "
+                                    "categories per column; written by `driftloop baseline-constraints`, edited by "
+                                    "hand) each check reports violations of; relative to home. Unset: "
+                                    "constraints/<model>.json under home, when it exists; '' in the file turns it "
+                                    "off (an empty environment variable unsets it, as any)")
+    # Numbers computed from the inputs (text, images), tested as features of their own; off by default.
+    descriptors: DescriptorsConfig = Field(default_factory=DescriptorsConfig)
+
+    @property
+    def min_labels_at_most(self) -> int:
+        """``min_labels`` as a number where no champion's baseline has resolved ``auto`` yet: the
+        configured number, or the most auto can give (monitor/drift/min_labels.py resolves it)."""
+        return self.min_labels if isinstance(self.min_labels, int) else MIN_LABELS_AUTO[1]
 
     @field_validator("reports_keep")
     @classmethod

@@ -186,11 +186,20 @@ class TrainingConfig(_Section):
     cold_start_rows: int = Field(2000, ge=1, description="with cold_start: auto, recent rows (the held-out ones "
                                  "excluded) from which a fresh model also competes with the warm start: large "
                                  "evidence on the new concept can teach a fresh model more than fine-tuning does")
+    evidence_growth: float = Field(4.0, ge=1.5, description="after a promoted retrain, the next retrain of the "
+                                   "same change (a retry, or an improvement) waits until the labelled rows since "
+                                   "the change are this many times what the promoted one learnt from: few, large "
+                                   "steps instead of a promotion per batch of labels")
+    improve_margin: float = Field(2 / 3, ge=0, le=1, description="improvement retrains: the share of the alert "
+                                  "threshold (alerts.accuracy_drop, or alerts.mae_rise) by which the champion's "
+                                  "whole interval must fall short of the reference level (2/3: more than 2 "
+                                  "points of accuracy with the default 3-point threshold)")
     improve_below_reference: int = Field(2, ge=0, description="after an incident ends with the champion still "
                                          "significantly below the reference level (or the attainable level decided "
-                                         "for it), retrain it again on every row since the change once the "
-                                         "labelled rows since its last retrain have doubled (incident reason "
-                                         "'improve'), at most this many times per change; 0 = off")
+                                         "for it), retrain it again on every row since the change once those rows "
+                                         "reached training.evidence_growth times what its last retrain learnt "
+                                         "from (incident reason 'improve'), at most this many times per change; "
+                                         "0 = off")
 
     @property
     def post_change_rows(self) -> int:

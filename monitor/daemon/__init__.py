@@ -24,7 +24,8 @@ names a higher one only for annotations, under ``if TYPE_CHECKING:``; ``tests/te
     retraining/  the child and the registry: supervisor.py (child watch), launcher.py (job folder
                  protocol), worker.py (the child's entry point), registry.py (MLflow ground truth),
                  champion.py (ChampionCache), failover.py and recovery.py (start-up settling),
-                 review.py (ChampionReview), slots.py (the deployment's retrain queue across models)
+                 review.py (ChampionReview), improve.py (Improvement: a champion left below its level),
+                 slots.py (the deployment's retrain queue across models)
     runtime/     the running daemon: daemon.py (Daemon) and wiring.py (its default collaborators),
                  checks.py (CheckJob), controller.py (acts on decisions) built in floors: moves.py
                  (incident moves through the lifecycle table), retrains.py (starting one, or why
@@ -42,7 +43,8 @@ names a higher one only for annotations, under ``if TYPE_CHECKING:``; ``tests/te
                  views/ (presentation only, no writes; imported from its entry, views/__init__.py):
                  views/status.py (status, incident trail), views/render.py (one check),
                  views/segments.py (worst segment values), views/tasks.py (figures per task),
-                 views/drifted_rows.py (the rows behind an embedding drift)
+                 views/drifted_rows.py (the rows behind an embedding drift), views/constraints.py (a
+                 check's constraint violations)
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from monitor.lazy import lazy_attributes
 __all__ = [
     "CheckResult", "FeatureDrift", "evaluate_window", "DriftEvaluator", "PreparedReference", "prepare_reference",
     "save_report", "ReportPaths", "HistoryPolicy", "Cited", "prune_history", "ModelMetricsCollector",
-    "export_samples",
+    "export_samples", "suggest_constraints", "write_constraints",
 ]
 
 _WHERE = {
@@ -28,6 +28,7 @@ _WHERE = {
     "HistoryPolicy": "monitor.drift.history", "Cited": "monitor.drift.history",
     "prune_history": "monitor.drift.history", "ModelMetricsCollector": "monitor.drift.metrics",
     "export_samples": "monitor.drift.sample_export",
+    "suggest_constraints": "monitor.drift.constraints", "write_constraints": "monitor.drift.constraints",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,5 +40,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from monitor.drift.reports import ReportPaths, save_report
     from monitor.drift.result import CheckResult, FeatureDrift
     from monitor.drift.sample_export import export_samples
+    from monitor.drift.constraints import suggest_constraints, write_constraints
 
 __getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

@@ -8,7 +8,8 @@ per-class figures, or MAE, RMSE, MAPE and R²) is computed in numpy on *all* lab
 its estimates without labels (:mod:`monitor.drift.estimation`) on *all* scored rows (both:
 :mod:`monitor.drift.check_figures`). Beside the features, a multiclass model's outputs and the
 labels of multiclass and regression models are tested for drift (:mod:`monitor.drift.columns`), and
-the tabular features together (:mod:`monitor.drift.multivariate`, on the drift samples).
+the tabular features together (:mod:`monitor.drift.multivariate`, on the drift samples); with
+``drift.descriptors``, numbers computed from the inputs (:mod:`monitor.drift.descriptors`).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import time
 import uuid
 import weakref
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -28,9 +30,11 @@ from monitor.config import DriftConfig, ModelConfig
 from monitor.drift import runner
 from monitor.drift.bounded import binnable, float32_bounded, float_columns
 from monitor.drift.calibration import Calibrator
+from monitor.drift.constraints import ConstraintsFile
 from monitor.drift.check_figures import estimated_figures, float_or_none, measured_performance, task_figures
 from monitor.drift.columns import evidently_columns, label_plan, output_plans, performance_frames
 from monitor.drift.columns import plan as column_plan
+from monitor.drift.descriptors import describe_window
 from monitor.drift.drifted_rows import drifted_rows
 from monitor.drift.embedding import EmbeddingDrift, embedding_drifts
 from monitor.drift.frames import PreparedReference, Side, missing_ratio, prepare_side, unseen_categories
@@ -41,6 +45,7 @@ from monitor.drift.output_thresholds import calibrate as calibrate_outputs
 from monitor.drift.recalibration import labelled_estimate
 from monitor.drift.result import CheckResult, FeatureDrift
 from monitor.drift.segments import segment_performance
+from monitor.drift.violations import check_constraints
 from monitor.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -92,23 +97,29 @@ def _embedding_feature(name: str, verdict: EmbeddingDrift | str) -> FeatureDrift
 
 def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.DataFrame, model_cfg: ModelConfig,
                     drift_cfg: DriftConfig, baseline_metrics: Mapping[str, Any] | None, *, rng_seed: int = 0,
-                    clock: Callable[[], float] = time.time) -> CheckResult:
+                    clock: Callable[[], float] = time.time, artifacts: Path | None = None,
+                    constraints: ConstraintsFile | None = None) -> CheckResult:
     """Compare ``current`` (a store window) with ``reference`` (the champion's baseline sample).
 
     ``reference`` may be a :class:`PreparedReference` (see :func:`prepare_reference`) to skip
-    preparing it again. Raises :class:`DataError` when the frames cannot be compared (missing
-    columns, empty, non-numeric values in numeric columns, labels the task does not know, no
-    feature with values on both sides)."""
+    preparing it again; ``artifacts`` (the champion's entrypoint artifacts, for ``drift.descriptors``'
+    vocabulary) is used only when preparing it here. Raises :class:`DataError` when the frames
+    cannot be compared (missing columns, empty, non-numeric values in numeric columns, labels the
+    task does not know, no feature with values on both sides). ``constraints``: the model's
+    constraints file (:func:`monitor.drift.constraints.constraints_for`), checked on the whole window
+    into ``CheckResult.constraints``; one that could not be read is reported there, never raised."""
     started = time.perf_counter()
     checked_at = float(clock())
     check_id = uuid.uuid4().hex[:12]
     rng = np.random.default_rng([rng_seed, 1])  # the reference draws from stream [seed, 0]
     current = float32_bounded(current)  # a stored 1e308 must not blind the check (monitor.drift.bounded)
     ref = reference if isinstance(reference, PreparedReference) else prepare_reference(
-        reference, model_cfg, drift_cfg, rng_seed)
+        reference, model_cfg, drift_cfg, rng_seed, artifacts)
     cur = prepare_side(current, model_cfg, drift_cfg, rng, "current window")
     if not cur.has_score:
         raise DataError(f"the current window lacks the score column {model_cfg.score!r}")
+    # drift.descriptors: their columns join the window's sample, tested beside the score (none when off).
+    cur, descriptors = describe_window(ref, current, cur, model_cfg, drift_cfg, rng_seed)
 
     kinds = {f.name: (NUMERIC if f.type == "numeric" else CATEGORICAL) for f in model_cfg.features
              if f.type != "embedding"}
@@ -130,7 +141,8 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
     snapshot, verdicts = runner.run_drift(
         ref_sample, cur_sample, tested, score_plan if not isinstance(score_plan, str) else None,
         drift_share=drift_cfg.drift_share, threshold=drift_cfg.stattest_threshold,
-        timestamp=checked_at, metadata=metadata, outputs=[p for _, p in outputs if not isinstance(p, str)])
+        timestamp=checked_at, metadata=metadata,
+        outputs=[p for _, p in outputs if not isinstance(p, str)] + descriptors.tested)
     # The outputs' thresholds from the reference's own variability (a confident classifier's noise).
     verdicts = calibrate_outputs(verdicts, [score_plan, *(p for _, p in outputs)], ref_sample, cur_sample,
                                  ref.output_thresholds, drift_cfg.output_drift_quantile, rng_seed)
@@ -179,6 +191,9 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
     evaluated = [f for f in features if f.skipped is None]
     if len(evaluated) < len(features):
         log.warning("drift not tested for %s", ", ".join(f"{f.name} ({f.skipped})" for f in features if f.skipped))
+    described = descriptors.drifts(verdicts)  # listed with the features; in the share if drift.descriptors says
+    if descriptors.counted:
+        evaluated += [f for f in described if f.skipped is None]
     share = sum(f.drifted for f in evaluated) / len(evaluated)
     multivariate = multivariate_drift(ref.multivariate, cur.sample, drift_cfg)
     # Multivariate drift stands beside the drift share unless drift.multivariate_dataset_drift counts it in.
@@ -188,14 +203,16 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
     result = CheckResult(
         check_id=check_id, model=model_cfg.name, checked_at=checked_at,
         window_rows=cur.rows, labelled_rows=perf.rows,
-        features=features, drift_share=share, drift_share_threshold=drift_cfg.drift_share,
+        features=features + described, drift_share=share, drift_share_threshold=drift_cfg.drift_share,
         dataset_drift=dataset_drift,
         prediction_drift=_feature_drift(model_cfg.score, score_plan, verdicts),
         accuracy=perf.accuracy, accuracy_ci=perf.accuracy_ci, roc_auc=perf.roc_auc, roc_auc_ci=perf.roc_auc_ci,
         baseline_accuracy=float_or_none(baseline.get("accuracy")),
         baseline_roc_auc=float_or_none(baseline.get("roc_auc")),
-        confidence=drift_cfg.confidence, min_labels=drift_cfg.min_labels,
-        performance_actionable=perf.rows >= drift_cfg.min_labels, positive_rate=perf.positive_rate,
+        # A check job resolves drift.min_labels: auto per champion (monitor/drift/min_labels.py) before
+        # it calls; called alone, auto counts as the most it can resolve to.
+        confidence=drift_cfg.confidence, min_labels=drift_cfg.min_labels_at_most,
+        performance_actionable=perf.rows >= drift_cfg.min_labels_at_most, positive_rate=perf.positive_rate,
         reference_rows=ref.rows, reference_sample_rows=len(ref.side.sample), current_sample_rows=len(cur.sample),
         missing_ratio=missing_ratio(current, model_cfg.feature_names), reference_missing_ratio=dict(ref.missing),
         unseen_categories=unseen_categories(ref, current, model_cfg.categorical_features, cache=codes),
@@ -205,6 +222,9 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
         label_drift=None if labels is None else _feature_drift(model_cfg.target, labels, label_verdicts),
         segments=segments, baselines=dict(ref.metrics), multivariate=multivariate,
         drifted_rows=drifted_rows(ref.embeddings, embedded, current, model_cfg, rng_seed),
+        descriptors=descriptors.report,
+        # The model's constraints file (drift.constraints; monitor.drift.violations), on the whole window.
+        constraints=None if constraints is None else check_constraints(constraints, current, model_cfg),
         duration_seconds=time.perf_counter() - started, snapshot=snapshot,
     )
     log.debug("check %s: %d rows (%d sampled), %d labelled, drift share %.2f, %.2f s", check_id, result.window_rows,
@@ -229,10 +249,10 @@ class DriftEvaluator:
         self.hits = self.misses = 0
 
     def prepared(self, reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg: DriftConfig,
-                 reference_key: Any = None) -> PreparedReference:
+                 reference_key: Any = None, artifacts: Path | None = None) -> PreparedReference:
         settings = (drift_cfg.sample_size, drift_cfg.estimate, drift_cfg.embedding_sample_rows,
                     drift_cfg.embedding_components, drift_cfg.multivariate, model_cfg.model_dump_json(),
-                    self._rng_seed)
+                    drift_cfg.descriptors.model_dump_json(), self._rng_seed)
         key = (reference_key if reference_key is not None else ("id", id(reference)), settings)
         with self._lock:
             entry = self._cache.get(key)
@@ -240,7 +260,7 @@ class DriftEvaluator:
                 self._cache.move_to_end(key)
                 self.hits += 1
                 return entry[1]
-        prepared = prepare_reference(reference, model_cfg, drift_cfg, self._rng_seed)
+        prepared = prepare_reference(reference, model_cfg, drift_cfg, self._rng_seed, artifacts)
         with self._lock:
             self.misses += 1
             self._cache[key] = (weakref.ref(reference), prepared)
@@ -250,11 +270,13 @@ class DriftEvaluator:
 
     def __call__(self, reference: pd.DataFrame, current: pd.DataFrame, model_cfg: ModelConfig,
                  drift_cfg: DriftConfig, baseline_metrics: Mapping[str, Any] | None, *,
-                 reference_key: Any = None, estimator: Any = None) -> CheckResult:
+                 reference_key: Any = None, estimator: Any = None, artifacts: Path | None = None,
+                 constraints: ConstraintsFile | None = None) -> CheckResult:
         """``estimator``: a label-free estimator to use in place of the reference's (the daemon's
-        recalibrated one, :mod:`monitor.daemon.runtime.estimation_watch`)."""
-        prepared = self.prepared(reference, model_cfg, drift_cfg, reference_key)
+        recalibrated one, :mod:`monitor.daemon.runtime.estimation_watch`); ``artifacts``: the
+        champion's entrypoint artifacts (``drift.descriptors``' vocabulary), read when preparing."""
+        prepared = self.prepared(reference, model_cfg, drift_cfg, reference_key, artifacts)
         if estimator is not None:
             prepared = dataclasses.replace(prepared, calibrator=estimator)
         return evaluate_window(prepared, current, model_cfg, drift_cfg, baseline_metrics,
-                               rng_seed=self._rng_seed, clock=self._clock)
+                               rng_seed=self._rng_seed, clock=self._clock, constraints=constraints)

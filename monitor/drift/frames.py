@@ -162,6 +162,9 @@ class PreparedReference:
     # Output drift thresholds from the reference's own bootstrap, by (column, method, window size
     # bucket), filled as checks need them (monitor.drift.output_thresholds).
     output_thresholds: dict[tuple[str, str, int], float | None] = field(default_factory=dict)
+    # drift.descriptors: what each kind measures, the vocabulary and the window's cache of values
+    # (monitor.drift.descriptors.ReferenceDescriptors); their columns are in side.sample. None when off.
+    descriptors: Any = None
 
     @property
     def rows(self) -> int:

@@ -106,6 +106,8 @@ _SCALARS = (  # (metric name, help, attribute or function of the result)
     ("driftloop_model_performance_actionable",
      "1 when the last check had at least drift.min_labels labelled rows (performance alerts may fire).",
      lambda r: int(r.performance_actionable)),
+    ("driftloop_model_min_labels", "Labelled rows the last check needed before judging performance "
+     "(drift.min_labels; auto: resolved from the champion's baseline).", "min_labels"),
     ("driftloop_model_prediction_drift_score", "Drift score of the model's score column (see method label).",
      lambda r: r.prediction_drift.score),
     ("driftloop_model_prediction_drifted", "1 when the score column drifted in the last check.",
@@ -200,6 +202,7 @@ class ModelMetricsCollector(Collector):
         yield from self._classes(r)
         yield from self._outputs(r)
         yield from self._segments(r)
+        yield from self._constraints(r)
         tested = [f for f in r.features if f.score is not None and math.isfinite(f.score)]
         if tested:
             score = GaugeMetricFamily("driftloop_model_feature_drift_score",
@@ -258,6 +261,33 @@ class ModelMetricsCollector(Collector):
             drifted.add_metric([self._model, f.name], 1.0 if f.drifted else 0.0)
         yield score
         yield drifted
+
+    def _constraints(self, r: CheckResult) -> Iterable[Metric]:
+        """The window against the model's constraints file (monitor.drift.violations), when it has one:
+        the file's validity, the columns violating each kind evaluated (0 when none) and each violation's
+        share of rows (at most one series per column and kind: bounded by the model's columns)."""
+        block = getattr(r, "constraints", None)
+        if block is None:
+            return
+        valid = GaugeMetricFamily("driftloop_model_constraints_valid", "1 when the model's constraints file was "
+                                  "read and checked in the last check, 0 when it could not be used (the check "
+                                  "says why).", labels=["model"])
+        valid.add_metric([self._model], 1.0 if block.valid else 0.0)
+        yield valid
+        if not block.valid:
+            return
+        counts = GaugeMetricFamily("driftloop_model_constraint_violations", "Columns violating the model's "
+                                   "constraints in the last check, per check kind.", labels=["model", "check"])
+        for kind in block.kinds:
+            counts.add_metric([self._model, kind.value], float(block.count(kind)))
+        yield counts
+        ratio = GaugeMetricFamily("driftloop_model_constraint_violation_ratio", "Share of the rows behind a "
+                                  "constraint violation in the last check (of the column's values; of the window's "
+                                  "rows for completeness, a missing or an extra column), per column and check kind.",
+                                  labels=["model", "column", "check"])
+        for v in block.violations:
+            ratio.add_metric([self._model, v.column, v.check.value], float(v.share))
+        yield ratio
 
     def _segments(self, r: CheckResult) -> Iterable[Metric]:
         """Per segment value (``model.segments``; at most segment_top_k + 1 values per categorical

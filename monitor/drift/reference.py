@@ -1,6 +1,7 @@
 """The reference side of a check, prepared once per champion: its sample, the facts the drift
 method choice needs from the *full* reference, its label-free estimator, segments, the bars of
-``alerts.rules``, the embedding projections and the multivariate test's components.
+``alerts.rules``, the embedding projections, the multivariate test's components and the
+descriptors' values (:mod:`monitor.drift.descriptors`).
 
 It sits above :mod:`monitor.drift.frames` (frames and the sides) and
 :mod:`monitor.drift.segment_reference` (which reads served labels from frames), so neither imports
@@ -8,11 +9,14 @@ the other back.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
 from monitor.config import DriftConfig, ModelConfig
 from monitor.drift.bounded import float32_bounded
+from monitor.drift.descriptors import describe_reference
 from monitor.drift.embedding import prepare_embeddings
 from monitor.drift.estimators import fit_estimator
 from monitor.drift.frames import (Labelled, PreparedReference, Scored, _numeric, class_names, missing_ratio,
@@ -23,9 +27,10 @@ from monitor.drift.segment_reference import reference_segments
 
 
 def prepare_reference(reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg: DriftConfig,
-                      rng_seed: int = 0) -> PreparedReference:
+                      rng_seed: int = 0, artifacts: Path | None = None) -> PreparedReference:
     """Sample and describe the reference once; pass the result to ``evaluate_window`` in place of
-    the DataFrame to skip this work on every check."""
+    the DataFrame to skip this work on every check. ``artifacts``: the champion's
+    ``training.entrypoint`` artifacts folder, where ``drift.descriptors`` finds its vocabulary."""
     reference = float32_bounded(reference)  # as the window: no stored value blinds a check (monitor.drift.bounded)
     side = prepare_side(reference, model_cfg, drift_cfg, np.random.default_rng([rng_seed, 0]), "reference")
     columns = list(side.sample.columns)
@@ -41,11 +46,14 @@ def prepare_reference(reference: pd.DataFrame, model_cfg: ModelConfig, drift_cfg
     labelled = side.labelled
     # Fitting costs up to seconds per champion (regression's loss models): only when estimates are wanted.
     calibrator = fit_estimator(model_cfg, reference, labelled) if drift_cfg.estimate else None
-    return PreparedReference(side, full_counts, distinct, missing_ratio(reference, model_cfg.feature_names),
-                             calibrator, reference_segments(reference, model_cfg),
-                             _reference_metrics(model_cfg, labelled, scored_rows(reference, model_cfg, "reference")),
-                             prepare_embeddings(reference, model_cfg, drift_cfg, rng_seed),
-                             multivariate=prepare_multivariate(side.sample, model_cfg, drift_cfg, rng_seed))
+    prepared = PreparedReference(side, full_counts, distinct, missing_ratio(reference, model_cfg.feature_names),
+                                 calibrator, reference_segments(reference, model_cfg),
+                                 _reference_metrics(model_cfg, labelled,
+                                                    scored_rows(reference, model_cfg, "reference")),
+                                 prepare_embeddings(reference, model_cfg, drift_cfg, rng_seed),
+                                 multivariate=prepare_multivariate(side.sample, model_cfg, drift_cfg, rng_seed))
+    # drift.descriptors: their columns join the sample (after the multivariate fit, which they stay out of).
+    return describe_reference(prepared, reference, model_cfg, drift_cfg, rng_seed, artifacts)
 
 
 def _reference_metrics(model_cfg: ModelConfig, labelled: Labelled | None, scored: Scored | None) -> dict[str, float]:

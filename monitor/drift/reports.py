@@ -27,6 +27,7 @@ from typing import Iterable, NamedTuple
 
 from monitor.drift.result import CheckResult
 from monitor.files import READABLE, atomic_write_text
+from monitor.records.inputs import InputRoots
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +59,12 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def save_report(result: CheckResult, reports_dir: str | os.PathLike[str], *,
-                checked_at: float | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> ReportPaths:
+                checked_at: float | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+                roots: InputRoots | None = None) -> ReportPaths:
     """Write the check's snapshot as HTML and JSON (and the static summary beside the HTML);
     ``(None, None)`` when the result carries no snapshot. Neither file exceeds ``max_bytes``.
+    ``roots`` (the model's ``InputRoots``): the summary shows previews of the drifted rows' inputs
+    it lets be read (monitor/drift/previews.py); None reads none.
     Old reports are pruned by :func:`monitor.drift.history.prune_history`."""
     if result.snapshot is None:
         return ReportPaths(None, None)
@@ -88,8 +92,10 @@ def save_report(result: CheckResult, reports_dir: str | os.PathLike[str], *,
     _write_atomic(js, text)
     _write_atomic(html, page)
     del page, text
+    from monitor.drift.previews import InputPreviews
     from monitor.drift.summary import summary_html
-    _write_atomic(summary_path(html), summary_html(result, interactive_name=html.name))
+    previews = InputPreviews(roots) if roots is not None else None
+    _write_atomic(summary_path(html), summary_html(result, interactive_name=html.name, previews=previews))
     return ReportPaths(html, js)
 
 

@@ -29,6 +29,8 @@ class FeatureDrift:
     ``components`` or ``reconstruction`` (p-values for ``mmd`` and ``components``) and ``details``:
     the raw ``statistic`` (MMD², AUC, share of drifted components, error ratio), the vectors used
     per side (``reference_rows``, ``current_rows``), the ``components`` projected on, and ``seconds``.
+    A descriptor (``descriptor:<name>``, :mod:`monitor.drift.descriptors`) has ``details`` too: its
+    ``kind``, ``source``, the values per side and their means.
     """
 
     name: str
@@ -37,7 +39,7 @@ class FeatureDrift:
     threshold: float | None
     drifted: bool
     skipped: str | None = None
-    details: dict[str, Any] | None = None   # embedding features only
+    details: dict[str, Any] | None = None   # embedding features and descriptors only
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "method": self.method, "score": finite(self.score),
@@ -111,6 +113,9 @@ class CheckResult:
     baseline_roc_auc: float | None = None
     confidence: float = 0.95
     min_labels: int = 1
+    # drift.min_labels: auto: each default figure's rows behind min_labels (monitor/drift/min_labels.py,
+    # set by the check job); None when a number was configured.
+    min_labels_auto: dict[str, int] | None = None
     performance_actionable: bool = False
     positive_rate: float | None = None     # share of label 1 among labelled rows
     reference_rows: int = 0
@@ -189,6 +194,12 @@ class CheckResult:
     # The rows behind each drifted embedding feature (monitor.drift.drifted_rows.DriftedRows): the
     # most atypical window rows, with their ids and input_uri, and the clusters they form.
     drifted_rows: list[Any] = field(default_factory=list)
+    # The window against the model's constraints file (monitor.drift.violations.ConstraintCheck: the
+    # violations per column and kind, or why the file could not be used); None without a file.
+    constraints: Any = None
+    # drift.descriptors (monitor.drift.descriptors.DescriptorReport): per kind its source, the rows read
+    # and unread on each side, the vocabulary; the descriptors themselves are in ``features``. None when off.
+    descriptors: Any = None
     snapshot: Any = field(default=None, repr=False, compare=False)  # evidently Snapshot, for saving
 
     @property
@@ -222,6 +233,7 @@ class CheckResult:
             "baseline_roc_auc": finite(self.baseline_roc_auc),
             "confidence": finite(self.confidence),
             "min_labels": int(self.min_labels),
+            "min_labels_auto": None if self.min_labels_auto is None else dict(self.min_labels_auto),
             "performance_actionable": bool(self.performance_actionable),
             "positive_rate": finite(self.positive_rate),
             "reference_rows": int(self.reference_rows),
@@ -274,4 +286,6 @@ class CheckResult:
             "baselines": {k: finite(v) for k, v in self.baselines.items()},
             "multivariate": self.multivariate.to_dict() if self.multivariate is not None else None,
             "drifted_rows": [d.to_dict() for d in self.drifted_rows],
+            "constraints": self.constraints.to_dict() if self.constraints is not None else None,
+            "descriptors": self.descriptors.to_dict() if self.descriptors is not None else None,
         }

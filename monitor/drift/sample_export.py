@@ -28,7 +28,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, BinaryIO, Mapping
 
 import pandas as pd
 
@@ -93,8 +93,10 @@ def export_samples(drifted_rows: list[Mapping[str, Any]], roots: InputRoots, out
     return ExportedSamples(table, len(records), len(records) - sum(skipped.values()), dict(skipped))
 
 
-def _copy(uri: Any, roots: InputRoots, folder: Path, rank: str, limit: int) -> tuple[Path | None, Skip | None]:
-    """The copy of ``uri``'s file in ``folder``, or why there is none."""
+def input_file(uri: Any, roots: InputRoots) -> tuple[str | None, Skip | None]:
+    """The real path of ``uri``'s file inside the roots (not opened yet), or why there is none. The
+    one place a drifted row's input is resolved for reading (the copies here, the summary page's
+    previews: monitor/drift/previews.py)."""
     if not isinstance(uri, str) or not uri:
         return None, Skip.NO_URI
     try:
@@ -103,14 +105,33 @@ def _copy(uri: Any, roots: InputRoots, folder: Path, rank: str, limit: int) -> t
         return None, Skip.OUTSIDE_ROOTS
     if scheme_of(uri) not in (None, "file"):
         return None, Skip.REMOTE
+    return real, None
+
+
+def open_regular(real: str) -> tuple[BinaryIO | None, os.stat_result | None]:
+    """``real`` opened for reading without following a final link, and its status; ``(None, None)``
+    unless it is a regular file (a FIFO is opened without blocking, then refused)."""
     try:
         fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError:
+        return None, None
+    source = os.fdopen(fd, "rb")
+    info = os.fstat(source.fileno())
+    if not stat.S_ISREG(info.st_mode):
+        source.close()
+        return None, None
+    return source, info
+
+
+def _copy(uri: Any, roots: InputRoots, folder: Path, rank: str, limit: int) -> tuple[Path | None, Skip | None]:
+    """The copy of ``uri``'s file in ``folder``, or why there is none."""
+    real, why = input_file(uri, roots)
+    if real is None:
+        return None, why
+    source, info = open_regular(real)
+    if source is None or info is None:
         return None, Skip.UNREADABLE
-    with os.fdopen(fd, "rb") as source:
-        info = os.fstat(source.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            return None, Skip.UNREADABLE
+    with source:
         if info.st_size > limit:
             return None, Skip.TOO_LARGE
         folder.mkdir(parents=True, exist_ok=True)

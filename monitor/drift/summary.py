@@ -9,24 +9,28 @@ and inline CSS, readable in any sandbox, mail client or file browser.
 
 Its size is bounded: at most ``MAX_FEATURES`` feature rows (drifted features first, then the rest
 by name; the page says how many were left out) and every text cell cut to ``MAX_CELL`` characters,
-so a summary stays well under ``MAX_BYTES`` whatever the model's width.
+so a summary stays well under ``MAX_BYTES`` whatever the model's width. The rows behind an
+embedding drift show a thumbnail or a text snippet of their input where ``model.input_roots`` lets
+it be read (monitor/drift/previews.py), at most ``previews.BUDGET`` characters more.
 """
 from __future__ import annotations
 
 from datetime import datetime, timezone
 from html import escape
-from typing import Any
+from typing import Any, Callable
 
 MAX_FEATURES = 50        # feature rows shown; the interactive report and the JSON keep all of them
 MAX_CELL = 120           # characters per text cell (names, methods, notes)
-MAX_BYTES = 64 * 1024    # what a summary stays under (asserted by the tests at the row cap)
+MAX_BYTES = 64 * 1024    # what a summary stays under (asserted by the tests at the row cap), previews aside
 MAX_DRIFTED_ROWS = 20    # rows behind a drift shown, all embedding features together
 
 _CSS = ("body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}"
         "table{border-collapse:collapse;margin:.5em 0 1.5em}"
         "td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}"
         "th{background:#f3f3f3}.bad{color:#b00020;font-weight:600}.ok{color:#1b5e20}"
-        "caption{text-align:left;font-weight:600;padding:.3em 0}")
+        "caption{text-align:left;font-weight:600;padding:.3em 0}"
+        ".thumb{width:64px;height:auto;image-rendering:pixelated;display:block}"
+        ".snippet{max-width:32em;font-size:.85em;color:#444}")
 
 
 def _cell(value: Any) -> str:
@@ -91,8 +95,28 @@ def _multivariate(block: Any) -> str:
             f"components, {block.rows} rows).</p>")
 
 
-def summary_html(result: Any, *, interactive_name: str | None = None) -> str:
-    """The page for ``result`` (a :class:`monitor.drift.result.CheckResult`); no ``<script>``."""
+def _descriptors(kind: Any) -> str:
+    """One kind of ``drift.descriptors`` (:class:`monitor.drift.descriptors.KindReport`) in one sentence:
+    its source, the inputs read on each side and why the others were not (the features table has
+    the descriptors themselves)."""
+    what = f"{_cell(kind.kind.capitalize())} descriptors ({_cell(kind.source)})"
+    if kind.skipped:
+        return f"<p>{what}: skipped: {_cell(kind.skipped)}.</p>"
+
+    def side(count: Any) -> str:
+        unread = ", ".join(f"{n} {_cell(k.value)}" for k, n in count.unread.items())
+        return f"{count.read} of {count.rows} read" + (f' (<span class="bad">{unread}</span>)' if unread else "")
+
+    vocabulary = kind.vocabulary
+    words = f"; vocabulary: {_cell(vocabulary.source)}, {len(vocabulary)} words" if vocabulary is not None else ""
+    return f"<p>{what}: window inputs {side(kind.current)}, reference {side(kind.reference)}{words}.</p>"
+
+
+def summary_html(result: Any, *, interactive_name: str | None = None,
+                 previews: Callable[[str | None], Any] | None = None) -> str:
+    """The page for ``result`` (a :class:`monitor.drift.result.CheckResult`); no ``<script>``.
+    ``previews``: a drifted row's input_uri to its :class:`monitor.drift.previews.Preview` (or None),
+    asked in the page's order and bounded by itself (monitor/drift/previews.py)."""
     when = datetime.fromtimestamp(result.checked_at, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     share = (f'<span class="{"bad" if result.dataset_drift else "ok"}">{result.drift_share:.0%}</span> of features '
              f"drifted (threshold {result.drift_share_threshold:.0%}; "
@@ -103,6 +127,8 @@ def summary_html(result: Any, *, interactive_name: str | None = None) -> str:
             f"<p>{share}.</p>"]
     if getattr(result, "multivariate", None) is not None:
         head.append(_multivariate(result.multivariate))
+    if getattr(result, "descriptors", None) is not None:
+        head += [_descriptors(kind) for kind in result.descriptors.kinds]
     if interactive_name:
         head.append(f"<p>Interactive Evidently report: <code>{_cell(interactive_name)}</code> (open it as a file "
                     "or in <code>evidently ui</code>; it needs scripts and local storage).</p>")
@@ -121,13 +147,36 @@ def summary_html(result: Any, *, interactive_name: str | None = None) -> str:
         outputs.append(result.label_drift)
     parts.append(_table("Model outputs and labels", ["column", "state", "score", "threshold", "method", "details"],
                         [_feature_row(f) for f in outputs]))
-    parts += _drifted_rows(getattr(result, "drifted_rows", None) or [])
+    parts += _drifted_rows(getattr(result, "drifted_rows", None) or [], previews)
+    parts += _constraints(getattr(result, "constraints", None))
     body = "".join(parts)
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Drift check '
             f"{_cell(result.model)} {when}</title><style>{_CSS}</style></head><body>{body}</body></html>")
 
 
-def _drifted_rows(blocks: list[Any]) -> list[str]:
+def _constraints(block: Any) -> list[str]:
+    """The window against the constraints file (:class:`monitor.drift.violations.ConstraintCheck`): its
+    problem, or every violation (at most ``MAX_FEATURES`` rows)."""
+    if block is None:
+        return []
+    if block.problem:
+        return [f'<p>Constraints <code>{_cell(block.file)}</code>: <span class="bad">not checked</span>: '
+                f"{_cell(block.problem)}</p>"]
+
+    def plain(x: Any) -> str:
+        if isinstance(x, dict):
+            return ", ".join(f"{k} {_num(v)}" for k, v in x.items() if v is not None)
+        return _num(x)
+
+    rows = [[_cell(v.column), _cell(v.check.value), str(v.rows), f"{v.share:.2%}", plain(v.expected),
+             plain(v.observed), _cell(", ".join(str(e) for e in v.examples))] for v in block.violations[:MAX_FEATURES]]
+    state = (f'<span class="bad">{len(block.violations)} violation(s)</span>' if block.violations
+             else '<span class="ok">no violation</span>')
+    caption = f"Constraints ({block.columns} columns of {_cell(block.file)}): {state}"
+    return [_table(caption, ["column", "check", "rows", "share", "expected", "observed", "examples"], rows)]
+
+
+def _drifted_rows(blocks: list[Any], previews: Callable[[str | None], Any] | None = None) -> list[str]:
     """Each drifted embedding feature's clusters and its farthest rows
     (:class:`monitor.drift.drifted_rows.DriftedRows`): at most ``MAX_DRIFTED_ROWS`` rows on the page
     in all (the JSON has every listed row)."""
@@ -144,9 +193,20 @@ def _drifted_rows(blocks: list[Any]) -> list[str]:
             parts.append(_table(f"Farthest rows of {_cell(d.feature)} ({len(shown)} of {len(d.rows)} listed)",
                                 ["id", "time", "distance", "cluster", "score", "prediction", "input_uri"],
                                 [[_cell(r.id), _time(r.ts), _num(r.distance), str(r.cluster), _num(r.score),
-                                  _num(r.prediction), _cell(r.input_uri or "–")] for r in shown]))
+                                  _num(r.prediction), _input(r.input_uri, previews)] for r in shown]))
     return parts
 
 
 def _time(ts: float | None) -> str:
     return "–" if ts is None else datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _input(uri: str | None, previews: Callable[[str | None], Any] | None) -> str:
+    """A row's input: its thumbnail or the start of its text above the uri, or the uri alone."""
+    found = previews(uri) if previews is not None and uri else None
+    text = _cell(uri or "–")
+    if found is None:
+        return text
+    if found.kind == "image":  # a data: URI of base64 that previews.py built: no character to escape
+        return f'<img class="thumb" alt="" src="{escape(found.content)}">{text}'
+    return f'<div class="snippet">{escape(found.content)}</div>{text}'

@@ -30,11 +30,12 @@ TOKEN = "test-token-0123456789"
 TRAFFIC_ROWS = 1500  # above drift.min_labels (1000): performance alerts are allowed to fire
 # Simulated GPUs raise no XID events; test_live_gpu.py covers XIDs with the fake NVML backend. The
 # loop's model is binary: the multiclass and regression panels and the MAE alert have their series
-# in test_task_dashboards.py.
+# in test_task_dashboards.py. It has no drift.descriptors: tests/monitor/drift/test_descriptors.py checks
+# that their panels select the series the collector serves for them.
 NO_DATA_HERE = {"gpu-fleet.json": {"XID errors"},
                 "model-health.json": {p["title"]
                                       for panels in task_panels(load_dashboards()["model-health.json"]).values()
-                                      for p in panels}}
+                                      for p in panels} | {"Descriptor drift", "Drifted descriptors"}}
 NOT_HERE_RULES = {"DriftloopGpuXidErrors", "DriftloopModelMaeRise"}
 
 PREPARE = """
@@ -49,6 +50,11 @@ from trainer.synthetic import make_dataset
 out = Path(sys.argv[1])
 make_dataset(4000, seed=1).to_csv(out / "train.csv", index=False)
 rc = main(["train", "--data", str(out / "train.csv"), "--quiet"])
+if rc:
+    sys.exit(rc)
+# The champion's constraints file: the drifted traffic below breaks its ranges (x5's mean moves by 0.8),
+# which feeds the Constraint violations panel and DriftloopModelConstraintViolations.
+rc = main(["baseline-constraints"])
 if rc:
     sys.exit(rc)
 # What a model service does: score live traffic with the champion. The traffic has drifted

@@ -123,6 +123,8 @@ def test_a_fresh_model_competes_when_the_evidence_is_large():
     assert cold_start(auto, concept_holds=False, rows=300)            # the concept changed
     assert not cold_start(auto, concept_holds=True, rows=300)         # fine-tuning suits a held concept
     assert cold_start(auto, concept_holds=True, rows=auto.cold_start_rows)  # large evidence: both compete
+    assert cold_start(auto, concept_holds=True, rows=1200, champion_rows=500)  # twice what the champion knew
+    assert not cold_start(auto, concept_holds=True, rows=1200, champion_rows=5000)
     assert not cold_start(TrainingConfig(cold_start="never"), concept_holds=False, rows=10_000)
     assert cold_start(TrainingConfig(cold_start="always"), concept_holds=True, rows=10)
     # A warm retrain trains until its validation loss stops improving, not for a fixed 8 epochs.

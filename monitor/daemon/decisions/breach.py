@@ -71,6 +71,9 @@ class Observation:
     # window's labelled rows alone, and whether the window has rows newer than its newest label.
     labelled_estimate: float | None = None
     rows_after_labels: bool = False
+    # The labelled rows the check needed before performance is judged, where drift.min_labels: auto
+    # resolved it for the check's champion (CheckResult.min_labels); None: the policy's configured number.
+    min_labels: int | None = None
 
 
 @dataclass(frozen=True)

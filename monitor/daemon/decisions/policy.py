@@ -12,7 +12,8 @@ Rules (``alerts`` section of the config):
   against the champion's baseline, absolute (baseline - value) or relative
   ((baseline - value) / baseline) per ``mode``; for regression a relative MAE rise
   ((value - baseline) / baseline) >= ``mae_rise``, whatever ``mode``. Only checks with ``labelled_rows >=
-  drift.min_labels`` can breach or be healthy on performance; with fewer labels performance is
+  drift.min_labels`` can breach or be healthy on performance (the check's own need,
+  :attr:`Observation.min_labels`: ``auto`` resolved for its champion); with fewer labels performance is
   *unknown* and the streaks neither grow nor reset;
 - the baseline a drop is measured against is the higher of the champion's own baseline and the
   *reference level* (what good looked like before the incident that produced this champion), so
@@ -61,6 +62,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monitor.config import AlertsConfig, DriftConfig
+from monitor.config.checks import MIN_LABELS_AUTO
 from monitor.daemon.decisions.breach import (PERFORMANCE_REASONS, Breach, Observation, lower_is_better,
                                              worsening)
 from monitor.daemon.decisions.breach import level as _level
@@ -105,11 +107,14 @@ _Judged = tuple[str, float | None, float | None, float | None, float | None, flo
 
 
 class AlertPolicy:
-    def __init__(self, alerts: AlertsConfig, min_labels: int, min_drift_rows: int = 1,
+    def __init__(self, alerts: AlertsConfig, min_labels: int | str, min_drift_rows: int = 1,
                  drift: DriftConfig | None = None):
+        """``min_labels``: ``drift.min_labels``, for an observation that does not carry the need its
+        check resolved (``auto``: its ceiling)."""
         self._cfg = alerts
         self._drift = drift or DriftConfig()
-        self._min_labels = min_labels
+        self._min_labels = min_labels if isinstance(min_labels, int) else MIN_LABELS_AUTO[1]
+        self._last_need = self._min_labels
         # Distance tests on a handful of rows are noise: a new deployment's first windows must not page.
         self._min_drift_rows = min_drift_rows
         self._perf_streak = 0
@@ -121,6 +126,16 @@ class AlertPolicy:
     @property
     def config(self) -> AlertsConfig:
         return self._cfg
+
+    @property
+    def min_labels(self) -> int:
+        """The labelled rows the last observed check needed (``drift.min_labels``, auto resolved for
+        its champion): what a retry's new evidence and a champion review wait for."""
+        return self._last_need
+
+    def labels_needed(self, obs: Observation) -> int:
+        """The labelled rows ``obs`` needs before its performance is judged."""
+        return obs.min_labels if obs.min_labels is not None else self._min_labels
 
     def reset(self) -> None:
         self._perf_streak = self._drift_streak = self._estimate_streak = 0
@@ -144,7 +159,7 @@ class AlertPolicy:
 
     def performance_breaches(self, obs: Observation) -> list[Breach] | None:
         """Performance breaches of one check; ``None`` when there are too few labels to judge."""
-        if obs.labelled_rows < self._min_labels:
+        if obs.labelled_rows < self.labels_needed(obs):
             return self.proven_breaches(obs)
         out: list[Breach] = []
         for reason, value, _, own, reference, threshold, mode in self.default_pair(obs):
@@ -236,6 +251,7 @@ class AlertPolicy:
         if obs.champion_version != self._champion:
             self._champion = obs.champion_version
             self.reset()
+        self._last_need = self.labels_needed(obs)
         perf = self.performance_breaches(obs)
         fast = self.fast_breach(obs)
         if fast is not None and not any(b.key == fast.key for b in perf or ()):
@@ -276,7 +292,7 @@ class AlertPolicy:
             "estimate": None if estimated is None else estimated[1],
         }
         suspect = bool(suspected) and self._estimate_streak >= need
-        labels = (obs.labelled_rows, self._min_labels)
+        labels = (obs.labelled_rows, self.labels_needed(obs))
         drift_rows = (obs.window_rows, self._min_drift_rows) if too_small and obs.window_rows is not None else None
         change_row = obs.change.index if fast is not None and perf_fire and self._perf_streak < need else None
         if predate:
@@ -286,7 +302,7 @@ class AlertPolicy:
             msg = f"{labels[0]} labelled rows < drift.min_labels={labels[1]}: performance not judged"
         elif change_row is not None:
             msg = "; ".join(b.describe() for b in perf) + f" (change at row {change_row} of the window)"
-        elif perf and obs.labelled_rows < self._min_labels:
+        elif perf and obs.labelled_rows < labels[1]:
             msg = "; ".join(b.describe() for b in perf) + (f" (proven on {obs.labelled_rows} labelled rows < "
                                                           f"drift.min_labels: the interval is past the threshold)")
         elif perf:

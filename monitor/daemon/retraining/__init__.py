@@ -1,5 +1,5 @@
 """Retraining: the child process (launcher, worker, supervisor), the MLflow registry as ground
-truth, the champion, fail-over settling and the champion review.
+truth, the champion, fail-over settling, the champion review and improvement retrains.
 
 Imports :mod:`monitor.daemon.state` and :mod:`monitor.daemon.decisions`; the controller it reports
 to is handed in and named for annotations only (one listed exception in ``tests/test_layers.py``:
@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from monitor.lazy import lazy_attributes
 
-__all__ = ["ChampionCache", "ChampionReview", "ChildResult", "Launcher", "MlflowProbe", "NoChampionError",
-           "ProcessLauncher", "RegistryProbe", "RetrainJob", "RetrainSlots", "RetrainSupervisor", "mlflow_alias_lookup",
-           "promoted_version", "recover", "slot_severity", "stopped_with_its_daemon", "tag_run"]
+__all__ = ["ChampionCache", "ChampionReview", "ChildResult", "Improvement", "Launcher", "MlflowProbe",
+           "NoChampionError", "ProcessLauncher", "RegistryProbe", "RetrainJob", "RetrainSlots", "RetrainSupervisor",
+           "mlflow_alias_lookup", "promoted_version", "read_progress", "recover", "slot_severity",
+           "stopped_with_its_daemon", "tag_run"]
 
 _WHERE = {
     "ChampionCache": "monitor.daemon.retraining.champion", "NoChampionError": "monitor.daemon.retraining.champion",
@@ -23,10 +24,12 @@ _WHERE = {
     "stopped_with_its_daemon": "monitor.daemon.retraining.failover",
     "ChildResult": "monitor.daemon.retraining.launcher", "Launcher": "monitor.daemon.retraining.launcher",
     "ProcessLauncher": "monitor.daemon.retraining.launcher", "RetrainJob": "monitor.daemon.retraining.launcher",
+    "read_progress": "monitor.daemon.retraining.launcher",
     "recover": "monitor.daemon.retraining.recovery", "MlflowProbe": "monitor.daemon.retraining.registry",
     "RegistryProbe": "monitor.daemon.retraining.registry", "promoted_version": "monitor.daemon.retraining.registry",
     "tag_run": "monitor.daemon.retraining.registry",
     "ChampionReview": "monitor.daemon.retraining.review",
+    "Improvement": "monitor.daemon.retraining.improve",
     "RetrainSupervisor": "monitor.daemon.retraining.supervisor",
     "RetrainSlots": "monitor.daemon.retraining.slots", "slot_severity": "monitor.daemon.retraining.slots",
 }

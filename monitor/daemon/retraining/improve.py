@@ -6,14 +6,16 @@ level it once reached for 10,000 rows, because each retrain had learnt from the 
 when it ran. The evidence keeps growing after the incident; so, after every successful check with no
 incident open, :class:`Improvement` asks:
 
-- is the champion *significantly* below the reference level (the level the loop once reached, or
+- is the champion *materially* below the reference level (the level the loop once reached, or
   the attainable level it decided after a change of concept; ``monitor.daemon.state.levels``)? Its
-  realised figure's whole interval on the check's labelled rows is short of it (accuracy: the upper
-  end below the level; regression: the MAE's lower end above it), with at least
-  ``drift.min_labels`` labelled rows. Noise never starts one;
-- has the evidence doubled? The labelled rows since the last performance incident's change point
-  are at least twice what the last retrain of that change learnt from, and ``drift.min_labels``
-  more;
+  realised figure's whole interval on the check's labelled rows is short of it by more than
+  ``training.improve_margin`` (2/3) of the alert threshold (accuracy: the upper end more than 2
+  points below the level with the default 3-point ``alerts.accuracy_drop``; regression: the MAE's
+  lower end more than 2/3 of ``alerts.mae_rise`` above it), with at least ``drift.min_labels``
+  labelled rows. Noise, or a champion within reach of its level, never starts one;
+- has the evidence grown? The labelled rows since the last performance incident's change point
+  are at least ``training.evidence_growth`` (4) times what the last retrain of that change learnt
+  from, and ``drift.min_labels`` more;
 - fewer than ``training.improve_below_reference`` improvement retrains for that change so far.
 
 Then it opens an incident of reason ``improve`` (``trigger`` schedule, the change point of the
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from monitor.daemon.decisions.breach import is_performance_reason, lower_is_better
+from monitor.daemon.decisions.breach import is_performance_reason, lower_is_better, worsening
 from monitor.daemon.decisions.kinds import Reason
 from monitor.tasks import task_of
 
@@ -45,20 +47,23 @@ log = logging.getLogger(__name__)
 REASON = Reason.IMPROVE
 
 
-def shortfall(figure: str, value: float | None, interval: Any, level: float | None) -> str | None:
-    """Why the champion's realised ``figure`` is significantly short of ``level`` (one line), or None:
-    the interval's end nearest the level is still past it. ``interval``: ``(low, high)``."""
+def shortfall(figure: str, value: float | None, interval: Any, level: float | None, margin: float = 0.0,
+              mode: str = "absolute") -> str | None:
+    """Why the champion's realised ``figure`` is materially short of ``level`` (one line), or None:
+    even the interval's end nearest the level (``interval``: ``(low, high)``) is worse than it by more
+    than ``margin`` (a drop, or for an error a rise, in ``mode`` as the alerts measure it). Noise, or a
+    small shortfall, never starts a retrain."""
     if level is None or value is None or not interval or not all(
             isinstance(v, (int, float)) and math.isfinite(v) for v in (value, level, *interval)):
         return None
     low, high = float(interval[0]), float(interval[1])
-    if lower_is_better(figure):
-        if low <= level:
-            return None
-        return f"{figure} {value:.4g} [{low:.4g}, {high:.4g}] is above the reference level {level:.4g}"
-    if high >= level:
+    lower = lower_is_better(figure)
+    worse = worsening(figure, low if lower else high, level, "relative" if lower else mode)
+    if not worse > margin + 1e-12:
         return None
-    return f"{figure} {value:.4g} [{low:.4g}, {high:.4g}] is below the reference level {level:.4g}"
+    side = "above" if lower else "below"
+    return (f"{figure} {value:.4g} [{low:.4g}, {high:.4g}] is {side} the reference level {level:.4g} by more than "
+            f"{margin:.4g}")
 
 
 class Improvement:
@@ -88,12 +93,12 @@ class Improvement:
 
     def _short(self, report: CheckReport) -> str | None:
         r = report.outcome.judged
-        if r is None or report.outcome.labelled_rows < self.cfg.drift.min_labels:
+        if r is None or report.outcome.labelled_rows < r.min_labels:  # drift.min_labels (auto: resolved)
             return None
-        figure = task_of(self.cfg.model).primary_metric
+        figure, threshold, mode = task_of(self.cfg.model).default_rules(self.cfg.alerts)[0]
         stored = self.ctl.levels.read() or {}
         return shortfall(figure, getattr(r, figure, None), getattr(r, f"{figure}_ci", None),
-                         stored.get(f"reference_{figure}"))
+                         stored.get(f"reference_{figure}"), self.cfg.training.improve_margin * threshold, mode)
 
     def _maybe_start(self, report: CheckReport) -> str | None:
         ctl, limit = self.ctl, self.cfg.training.improve_below_reference
@@ -113,7 +118,8 @@ class Improvement:
                           for i in family for a in ctl.attempts.for_incident(i.id)), default=0)
             since = pd.Timestamp(change.change_ts, unit="s", tz="UTC").round("us")
             have = ctl.store.labelled_count(since=since)
-            need = max(2 * learnt, learnt + self.cfg.drift.min_labels)
+            # drift.min_labels (auto: resolved) more at least
+            need = max(int(self.cfg.training.evidence_growth * learnt), learnt + ctl.policy.min_labels)
             if have < need:
                 self.last = (f"champion v{report.outcome.champion_version}: {short}; improvement retrain after "
                              f"{need} labelled rows since the change ({have} now)")

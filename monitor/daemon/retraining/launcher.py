@@ -8,6 +8,8 @@ The protocol is a job folder (``<home>/retrains/<attempt id>/``)::
                     window, and the window file                              (written by the daemon)
     window.parquet  the labelled rows to retrain on                          (written by the daemon)
     worker.log      the child's stdout and stderr
+    progress.json   the latest epoch of each model it trains, rewritten while it trains (at most
+                    about once a second): what ``driftloop status`` and the demos show of a running retrain
     result.json     trainer.worker's result, written atomically by the child as its last act:
                     {"status": "ok", "outcome": {...}} or {"status": "error"|"interrupted", "message"}
                     (both files: monitor/retrain_contract.py, validated when written and when read)
@@ -29,7 +31,7 @@ import pandas as pd
 
 import monitor
 from monitor.files import PRIVATE, atomic_write_json
-from monitor.retrain_contract import FileWindow, RetrainRequest, RetrainResult
+from monitor.retrain_contract import FileWindow, RetrainProgress, RetrainRequest, RetrainResult
 
 WORKER_MODULE = "monitor.daemon.retraining.worker"
 KEEP_JOB_DIRS = 20
@@ -124,6 +126,15 @@ class ProcessHandle:
 def _write_json(path: Path, body: dict[str, Any]) -> None:
     # 0600: the request holds the configuration, and a store or MLflow URL may carry a password.
     atomic_write_json(path, body, mode=PRIVATE, default=str)
+
+
+def read_progress(job_dir: Path) -> RetrainProgress | None:
+    """The running child's ``progress.json``; None before its first epoch, or when unreadable (a
+    child of another version: progress is for people, never a decision)."""
+    try:
+        return RetrainProgress.parse((job_dir / "progress.json").read_text(), where="progress.json")
+    except (OSError, ValueError):
+        return None
 
 
 def read_result(job_dir: Path, exit_code: int | None) -> ChildResult:

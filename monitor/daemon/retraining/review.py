@@ -111,8 +111,9 @@ class ChampionReview:
         rows = self.ctl.store.window(last_n=want, since=since, labelled_only=True)
         # training.entrypoint: inputs resolved again inside model.input_roots, unreadable ones left out
         rows = readable_rows(cfg, rows, what="champion review rows").rows.reset_index(drop=True)
-        if len(rows) < cfg.drift.min_labels:
-            return f"champion review skipped: {len(rows)} labelled rows < drift.min_labels {cfg.drift.min_labels}"
+        need = self.ctl.policy.min_labels  # drift.min_labels (auto: resolved for the champion at the last check)
+        if len(rows) < need:
+            return f"champion review skipped: {len(rows)} labelled rows < drift.min_labels {need}"
         champion = self.ctl.champion.get()
         reg.check_reachable(cfg)
         with reg.session(cfg), reg.translating(cfg, "reviewing the champion"):

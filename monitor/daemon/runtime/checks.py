@@ -119,6 +119,8 @@ class CheckJob:
         are not judged as its present; None for a first tenure."""
         self._cfg = cfg
         self._tenure = tenure
+        from monitor.drift.min_labels import MinLabels  # numpy and pandas only
+        self._labels = MinLabels(cfg.drift, cfg.alerts, cfg.model)  # drift.min_labels, resolved per champion
         self._estimator = estimator
         self._store = store
         self._champion = champion
@@ -140,12 +142,15 @@ class CheckJob:
         """With sampled or late labels the last ``drift.window_size`` rows may never hold
         ``drift.min_labels`` labelled ones (20 % labels: 5,000 rows hold 1,000), and performance
         would never be judged: the window then reaches back to the newest ``min_labels`` labelled
-        rows (at most ``drift.max_window_rows`` rows). Two more reads, only in that case."""
+        rows (at most ``drift.max_window_rows`` rows). Two more reads, only in that case. ``min_labels``
+        is the last check's (auto: resolved for its champion; before the first, the configured
+        number or auto's ceiling)."""
         drift, target = self._cfg.drift, self._cfg.model.target
+        need = self._labels.last.value
         have = len(window) if labelled_only else (int(window[target].notna().sum()) if len(window) else 0)
-        if have >= drift.min_labels or len(window) < drift.window_size:
+        if have >= need or len(window) < drift.window_size:
             return window  # enough labels, or the store holds no more rows than the window
-        labelled = self._store.window(last_n=drift.min_labels, labelled_only=True)
+        labelled = self._store.window(last_n=need, labelled_only=True)
         if len(labelled) <= have or not len(labelled):
             return window
         since = labelled["ts"].iloc[0]
@@ -210,8 +215,20 @@ class CheckJob:
         try:
             baseline = champion.baseline
             override = self._estimator(version) if self._estimator is not None else None
-            result = self._evaluate(baseline.reference, window, self._cfg.model, self._cfg.drift,
-                                    dict(baseline.metrics), **({"estimator": override} if override is not None else {}))
+            extra: dict[str, Any] = {"estimator": override} if override is not None else {}
+            # drift.descriptors' vocabulary: the champion's own, when its training.entrypoint saved one.
+            artifacts = getattr(getattr(champion, "model", None), "artifacts_folder", None)
+            if self._cfg.drift.descriptors.text is not None and artifacts is not None:
+                extra["artifacts"] = artifacts
+            from monitor.drift.constraints import constraints_for
+            constraints = constraints_for(self._cfg)  # drift.constraints: a bad file is reported, never raised
+            if constraints is not None:
+                extra["constraints"] = constraints
+            need = self._labels.of(version, baseline.metrics, baseline.reference)  # drift.min_labels: auto
+            drift = self._cfg.drift.model_copy(update={"min_labels": need.value})
+            result = self._evaluate(baseline.reference, window, self._cfg.model, drift,
+                                    dict(baseline.metrics), **extra)
+            result.min_labels_auto = dict(need.needs) if need.auto else None
         except DriftloopError as exc:
             return CheckOutcome(ts, "error", f"evaluation failed: {exc}", champion_version=version, **span)
         except Exception as exc:  # a bug or a third-party surprise: log it fully, keep the daemon alive

@@ -58,6 +58,7 @@ def observation(outcome: CheckOutcome, reference: Level | None = None) -> Observ
                        labelled_estimate=labelled_estimate(r),
                        rows_after_labels=(outcome.labels_end is not None and outcome.window_end is not None
                                           and outcome.window_end > outcome.labels_end),
+                       min_labels=r.min_labels if getattr(r, "min_labels_auto", None) is not None else None,
                        **rule_inputs(r))
 
 
@@ -200,11 +201,11 @@ class Controller(Suspicion):
                 and str(last.challenger_version) != str(outcome.champion_version))
 
     def _await_judgement(self, incident: Incident, outcome: CheckOutcome, verdict: Verdict) -> Action:
-        """A promoted champion is judged once it has ``drift.min_labels`` labelled rows of its own;
-        with labels arriving late that takes several checks. Say what the incident waits for (its
-        detail and one coalesced event), with the label-free estimate when it suspects a drop."""
-        need = self.cfg.drift.min_labels
-        have = outcome.labelled_rows
+        """A promoted champion is judged once it has ``drift.min_labels`` labelled rows of its own
+        (auto: resolved for it, ``verdict.labels``); with labels arriving late that takes several
+        checks. Say what the incident waits for (its detail and one coalesced event), with the
+        label-free estimate when it suspects a drop."""
+        have, need = verdict.labels
         wait = (f"waiting for {max(0, need - have)} more labelled rows of champion v{outcome.champion_version} "
                 f"to judge it ({have}/{need}; drift.min_labels)")
         if verdict.suspected:

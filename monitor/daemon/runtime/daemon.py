@@ -31,14 +31,14 @@ from monitor.daemon.runtime.checks import CheckJob, champion_rows
 from monitor.daemon.runtime.controller import CheckReport, Controller
 from monitor.daemon.runtime.estimation_watch import EstimationWatch
 from monitor.daemon.state.incidents import IncidentStore
-from monitor.daemon.retraining.launcher import Launcher, ProcessLauncher
+from monitor.daemon.retraining.launcher import Launcher, ProcessLauncher, read_progress
 from monitor.daemon.runtime.leader import LeaderElection, NotLeaderError
 from monitor.daemon.runtime.metrics import DaemonCollector
 from monitor.daemon.runtime.monitoring_run import MonitoringFeed, RunLog
 from monitor.daemon.decisions.policy import AlertPolicy
 from monitor.daemon.retraining.recovery import recover
-from monitor.daemon.retraining.improve import Improvement
 from monitor.daemon.retraining.review import ChampionReview
+from monitor.daemon.retraining.improve import Improvement
 from monitor.daemon.retraining.registry import MlflowProbe, RegistryProbe
 from monitor.daemon.runtime.scheduler import build_scheduler
 from monitor.daemon.runtime.views import collect_status
@@ -289,8 +289,9 @@ class Daemon:
 
     def status(self, limit: int = 5) -> dict[str, Any]:
         c = self.controller
+        jobs = self.cfg.home / "retrains"  # ProcessLauncher's job folders: a running retrain's progress.json
         return collect_status(self.cfg.model.name, self.champion.version, c.checklog, c.incidents, c.attempts,
-                              limit=limit, levels=c.levels,
+                              limit=limit, levels=c.levels, progress=lambda attempt: read_progress(jobs / attempt),
                               extra={"daemon": {"running": self._started, "leader": self.is_leader,
                                                 "check_interval_seconds": self._check_interval},
                                      "review": {"last": self.review.last},

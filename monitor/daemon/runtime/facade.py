@@ -37,6 +37,7 @@ def read_status(cfg: DriftloopConfig, limit: int) -> dict:
     """``GET /v1/status``'s body, read from the store and MLflow directly (no daemon running)."""
     from monitor.daemon.state.attempts import AttemptStore
     from monitor.daemon.retraining.champion import mlflow_alias_lookup
+    from monitor.daemon.retraining.launcher import read_progress
     from monitor.daemon.state.checklog import CheckLog
     from monitor.daemon.state.incidents import IncidentStore
     from monitor.daemon.state.levels import ReferenceLevels
@@ -52,7 +53,8 @@ def read_status(cfg: DriftloopConfig, limit: int) -> dict:
         return collect_status(model, lookup,
                               CheckLog(engine, model, time.time), IncidentStore(engine, model, time.time),
                               AttemptStore(engine, model, time.time), limit=limit,
-                              levels=ReferenceLevels(engine, model))
+                              levels=ReferenceLevels(engine, model),
+                              progress=lambda attempt: read_progress(cfg.home / "retrains" / attempt))
     finally:
         store.close()
 

@@ -183,15 +183,18 @@ class Retrains(IncidentMoves):
 
     def retry_rows_needed(self, tries: list[Attempt]) -> int:
         """New labelled rows before the next try: ``alerts.retry_rows`` (default ``drift.min_labels``),
-        doubled for each rejected or failed try in a row (at most 8x), and at least as many as the
-        last try learnt from: the evidence doubles between tries, so a retrain right after a
-        promotion does not start on barely more rows than the one before (each new try on a little
-        more data was a promotion or a rejection more, not a better model)."""
-        base = self.cfg.alerts.retry_rows or self.cfg.drift.min_labels
+        doubled for each rejected or failed try in a row (at most 8x); after a promotion, enough that
+        the rows since the change reach ``training.evidence_growth`` (4) times what the promoted try
+        learnt from (when it learnt from the rows since a located change). A retrain right after a
+        promotion on barely more rows was one promotion or rejection more, not a better model: few,
+        large steps (500 -> 2,000 -> 8,000 rows) keep promotions per change few."""
+        base = self.cfg.alerts.retry_rows or self.policy.min_labels  # drift.min_labels, auto resolved
         need = base * min(8, 2 ** max(0, unsuccessful_in_a_row(tries) - 1))
         last = tries[-1] if tries else None
         learnt = int((last.data_window or {}).get("rows") or 0) if last is not None else 0
-        return max(need, min(learnt, self.cfg.training.max_rows))
+        if last is None or last.status != Outcome.PROMOTED or not (last.data_window or {}).get("since_change"):
+            return need  # growth counts rows since a located change, not a window of recent rows
+        return max(need, min(int((self.cfg.training.evidence_growth - 1) * learnt), self.cfg.training.max_rows))
 
     def training_window(self, incident: Incident,
                         forced: bool = False) -> tuple[pd.DataFrame, dict[str, Any], tuple[str, Wait] | None]:

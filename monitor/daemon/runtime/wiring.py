@@ -56,7 +56,10 @@ class ReportSaver:
 
     def __call__(self, result: CheckResult, ts: float) -> tuple[Path | None, Path | None]:
         from monitor.drift import save_report
-        paths = save_report(result, self.cfg.reports_dir, max_bytes=self.cfg.drift.report_max_bytes)
+        from monitor.records.inputs import InputRoots
+        # The summary page previews the drifted rows' inputs that model.input_roots lets be read.
+        paths = save_report(result, self.cfg.reports_dir, max_bytes=self.cfg.drift.report_max_bytes,
+                            roots=InputRoots.of(self.cfg.model))
         self._add_to_workspace(result)
         self._prune(ts)
         return paths.html, paths.json

@@ -115,6 +115,8 @@ class CheckLog:
                                    baseline_accuracy=r.baseline_accuracy, baseline_roc_auc=r.baseline_roc_auc,
                                    dataset_drift=bool(r.dataset_drift), champion_version=r.champion_version,
                                    mae=finite(result.get("mae")), baseline_mae=finite(result.get("baseline_mae")),
+                                   min_labels=(result.get("min_labels") if result.get("min_labels_auto") is not None
+                                               else None),
                                    **rule_inputs_from(result)))
         return out
 

@@ -45,9 +45,9 @@ def test_titanic_passenger_id_is_the_id_and_the_small_file_gets_a_reachable_min_
     assert cfg.model.name == "titanic" and "model 'titanic'" in out
     text = (tmp_path / "driftloop.yaml").read_text()
     assert "id: PassengerId    # taken by init: integers, unique on every row, named like an id" in text
-    # 300 rows never fill the default 1000-label window: a reachable value is written, and why.
+    # 300 rows never fill a 1000-label window (the most the default, auto, asks): a reachable value is written.
     assert cfg.drift.min_labels == 150
-    assert "min_labels: 150    # " in text and "fewer than the default 1000 labelled rows" in text
+    assert "min_labels: 150    # " in text and "fewer than the 1000 labelled rows a window may need" in text
     assert "wrote drift.min_labels: 150" in err and "DRIFTLOOP_DRIFT__MIN_LABELS" in err
 
     code, _, err = init(tmp_path, capsys, "--data", str(data), "--target", "Survived", "--id", "Pclass")
@@ -71,7 +71,7 @@ def test_a_customer_id_in_text_a_row_number_and_what_is_no_id(tmp_path, capsys):
     assert cfg.model.id == "customerID" and "text, unique on every row, named like an id" in err
     # Unique integers without an id's name or a row number's steps, and unique floats, stay features.
     assert cfg.model.feature_names == ["tenure", "balance_cents", "charges"]
-    assert cfg.drift.min_labels == 1000 and "drift:" not in (tmp_path / "driftloop.yaml").read_text()
+    assert cfg.drift.min_labels == "auto" and "drift:" not in (tmp_path / "driftloop.yaml").read_text()
     assert "min_labels" not in err and cfg.model.name == "wa_fn_usec_telco_customer_churn"
 
     assert propose_id(pd.DataFrame({"Unnamed: 0": range(30), "x": np.arange(30.0) * 2})).name == "Unnamed: 0"

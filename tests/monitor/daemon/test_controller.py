@@ -238,3 +238,24 @@ def test_retention_removes_old_rows_but_no_counts(make_daemon, clock):
     assert daemon.store.row_counts() == {"predictions": 0, "labels": 0}
     assert daemon.controller.checklog.recent() == []
     assert samples(daemon)[("driftloop_model_check_errors_total", ())] == 1
+
+
+def test_after_a_promotion_on_post_change_rows_the_evidence_must_grow(make_daemon):
+    """training.evidence_growth: a promoted try that learnt from 500 rows since a change is followed
+    by one only once those rows reach 4 x 500 (1,500 new); a rejected one, or one on a window of
+    recent rows (no change point), waits for drift.min_labels (doubled per rejection)."""
+    daemon, _ = make_daemon({"training": {"evidence_growth": 4.0}})
+    ctl = daemon.controller
+    incident = ctl.incidents.open("accuracy", "alert", "dropped", change_ts=1.0)
+
+    def tried(status: str, window: dict) -> list:
+        attempt = ctl.attempts.begin(incident.id, "alert", rows=window["rows"], data_window=window)
+        ctl.attempts.finish(attempt.id, status, reasons=["test"])
+        return [ctl.attempts.get(attempt.id)]
+
+    since = {"rows": 500, "since_change": "2026-12-05T00:00:00+00:00"}
+    assert ctl.retry_rows_needed(tried("promoted", since)) == 1500
+    assert ctl.retry_rows_needed(tried("rejected", since)) == ctl.policy.min_labels
+    assert ctl.retry_rows_needed(tried("promoted", {"rows": 1500})) == ctl.policy.min_labels
+    big = {"rows": 40_000, "since_change": "2026-12-05T00:00:00+00:00"}
+    assert ctl.retry_rows_needed(tried("promoted", big)) == daemon.cfg.training.max_rows  # bounded

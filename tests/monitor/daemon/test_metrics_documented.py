@@ -35,11 +35,14 @@ DAEMON_REGRESSION = {"driftloop_model_reference_mae", "driftloop_model_version_m
 TASK_ONLY = (task_served("multiclass") | task_served("regression")) - task_served("binary") | DAEMON_REGRESSION
 
 
-def test_live_metrics_are_the_documented_ones(live_daemon):
+def test_live_metrics_are_the_documented_ones(live_daemon, tmp_path):
+    constraints = tmp_path / "constraints.json"  # x0 at most -100: every row breaks it (the rest: extra columns)
+    constraints.write_text('{"version": 1, "columns": {"x0": {"inferred_type": "fractional", "max": -100}}}')
     daemon, url = live_daemon(token="t0k-0123456789", overrides={
         "model": {"segments": ["region"]},                # per-segment figures
         "alerts": {"rules": [{"metric": "recall", "drop": 0.5}]},  # the alerts.rules gauges
-        "drift": {"segment_min_labels": 30},              # 300 rows: a segment's drift share needs 30
+        "drift": {"segment_min_labels": 30,               # 300 rows: a segment's drift share needs 30
+                  "constraints": str(constraints)},       # the constraint violation gauges
         "server": {"gpu_metrics": True},
         "exporter": {"simulate": 1, "process_metrics": True, "pcie_throughput": True, "xid_events": True,
                      "sampler_interval_seconds": 0.05}})

@@ -47,7 +47,7 @@ def test_regression_check_and_status_show_mae_rmse_mape_r2(engine, tmp_path):
     # twice the noise: the MAPE doubles too (a default since issue 34); the residuals' mean stays put
     assert breaches is not None and [b.key for b in breaches] == ["mae", "mape", "r2"]
 
-    text = render_check(outcome, breaches, cfg.drift.min_labels)
+    text = render_check(outcome, breaches)
     realised = text.split("estimated")[0].splitlines()   # the realised table comes before the estimates
     rows = {line.split()[0]: line for line in realised if line.split()[:1] in (["mae"], ["rmse"], ["mape"], ["r2"])}
     assert set(rows) == {"mae", "rmse", "mape", "r2"}
@@ -81,7 +81,7 @@ def test_multiclass_check_and_status_show_f1_and_per_class_recall(engine, tmp_pa
     breaches = policy.performance_breaches(observation(outcome))
     assert breaches is not None and [b.key for b in breaches] == [f"recall[{night}]"]
 
-    text = render_check(outcome, breaches, cfg.drift.min_labels)
+    text = render_check(outcome, breaches)
     named = {line.split()[0] for line in text.splitlines() if line.split()}
     assert {"accuracy", "roc_auc", "macro_f1", "weighted_f1"} <= named and set(CLASSES) <= named
     (row,) = [line for line in text.splitlines() if line.startswith(f"{night} ")]

@@ -155,7 +155,7 @@ def test_check_and_status_text_show_the_worst_segments(scfg):
     result, _ = check(scfg, frame, baseline)
     outcome = CheckOutcome(0.0, "ok", "checked", champion_version="1", result=result,
                            window_rows=result.window_rows, labelled_rows=result.labelled_rows)
-    text = render_check(outcome, [], 1000)
+    text = render_check(outcome, [])
     assert f"segments: the 10 worst of {len(result.segments)} values" in text
     first = text.split("segments: the 10 worst")[1].splitlines()[1]
     assert first.strip().startswith("hour_of_day=2") and "labelled; accuracy 0." in first and "recall" in first

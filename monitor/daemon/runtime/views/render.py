@@ -6,8 +6,9 @@ from typing import Any
 from monitor.daemon.decisions.breach import Breach
 from monitor.daemon.decisions.breach import level as _level
 from monitor.daemon.runtime.checks import CheckOutcome
+from monitor.daemon.runtime.views.constraints import render_constraints
 from monitor.daemon.runtime.views.segments import aggregate_bar, render_worst
-from monitor.daemon.runtime.views.status import iso
+from monitor.daemon.runtime.views.status import iso, labels_needed
 from monitor.daemon.runtime.views.tasks import baseline_of, class_rows, estimated_rows, realised_rows, task_of, worse
 from monitor.tasks import LOWER_IS_BETTER
 
@@ -35,8 +36,7 @@ def _bars(d: dict[str, Any], reference: Any) -> dict[str, float]:
     return out
 
 
-def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_labels: int,
-                 reference: Any = None) -> str:
+def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, reference: Any = None) -> str:
     """``reference``: the reference level (monitor.daemon.state.levels.Level) the daemon judges this
     champion against; where it is above the baseline it is the bar shown and the drop is from it."""
     head = f"check {iso(outcome.ts)}  status {outcome.status}"
@@ -50,6 +50,7 @@ def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_label
     if r is None:
         lines.append(outcome.message)
         return "\n".join(lines)
+    lines.append(f"labels  {labels_needed(r.min_labels, r.min_labels_auto)}")
     d = r.to_dict()
     task = task_of(d)
     breached = {b.key: b for b in breaches or [] if not b.estimated}
@@ -62,7 +63,7 @@ def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_label
         if name in raised:
             base, change = raised[name], worse(name, live, raised[name])
         if breaches is None:
-            verdict = f"not judged: {outcome.labelled_rows} < {min_labels} labels"
+            verdict = f"not judged: {outcome.labelled_rows} < {r.min_labels} labels"
         elif name in breached:
             verdict = f"BREACH ({'rise' if lower else 'drop'} >= {breached[name].threshold:g})"
         else:
@@ -117,6 +118,9 @@ def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, min_label
     for name, values in r.unseen_categories.items():
         lines.append(f"unseen  {name}: {len(values)} value(s) not in the champion's reference, scored as unknown: "
                      + ", ".join(values))
+    constraints = render_constraints(d.get("constraints"))
+    if constraints:
+        lines += [""] + constraints
     if outcome.report_html:
         lines += ["", f"report  {outcome.report_html}"]
     return "\n".join(lines)

@@ -9,8 +9,10 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from monitor.daemon.state.attempts import AttemptStore
+from monitor.retrain_contract import RetrainProgress
 from monitor.daemon.state.checklog import CheckLog
 from monitor.daemon.state.incidents import IncidentStore
+from monitor.daemon.runtime.views.constraints import render_constraints
 from monitor.daemon.runtime.views.drifted_rows import drifted_summary, render_drifted
 from monitor.daemon.runtime.views.segments import aggregate_bar, render_worst, worst_segments
 from monitor.daemon.runtime.views.tasks import class_rows, estimated_rows, realised_rows, task_of
@@ -31,7 +33,8 @@ def _times(d: dict[str, Any]) -> dict[str, Any]:
 # Free text that may name the host (retrain errors, incident details, a check's message, the
 # registry's error): hidden whole from untrusted callers, whatever it says.
 # An input_uri names a file of the host or a bucket's key, whatever its form.
-_TEXT_KEYS = frozenset({"error", "detail", "message", "estimation_error", "input_uri"})
+_TEXT_KEYS = frozenset({"error", "detail", "message", "estimation_error", "input_uri",
+                        "problem", "example_values"})  # a constraints file's problem, the values that broke it
 # Lists of files: untrusted callers get their count (the list's length), not the paths.
 _PATH_LIST_KEYS = frozenset({"report_paths"})
 # Any other text with an absolute or home path, or a URL (an MLflow URI), in it.
@@ -71,10 +74,12 @@ def _check_summary(row: dict[str, Any] | None) -> dict[str, Any] | None:
     result = row.pop("result", None) or {}
     features = result.get("features") or []
     row["drifted_features"] = [f.get("name") for f in features if isinstance(f, dict) and f.get("drifted")]
-    for key in ("accuracy_ci", "roc_auc_ci", "versions", "other_version_rows", "change", "change_ts",
+    for key in ("accuracy_ci", "roc_auc_ci", "min_labels", "min_labels_auto", "versions", "other_version_rows",
+                "change", "change_ts",
                 "precision", "recall", "f1", "predicted_positive_rate", "estimated_rows", "estimated_accuracy",
                 "estimated_accuracy_ci", "estimated_roc_auc", "estimated_roc_auc_ci", "estimated_precision",
-                "estimated_recall", "estimated_f1", "estimation_error", "task", *task_of(result).status_keys):
+                "estimated_recall", "estimated_f1", "estimation_error", "task", "constraints",
+                *task_of(result).status_keys):
         if key in result:
             row[key] = result[key]
     drifted = drifted_summary(result)
@@ -91,7 +96,9 @@ def _check_summary(row: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def collect_status(model: str, champion_version: Callable[[], str | None], checklog: CheckLog,
                    incidents: IncidentStore, attempts: AttemptStore, *, limit: int = 5,
-                   extra: dict[str, Any] | None = None, levels: Any = None) -> dict[str, Any]:
+                   extra: dict[str, Any] | None = None, levels: Any = None,
+                   progress: Callable[[str], RetrainProgress | None] | None = None) -> dict[str, Any]:
+    """``progress(attempt_id)``: a running retrain's progress (its job folder's ``progress.json``)."""
     try:
         version = champion_version()
         champion_error = None
@@ -104,11 +111,16 @@ def collect_status(model: str, champion_version: Callable[[], str | None], check
         "last_check": _check_summary(checklog.last()),
         "open_incidents": [_times(i.to_dict()) for i in incidents.open_incidents()],
         "recent_incidents": [_times(i.to_dict()) for i in incidents.recent(limit)],
-        "retrain_running": _times(running.to_dict()) if running else None,
+        "retrain_running": _running(running.to_dict(), progress) if running else None,
         "recent_retrains": [_times(a.to_dict()) for a in attempts.recent(limit)],
         "reference_level": _level(levels),
         **(extra or {}),
     }
+
+
+def _running(attempt: dict[str, Any], progress: Callable[[str], RetrainProgress | None] | None) -> dict[str, Any]:
+    found = progress(attempt["id"]) if progress is not None else None
+    return {**_times(attempt), **({"progress": found.model_dump(mode="json")} if found is not None else {})}
 
 
 def _level(levels: Any) -> dict[str, Any] | None:
@@ -146,6 +158,23 @@ def _task_lines(c: dict[str, Any]) -> list[str]:
     return lines
 
 
+def labels_needed(need: int, auto: dict[str, int] | None) -> str:
+    """The labelled rows a check needed before judging performance, and why: ``performance judged
+    from 300 labelled rows (drift.min_labels auto: accuracy 291, roc_auc 12)``."""
+    why = ("auto: " + ", ".join(f"{k} {v}" for k, v in auto.items()) if auto
+           else "auto: no baseline to size it from" if auto is not None else "configured")
+    return f"performance judged from {need} labelled rows (drift.min_labels {why})"
+
+
+def _running_line(running: dict[str, Any]) -> str:
+    """``running: att-... (epoch 3/30, val_loss 0.4123, 600 rows; 45 s)`` from the job folder's progress."""
+    found = running.get("progress")
+    if not found:
+        return f"running: {running['id']}"
+    progress = RetrainProgress.parse(found)
+    return f"running: {running['id']} ({progress.describe()}; {progress.updated - progress.started:.0f} s)"
+
+
 def _fmt(x: Any, spec: str = ".4f") -> str:
     return "-" if x is None else format(x, spec) if isinstance(x, (int, float)) else str(x)
 
@@ -160,7 +189,9 @@ def render_status(s: dict[str, Any]) -> str:
     else:
         lines.append(f"last check   {c['ts']}  {c['status']}  {c.get('message') or ''}".rstrip())
         if c["status"] == "ok":
-            lines.append(f"  window     {c['window_rows']} rows, {c['labelled_rows']} labelled")
+            lines.append(f"  window     {c['window_rows']} rows, {c['labelled_rows']} labelled"
+                         + (f"; {labels_needed(c['min_labels'], c.get('min_labels_auto'))}"
+                            if c.get("min_labels") else ""))
             lines += _task_lines(c)
             if c.get("precision") is not None or c.get("recall") is not None:
                 lines.append(f"  at thresh  precision {_fmt(c.get('precision'))}, recall {_fmt(c.get('recall'))}, "
@@ -168,6 +199,7 @@ def render_status(s: dict[str, Any]) -> str:
             drifted = ", ".join(c.get("drifted_features") or []) or "none"
             lines.append(f"  drift      share {_fmt(c.get('drift_share'), '.2f')}; drifted: {drifted}")
             lines += render_drifted(c.get("drifted_rows") or [], c.get("id"))
+            lines += render_constraints(c.get("constraints"), indent="  ")
             others = {v: d for v, d in (c.get("versions") or {}).items() if v != c.get("champion_version")}
             if others:
                 lines.append("  others     " + "; ".join(
@@ -203,8 +235,8 @@ def render_status(s: dict[str, Any]) -> str:
             drifted = f"  drifted checks {i['drifted_checks']}" if i.get("drifted_checks") else ""
             lines.append(f"  {i['id']}  {i['state']:<10} {i['reason']:<12} opened {i['opened_at']}  attempts "
                          f"{i['attempts']}{drifted}")
-    lines.append("retrains     "
-                 + ("running: " + s["retrain_running"]["id"] if s.get("retrain_running") else "none running"))
+    running = s.get("retrain_running")
+    lines.append("retrains     " + (_running_line(running) if running else "none running"))
     for a in s["recent_retrains"]:
         what = a["challenger_version"] and f"v{a['challenger_version']}" or "-"
         why = "; ".join(a.get("reasons") or [])

@@ -43,6 +43,18 @@ class Started:
                       wait=self.wait)
 
 
+def _same_change(attempt: Attempt, change_ts: float | None) -> bool:
+    """Did ``attempt`` learn from rows since a located change that the incident's change point
+    ``change_ts`` still stands for? Not when a later change was located after the rows it learnt from
+    (the concept moved again, or came back: those rows were another concept's); a change point
+    refined within them (a batch boundary, a few seconds) is the same change."""
+    window = attempt.data_window or {}
+    since, end = window.get("since_change"), window.get("end")
+    if not since or change_ts is None:
+        return False
+    return end is None or change_ts <= pd.Timestamp(end).timestamp()
+
+
 class Retrains(IncidentMoves):
     # -- retrains -------------------------------------------------------------------------
     def maybe_retrain(self, incident: Incident, trigger: str, respect_cooldown: bool = True,
@@ -154,7 +166,7 @@ class Retrains(IncidentMoves):
                         "(alerts.cooldown_seconds)"), Wait(WaitKind.COOLDOWN)
             return None
         # Promoted or rejected: the next try needs new labelled rows, more after each rejection in a row.
-        need = self.retry_rows_needed(tries)
+        need = self.retry_rows_needed(tries, incident.change_ts)
         have, since = self._evidence_since(last)
         if have < need:
             promoted = last.status == Outcome.PROMOTED
@@ -181,19 +193,20 @@ class Retrains(IncidentMoves):
         return {k.removeprefix("reference_"): v for k, v in stored.items()
                 if k in ("reference_accuracy", "reference_roc_auc", "reference_mae")}
 
-    def retry_rows_needed(self, tries: list[Attempt]) -> int:
+    def retry_rows_needed(self, tries: list[Attempt], change_ts: float | None = None) -> int:
         """New labelled rows before the next try: ``alerts.retry_rows`` (default ``drift.min_labels``),
         doubled for each rejected or failed try in a row (at most 8x); after a promotion, enough that
         the rows since the change reach ``training.evidence_growth`` (4) times what the promoted try
-        learnt from (when it learnt from the rows since a located change). A retrain right after a
+        learnt from (when it learnt from the rows since a located change; a change located after those
+        rows, such as a concept that came back, starts afresh). A retrain right after a
         promotion on barely more rows was one promotion or rejection more, not a better model: few,
         large steps (500 -> 2,000 -> 8,000 rows) keep promotions per change few."""
         base = self.cfg.alerts.retry_rows or self.policy.min_labels  # drift.min_labels, auto resolved
         need = base * min(8, 2 ** max(0, unsuccessful_in_a_row(tries) - 1))
         last = tries[-1] if tries else None
         learnt = int((last.data_window or {}).get("rows") or 0) if last is not None else 0
-        if last is None or last.status != Outcome.PROMOTED or not (last.data_window or {}).get("since_change"):
-            return need  # growth counts rows since a located change, not a window of recent rows
+        if last is None or last.status != Outcome.PROMOTED or not _same_change(last, change_ts):
+            return need  # growth counts rows since the same located change, not a window of recent rows
         return max(need, min(int((self.cfg.training.evidence_growth - 1) * learnt), self.cfg.training.max_rows))
 
     def training_window(self, incident: Incident,

@@ -246,16 +246,21 @@ def test_after_a_promotion_on_post_change_rows_the_evidence_must_grow(make_daemo
     recent rows (no change point), waits for drift.min_labels (doubled per rejection)."""
     daemon, _ = make_daemon({"training": {"evidence_growth": 4.0}})
     ctl = daemon.controller
-    incident = ctl.incidents.open("accuracy", "alert", "dropped", change_ts=1.0)
+    change_ts = 1796428800.0  # 2026-12-05T00:00:00Z
+    incident = ctl.incidents.open("accuracy", "alert", "dropped", change_ts=change_ts)
 
     def tried(status: str, window: dict) -> list:
         attempt = ctl.attempts.begin(incident.id, "alert", rows=window["rows"], data_window=window)
         ctl.attempts.finish(attempt.id, status, reasons=["test"])
         return [ctl.attempts.get(attempt.id)]
 
-    since = {"rows": 500, "since_change": "2026-12-05T00:00:00+00:00"}
-    assert ctl.retry_rows_needed(tried("promoted", since)) == 1500
-    assert ctl.retry_rows_needed(tried("rejected", since)) == ctl.policy.min_labels
-    assert ctl.retry_rows_needed(tried("promoted", {"rows": 1500})) == ctl.policy.min_labels
+    since = {"rows": 500, "since_change": "2026-12-05T00:00:00+00:00", "end": "2026-12-05T00:04:10+00:00"}
+    assert ctl.retry_rows_needed(tried("promoted", since), change_ts) == 1500
+    assert ctl.retry_rows_needed(tried("rejected", since), change_ts) == ctl.policy.min_labels
+    assert ctl.retry_rows_needed(tried("promoted", {"rows": 1500}), change_ts) == ctl.policy.min_labels
+    # A change located after the promoted try's rows (the concept came back): they were another concept's.
+    assert ctl.retry_rows_needed(tried("promoted", since), change_ts + 600) == ctl.policy.min_labels
+    # The change point refined within them (a batch boundary): the same change, the same growth.
+    assert ctl.retry_rows_needed(tried("promoted", since), change_ts + 4) == 1500
     big = {"rows": 40_000, "since_change": "2026-12-05T00:00:00+00:00"}
-    assert ctl.retry_rows_needed(tried("promoted", big)) == daemon.cfg.training.max_rows  # bounded
+    assert ctl.retry_rows_needed(tried("promoted", big), change_ts) == daemon.cfg.training.max_rows  # bounded

@@ -50,7 +50,8 @@ def test_shortfall_needs_the_whole_interval_past_the_level_by_the_margin():
 
 def test_a_champion_below_its_level_is_retrained_once_the_evidence_grew(make_config, daemon_for):
     # Wide alert thresholds: the champion is short of its level, but not by a breach (no incident).
-    cfg = make_config({"training": {"improve_below_reference": 1, "evidence_growth": 2.5, "improve_margin": 0.2, "epochs": 8, "patience": 3},
+    cfg = make_config({"training": {"improve_below_reference": 1, "evidence_growth": 2.5, "improve_margin": 0.2,
+                                    "epochs": 8, "patience": 3},
                        "alerts": {"accuracy_drop": 0.15, "auc_drop": 0.3}})
     daemon = daemon_for(cfg)
     daemon.start(scheduler=False)

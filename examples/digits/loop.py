@@ -147,7 +147,6 @@ def summary(result: StreamResult) -> dict[str, Any]:
 def run_demo(cfg: DriftloopConfig, plan: DigitsPlan, *, echo: Callable[[str], None] = print,
              keep_serving: bool = False) -> StreamResult:
     """The demo: data, baseline, an in-process daemon serving the real API, the loop, a summary."""
-    import time
 
     from monitor.daemon.runtime.daemon import Daemon
 
@@ -180,12 +179,8 @@ def run_demo(cfg: DriftloopConfig, plan: DigitsPlan, *, echo: Callable[[str], No
             echo(f"      MLflow: mlflow ui --backend-store-uri {cfg.tracking_uri}; "
                  f"status: DRIFTLOOP_CONFIG={config.resolve()} driftloop status")
             if keep_serving:
-                echo(f"--keep-serving: the daemon keeps serving {url}; Ctrl-C stops it.")
-                try:
-                    while True:
-                        time.sleep(3600)
-                except KeyboardInterrupt:
-                    pass
+                from monitor.demo import keep_serving_until_interrupted
+                keep_serving_until_interrupted(url, echo)  # the daemon stops below
         finally:
             daemon.stop()
     return result

@@ -8,21 +8,8 @@ from __future__ import annotations
 import pytest
 
 from monitor.daemon.retraining.improve import shortfall
-from monitor.daemon.runtime.daemon import Daemon
 from tests.monitor.daemon.conftest import Traffic
-
-
-@pytest.fixture
-def daemon_for():
-    made: list[Daemon] = []
-
-    def make(cfg) -> Daemon:
-        daemon = Daemon(cfg)
-        made.append(daemon)
-        return daemon
-    yield make
-    for d in made:
-        d.stop(grace=5)
+from tests.monitor.daemon.test_loop import daemon_for  # noqa: F401  (a fixture)
 
 
 def _resolved_change(ctl, change_ts: float, learnt: int) -> str:

@@ -7,6 +7,7 @@ CPU). Every rank trains on its shard; only rank 0 logs to MLflow and writes chec
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 from dataclasses import dataclass
 
@@ -50,7 +51,16 @@ def init(device_type: str) -> Dist:
 
 
 def shutdown() -> None:
+    """Leave the process group at exit.
+
+    A finished ``DistributedDataParallel`` wrapper sits in reference cycles (its hooks point back
+    at it), so its reducer, and the gloo/NCCL group it holds, would outlive ``destroy_process_group``
+    and be torn down among C++ static destructors, where gloo aborts the process now and then
+    ("terminate called without an active exception", exit -6). torchrun then SIGTERMs the other
+    ranks, rank 0 included, possibly while it logs to MLflow. Collecting first releases the group
+    while the interpreter is still whole."""
     if dist.is_available() and dist.is_initialized():
+        gc.collect()
         dist.destroy_process_group()
 
 

@@ -102,8 +102,9 @@ def test_model_thresholds_are_the_daemon_defaults():
     mae = _flat(_by_name("DriftloopModelMaeRise")["expr"])
     assert ("(driftloop_model_mae - driftloop_model_baseline_mae) / driftloop_model_baseline_mae >= "
             f"{alerts.mae_rise}") in mae
-    for expr in (acc, auc, mae):  # drift.min_labels: auto's most (the rules page later, never earlier)
-        assert f"driftloop_model_labelled_rows >= {drift.min_labels_at_most}" in expr
+    for expr in (acc, auc, mae):  # the labelled-rows guard is the need the daemon resolved, not a copy
+        assert ("and on (job, instance, model) driftloop_model_labelled_rows >= on (job, instance, model) "
+                "driftloop_model_min_labels") in expr
     assert _flat(_by_name("DriftloopDataDriftHigh")["expr"]) == ("driftloop_model_drift_share_ratio >= "
                                                                  f"{drift.drift_share}")
     # The check interval: stale after three missed runs.

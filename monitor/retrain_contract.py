@@ -107,6 +107,10 @@ class RetrainResult(_Strict):
 
 
 Series = Literal["warm", "cold"]
+# What the child is doing: training its models, judging the challenger against the champion on the
+# held-out rows (trainer/judge.py), or publishing it (registry, exports, champion alias).
+Stage = Literal["training", "judging", "publishing"]
+_STAGE_SAYS = {"judging": "judging the challenger", "publishing": "registering and exporting the challenger"}
 
 
 class SeriesProgress(_Strict):
@@ -128,6 +132,7 @@ class RetrainProgress(_Strict):
     started: float                       # epoch seconds, when the child started
     updated: float                       # epoch seconds, when this was written
     series: dict[Series, SeriesProgress] = Field(default_factory=dict)
+    stage: Stage = "training"
 
     @classmethod
     def parse(cls, body: Any, where: str = "retrain progress") -> "RetrainProgress":
@@ -136,15 +141,17 @@ class RetrainProgress(_Strict):
 
     def describe(self) -> str:
         """e.g. ``epoch 3/30, val_loss 0.4123, 600 rows``; each series named when a fresh model
-        competes: ``warm epoch 10/10, val_loss 0.3120; cold epoch 4/30, val_loss 0.5230; 600 rows``."""
+        competes: ``warm epoch 10/10, val_loss 0.3120; cold epoch 4/30, val_loss 0.5230; 600 rows``;
+        after training, what follows it: ``judging the challenger after epoch 12/30, ...``."""
         if not self.series:
-            return "preparing"
+            return _STAGE_SAYS.get(self.stage, "preparing")
         named = len(self.series) > 1
         parts = [f"{name + ' ' if named else ''}epoch {s.epoch}/{s.epochs}"
                  + (f", val_loss {s.val_loss:.4f}" if s.val_loss is not None else "")
                  for name, s in sorted(self.series.items(), key=lambda kv: kv[0] != "warm")]
         rows = max(s.rows for s in self.series.values())
-        return ("; " if named else ", ").join(parts) + ("; " if named else ", ") + f"{rows} rows"
+        trained = ("; " if named else ", ").join(parts) + ("; " if named else ", ") + f"{rows} rows"
+        return f"{_STAGE_SAYS[self.stage]} after {trained}" if self.stage in _STAGE_SAYS else trained
 
 
 _Model = TypeVar("_Model", bound=BaseModel)

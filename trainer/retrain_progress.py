@@ -6,7 +6,10 @@ shows it in ``driftloop status`` and ``GET /v1/status``, and the demos print it 
 
 Bounded: the file is rewritten at most once per ``every`` seconds (a tabular model's epochs take
 milliseconds, and each write is an fsync'd replace), and at each model's first epoch, so it may lag
-the last epoch by that much; the result, not the progress, is what the daemon settles on.
+the last epoch by that much; the result, not the progress, is what the daemon settles on. When the
+training ends the file says so at once, with the stage that follows (``judging`` the challenger on
+the held-out rows, then ``publishing`` it: registry, exports, alias), which can take a while for a
+large holdout or an INT8 export.
 """
 from __future__ import annotations
 
@@ -16,13 +19,16 @@ from pathlib import Path
 from typing import Callable, Mapping, Protocol
 
 from monitor.files import PRIVATE, atomic_write_json
-from monitor.retrain_contract import RetrainProgress, Series, SeriesProgress
+from monitor.retrain_contract import RetrainProgress, Series, SeriesProgress, Stage
 
 
 class EpochSink(Protocol):
     def epoch(self, series: Series, epochs: int, rows: int, record: Mapping[str, float]) -> None:
         """``record`` (the loop's: ``epoch``, ``train_loss``, ``val_loss``, ...) ended one epoch of
         ``series`` (``warm`` or ``cold``), which trains on ``rows`` rows for at most ``epochs``."""
+
+    def stage(self, stage: Stage) -> None:
+        """Training is over; the retrain now does ``stage`` (``judging``, then ``publishing``)."""
 
 
 class ProgressFile:
@@ -33,6 +39,7 @@ class ProgressFile:
         self._started = clock()
         self._written: float | None = None
         self._series: dict[Series, SeriesProgress] = {}
+        self._stage: Stage = "training"
 
     def epoch(self, series: Series, epochs: int, rows: int, record: Mapping[str, float]) -> None:
         now = self._clock()
@@ -43,7 +50,15 @@ class ProgressFile:
             seconds=max(0.0, now - self._started))
         if not first and self._written is not None and now - self._written < self._every:
             return
-        body = RetrainProgress(started=self._started, updated=now, series=self._series)
+        self._write(now)
+
+    def stage(self, stage: Stage) -> None:
+        """Written at once, whatever the rate: it also carries the last epochs the rate held back."""
+        self._stage = stage
+        self._write(self._clock())
+
+    def _write(self, now: float) -> None:
+        body = RetrainProgress(started=self._started, updated=now, series=self._series, stage=self._stage)
         # 0600 as the request and the result beside it; a failed write costs the watcher a line, not the retrain.
         try:
             atomic_write_json(self.path, body.model_dump(mode="json"), mode=PRIVATE)

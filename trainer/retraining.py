@@ -286,12 +286,16 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
             log_reports(reports)
             trained = train(cfg, p, resume=resume, should_stop=should_stop, extra={"run_id": run.info.run_id},
                             progress=progress)
+            if progress is not None:
+                progress.stage("judging")
             mlflow.set_tags({"driftloop.start": trained.start,
                              "driftloop.concept_holds": str(p.concept["holds"]).lower(),
                              "driftloop.shift": str(p.concept.get("shift", ""))})
             examined = examine(cfg, p, trained, registry, window,
                                level=reference_level(data_window, cfg.model.kind.primary_metric))
             judgement = run_gates(examined.evidence)
+            if progress is not None:
+                progress.stage("publishing")
             out = publish(cfg, registry, run.info.run_id, p, trained, examined, judgement,
                           Lineage(trigger, incident_id, reason, data_window))
     out.duration_seconds = time.perf_counter() - started

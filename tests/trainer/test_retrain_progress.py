@@ -40,6 +40,24 @@ def test_the_file_holds_each_series_latest_epoch_at_a_bounded_rate(tmp_path):
     assert both.updated - both.started == pytest.approx(2.6)
     assert both.describe() == "warm epoch 2/10; cold epoch 1/30, val_loss 1.1000; 600 rows"
     assert json.loads((tmp_path / PROGRESS).read_text())["series"]["cold"]["epochs"] == 30
+    # The last epoch, held back by the rate, is written with the end of training, whatever the rate.
+    clock.t += 0.1
+    progress.epoch("cold", 30, 600, {"epoch": 2, "train_loss": 1.0, "val_loss": 0.9})
+    assert RetrainProgress.parse((tmp_path / PROGRESS).read_text()).series["cold"].epoch == 1
+    progress.stage("judging")
+    judging = RetrainProgress.parse((tmp_path / PROGRESS).read_text())
+    assert judging.stage == "judging" and judging.series["cold"].epoch == 2
+    assert judging.describe() == ("judging the challenger after warm epoch 2/10; cold epoch 2/30, val_loss 0.9000; "
+                                  "600 rows")
+
+
+def test_a_progress_file_without_a_stage_is_still_read_as_training():
+    # progress.json written before the stage existed (a child of the previous release still running)
+    old = RetrainProgress.parse({"started": 1.0, "updated": 3.0, "series": {"warm": {
+        "epoch": 1, "epochs": 5, "rows": 10, "seconds": 2.0}}})
+    assert old.stage == "training" and old.describe() == "epoch 1/5, 10 rows"
+    assert RetrainProgress(started=1.0, updated=1.0, stage="publishing").describe() == \
+        "registering and exporting the challenger"
 
 
 def test_the_worker_writes_progress_beside_its_result(tcfg, champion, tmp_path):
@@ -56,4 +74,7 @@ def test_the_worker_writes_progress_beside_its_result(tcfg, champion, tmp_path):
     assert set(progress.series) == {"warm", "cold"}, progress
     warm = progress.series["warm"]
     assert 1 <= warm.epoch <= warm.epochs and warm.rows > 0 and warm.val_loss is not None
-    assert progress.describe().startswith("warm epoch ") and "; cold epoch " in progress.describe()
+    # Written last: the stage after training (the registry and the exports), with both models' last epochs.
+    assert progress.stage == "publishing"
+    assert progress.describe().startswith("registering and exporting the challenger after warm epoch ")
+    assert "; cold epoch " in progress.describe()

@@ -14,6 +14,9 @@ from monitor.errors import UserInputError
 from monitor.commands.fleet_file import FleetFile, entry_lines, yaml_name as _yaml_name
 from monitor.tasks import TASKS, InferredTask, task_of
 
+# Columns init leaves out that --keep turns back into features.
+_KEEPABLE = (Omission.MODEL_OUTPUT, Omission.RECORD_ID)
+
 
 def _target_comment(target: str, task: InferredTask) -> str:
     return f"{task_of(task.task).target_comment(task.classes)}; label records may send it as \"{target}\""
@@ -51,7 +54,8 @@ _RULES = [
     "# left out (listed under ignore: no signal to learn, and drift on them would mean nothing), and so",
     "# are a model's outputs (y_pred, score, proba_<class>...): --keep COLUMN keeps one as a feature.",
     "# Without --id, a column unique on every row that is integers named like an id (PassengerId) or",
-    "# counting up by one, or text named like an id (customerID), is taken as the record id.",
+    "# counting up by one, or text named like an id (customerID), is taken as the record id; another",
+    "# such integer column (a second id, a saved index \"Unnamed: 0\") is left out (--keep keeps it).",
     "# A column of equal-length numeric vectors is an embedding (dim: its length); input_uri and",
     "# columns of paths or URIs are the raw inputs' references, sent as input_uri, not features.",
     "# Any key can be overridden by an environment variable DRIFTLOOP_SECTION__KEY.",
@@ -77,7 +81,7 @@ def sections(*, name: str | None, target: str, id: str | None, ignore: list[str]
         names = [*ignore, *(c.name for c in left_out)]
         lines.append(f"  ignore: [{', '.join(_yaml_name(c) for c in names)}]    # in the file, not features")
         for c in left_out:
-            keep = f"; --keep {c.name} to use it as a feature" if c.kind == Omission.MODEL_OUTPUT else ""
+            keep = f"; --keep {c.name} to use it as a feature" if c.kind in _KEEPABLE else ""
             lines.append(f"  #   {c.name}: left out by init, {c.why}{keep}")
     lines.append("  features:")
     entries = [f"    - {{name: {_yaml_name(f.name)}, type: {f.type}{'' if f.dim is None else f', dim: {f.dim}'}}}"
@@ -151,7 +155,8 @@ def _min_labels(rows: int, data_path: str) -> tuple[int, str] | None:
                    "text named like an id (PassengerId, customerID)].")
 @click.option("--ignore", multiple=True, help="A column that is not a feature (repeat for several).")
 @click.option("--keep", multiple=True,
-              help="A column named or shaped like a model output (score, y_pred, proba_*) to use as a feature anyway.")
+              help="A column named or shaped like a model output (score, y_pred, proba_*), or a second record id, "
+                   "to use as a feature anyway.")
 @click.option("--name", default=None, help="Model name [default: the data file's name in lower case, without "
               "words like _reference, _train, _test, _data; e.g. titanic_reference.csv: titanic].")
 @click.option("--output", "-o", default="driftloop.yaml", show_default=True, type=click.Path(dir_okay=False),
@@ -171,8 +176,9 @@ def command(ctx: click.Context, data_path: str, target: str, task: str | None, i
     Columns that look like a model's outputs (y_pred, score, proba_<class>, probabilities that
     sum to 1) are left out with a warning; --keep keeps one. Without --id, a passenger or customer
     number (unique on every row, named like an id or counting up by one) is taken as the record
-    id, said so. Data smaller than drift.min_labels gets a smaller value written, said so. Edit
-    the file afterwards to make integer codes categorical.
+    id, said so; another such column (a second id, a saved index "Unnamed: 0") is left out, said
+    so. Data smaller than drift.min_labels gets a smaller value written, said so. Edit the file
+    afterwards to make integer codes categorical.
 
     With --model NAME and an existing file, the model is added to it instead: under its models:
     (or as NAME.yaml in its models_dir:), or, in a file of one model, after moving that model's
@@ -245,6 +251,9 @@ def command(ctx: click.Context, data_path: str, target: str, task: str | None, i
             click.echo(f"Warning: column {c.name!r} looks like {c.why}: left out of the features (listed under "
                        f"ignore in the file). To use it as a feature, pass --keep {c.name} or move it from "
                        "ignore to features in the file", err=True)
+        elif c.kind == Omission.RECORD_ID:
+            click.echo(f"Left out column {c.name!r}: {c.why} (listed under ignore in the file). To use it as a "
+                       f"feature, pass --keep {c.name}", err=True)
         else:
             click.echo(f"Left out column {c.name!r}: {c.why}; no signal to learn, and drift on it would mean "
                        "nothing (listed under ignore in the file)", err=True)

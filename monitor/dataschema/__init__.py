@@ -34,7 +34,9 @@ The record id: :func:`propose_id` finds the column ``driftloop init`` takes as t
 given (a passenger or customer number): present and unique on every row, and either integers
 (not floats, not booleans) named like an id (``PassengerId``, ``customer_number``, ``account_no``)
 or counting up one by one (a row number), or text named like an id (``customerID``). Such a
-column is no feature: every later row brings a value training never saw.
+column is no feature: every later row brings a value training never saw. Another integer column
+that would pass the same rule (a second id, pandas' saved index ``Unnamed: 0``) is *left out* too
+(:func:`integer_id`; ``keep`` keeps it).
 
 The target, the id column and ignored columns are never features. :func:`resolve_task` says which
 task (``monitor.tasks``) the target asks for, or checks the one asked for against it.
@@ -51,12 +53,12 @@ from __future__ import annotations
 
 from monitor.dataschema.columns import (FEW_VALUES, ID_LIKE_SHARE, MIN_ROWS_FOR_ID_RULE, InferredFeature,
                                         InferredSchema, LeftOut, Omission, infer_column)
-from monitor.dataschema.ids import ProposedId, id_like_name, propose_id
+from monitor.dataschema.ids import ProposedId, id_like_name, integer_id, propose_id
 from monitor.dataschema.inference import RESERVED_COLUMNS, SAMPLE_ROWS, infer_features, infer_schema, resolve_task
 from monitor.dataschema.outputs import OutputScan, model_outputs, output_name, probability_groups
 from monitor.dataschema.recorded import feature_spec, schema_mismatch, schema_of, with_features
 
 __all__ = ["FEW_VALUES", "ID_LIKE_SHARE", "MIN_ROWS_FOR_ID_RULE", "RESERVED_COLUMNS", "SAMPLE_ROWS", "InferredFeature",
            "InferredSchema", "LeftOut", "Omission", "OutputScan", "ProposedId", "feature_spec", "id_like_name",
-           "infer_column", "infer_features", "infer_schema", "model_outputs", "output_name", "probability_groups",
-           "propose_id", "resolve_task", "schema_mismatch", "schema_of", "with_features"]
+           "infer_column", "infer_features", "infer_schema", "integer_id", "model_outputs", "output_name",
+           "probability_groups", "propose_id", "resolve_task", "schema_mismatch", "schema_of", "with_features"]

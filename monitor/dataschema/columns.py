@@ -38,6 +38,7 @@ class Omission(str, Enum):
     CONSTANT = "constant"          # one value on every row
     MODEL_OUTPUT = "model_output"  # a model's prediction, score or probability (keep it with --keep)
     INPUT_REFERENCE = "input_reference"  # input_uri, or paths/URIs of the raw inputs (send as input_uri)
+    RECORD_ID = "record_id"        # another id: unique integers named like one, or counting up (keep it with --keep)
 
 
 @dataclass(frozen=True)

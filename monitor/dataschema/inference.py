@@ -7,7 +7,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from monitor.dataschema.columns import InferredFeature, InferredSchema, LeftOut, infer_column
+from monitor.dataschema.columns import InferredFeature, InferredSchema, LeftOut, Omission, infer_column
+from monitor.dataschema.ids import integer_id
 from monitor.dataschema.outputs import model_outputs
 from monitor.errors import DataError
 from monitor.tasks import InferredTask, infer_task, task_of
@@ -44,10 +45,10 @@ def infer_features(data: pd.DataFrame, target: str, *, id: str | None = "id",
 def infer_schema(data: pd.DataFrame, target: str, *, id: str | None = "id",
                  ignore: list[str] | tuple[str, ...] = (), keep: list[str] | tuple[str, ...] = (),
                  classes: Sequence[str] | None = None) -> InferredSchema:
-    """The features of ``data`` and the columns left out: for carrying no signal (constant, all
-    missing) or for looking like a model's outputs (:func:`model_outputs`; ``classes`` name its
-    ``p_<class>`` columns) unless in ``keep``. DataError listing every problem at once when a
-    column cannot be used."""
+    """The features of ``data`` and the columns left out: for carrying no signal (constant, all missing), for
+    looking like a model's outputs (:func:`model_outputs`; ``classes`` name its ``p_<class>`` columns) or a
+    record id besides ``id`` (:func:`integer_id`), unless in ``keep``. DataError listing every problem at once
+    when a column cannot be used."""
     columns = [str(c) for c in data.columns]
     absent = [c for c in [target, *ignore, *keep] if c not in columns]
     if id not in (None, "id") and id not in columns:
@@ -81,6 +82,13 @@ def infer_schema(data: pd.DataFrame, target: str, *, id: str | None = "id",
         if isinstance(result, str):
             problems.append(result)
             continue
+        another_id = integer_id(name, data[name]) if result.type == "numeric" else None
+        if another_id and name not in keep:  # a second id (the first is ``id``): it would drift for ever
+            left_out.append(LeftOut(name, f"a record id ({another_id}), not a feature: every later row brings a "
+                                          "value training never saw", Omission.RECORD_ID))
+            continue
+        if another_id:
+            result = InferredFeature(name, result.type, f"{result.note}; looks like a record id, kept by --keep")
         try:
             result.spec()
         except ValueError:

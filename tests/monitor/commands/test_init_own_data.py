@@ -53,8 +53,10 @@ def test_titanic_passenger_id_is_the_id_and_the_small_file_gets_a_reachable_min_
     code, _, err = init(tmp_path, capsys, "--data", str(data), "--target", "Survived", "--id", "Pclass")
     assert code == 0, err
     model = yaml.safe_load((tmp_path / "driftloop.yaml").read_text())["model"]
-    assert model["id"] == "Pclass" and "PassengerId" in [f["name"] for f in model["features"]]
-    assert "Using column" not in err
+    assert model["id"] == "Pclass" and "Using column" not in err
+    # PassengerId is still an id by its values and name: left out, said so, --keep to use it.
+    assert "PassengerId" in model["ignore"] and "PassengerId" not in [f["name"] for f in model["features"]]
+    assert "Left out column 'PassengerId': a record id" in err and "--keep PassengerId" in err
 
 
 def test_a_customer_id_in_text_a_row_number_and_what_is_no_id(tmp_path, capsys):
@@ -81,11 +83,39 @@ def test_a_customer_id_in_text_a_row_number_and_what_is_no_id(tmp_path, capsys):
     assert propose_id(pd.DataFrame({"row_no": range(10)})) is None  # too few rows to tell
 
 
+def test_a_saved_index_and_a_second_id_are_left_out_not_features(tmp_path, capsys):
+    # A shuffled split written with pandas' index (to_csv's default) beside the real id, and NannyML's
+    # "identifier": as features each would drift for ever, since every later row brings a new value.
+    frame = titanic(400).sample(frac=1.0, random_state=3)
+    frame.insert(1, "identifier", np.random.default_rng(4).permutation(len(frame)))
+    data = tmp_path / "titanic_train.csv"
+    frame.to_csv(data)  # index=True: the first column comes back as "Unnamed: 0"
+    code, _, err = init(tmp_path, capsys, "--data", str(data), "--target", "Survived")
+    assert code == 0, err
+    cfg = load_config(tmp_path / "driftloop.yaml", environ={})
+    # The real id wins over the saved index, which comes first in the file.
+    assert cfg.model.id == "PassengerId"
+    assert cfg.model.feature_names == ["Pclass", "Sex", "Age", "Fare", "Alone"]
+    assert {"Unnamed: 0", "identifier"} <= set(cfg.model.ignore)
+    assert "Left out column 'Unnamed: 0': a record id (integers, unique on every row, a saved DataFrame index" in err
+    assert "Left out column 'identifier': a record id (integers, unique on every row, named like an id)" in err
+    assert "pass --keep identifier" in err
+    text = (tmp_path / "driftloop.yaml").read_text()
+    assert "#   identifier: left out by init, a record id" in text and "--keep identifier to use it" in text
+
+    code, _, err = init(tmp_path, capsys, "--data", str(data), "--target", "Survived", "--keep", "identifier")
+    assert code == 0, err
+    cfg = load_config(tmp_path / "driftloop.yaml", environ={})
+    assert cfg.model.feature_names[0] == "identifier" and "Unnamed: 0" in cfg.model.ignore
+    assert "looks like a record id, kept by --keep" in (tmp_path / "driftloop.yaml").read_text()
+
+
 @pytest.mark.parametrize("name, like", [
     ("id", True), ("Id", True), ("PassengerId", True), ("customerID", True), ("customer_number", True),
     ("account_no", True), ("RowNumber", True), ("order-key", True), ("uuid", True),
     ("idle_minutes", False), ("width", False), ("number_of_kids", False), ("paid", False), ("no", False),
-    ("Pclass", False), ("ident", False)])
+    ("Pclass", False), ("ident", False), ("identifier", True), ("Unnamed: 0", True), ("index", True),
+    ("idx", True), ("price_index", False), ("indexed", False)])
 def test_names_of_ids(name, like):
     assert id_like_name(name) is like
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from monitor.drift.descriptor_values import Unread
 from monitor.drift.result import CheckResult
 
 log = logging.getLogger(__name__)
@@ -203,6 +204,7 @@ class ModelMetricsCollector(Collector):
         yield from self._outputs(r)
         yield from self._segments(r)
         yield from self._constraints(r)
+        yield from self._descriptors(r)
         tested = [f for f in r.features if f.score is not None and math.isfinite(f.score)]
         if tested:
             score = GaugeMetricFamily("driftloop_model_feature_drift_score",
@@ -288,6 +290,37 @@ class ModelMetricsCollector(Collector):
         for v in block.violations:
             ratio.add_metric([self._model, v.column, v.check.value], float(v.share))
         yield ratio
+
+    def _descriptors(self, r: CheckResult) -> Iterable[Metric]:
+        """``drift.descriptors``, when the model has them on: per kind and side the rows sampled for
+        descriptors and those whose input gave no value, one series per reason (0 when none), and
+        whether the kind was skipped. Bounded: two kinds, two sides, five reasons. Read from the
+        block's JSON form (``descriptors`` of the check's JSON), which a plain dict may be already."""
+        block = getattr(r, "descriptors", None)
+        if block is None:
+            return
+        report = block if isinstance(block, Mapping) else block.to_dict()
+        rows = GaugeMetricFamily("driftloop_model_descriptor_rows", "Rows sampled for descriptors in the last check "
+                                 "(at most drift.descriptors.sample_rows of the drift sample), per kind and side "
+                                 "(reference, current); 0 for a skipped kind.", labels=["model", "kind", "side"])
+        unread = GaugeMetricFamily("driftloop_model_descriptor_unread_rows", "Rows sampled for descriptors whose input "
+                                   "gave no value in the last check, per kind, side and reason (0 when none).",
+                                   labels=["model", "kind", "side", "reason"])
+        skipped = GaugeMetricFamily("driftloop_model_descriptor_skipped", "1 when a kind of descriptors was skipped "
+                                    "for the champion (its reason is in the check), 0 when it was measured.",
+                                    labels=["model", "kind"])
+        for kind in report.get("kinds") or ():
+            name = str(kind.get("kind"))
+            skipped.add_metric([self._model, name], 0.0 if kind.get("skipped") is None else 1.0)
+            for side in ("reference", "current"):
+                count = kind.get(side) or {}
+                rows.add_metric([self._model, name, side], float(count.get("rows") or 0))
+                reasons = count.get("unread") or {}
+                for reason in Unread:
+                    unread.add_metric([self._model, name, side, reason.value], float(reasons.get(reason.value, 0)))
+        yield rows
+        yield unread
+        yield skipped
 
     def _segments(self, r: CheckResult) -> Iterable[Metric]:
         """Per segment value (``model.segments``; at most segment_top_k + 1 values per categorical

@@ -31,12 +31,14 @@ TRAFFIC_ROWS = 1500  # above drift.min_labels (1000): performance alerts are all
 # Simulated GPUs raise no XID events; test_live_gpu.py covers XIDs with the fake NVML backend. The
 # loop's model is binary: the multiclass and regression panels and the MAE alert have their series
 # in test_task_dashboards.py. It has no drift.descriptors: tests/monitor/drift/test_descriptors.py checks
-# that their panels select the series the collector serves for them.
+# that their panels select the series the collector serves for them, and rules/tests/pipeline.test.yml
+# fires their alert.
 NO_DATA_HERE = {"gpu-fleet.json": {"XID errors"},
                 "model-health.json": {p["title"]
                                       for panels in task_panels(load_dashboards()["model-health.json"]).values()
-                                      for p in panels} | {"Descriptor drift", "Drifted descriptors"}}
-NOT_HERE_RULES = {"DriftloopGpuXidErrors", "DriftloopModelMaeRise"}
+                                      for p in panels} | {"Descriptor drift", "Drifted descriptors",
+                                                          "Descriptor inputs unread"}}
+NOT_HERE_RULES = {"DriftloopGpuXidErrors", "DriftloopModelMaeRise", "DriftloopDescriptorInputsUnreadable"}
 
 PREPARE = """
 import sys

@@ -18,6 +18,7 @@ from monitor.daemon.runtime.checks import CheckJob
 from monitor.daemon.runtime.facade import default_champion
 from monitor.drift import DriftEvaluator
 from monitor.store import PredictionStore
+from tests.monitor.drift.test_metrics import samples, scrape
 from tests.trainer.conftest import mlflow_template, one_torch_thread  # noqa: F401  (fixtures)
 
 OOV = "descriptor:text_oov_ratio"
@@ -99,3 +100,12 @@ def test_a_vocabulary_shift_raises_the_oov_descriptor_against_the_champions_voca
     body = after.to_dict()
     assert body["descriptors"]["kinds"][0]["vocabulary"]["source"] == "artifact:vocabulary.json"
     assert {f["name"] for f in body["features"]} >= {"text_emb", OOV}
+    # /metrics, from the check outcome as the daemon hands it over: every sampled input read.
+    got = {(name, tuple(v for k, v in labels if k != "model")): value
+           for (name, labels), value in samples(scrape(lambda: shifted)).items()
+           if name.startswith("driftloop_model_descriptor_")}
+    assert got[("driftloop_model_descriptor_rows", ("text", "current"))] == 400
+    assert got[("driftloop_model_descriptor_rows", ("text", "reference"))] == 400
+    assert got[("driftloop_model_descriptor_skipped", ("text",))] == 0
+    unread = {k: v for k, v in got.items() if k[0] == "driftloop_model_descriptor_unread_rows"}
+    assert len(unread) == 10 and set(unread.values()) == {0}

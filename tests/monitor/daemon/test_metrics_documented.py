@@ -42,7 +42,8 @@ def test_live_metrics_are_the_documented_ones(live_daemon, tmp_path):
         "model": {"segments": ["region"]},                # per-segment figures
         "alerts": {"rules": [{"metric": "recall", "drop": 0.5}]},  # the alerts.rules gauges
         "drift": {"segment_min_labels": 30,               # 300 rows: a segment's drift share needs 30
-                  "constraints": str(constraints)},       # the constraint violation gauges
+                  "constraints": str(constraints),        # the constraint violation gauges
+                  "descriptors": {"text": "input_uri"}},  # the descriptor row gauges (skipped: no input_uri)
         "server": {"gpu_metrics": True},
         "exporter": {"simulate": 1, "process_metrics": True, "pcie_throughput": True, "xid_events": True,
                      "sampler_interval_seconds": 0.05}})

@@ -3,6 +3,7 @@ real files inside ``model.input_roots``, through the whole check; unreadable and
 are counted, never fatal; off by default, a check is what it was."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -259,6 +260,44 @@ def test_unreadable_and_outside_root_inputs_are_counted_not_fatal(digits, tmp_pa
     from monitor.drift.summary import summary_html
     page = summary_html(result)
     assert "Image descriptors (input_uri): window inputs 394 of 400 read" in page and "3 outside_roots" in page
+    # /metrics: the rows sampled and those that gave no value, per kind, side and reason (0 when none).
+    got = descriptor_series(result)
+    assert got["rows"] == {("image", "current"): 400, ("image", "reference"): kind.reference.rows}
+    assert kind.reference.rows > 0 and not kind.reference.unread
+    assert got["unread"] == {**{("image", side, r.value): 0 for side in ("reference", "current") for r in dv.Unread},
+                             ("image", "current", "outside_roots"): 3, ("image", "current", "unreadable"): 2,
+                             ("image", "current", "no_input"): 1}
+    assert got["skipped"] == {"image": 0}
+    # The check's JSON form of the block reads the same.
+    assert descriptor_series(dataclasses.replace(result, descriptors=result.to_dict()["descriptors"])) == got
+
+
+def test_a_wrong_input_root_shows_in_the_metrics(digits, tmp_path):
+    """Every window input outside the configured root (a root that does not hold them): the current
+    side's unread rows equal its rows, which is what DriftloopDescriptorInputsUnreadable pages on."""
+    root, reference, steady, _ = digits
+    elsewhere = steady.copy()
+    elsewhere["input_uri"] = [str(tmp_path / "moved" / f"{i}.png") for i in range(len(steady))]
+    cfg = config(root, {"image": "input_uri"})
+    got = descriptor_series(evaluate_window(reference, elsewhere, cfg.model, cfg.drift, {}))
+    assert got["rows"][("image", "current")] == got["unread"][("image", "current", "outside_roots")] == 400
+    assert sum(v for (_, side, _), v in got["unread"].items() if side == "reference") == 0
+
+
+def descriptor_series(result) -> dict[str, dict]:
+    """The descriptor families of a scrape (promtool-clean) by their labels, less model."""
+    text = scrape(lambda: result)
+    promtool_check(text)
+    families = {"driftloop_model_descriptor_rows": "rows", "driftloop_model_descriptor_unread_rows": "unread",
+                "driftloop_model_descriptor_skipped": "skipped"}
+    out: dict[str, dict] = {short: {} for short in families.values()}
+    for (name, labels), value in samples(text).items():
+        if name in families:
+            got = dict(labels)
+            assert got.pop("model") == "demo"
+            key = tuple(got[k] for k in ("kind", "side", "reason") if k in got)
+            out[families[name]][key[0] if len(key) == 1 else key] = value
+    return out
 
 
 def test_a_reference_without_input_uri_skips_them_with_the_reason(digits):
@@ -268,6 +307,9 @@ def test_a_reference_without_input_uri_skips_them_with_the_reason(digits):
     skipped = described(result)
     assert skipped and all(f.skipped == "the reference has no input_uri column" for f in skipped.values())
     assert result.feature("x").skipped is None
+    got = descriptor_series(result)
+    assert got["skipped"] == {"image": 1} and set(got["rows"].values()) == {0}
+    assert len(got["unread"]) == 2 * len(dv.Unread) and set(got["unread"].values()) == {0}
 
 
 def test_off_by_default_a_check_is_unchanged(digits):
@@ -279,22 +321,35 @@ def test_off_by_default_a_check_is_unchanged(digits):
     with_descriptors = evaluate_window(reference, steady, on.model, on.drift, {})
     assert [f.name for f in plain.features] == ["x"] and plain.descriptors is None
     assert plain.to_dict()["descriptors"] is None
+    assert "driftloop_model_descriptor" not in scrape(lambda: plain)
     assert plain.drift_share == with_descriptors.drift_share
     assert plain.feature("x") == with_descriptors.feature("x")
 
 
 def test_the_dashboards_descriptor_panels_select_the_descriptor_series():
     """The Model health dashboard's Descriptors row reads the per-feature series of ``descriptor:*``
-    features (the live loop has none to show: tests/observability/test_live_daemon.py skips them)."""
+    features and the descriptor row counts the collector serves (the live loop has none to show:
+    tests/observability/test_live_daemon.py skips them)."""
     import re
+    from collections import Counter
 
-    from monitor.drift.descriptors import column
-    from tests.observability.promql import iter_panels, load_dashboards
+    from monitor.drift.descriptors import DescriptorReport, KindReport, SideCount, column
+    from tests.monitor.drift.task_frames import filled_result
+    from tests.observability.promql import iter_panels, load_dashboards, metric_names
     board = load_dashboards()["model-health.json"]
     (row,) = [p for p in board["panels"] if p["type"] == "row" and p["title"].startswith("Descriptors")]
     exprs = [t["expr"] for p in iter_panels(row["panels"]) for t in p["targets"]]
-    assert {p["title"] for p in row["panels"]} == {"Descriptor drift", "Drifted descriptors"}
-    for expr in exprs:
+    assert {p["title"] for p in row["panels"]} == {"Descriptor drift", "Drifted descriptors",
+                                                   "Descriptor inputs unread"}
+    per_feature = [e for e in exprs if "driftloop_model_feature_" in e]
+    for expr in per_feature:
         (pattern,) = re.findall(r'feature=~"([^"]+)"', expr)
         assert re.fullmatch(pattern, column("image_brightness")) and not re.fullmatch(pattern, "x")
-    assert any("driftloop_model_feature_drift_score" in e for e in exprs)
+    assert any("driftloop_model_feature_drift_score" in e for e in per_feature)
+    unread = SideCount(rows=4, read=1, unread=Counter({dv.Unread.UNREADABLE: 3}))
+    report = DescriptorReport((KindReport("image", "input_uri", ["image_brightness"], SideCount(4, 4), unread),),
+                              0.1, False)
+    served = {name for name, _ in samples(scrape(lambda: dataclasses.replace(filled_result("binary"),
+                                                                               descriptors=report)))}
+    counts = [e for e in exprs if e not in per_feature]
+    assert counts and all(metric_names(e) <= served and "driftloop_model_descriptor_" in e for e in counts)

@@ -7,7 +7,8 @@ thresholds of the reference level, and then nothing would ever bring back the be
 loop had before. So, on a schedule (every ``training.review_interval_checks`` successful checks)
 and after every incident ends, the leader scores the champion, the last
 ``training.review_versions`` champions and the first champion (the never-retrained baseline) on
-the same latest ``training.review_rows`` labelled rows (``trainer.previous.review``: paired tests
+the same latest ``training.review_rows`` labelled rows after the change the champion stands for,
+when one was located (``trainer.previous.review``: paired tests
 at ``1 - training.gate.confidence``, Bonferroni over the versions). An earlier version that is
 significantly better is reinstated through the normal promotion path:
 
@@ -102,12 +103,15 @@ class ChampionReview:
             return f"champion review skipped: {busy}"
         cfg, t = self.cfg, self.cfg.training
         want = t.review_rows or cfg.drift.window_size
-        # During an incident with a located change, only rows after it: the evidence its retrains
-        # use. Rows from before the change would favour the pre-change model and undo a promotion
-        # fitted to the new concept (observed: v1 reinstated mid-episode, then retrained away again).
+        # Only rows after the located change the champion stands for: during an incident, its change
+        # (the evidence its retrains use); after it, the change of the incident that promoted the
+        # champion. Rows from before the change would favour the pre-change model and undo a
+        # promotion fitted to the new concept (observed: v1 reinstated mid-episode, then retrained
+        # away again; and on a recurring concept A -> B -> A, B's model reinstated over the recalled
+        # A's, and back, after each incident ended, on the last rows straddling the change).
         current = self.ctl.incidents.current()
-        since = (None if current is None or current.change_ts is None
-                 else pd.Timestamp(current.change_ts, unit="s", tz="UTC").round("us"))
+        change_ts = current.change_ts if current is not None else self._promoted_for()
+        since = None if change_ts is None else pd.Timestamp(change_ts, unit="s", tz="UTC").round("us")
         rows = self.ctl.store.window(last_n=want, since=since, labelled_only=True)
         # training.entrypoint: inputs resolved again inside model.input_roots, unreadable ones left out
         rows = readable_rows(cfg, rows, what="champion review rows").rows.reset_index(drop=True)
@@ -128,6 +132,20 @@ class ChampionReview:
             return self.last
         log.warning("%s", self.last)
         return self._reinstate(champion, found, rows)
+
+    def _promoted_for(self) -> float | None:
+        """The located change of the incident whose attempt promoted the serving champion (a retrain,
+        a recall or a reinstatement into it), or None: a first champion, a rollback, an incident with
+        no located change. The review then judges on the rows of that concept only."""
+        ctl = self.ctl
+        champion = str(ctl.champion.get().version)
+        for attempt in ctl.attempts.recent(50):  # newest first
+            if str(attempt.challenger_version) == champion and attempt.status == "promoted":
+                try:
+                    return ctl.incidents.get(attempt.incident_id).change_ts
+                except TransitionError:  # a pruned incident: no change to hold to
+                    return None
+        return None
 
     def _load(self, registry: Any, version: str) -> Any:
         from trainer import registry as reg

@@ -121,6 +121,37 @@ def test_an_equal_earlier_version_changes_nothing(make_config):
         daemon.stop(grace=2)
 
 
+def test_after_an_incident_only_rows_of_the_concept_the_champion_was_promoted_for_count(make_config):
+    """A recurring concept A -> B: v2 (fit for B) was promoted by an incident whose change was
+    located at the switch, and the incident ended. The review after it must judge on B's rows only;
+    on the last rows, mostly A's from before the switch, v1 would look better and be reinstated,
+    and then B's model again at the next incident (the churn seen on bench_outside's recurring)."""
+    cfg = make_config(merge(REVIEW, {"training": {"review_rows": 4000}}))
+    daemon = Daemon(cfg)
+    try:
+        daemon.start(scheduler=False)
+        ctl = daemon.controller
+        traffic = Traffic(cfg, daemon.store)
+        traffic.send(3000, 43, tag_version=True)                    # concept A, served by v1
+        change = traffic.t
+        _second_champion(cfg, concept=1.0, seed=2)                  # v2 fit for B
+        incident = ctl.incidents.open("accuracy", "alert", "accuracy dropped", retrain=True, change_ts=change)
+        attempt = ctl.attempts.begin(incident.id, "alert", rows=500)
+        ctl.attempts.finish(attempt.id, "promoted", challenger_version="2", champion_version="1")
+        ctl.incidents.transition(incident.id, "resolved", "healthy again")
+        traffic.send(1200, 44, concept=1.0, tag_version=True)       # concept B, served by v2
+        message = daemon.review.run("an incident ended")
+        assert "promoted" not in message and message.endswith(" s"), message
+        assert "on the last 1200 labelled rows" in daemon.review.last, daemon.review.last  # B's rows only
+        assert _alias(cfg) == "2" and [a.id for a in ctl.attempts.recent(10)] == [attempt.id]
+        # Without a located change (the incident's field cleared) the last 4000 rows count, mostly A's:
+        # v1 is reinstated, which is what the change guards against.
+        ctl.incidents.set_fields(incident.id, change_ts=None)
+        assert daemon.review.run("test").startswith("champion review: promoted v1")
+    finally:
+        daemon.stop(grace=2)
+
+
 CRASH = """
 import json, os, sys
 from monitor.config import load_config

@@ -133,7 +133,7 @@ def test_after_an_incident_only_rows_of_the_concept_the_champion_was_promoted_fo
         ctl = daemon.controller
         traffic = Traffic(cfg, daemon.store)
         traffic.send(3000, 43, tag_version=True)                    # concept A, served by v1
-        change = traffic.t
+        change = traffic.t - traffic.spacing / 2                     # between A's last row and B's first
         _second_champion(cfg, concept=1.0, seed=2)                  # v2 fit for B
         incident = ctl.incidents.open("accuracy", "alert", "accuracy dropped", retrain=True, change_ts=change)
         attempt = ctl.attempts.begin(incident.id, "alert", rows=500)

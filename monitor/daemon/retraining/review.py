@@ -134,9 +134,11 @@ class ChampionReview:
         return self._reinstate(champion, found, rows)
 
     def _promoted_for(self) -> float | None:
-        """The located change of the incident whose attempt promoted the serving champion (a retrain,
-        a recall or a reinstatement into it), or None: a first champion, a rollback, an incident with
-        no located change. The review then judges on the rows of that concept only."""
+        """The located change of the incident whose latest attempt promoted the serving champion (a
+        retrain, a recall or a reinstatement into it), or None: a first champion never promoted by the
+        loop, an incident with no located change, a pruned incident. A version rolled back to keeps its
+        earlier promotion's change, older than the review's rows, so it limits nothing. The review then
+        judges on the rows of that concept only."""
         ctl = self.ctl
         champion = str(ctl.champion.get().version)
         for attempt in ctl.attempts.recent(50):  # newest first

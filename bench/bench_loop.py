@@ -222,6 +222,7 @@ class Result:
     seconds: float = 0.0
     final_state: str = ""
     final_champion: str = ""
+    served_versions: list[str] = field(default_factory=list)  # the champion that served each batch
     check_seconds: list[float] = field(default_factory=list)   # each check's duration (the daemon's)
     review_seconds: list[float] = field(default_factory=list)  # each champion review's
 
@@ -317,6 +318,17 @@ def _print_trail(http, url: str, status: dict, onset_rows: int) -> None:
               f" -> v{a.get('challenger_version')}: {'; '.join(a.get('reasons') or [])[:160]}")
 
 
+def _print_batches(r: "Result") -> None:
+    """Per batch: the champion that served it, its served figure and the never-retrained model's
+    (accuracy, or MAE for regression); ``*`` marks the batches after the onset."""
+    cells = [f"{i}{'*' if d else ''}:v{v} {s.mean():.3f}/{b.mean():.3f}"
+             for i, (d, v, s, b) in enumerate(zip(r.drifted_flags, r.served_versions, r.served_correct,
+                                                   r.baseline_correct))]
+    print("  per batch (served/never):")
+    for k in range(0, len(cells), 6):
+        print("    " + "  ".join(cells[k:k + 6]))
+
+
 def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: int, baseline_rows: int,
                  interval: float, seed: int, workdir: Path, verbose: bool = False) -> Result:
     import httpx
@@ -364,6 +376,7 @@ def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: i
             result.served_correct.append(_goodness(task, scores, y, cfg.model.threshold, classes))
             result.baseline_correct.append(_goodness(task, base_scores, y, cfg.model.threshold, classes))
             result.drifted_flags.append(drifted)
+            result.served_versions.append(str(champion.version))
             result.served_scores.append(scores)
             result.baseline_scores.append(base_scores)
             result.labels.append(y)
@@ -423,6 +436,7 @@ def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: i
         final = _status(http, daemon.url)
         if verbose:
             _print_trail(http, daemon.url, final, before * batch_rows)
+            _print_batches(result)
         result.incidents = list(final.get("recent_incidents") or [])
         result.attempts = list(final.get("recent_retrains") or [])
         result.final_state = ", ".join(f"{i['state']}" for i in final.get("open_incidents") or []) or "none open"

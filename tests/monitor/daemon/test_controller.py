@@ -240,6 +240,52 @@ def test_retention_removes_old_rows_but_no_counts(make_daemon, clock):
     assert samples(daemon)[("driftloop_model_check_errors_total", ())] == 1
 
 
+def test_after_a_promotion_a_concept_that_moved_on_is_followed_before_the_evidence_rule(make_daemon):
+    """A promotion for a located change makes the next try wait for evidence_growth x its rows; but
+    when the new champion's re-scored rows after its training data show the concept moved on (a
+    gradual drift), the change point moves there first and the wait is for the rows after it, not
+    for 3 x 2,000 rows of a concept that no longer holds."""
+    import pandas as pd
+
+    # min_post_change_rows: park the retrain on the post-change wait, so no child starts.
+    daemon, traffic = make_daemon({"training": {"evidence_growth": 4.0, "min_post_change_rows": 5000}})
+    ctl = daemon.controller
+    start = traffic.t
+    change_ts = start - 3600.0
+
+    def iso(ts: float) -> str:
+        return pd.Timestamp(ts, unit="s", tz="UTC").isoformat()
+
+    incident = ctl.incidents.open("accuracy", "alert", "dropped", change_ts=change_ts)
+    # Champion v1 was promoted by this incident's try, which learnt from 2,000 rows ending before `start`.
+    window = {"rows": 2000, "since_change": iso(change_ts), "end": iso(start - 1)}
+    attempt = ctl.attempts.begin(incident.id, "alert", rows=2000, data_window=window)
+    ctl.attempts.finish(attempt.id, "promoted", challenger_version="1", reasons=["test"])
+    traffic.send(800, 70)                 # the champion's concept holds for a while...
+    step = traffic.t
+    traffic.send(800, 71, concept=1.0)    # ...then moves on
+
+    started = ctl.maybe_retrain(ctl.incidents.get(incident.id), "alert")
+    moved = ctl.incidents.get(incident.id)
+    assert moved.change_ts == pytest.approx(step, abs=60 * traffic.spacing), started.message
+    assert started.wait is not None and started.wait.kind == WaitKind.POST_CHANGE, started.message
+    assert [e for e in ctl.incidents.events(incident.id) if e["kind"] == "change_point"]
+
+    # Without a later change (the concept holds after the promotion) the evidence rule stands.
+    daemon2, traffic2 = make_daemon({"training": {"evidence_growth": 4.0, "min_post_change_rows": 5000}},
+                                    name="holds")
+    ctl2 = daemon2.controller
+    start2 = traffic2.t
+    incident2 = ctl2.incidents.open("accuracy", "alert", "dropped", change_ts=start2 - 3600.0)
+    window2 = {"rows": 2000, "since_change": iso(start2 - 3600.0), "end": iso(start2 - 1)}
+    attempt2 = ctl2.attempts.begin(incident2.id, "alert", rows=2000, data_window=window2)
+    ctl2.attempts.finish(attempt2.id, "promoted", challenger_version="1", reasons=["test"])
+    traffic2.send(1600, 72)
+    held = ctl2.maybe_retrain(ctl2.incidents.get(incident2.id), "alert")
+    assert held.wait is not None and held.wait.kind == WaitKind.NEW_CHAMPION, held.message
+    assert held.wait.need == 6000 and ctl2.incidents.get(incident2.id).change_ts == pytest.approx(start2 - 3600.0)
+
+
 def test_after_a_promotion_on_post_change_rows_the_evidence_must_grow(make_daemon):
     """training.evidence_growth: a promoted try that learnt from 500 rows since a change is followed
     by one only once those rows reach 4 x 500 (1,500 new); a rejected one, or one on a window of

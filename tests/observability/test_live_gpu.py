@@ -17,6 +17,7 @@ from monitor.gpu.fake import FakeBackend
 from monitor.gpu.server import ExporterServer
 from tests.conftest import free_port
 from tests.support.services import wait_answering
+from tests.support.waiting import wait_until
 from scripts import docs_gen
 from tests.observability.live import (alerts, empty_queries, rule_selectors_without_data, start_like_ours,
                                       unrendered_annotations, wait_alert, wait_rules_evaluated)
@@ -26,6 +27,18 @@ pytestmark = pytest.mark.slow
 
 GPU_RULES = {r["alert"] for r in load_rules() if r.get("labels", {}).get("component") == "gpu"}
 
+
+
+def recorded_as_read(prom, recorded: str, raw: str, scale: float) -> int:
+    """How many series of the recording rule ``recorded`` equal ``raw / scale`` as it stood when the
+    rule evaluated: ``raw`` queried at the recorded sample's own time, for the same instance and gpu."""
+    matched = 0
+    for series in prom.query(recorded):
+        ts, value, labels = float(series["value"][0]), float(series["value"][1]), series["metric"]
+        selector = ",".join(f'{k}="{labels[k]}"' for k in ("instance", "gpu") if k in labels)
+        read = prom.query(f"{raw}{{{selector}}}", time_=ts)
+        matched += bool(read) and abs(float(read[0]["value"][1]) / scale - value) < 1e-9
+    return matched
 
 class FakeExporter:
     """An exporter on the fake backend, served in this process."""
@@ -111,8 +124,10 @@ def test_gpu_dashboard_queries_and_gpu_alerts(stack):
                          '== 2',
                          timeout=15)
     assert prom.wait_for('count(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{modelName="NVIDIA Fake H100"} == 0.6) >= 1', timeout=15)
-    assert prom.wait_for('count(abs(DCGM_FI_DEV_FB_USED - on (instance, gpu) group_left '
-                         'driftloop_gpu_memory_used_bytes / 1048576) < 1e-9) >= 3', timeout=15)
+    # Compared where the rule read it: at one instant the two can straddle a scrape of a reading that
+    # changes every scrape (the simulated GPUs' memory), and the two exporters are scraped out of phase.
+    assert wait_until(lambda: recorded_as_read(prom, "DCGM_FI_DEV_FB_USED", "driftloop_gpu_memory_used_bytes",
+                                               1048576) >= 3, timeout=15, interval=0.5)
 
     # Every GPU rule evaluates cleanly, on series that exist.
     rules = wait_rules_evaluated(prom)

@@ -204,7 +204,14 @@ class Controller(Suspicion):
         """A promoted champion is judged once it has ``drift.min_labels`` labelled rows of its own
         (auto: resolved for it, ``verdict.labels``); with labels arriving late that takes several
         checks. Say what the incident waits for (its detail and one coalesced event), with the
-        label-free estimate when it suspects a drop."""
+        label-free estimate when it suspects a drop.
+
+        Meanwhile the labelled rows after the champion's training data, re-scored, may already show
+        that the concept moved on (a gradual drift): then the incident retries at once, as if its
+        new champion breached (``rescan.follow``; the retry rules decide whether it starts)."""
+        moved = self._moved_on(incident)
+        if moved is not None:
+            return self.maybe_retrain(moved, "alert").action(ActionKind.STILL_BREACHING, moved)
         have, need = verdict.labels
         wait = (f"waiting for {max(0, need - have)} more labelled rows of champion v{outcome.champion_version} "
                 f"to judge it ({have}/{need}; drift.min_labels)")
@@ -213,6 +220,21 @@ class Controller(Suspicion):
         self.incidents.note(incident.id, "awaiting_judgement", wait, coalesce=True)
         self.incidents.set_fields(incident.id, detail=wait)
         return Action(ActionKind.AWAITING_JUDGEMENT, incident.id, incident.state, progress=(have, need), detail=wait)
+
+    def _moved_on(self, incident: Incident) -> Incident | None:
+        """``incident`` with a later change point when the re-scored rows after its promoted
+        champion's training data show one (a step, or all of them below its own held-out figure),
+        else None. Never raises: the wait for the champion's own labels stands."""
+        from monitor.daemon.runtime import rescan
+        if not self._after_promotion(incident):
+            return None
+        try:
+            moved = rescan.follow(self.cfg, self.store, self.champion, self.incidents, self.attempts, incident)
+        except Exception as exc:
+            log.warning("incident %s: no re-scored change point while the champion awaits judgement: %s",
+                        incident.id, exc)
+            return None
+        return moved if moved.change_ts != incident.change_ts else None
 
     def _follow_evidence(self, current: Incident, outcome: CheckOutcome, verdict: Verdict) -> Incident:
         """An open incident's facts follow the newest evidence: a data-drift incident that now

@@ -286,6 +286,38 @@ def test_after_a_promotion_a_concept_that_moved_on_is_followed_before_the_eviden
     assert held.wait.need == 6000 and ctl2.incidents.get(incident2.id).change_ts == pytest.approx(start2 - 3600.0)
 
 
+def test_a_champion_awaiting_judgement_is_followed_when_its_re_scored_rows_moved_on(make_daemon):
+    """A promoted champion is judged on its own labelled rows only once it has drift.min_labels of them;
+    meanwhile the labelled rows after its training data, re-scored, can already show the concept moved
+    on. Then the incident gets the later change point (and retries); a concept that holds leaves it
+    waiting for the judgement."""
+    import pandas as pd
+
+    def promoted_incident(daemon, traffic):
+        ctl = daemon.controller
+        start = traffic.t
+        incident = ctl.incidents.open("accuracy", "alert", "dropped", change_ts=start - 3600.0)
+        end = pd.Timestamp(start - 1, unit="s", tz="UTC").isoformat()
+        window = {"rows": 2000, "since_change": pd.Timestamp(start - 3600.0, unit="s", tz="UTC").isoformat(),
+                  "end": end}
+        attempt = ctl.attempts.begin(incident.id, "alert", rows=2000, data_window=window)
+        ctl.attempts.finish(attempt.id, "promoted", challenger_version="1", reasons=["test"])
+        return ctl, ctl.incidents.get(incident.id), start
+
+    daemon, traffic = make_daemon()
+    ctl, incident, start = promoted_incident(daemon, traffic)
+    traffic.send(700, 73, concept=1.0)        # every row after its training data is of a moved concept
+    moved = ctl._moved_on(incident)
+    assert moved is not None and moved.change_ts == pytest.approx(start, abs=1.0)
+    assert any("the concept moved on" in e["message"] for e in ctl.incidents.events(incident.id))
+
+    daemon2, traffic2 = make_daemon(name="holds")
+    ctl2, incident2, _ = promoted_incident(daemon2, traffic2)
+    traffic2.send(700, 74)
+    assert ctl2._moved_on(incident2) is None
+    assert ctl2.incidents.get(incident2.id).change_ts == incident2.change_ts
+
+
 def test_after_a_promotion_on_post_change_rows_the_evidence_must_grow(make_daemon):
     """training.evidence_growth: a promoted try that learnt from 500 rows since a change is followed
     by one only once those rows reach 4 x 500 (1,500 new); a rejected one, or one on a window of

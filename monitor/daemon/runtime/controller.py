@@ -225,15 +225,9 @@ class Controller(Suspicion):
         """``incident`` with a later change point when the re-scored rows after its promoted
         champion's training data show one (a step, or all of them below its own held-out figure),
         else None. Never raises: the wait for the champion's own labels stands."""
-        from monitor.daemon.runtime import rescan
         if not self._after_promotion(incident):
             return None
-        try:
-            moved = rescan.follow(self.cfg, self.store, self.champion, self.incidents, self.attempts, incident)
-        except Exception as exc:
-            log.warning("incident %s: no re-scored change point while the champion awaits judgement: %s",
-                        incident.id, exc)
-            return None
+        moved = self._follow_after_promotion(incident)
         return moved if moved.change_ts != incident.change_ts else None
 
     def _follow_evidence(self, current: Incident, outcome: CheckOutcome, verdict: Verdict) -> Incident:

@@ -87,10 +87,7 @@ class Retrains(IncidentMoves):
         forced = not respect_cooldown
         followed = not forced and self._after_promotion(incident)
         if followed:  # before the evidence rule: a concept that moved on since the promotion starts afresh
-            try:
-                incident = rescan.follow(self.cfg, self.store, self.champion, self.incidents, self.attempts, incident)
-            except Exception as exc:  # a wait decided on the change point the incident has: the check stands
-                log.warning("incident %s: no re-scored change point after the promotion: %s", incident.id, exc)
+            incident = self._follow_after_promotion(incident)
         blocked = self._blocked(incident, forced) or self._slot_wait(incident, trigger)
         why_not, why = blocked if blocked else (None, None)
         if why_not and not forced and incident.state.is_outcome and not self._retrain_running(incident):
@@ -158,6 +155,15 @@ class Retrains(IncidentMoves):
             return False
         tries = self.attempts.for_incident(incident.id)
         return bool(tries) and tries[-1].status == Outcome.PROMOTED
+
+    def _follow_after_promotion(self, incident: Incident) -> Incident:
+        """``rescan.follow`` for an incident waiting after a promotion; never raises: a wait (or the
+        wait for the champion's own labels) is decided on the change point the incident has."""
+        try:
+            return rescan.follow(self.cfg, self.store, self.champion, self.incidents, self.attempts, incident)
+        except Exception as exc:
+            log.warning("incident %s: no re-scored change point after the promotion: %s", incident.id, exc)
+            return incident
 
     def _retrain_running(self, incident: Incident) -> bool:
         return self.supervisor.busy or self.attempts.running() is not None or incident.state == State.RETRAINING

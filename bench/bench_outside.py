@@ -23,6 +23,8 @@ current ``@champion``); what differs is the streams and how the service behaves.
                       drift.labelled_window; docs/parts/drift.md)
 - ``bursts``          abrupt change; traffic alternates 4x bursts and 1/4 lulls
 - ``no_version``      abrupt change; the service never sends ``model_version``
+- ``broken_null``     the concept holds; the upstream breaks and the strongest feature arrives missing (null)
+- ``broken_unit``     the concept holds; the upstream sends the strongest feature in other units (x100)
 
 The estimation check after a promotion trained on a skewed window (realised inside the estimate's
 band after recalibration) is ``bench/bench_estimation_recal.py``: it needs the daemon's per-check
@@ -151,6 +153,19 @@ def _prior_shift(rng, n, progress):
     return frame
 
 
+def _broken(how: str):
+    """The concept holds; after the onset the service's upstream breaks the strongest feature ``f0``:
+    ``null`` (every value missing) or ``unit`` (sent in other units, x100)."""
+    honest = _rotating(8, lambda p: 0.0)
+
+    def make(rng, n, progress):
+        frame = honest(rng, n, progress)
+        if progress is not None:
+            frame["f0"] = np.nan if how == "null" else frame["f0"] * 100.0
+        return frame
+    return make
+
+
 def _bursts(t: int) -> float:
     return (4.0, 0.25, 1.0)[t % 3]
 
@@ -171,6 +186,8 @@ STREAMS = {s.name: s for s in [
     Stream("sampled_labels", _rotating(8, _abrupt), _numeric(8), label_share=0.2),
     Stream("bursts", _rotating(8, _abrupt), _numeric(8), rows_factor=_bursts),
     Stream("no_version", _rotating(8, _abrupt), _numeric(8), send_version=False),
+    Stream("broken_null", _broken("null"), _numeric(8)),
+    Stream("broken_unit", _broken("unit"), _numeric(8)),
 ]}
 
 

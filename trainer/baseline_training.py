@@ -4,6 +4,7 @@ on held-out rows) is saved with the run for the drift job."""
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any, Callable
 
 import mlflow
@@ -26,6 +27,23 @@ from trainer.runs import (check_reports, check_trigger, epoch_logger, fit_frames
 
 log = logging.getLogger(__name__)
 
+
+def held_out_intervals(cfg: DriftloopConfig, output: Any, rows: pd.DataFrame) -> dict[str, Any]:
+    """How precisely the held-out ``rows`` measured a model's figures (its ``output`` on them), at
+    ``drift.confidence``: ``{"rows": n, "confidence": c, "accuracy": [low, high], "roc_auc": [...],
+    "mae": [...]}``, each the task's own interval (Wilson, DeLong, the MAE's t interval) where defined.
+    The figure a model is promoted on comes from a few hundred held-out rows after a change, and it
+    won a comparison: the daemon judges its later windows against the end of this interval nearest
+    a drop, not against the point (monitor/daemon/runtime/controller.py, ``observation``)."""
+    m, confidence = cfg.model, cfg.drift.confidence
+    pred, score, proba = m.kind.served(output, m.threshold)
+    perf = m.kind.performance(rows[m.target].to_numpy(), pred, score, proba, m.n_classes, confidence)
+    out: dict[str, Any] = {"rows": int(len(rows)), "confidence": float(confidence)}
+    for figure in ("accuracy", "roc_auc", "mae"):
+        ci = getattr(perf, f"{figure}_ci", None)
+        if ci is not None and all(isinstance(v, (int, float)) and math.isfinite(v) for v in ci):
+            out[figure] = [float(ci[0]), float(ci[1])]
+    return out
 
 def reference_sample(cfg: DriftloopConfig, preferred: pd.DataFrame, *others: pd.DataFrame, model: Any,
                      seed: int) -> pd.DataFrame:
@@ -105,7 +123,8 @@ def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "
                                 "epochs_run": result.epochs_run, "train_seconds": result.train_seconds,
                                 "samples_per_second": result.samples_per_second})
             reference = reference_sample(cfg, test, val_rows, fit_rows, model=model, seed=t.seed)
-            reg.log_baseline(Baseline(reference=reference, metrics=metrics))
+            reg.log_baseline(Baseline(reference=reference, metrics=metrics,
+                                      intervals=held_out_intervals(cfg, model.predict_proba(test), test)))
             version = reg.log_model(model, example_rows(cfg, model, test), registry)
             exported = export_and_log(model, reference, test, cfg, version)  # records its own failures; never raises
             became_champion = registry.alias_version(reg.CHAMPION) is None

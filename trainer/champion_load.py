@@ -79,6 +79,8 @@ def load_version(cfg: DriftloopConfig, registry: Registry, version: str) -> Cham
                                                    dst_path=str(Path(tmp) / "baseline"), tracking_uri=cfg.tracking_uri)
         reference = pd.read_parquet(Path(base) / "reference.parquet")
         metrics = json.loads((Path(base) / "metrics.json").read_text())
+        intervals_file = Path(base) / "intervals.json"  # absent for a baseline logged before it was recorded
+        intervals = json.loads(intervals_file.read_text()) if intervals_file.exists() else {}
     model.eval()
     return Champion(version=version, run_id=run_id, predict_proba=model.predict_proba,
-                    baseline=Baseline(reference=reference, metrics=metrics), model=model)
+                    baseline=Baseline(reference=reference, metrics=metrics, intervals=intervals), model=model)

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from monitor.tasks import Task, task_of
 
@@ -92,8 +92,9 @@ def decide(challenger: dict[str, float], champion: dict[str, float], challenger_
            reference_floor: float, floors: Floors | None = None, concept_holds: bool = True,
            auc_noise: float = 0.0, significant: str | None = None) -> Decision:
     """The rule of accuracy and ROC AUC (module doc). ``significant``: set (a sentence saying why)
-    when the accuracy gain is proven by the paired test while the champion sits below the reference
-    level (:func:`significant_gain`); then a gain under ``min_accuracy_gain`` passes."""
+    when a gain is proven by a paired test while the champion sits below the reference level of that
+    figure (:func:`significant_gain`); then an accuracy gain under ``min_accuracy_gain`` passes, as
+    long as the accuracy does not fall by ``min_accuracy_gain`` or more (a proven ROC AUC gain)."""
     acc_gain = challenger["accuracy"] - champion["accuracy"]
     auc_gain = challenger["roc_auc"] - champion["roc_auc"]
     ref_loss = champion_reference_accuracy - challenger_reference_accuracy
@@ -113,8 +114,9 @@ def decide(challenger: dict[str, float], champion: dict[str, float], challenger_
     if any(math.isnan(v) for v in (acc_gain, auc_gain)):
         failed.append("held-out metrics are undefined (NaN); cannot compare")
     else:
-        if acc_gain < min_accuracy_gain - _EPS and not significant:
-            failed.append(f"accuracy gain {acc_gain:+.4f} < required {min_accuracy_gain:.4f} "
+        need = -min_accuracy_gain if significant else min_accuracy_gain
+        if acc_gain < need - _EPS:
+            failed.append(f"accuracy gain {acc_gain:+.4f} < required {need:.4f} "
                           f"({challenger['accuracy']:.4f} vs champion {champion['accuracy']:.4f})")
         if auc_gain < min_auc_gain - _EPS and not (min_auc_gain == 0 and auc_gain >= -auc_noise):
             failed.append(f"ROC AUC gain {auc_gain:+.4f} < required {min_auc_gain:.4f} "
@@ -210,7 +212,8 @@ def judge(task: str, challenger: dict[str, float], champion: dict[str, float], c
 
 
 def significant_gain(task: str, y: Any, champion_output: Any, challenger_output: Any, champion_figure: float,
-                     level: float | None, gate: Any, threshold: float) -> str | None:
+                     level: float | None, gate: Any, threshold: float, *,
+                     levels: Mapping[str, float] | None = None) -> str | None:
     """Why a gain under the fixed margin still counts, or None: with ``gate.significant_gain``, the
     champion's task figure on the held-out rows (``champion_figure``: accuracy, or MAE) is worse
     than the reference ``level`` (what the loop once reached, or the attainable level it decided)
@@ -218,23 +221,34 @@ def significant_gain(task: str, y: Any, champion_output: Any, challenger_output:
     absolute errors) shows the challenger better at one-sided ``1 - gate.confidence``. The bar is
     what the evidence shows attainable, not a fixed step: small real gains toward a level the
     champion has not recovered are taken, noise is not, and a champion at its level keeps the
-    fixed margin (no churn)."""
-    if not gate.significant_gain or level is None or not math.isfinite(level) or not math.isfinite(champion_figure):
+    fixed margin (no churn).
+
+    ``levels``: the reference level of the task's other paired figures (``{"roc_auc": 0.92}``). Each
+    is tried after the first the same way, the champion's figure read from its test: a model whose
+    ranking broke while its accuracy barely moved (a feature sent in other units) is recovered by a
+    challenger that proves its ROC AUC back, not by an accuracy step it never lost. :func:`decide`
+    then asks only that the accuracy does not fall by the margin."""
+    if not gate.significant_gain:
         return None
     kind = task_of(task)
     try:
-        metric, _, test, a, b, p, higher = kind.paired_tests(y, champion_output, challenger_output, threshold)[0]
+        tests = kind.paired_tests(y, champion_output, challenger_output, threshold)
     except (ValueError, IndexError, TypeError):
         return None
-    below = champion_figure < level - _EPS if higher else champion_figure > level + _EPS
-    better = b > a if higher else b < a
-    if not (below and better) or p is None or not math.isfinite(p):
-        return None
-    one_sided = p / 2
-    if one_sided >= 1 - gate.confidence:
-        return None
-    return (f"significant ({test} one-sided p = {one_sided:.4f} < {1 - gate.confidence:.2f}) while the champion's "
-            f"{metric} {champion_figure:.4g} is below the reference level {level:.4g}")
+    for i, (metric, _, test, a, b, p, higher) in enumerate(tests):
+        figure, bar = (champion_figure, level) if i == 0 else (a, (levels or {}).get(metric))
+        if bar is None or not math.isfinite(bar) or figure is None or not math.isfinite(figure):
+            continue
+        below = figure < bar - _EPS if higher else figure > bar + _EPS
+        better = b > a if higher else b < a
+        if not (below and better) or p is None or not math.isfinite(p):
+            continue
+        one_sided = p / 2
+        if one_sided >= 1 - gate.confidence:
+            continue
+        return (f"significant ({test} one-sided p = {one_sided:.4f} < {1 - gate.confidence:.2f}) while the champion's "
+                f"{metric} {figure:.4g} is below the reference level {bar:.4g}")
+    return None
 
 
 def _judge_gains(challenger: dict[str, float], champion: dict[str, float], challenger_reference: float,

@@ -29,11 +29,14 @@ TASK_TAG = "driftloop.task"  # binary | multiclass | regression, for people brow
 
 
 def log_baseline(baseline: Baseline) -> None:
-    """Attach ``baseline`` to the active run as ``baseline/reference.parquet`` + ``baseline/metrics.json``."""
+    """Attach ``baseline`` to the active run as ``baseline/reference.parquet`` + ``baseline/metrics.json``
+    (+ ``baseline/intervals.json``: how precisely the held-out rows measured those figures)."""
     import mlflow
     with tempfile.TemporaryDirectory() as tmp:
         baseline.reference.to_parquet(Path(tmp) / "reference.parquet", index=False)
         (Path(tmp) / "metrics.json").write_text(json.dumps(baseline.metrics, indent=2))
+        if baseline.intervals:
+            (Path(tmp) / "intervals.json").write_text(json.dumps(baseline.intervals, indent=2))
         mlflow.log_artifacts(tmp, BASELINE_DIR)
 
 

@@ -19,6 +19,10 @@ class Baseline:
 
     reference: pd.DataFrame
     metrics: dict[str, float]  # binary {"accuracy", "roc_auc"}; trainer/metrics.py lists each task's
+    # How precisely those held-out rows measured them (trainer.baseline_training.held_out_intervals):
+    # {"rows": n, "confidence": 0.95, "accuracy": [low, high], ...}; empty for a baseline logged
+    # before it was recorded. The daemon judges against the interval's end nearest a drop.
+    intervals: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

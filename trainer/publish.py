@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 import mlflow
 import pandas as pd
@@ -16,7 +16,7 @@ import pandas as pd
 from monitor.config import DriftloopConfig
 from trainer import registry as reg
 from trainer import story
-from trainer.baseline_training import reference_sample
+from trainer.baseline_training import held_out_intervals, reference_sample
 from trainer.deployment import export_and_log
 from trainer.entrypoint import example_rows
 from trainer.gate import Floors, auc_noise, floors_of, significant_gain
@@ -71,11 +71,14 @@ class Examined:
 
 
 def examine(cfg: DriftloopConfig, p: Prepared, trained: Trained, registry: reg.Registry,
-            window: pd.DataFrame, level: float | None = None) -> Examined:
+            window: pd.DataFrame, level: float | None = None,
+            levels: Mapping[str, float] | None = None) -> Examined:
     """Score challenger and champion on the held-out rows, register the challenger (alias
     ``challenger``, with the baseline it would bring), export it, and compare it on live traffic.
     ``level``: the daemon's reference level of the task's figure (what the champion must recover to),
-    for the gate's significant-gain rule; None when unknown (the fixed margins apply)."""
+    for the gate's significant-gain rule; None when unknown (the fixed margins apply). ``levels``: the
+    reference level of every figure (``{"accuracy": .., "roc_auc": ..}``), for the same rule on the
+    task's other paired figures."""
     t, target, task = cfg.training, cfg.model.target, cfg.model.task
     model, champion, holdout = trained.model, p.champion, p.holdout
     challenger_m = evaluate_model(cfg, model, holdout)
@@ -86,10 +89,11 @@ def examine(cfg: DriftloopConfig, p: Prepared, trained: Trained, registry: reg.R
     noise = auc_noise(task, holdout[target].to_numpy(), champion_out, challenger_out, t.gate.confidence)
     significant = significant_gain(task, holdout[target].to_numpy(), champion_out, challenger_out,
                                    champion_m.get(cfg.model.kind.primary_metric, float("nan")), level, t.gate,
-                                   cfg.model.threshold)
+                                   cfg.model.threshold, levels=levels)
     # The baseline a promoted challenger brings: the recent rows (the new normal), held-out first.
     new_reference = reference_sample(cfg, holdout, p.rest, model=model, seed=t.seed)
-    reg.log_baseline(Baseline(reference=new_reference, metrics=challenger_m))
+    reg.log_baseline(Baseline(reference=new_reference, metrics=challenger_m,
+                              intervals=held_out_intervals(cfg, challenger_out, holdout)))
     version = reg.log_model(model, example_rows(cfg, model, holdout), registry)
     registry.client.set_registered_model_alias(registry.name, reg.CHALLENGER, version)
     exported = export_and_log(model, new_reference, holdout, cfg, version)  # never raises

@@ -147,6 +147,13 @@ def reference_level(data_window: Any, figure: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
+def reference_levels(data_window: Any) -> dict[str, float]:
+    """Every figure of the daemon's reference level sent with the retrain (``{"accuracy": ..,
+    "roc_auc": ..}``; empty when absent)."""
+    found = (data_window or {}).get("reference_level") if isinstance(data_window, dict) else None
+    return {k: float(v) for k, v in (found or {}).items() if isinstance(v, (int, float))}
+
+
 @dataclass
 class Prepared:
     """The retrain's inputs, checked before a single training step."""
@@ -292,7 +299,8 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
                              "driftloop.concept_holds": str(p.concept["holds"]).lower(),
                              "driftloop.shift": str(p.concept.get("shift", ""))})
             examined = examine(cfg, p, trained, registry, window,
-                               level=reference_level(data_window, cfg.model.kind.primary_metric))
+                               level=reference_level(data_window, cfg.model.kind.primary_metric),
+                               levels=reference_levels(data_window))
             judgement = run_gates(examined.evidence)
             if progress is not None:
                 progress.stage("publishing")

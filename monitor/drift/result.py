@@ -116,6 +116,10 @@ class CheckResult:
     # drift.min_labels: auto: each default figure's rows behind min_labels (monitor/drift/min_labels.py,
     # set by the check job); None when a number was configured.
     min_labels_auto: dict[str, int] | None = None
+    # The end of each of the champion's baseline intervals nearest a drop (an error's upper end), from
+    # the held-out rows it was measured on (trainer.baseline_training.held_out_intervals; set by the
+    # check job); None for a baseline logged without intervals. What the policy judges against.
+    baseline_bounds: dict[str, float] | None = None
     performance_actionable: bool = False
     positive_rate: float | None = None     # share of label 1 among labelled rows
     reference_rows: int = 0
@@ -234,6 +238,8 @@ class CheckResult:
             "confidence": finite(self.confidence),
             "min_labels": int(self.min_labels),
             "min_labels_auto": None if self.min_labels_auto is None else dict(self.min_labels_auto),
+            "baseline_bounds": None if self.baseline_bounds is None else {k: finite(v) for k, v in
+                                                                           self.baseline_bounds.items()},
             "performance_actionable": bool(self.performance_actionable),
             "positive_rate": finite(self.positive_rate),
             "reference_rows": int(self.reference_rows),

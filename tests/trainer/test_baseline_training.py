@@ -31,7 +31,14 @@ def test_baseline_is_registered_logged_and_becomes_champion(tcfg, champion):
     for key in ("train_loss", "val_loss", "val_accuracy", "val_roc_auc"):
         assert [m.step for m in c.get_metric_history(champion.run_id, key)] == list(range(1, epochs + 1))
     artifacts = {a.path for a in c.list_artifacts(champion.run_id, "baseline")}
-    assert artifacts == {"baseline/reference.parquet", "baseline/metrics.json"}
+    assert artifacts == {"baseline/reference.parquet", "baseline/metrics.json", "baseline/intervals.json"}
+    # How precisely the held-out test rows measured its figures: the loaded champion carries it.
+    loaded = load_champion(tcfg)
+    intervals, accuracy = loaded.baseline.intervals, run.data.metrics["test_accuracy"]
+    assert intervals["rows"] == int(run.data.params["test_rows"]) and intervals["confidence"] == tcfg.drift.confidence
+    low, high = intervals["accuracy"]
+    assert low < accuracy < high and 0.01 < high - low < 0.2
+    assert intervals["roc_auc"][0] < run.data.metrics["test_roc_auc"] < intervals["roc_auc"][1]
     exp = c.get_experiment(run.info.experiment_id)
     assert exp.name == tcfg.experiment_name and exp.artifact_location.startswith(tcfg.artifact_root.as_uri())
 

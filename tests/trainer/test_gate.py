@@ -176,3 +176,29 @@ def test_a_proven_mae_fall_under_the_margin_passes_below_the_level():
                              significant=why).promote
     # The champion already at (below) its level's MAE: the fixed 2 % applies.
     assert significant_gain("regression", y, champion, challenger, mae, mae * 1.1, GateConfig(), 0.5) is None
+
+
+def test_a_proven_roc_auc_gain_below_its_level_passes_while_the_accuracy_holds():
+    """A feature sent in other units breaks a model's ranking while its served labels barely move: the
+    incident is a ROC AUC drop, and a challenger that proves the ROC AUC back (DeLong) while the
+    champion sits below that level is promoted without an accuracy step the champion never lost."""
+    gate = GateConfig()
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 1350)
+    z = (2 * y - 1) + rng.normal(0, 1.0, len(y))
+    challenger = 1 / (1 + np.exp(-2 * z))                      # ranks by the evidence
+    u = rng.uniform(0, 0.5, len(y))
+    champion = np.where(z > 0, 0.5 + u, 0.5 - u)               # the same labels, a ranking of noise
+    assert ((champion >= 0.5) == (challenger >= 0.5)).all()
+    why = significant_gain("binary", y, champion, challenger, 0.84, 0.842, gate, 0.5, levels={"roc_auc": 0.92})
+    assert why is not None and "DeLong" in why and "roc_auc" in why and "reference level 0.92" in why
+    # The accuracy alone proves nothing (the same labels), and without the ROC AUC level nothing is proven.
+    assert significant_gain("binary", y, champion, challenger, 0.84, 0.842, gate, 0.5) is None
+    figures = ({"accuracy": 0.841, "roc_auc": 0.915}, {"accuracy": 0.841, "roc_auc": 0.866})
+    kw = dict(min_accuracy_gain=0.01, min_auc_gain=0.0, reference_floor=0.15)
+    refused = decide(*figures, 0.9, 0.9, **kw)
+    assert not refused.promote and "accuracy gain +0.0000 < required 0.0100" in refused.reasons[0]
+    assert decide(*figures, 0.9, 0.9, **kw, significant=why).promote
+    # ...as long as the accuracy does not fall by the margin.
+    worse = decide({"accuracy": 0.821, "roc_auc": 0.915}, figures[1], 0.9, 0.9, **kw, significant=why)
+    assert not worse.promote and "accuracy gain -0.0200 < required -0.0100" in worse.reasons[0]

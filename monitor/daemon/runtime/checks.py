@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from monitor.config import DriftloopConfig, ModelConfig
+from monitor.daemon.decisions.breach import baseline_bounds
 from monitor.daemon.retraining.champion import NoChampionError
 from monitor.errors import DriftloopError, RegistryError
 from monitor.tasks import task_of
@@ -229,6 +230,7 @@ class CheckJob:
             result = self._evaluate(baseline.reference, window, self._cfg.model, drift,
                                     dict(baseline.metrics), **extra)
             result.min_labels_auto = dict(need.needs) if need.auto else None
+            result.baseline_bounds = baseline_bounds(getattr(baseline, "intervals", None)) or None
         except DriftloopError as exc:
             return CheckOutcome(ts, "error", f"evaluation failed: {exc}", champion_version=version, **span)
         except Exception as exc:  # a bug or a third-party surprise: log it fully, keep the daemon alive

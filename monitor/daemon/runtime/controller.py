@@ -16,7 +16,7 @@ from monitor.daemon.runtime.checks import CheckOutcome
 from monitor.daemon.state.incidents import Incident
 from monitor.daemon.state.levels import Level
 from monitor.daemon.decisions.actions import Action, ActionKind
-from monitor.daemon.decisions.breach import Observation, is_performance_reason
+from monitor.daemon.decisions.breach import Observation, is_performance_reason, own_bar
 from monitor.daemon.decisions.kinds import Outcome, Reason, State
 from monitor.daemon.decisions.lifecycle import Event
 from monitor.daemon.decisions.policy import Verdict
@@ -33,15 +33,20 @@ log = logging.getLogger(__name__)
 def observation(outcome: CheckOutcome, reference: Level | None = None) -> Observation:
     r = outcome.judged
     reference = reference or Level()
-    # An attainable level decided for this champion replaces its baseline (measured on the old concept).
-    base = ((lambda own, level: own if level is None else level) if reference.attainable
-            else (lambda own, level: own))
+    # An attainable level decided for this champion replaces its baseline (measured on the old concept);
+    # otherwise its own figure counts at its held-out interval's end nearest a drop (breach.own_bar).
+    bounds = getattr(r, "baseline_bounds", None)
+
+    def base(own: float | None, level: float | None, figure: str) -> float | None:
+        if reference.attainable:
+            return own if level is None else level
+        return own_bar(figure, own, level, bounds)
     upper = lambda ci: ci[1] if ci else None  # noqa: E731
     lower = lambda ci: ci[0] if ci else None  # noqa: E731
     return Observation(labelled_rows=outcome.labelled_rows, task=getattr(r, "task", "binary"),
                        accuracy=r.accuracy, roc_auc=r.roc_auc,
-                       baseline_accuracy=base(r.baseline_accuracy, reference.accuracy),
-                       baseline_roc_auc=base(r.baseline_roc_auc, reference.roc_auc),
+                       baseline_accuracy=base(r.baseline_accuracy, reference.accuracy, "accuracy"),
+                       baseline_roc_auc=base(r.baseline_roc_auc, reference.roc_auc, "roc_auc"),
                        dataset_drift=bool(r.dataset_drift), champion_version=outcome.champion_version,
                        window_rows=outcome.window_rows, reference_accuracy=reference.accuracy,
                        reference_roc_auc=reference.roc_auc, change=outcome.change,
@@ -50,7 +55,8 @@ def observation(outcome: CheckOutcome, reference: Level | None = None) -> Observ
                        estimated_roc_auc=getattr(r, "estimated_roc_auc", None),
                        estimated_roc_auc_upper=upper(getattr(r, "estimated_roc_auc_ci", None)),
                        segments=tuple(getattr(r, "segments", None) or ()),
-                       mae=getattr(r, "mae", None), baseline_mae=base(getattr(r, "baseline_mae", None), reference.mae),
+                       mae=getattr(r, "mae", None),
+                       baseline_mae=base(getattr(r, "baseline_mae", None), reference.mae, "mae"),
                        reference_mae=reference.mae, estimated_mae=getattr(r, "estimated_mae", None),
                        estimated_mae_lower=lower(getattr(r, "estimated_mae_ci", None)),
                        accuracy_upper=upper(getattr(r, "accuracy_ci", None)),

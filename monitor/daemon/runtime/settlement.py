@@ -13,7 +13,7 @@ from monitor.daemon.state.incidents import Incident, TransitionError
 from monitor.daemon.retraining.launcher import ChildResult
 from monitor.daemon.decisions.kinds import REQUESTED_REASONS, Outcome, Reason, State
 from monitor.daemon.decisions.attainable import attainable_from, bar_of
-from monitor.daemon.decisions.breach import is_performance_reason, lower_is_better
+from monitor.daemon.decisions.breach import baseline_bounds, is_performance_reason, lower_is_better, own_bar
 from monitor.daemon.decisions.lifecycle import OUTCOME_EVENTS, step
 from monitor.daemon.retraining.registry import promoted_version, tag_run
 from monitor.errors import DriftloopError
@@ -104,8 +104,10 @@ class Settlement(Retrains):
             return
         stored = self.levels.read() or {}
         champion = self.champion.get()
-        baseline = champion.baseline.metrics.get(figure)
-        bar = bar_of(figure, stored.get(f"reference_{figure}"), baseline)
+        level = stored.get(f"reference_{figure}")
+        baseline = own_bar(figure, champion.baseline.metrics.get(figure), level,
+                           baseline_bounds(getattr(champion.baseline, "intervals", None)))
+        bar = bar_of(figure, level, baseline)
         if bar is None:
             return
         threshold = self.cfg.alerts.mae_rise if lower_is_better(figure) else self.cfg.alerts.accuracy_drop

@@ -31,6 +31,10 @@ class DriftConfig(_Section):
     drift_share: float = Field(0.5, gt=0, le=1, description="share of drifted features that marks dataset drift")
     stattest_threshold: float | None = Field(None, gt=0, description="per-feature threshold; Evidently's default when "
                                                                      "unset")
+    missing_share_change: float = Field(0.1, ge=0, le=1, description="a feature whose share of missing values moved "
+                                        "by this much or more from the reference's (and provably: a Fisher exact "
+                                        "test) is drifted (method missing_share), whatever its values do; a feature "
+                                        "gone missing altogether is drift, not 'untested'; 0 = off")
     output_drift_quantile: float | None = Field(0.99, gt=0.5, lt=1, description="the model's outputs (score, served "
                                                 "class, class probabilities) drift past the higher of the stattest's "
                                                 "threshold and this quantile of its score between resamples of the "

@@ -43,6 +43,7 @@ from monitor.drift.methods import CATEGORICAL, NUMERIC
 from monitor.drift.multivariate import multivariate_drift
 from monitor.drift.output_thresholds import calibrate as calibrate_outputs
 from monitor.drift.recalibration import labelled_estimate
+from monitor.drift.missing import missing_share_drift
 from monitor.drift.result import CheckResult, FeatureDrift
 from monitor.drift.segments import segment_performance
 from monitor.drift.violations import check_constraints
@@ -188,6 +189,10 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
                                    (cur.positions, cur.sample), codes)
     features = [_embedding_feature(f.name, embedded[f.name]) if f.type == "embedding"
                 else _feature_drift(f.name, plans[f.name], verdicts) for f in model_cfg.features]
+    # A feature that went missing is drifted whatever its values do (monitor/drift/missing.py).
+    missing = missing_ratio(current, model_cfg.feature_names)
+    features = [missing_share_drift(f, ref.missing.get(f.name), ref.rows, missing.get(f.name), cur.rows,
+                                    drift_cfg.missing_share_change) for f in features]
     evaluated = [f for f in features if f.skipped is None]
     if len(evaluated) < len(features):
         log.warning("drift not tested for %s", ", ".join(f"{f.name} ({f.skipped})" for f in features if f.skipped))
@@ -214,7 +219,7 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
         confidence=drift_cfg.confidence, min_labels=drift_cfg.min_labels_at_most,
         performance_actionable=perf.rows >= drift_cfg.min_labels_at_most, positive_rate=perf.positive_rate,
         reference_rows=ref.rows, reference_sample_rows=len(ref.side.sample), current_sample_rows=len(cur.sample),
-        missing_ratio=missing_ratio(current, model_cfg.feature_names), reference_missing_ratio=dict(ref.missing),
+        missing_ratio=missing, reference_missing_ratio=dict(ref.missing),
         unseen_categories=unseen_categories(ref, current, model_cfg.categorical_features, cache=codes),
         precision=perf.precision, recall=perf.recall, f1=perf.f1, **estimated,
         **task_figures(perf, model_cfg, baseline, ref.metrics),

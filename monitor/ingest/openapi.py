@@ -34,7 +34,7 @@ _INPUT_URI = {"type": "string", "minLength": 1, "maxLength": MAX_INPUT_URI_CHARS
 
 
 def _feature(f: FeatureSpec) -> dict[str, Any]:
-    # null: a missing value (a missing vector), stored as NULL and counted (driftloop_feature_missing_ratio).
+    # null: a missing value (a missing vector), stored as NULL and counted (driftloop_model_feature_missing_ratio).
     if f.type == "embedding":
         return {"type": ["array", "null"], "items": {"type": "number"}, "minItems": f.dim, "maxItems": f.dim,
                 "description": f"an embedding: {f.dim} finite numbers (stored as float32)"}

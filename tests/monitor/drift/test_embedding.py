@@ -148,12 +148,18 @@ def test_a_model_whose_only_feature_is_an_embedding(emb_cfg):
     assert result.snapshot is not None   # prediction drift still runs in Evidently
 
 
-def test_an_embedding_without_vectors_on_one_side_is_skipped_not_an_error(emb_cfg):
+def test_an_embedding_without_vectors_in_the_window_is_drifted_by_its_missing_share_not_an_error(emb_cfg):
     cur = frame(500, seed=2)
     cur["emb"] = pd.Series([None] * len(cur), dtype=object)
     result = evaluate_window(frame(1000, seed=1), cur, emb_cfg.model, emb_cfg.drift, {})
-    assert result.feature("emb").skipped is not None and result.feature("emb").score is None
-    assert result.drift_share == pytest.approx(sum(f.drifted for f in result.features) / 3)
+    emb = result.feature("emb")
+    assert emb.drifted and emb.method == "missing_share" and emb.score == pytest.approx(1.0)
+    assert emb.details["values"]["skipped"] is not None  # its vector test had nothing to test
+    assert result.drift_share == pytest.approx(sum(f.drifted for f in result.features) / len(result.features))
+    # With the missing-share verdict off, the vector test's skip stands.
+    off = emb_cfg.drift.model_copy(update={"missing_share_change": 0.0})
+    skipped = evaluate_window(frame(1000, seed=1), cur, emb_cfg.model, off, {}).feature("emb")
+    assert skipped.skipped is not None and skipped.score is None and not skipped.drifted
 
 
 def test_prometheus_series_of_an_embedding_feature(emb_cfg):

@@ -133,14 +133,21 @@ def test_tiny_windows(cfg, ref_frame):
     assert small.feature("x0").threshold == 0.05
 
 
-def test_all_missing_feature_is_skipped_not_fatal(cfg, ref_frame):
+def test_all_missing_feature_is_drifted_by_its_missing_share_not_fatal(cfg, ref_frame):
     cur = window(2000, seed=11, covariate_shift=1.0)
     cur["x0"] = np.nan
     cur["device"] = None
     result = evaluate_window(ref_frame, cur, cfg.model, cfg.drift, BASELINE)
-    assert result.feature("x0").score is None and result.feature("x0").skipped == "no values in the current window"
-    assert result.feature("device").skipped and not result.feature("device").drifted
-    assert result.drift_share == pytest.approx(3 / 8)  # x2, x5, region of the 8 testable features
+    for name in ("x0", "device"):  # no value to test, and that is the drift (monitor/drift/missing.py)
+        f = result.feature(name)
+        assert f.drifted and f.method == "missing_share" and f.skipped is None
+        assert f.details["values"]["skipped"] == "no values in the current window"
+    assert result.drift_share == pytest.approx(5 / 10)  # x0, device and x2, x5, region of the 10 features
+    off = evaluate_window(ref_frame, cur, cfg.model, cfg.drift.model_copy(update={"missing_share_change": 0}),
+                          BASELINE)
+    assert off.feature("x0").score is None and off.feature("x0").skipped == "no values in the current window"
+    assert off.feature("device").skipped and not off.feature("device").drifted
+    assert off.drift_share == pytest.approx(3 / 8)  # x2, x5, region of the 8 testable features
     cur[cfg.model.numeric_features] = np.nan
     cur["region"] = None
     with pytest.raises(DataError, match="no feature can be tested"):

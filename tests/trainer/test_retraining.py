@@ -51,6 +51,10 @@ def test_concept_drift_retrain_beats_the_champion_and_is_promoted(tcfg, champion
     new = load_champion(tcfg)
     assert new.version == "2"
     assert new.baseline.metrics["accuracy"] == out.metrics["challenger_accuracy"]
+    # ...measured on the 450 held-out rows, with the interval the daemon judges it by.
+    low, high = new.baseline.intervals["accuracy"]
+    assert new.baseline.intervals["rows"] == 450 and low < out.metrics["challenger_accuracy"] < high
+    assert 0.03 < high - low < 0.15  # about ±0.035 on 450 rows
     assert abs(new.baseline.reference["label"].mean() - window["label"].mean()) < 0.05
 
 

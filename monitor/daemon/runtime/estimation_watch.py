@@ -13,8 +13,11 @@ The refit rows are kept per champion version (``<home>/calibration/<model>/v<ver
 beside a JSON history of that version's recalibrations) and refitted from there on the first check
 after a restart, so a restart does not go back to the estimate labels proved wrong. A new champion
 starts on its own reference's estimator. Windows without enough labelled rows neither grow nor break
-the streak. Costs: nothing per check beyond the comparison the check already makes; a recalibration
-reads the window once and fits as on a reference (binary: an isotonic fit; regression: seconds).
+the streak. A streak completed on the very labelled rows the estimator was last refitted on (no label
+arrived since, and the refit did not bring it inside its band there) refits nothing: one such
+window had been recalibrated five times in a minute, each time with a note and a history record.
+Costs: nothing per check beyond the comparison the check already makes; a recalibration reads the
+window once and fits as on a reference (binary: an isotonic fit; regression: seconds).
 """
 from __future__ import annotations
 
@@ -125,6 +128,8 @@ class EstimationWatch:
         self._outside: list[dict[str, Any]] = []
         self.recalibrations = self.files.total()
         self.last: Recalibration | None = None
+        # version -> (rows, newest ts) of the labelled rows its estimator was last refitted on
+        self._fitted_on: dict[str, tuple[int, str]] = {}
 
     @property
     def streak(self) -> int:
@@ -169,6 +174,15 @@ class EstimationWatch:
         except Exception as exc:  # the store is down: the next window outside the band tries again
             log.warning("estimate not recalibrated (cannot read the labelled rows: %s)", exc)
             return None
+        seen = (len(rows), str(rows["ts"].max()) if "ts" in rows.columns and len(rows) else "")
+        if self._fitted_on.get(version) == seen:
+            # Refitted on these very rows already and still outside its band on them (the estimator
+            # cannot describe them better): another refit would change nothing but add one more note,
+            # log line and history record per streak while no label arrives. New rows try again.
+            self._outside = []
+            log.info("estimate of v%s still outside its band on the %d labelled rows it was recalibrated on; "
+                     "not refitted again until new labelled rows arrive", version, len(rows))
+            return None
         fitted = refit(self.cfg.model, rows)
         if fitted is None:
             log.info("estimate of v%s is off but its %d labelled rows cannot fit a new one yet", version, len(rows))
@@ -180,6 +194,7 @@ class EstimationWatch:
             log.warning("recalibration rows not saved (%s); a restart goes back to the reference's estimate", exc)
         with self._lock:
             self._estimators[version] = fitted
+        self._fitted_on[version] = seen
         self._outside = []
         self.recalibrations += 1
         self.last = record

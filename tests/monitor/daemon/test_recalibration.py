@@ -58,3 +58,28 @@ def test_stationary_windows_stay_inside_and_zero_turns_recalibration_off(make_da
     for seed in (52, 53):
         assert not _check(off, traffic, seed)["inside"]
     assert off.estimation.recalibrations == 0 and off.estimation.last is None
+
+
+def test_the_same_labelled_rows_are_not_refitted_twice(tmp_path):
+    """A streak completed on the rows the estimator was last refitted on (no label since) refits
+    nothing; new labelled rows do. Before, a window whose refit stayed outside its band was
+    recalibrated on every second check while no label arrived: 5 identical notes in a minute."""
+    from types import SimpleNamespace
+
+    from monitor.config import load_config
+    from monitor.daemon.runtime.estimation_watch import EstimationWatch
+    from tests.monitor.drift.conftest import window
+
+    cfg = load_config(path=None, environ={}, overrides={"home": str(tmp_path),
+                                                        "drift": {"estimation_recalibrate_windows": 1}})
+    frames = {"rows": window(1500, seed=60, concept_shift=1.0)}
+    frames["rows"]["ts"] = range(1500)
+    watch = EstimationWatch(cfg, rows=lambda version: frames["rows"], clock=lambda: 1.0, folder=tmp_path / "cal")
+    outside = SimpleNamespace(champion_version="1", result=SimpleNamespace(estimation_check={
+        "rows": 1500, "inside": False, "figure": "accuracy", "realised": 0.70, "estimated": 0.80}))
+    assert watch.observe(outside) is not None and watch.recalibrations == 1
+    assert watch.observe(outside) is None and watch.observe(outside) is None      # the same rows
+    assert watch.recalibrations == 1 and len(watch.files.history("1")) == 1
+    frames["rows"] = window(1600, seed=61, concept_shift=1.0)                      # new labels arrived
+    frames["rows"]["ts"] = range(1600)
+    assert watch.observe(outside) is not None and watch.recalibrations == 2

@@ -25,6 +25,8 @@ current ``@champion``); what differs is the streams and how the service behaves.
 - ``no_version``      abrupt change; the service never sends ``model_version``
 - ``broken_null``     the concept holds; the upstream breaks and the strongest feature arrives missing (null)
 - ``broken_unit``     the concept holds; the upstream sends the strongest feature in other units (x100)
+- ``renamed``         the categorical stream; the upstream renames every category (the concept holds)
+- ``seasonal``        the concept holds; two features the label barely reads swing in a cycle (no retrain wanted)
 
 The estimation check after a promotion trained on a skewed window (realised inside the estimate's
 band after recalibration) is ``bench/bench_estimation_recal.py``: it needs the daemon's per-check
@@ -166,6 +168,27 @@ def _broken(how: str):
     return make
 
 
+def _renamed(rng, n, progress):
+    """The categorical stream with its concept unchanged; after the onset the upstream renames every
+    category (``c0_1`` -> ``C0-1``): the champion has never seen one of them."""
+    frame = _categorical(rng, n, None)
+    if progress is not None:
+        for c in _LEVELS:
+            frame[c] = frame[c].str.upper().str.replace("_", "-")
+    return frame
+
+
+def _seasonal(rng, n, progress):
+    """The concept holds; after the onset two features the label barely reads (f3, f4) swing with a
+    cycle (three periods over the drifted part, amplitude 1.5 sd): real drift, no harm to the model."""
+    frame = _rotating(8, lambda p: 0.0)(rng, n, progress)
+    if progress is not None:
+        swing = 1.5 * np.sin(2 * np.pi * 3 * progress)
+        frame["f3"] += swing
+        frame["f4"] -= swing
+    return frame
+
+
 def _bursts(t: int) -> float:
     return (4.0, 0.25, 1.0)[t % 3]
 
@@ -188,6 +211,9 @@ STREAMS = {s.name: s for s in [
     Stream("no_version", _rotating(8, _abrupt), _numeric(8), send_version=False),
     Stream("broken_null", _broken("null"), _numeric(8)),
     Stream("broken_unit", _broken("unit"), _numeric(8)),
+    Stream("renamed", _renamed,
+           [{"name": c, "type": "categorical"} for c in _LEVELS] + [{"name": "amount", "type": "numeric"}]),
+    Stream("seasonal", _seasonal, _numeric(8), expect_incident=False),
 ]}
 
 

@@ -21,6 +21,7 @@ Regression (y = f(x) + noise, in "demand" units around 100):
 - ``reg_abrupt``     the target function changes (new coefficients, an interaction): equally learnable
 - ``reg_gradual``    the coefficients move linearly to the new ones over the drifted part
 - ``reg_noise``      the noise doubles (MAE rises; no model can win it back)
+- ``reg_scale``      the target is 30 % larger (prices rise): the same function, in other units
 
 Printed by ``bench_loop.report``: for regression the pre / last20% / never columns are MAE (lower is
 better) and the ratio to the pre-drift MAE is printed below. Goals (issue 20): no incident on the
@@ -121,6 +122,8 @@ class TaskStream:
             noise = 8.0
         region = frame["region"].map(REGION_EFFECT).to_numpy(dtype=float)
         y = 100.0 + x @ coef + 5.0 * np.sin(2 * x[:, 1]) + interaction * x[:, 2] * x[:, 3] + region
+        if drifted and self.name == "reg_scale":
+            y = 1.3 * y
         frame["label"] = y + rng.normal(0.0, noise, size=n)
         return frame
 
@@ -134,6 +137,7 @@ SCENARIOS = {s.name: s for s in [
     TaskStream("reg_abrupt", "regression"),
     TaskStream("reg_gradual", "regression"),
     TaskStream("reg_noise", "regression", learnable=False),
+    TaskStream("reg_scale", "regression"),
 ]}
 
 

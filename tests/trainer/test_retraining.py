@@ -133,3 +133,24 @@ def test_a_fresh_model_competes_when_the_evidence_is_large():
     assert cold_start(TrainingConfig(cold_start="always"), concept_holds=True, rows=10)
     # A warm retrain trains until its validation loss stops improving, not for a fixed 8 epochs.
     assert auto.retrain_epochs is None
+
+
+def test_categories_the_champion_never_saw_make_a_fresh_model_compete(tcfg, champion):
+    """An upstream renamed every region: a warm start keeps the champion's vocabulary, where the
+    renamed values all fall into one unknown bucket. A fresh model (its own vocabulary) competes,
+    as it would after a change of concept; the same rows with the old names do not call for one."""
+    from monitor.config import TrainingConfig
+    from trainer.retraining import cold_start, unseen_share
+
+    auto = TrainingConfig()
+    assert cold_start(auto, concept_holds=True, rows=300, unseen=0.25)
+    assert not cold_start(auto, concept_holds=True, rows=300, unseen=0.05)
+    model = load_champion(tcfg).model
+    window = make_dataset(800, seed=22)
+    assert unseen_share(model, window) == (None, 0.0)
+    renamed = window.assign(region=window["region"].str.upper())
+    assert unseen_share(model, renamed) == ("region", 1.0)
+
+    out = retrain(tcfg, renamed, trigger="alert", data_window={"last_n": 800})
+    metrics = client(tcfg).get_run(out.run_id).data.metrics
+    assert "cold_val_accuracy" in metrics and "warm_val_accuracy" in metrics  # both were trained

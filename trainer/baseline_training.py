@@ -117,14 +117,15 @@ def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "
             result = fit_frames(model, fit_rows, val_rows, target, loop, checkpoint_path=checkpoint, resume=resume,
                                  extra={"run_id": run.info.run_id}, on_epoch_end=epoch_logger(),
                                  should_stop=should_stop)
-            test_metrics = task_metrics(task, test[target].to_numpy(), model.predict_proba(test), cfg.model.threshold)
+            test_out = model.predict_proba(test)
+            test_metrics = task_metrics(task, test[target].to_numpy(), test_out, cfg.model.threshold)
             metrics = model_figures(test_metrics)
             mlflow.log_metrics({**{f"test_{k}": v for k, v in test_metrics.items()}, "best_epoch": result.best_epoch,
                                 "epochs_run": result.epochs_run, "train_seconds": result.train_seconds,
                                 "samples_per_second": result.samples_per_second})
             reference = reference_sample(cfg, test, val_rows, fit_rows, model=model, seed=t.seed)
             reg.log_baseline(Baseline(reference=reference, metrics=metrics,
-                                      intervals=held_out_intervals(cfg, model.predict_proba(test), test)))
+                                      intervals=held_out_intervals(cfg, test_out, test)))
             version = reg.log_model(model, example_rows(cfg, model, test), registry)
             exported = export_and_log(model, reference, test, cfg, version)  # records its own failures; never raises
             became_champion = registry.alias_version(reg.CHAMPION) is None

@@ -71,14 +71,12 @@ class Examined:
 
 
 def examine(cfg: DriftloopConfig, p: Prepared, trained: Trained, registry: reg.Registry,
-            window: pd.DataFrame, level: float | None = None,
-            levels: Mapping[str, float] | None = None) -> Examined:
+            window: pd.DataFrame, levels: Mapping[str, float] | None = None) -> Examined:
     """Score challenger and champion on the held-out rows, register the challenger (alias
     ``challenger``, with the baseline it would bring), export it, and compare it on live traffic.
-    ``level``: the daemon's reference level of the task's figure (what the champion must recover to),
-    for the gate's significant-gain rule; None when unknown (the fixed margins apply). ``levels``: the
-    reference level of every figure (``{"accuracy": .., "roc_auc": ..}``), for the same rule on the
-    task's other paired figures."""
+    ``levels``: the daemon's reference level of each figure (``{"accuracy": .., "roc_auc": ..}``: what
+    the champion must recover to), for the gate's significant-gain rule; a figure without one keeps
+    the fixed margins."""
     t, target, task = cfg.training, cfg.model.target, cfg.model.task
     model, champion, holdout = trained.model, p.champion, p.holdout
     challenger_m = evaluate_model(cfg, model, holdout)
@@ -87,8 +85,9 @@ def examine(cfg: DriftloopConfig, p: Prepared, trained: Trained, registry: reg.R
     floors = floors_of(holdout[target].to_numpy(), challenger_out, cfg.model.threshold, t.gate.confidence, task)
     champion_out = champion.model.predict_proba(holdout)
     noise = auc_noise(task, holdout[target].to_numpy(), champion_out, challenger_out, t.gate.confidence)
+    primary = cfg.model.kind.primary_metric
     significant = significant_gain(task, holdout[target].to_numpy(), champion_out, challenger_out,
-                                   champion_m.get(cfg.model.kind.primary_metric, float("nan")), level, t.gate,
+                                   champion_m.get(primary, float("nan")), (levels or {}).get(primary), t.gate,
                                    cfg.model.threshold, levels=levels)
     # The baseline a promoted challenger brings: the recent rows (the new normal), held-out first.
     new_reference = reference_sample(cfg, holdout, p.rest, model=model, seed=t.seed)

@@ -167,16 +167,10 @@ def unseen_share(model: Any, rows: pd.DataFrame) -> tuple[str | None, float]:
     return worst
 
 
-def reference_level(data_window: Any, figure: str) -> float | None:
-    """The daemon's reference level of ``figure`` sent with the retrain (``data_window``'s
-    ``reference_level``, monitor/daemon/runtime/retrains.py); None when absent."""
-    value = ((data_window or {}).get("reference_level") or {}).get(figure) if isinstance(data_window, dict) else None
-    return float(value) if isinstance(value, (int, float)) else None
-
-
 def reference_levels(data_window: Any) -> dict[str, float]:
-    """Every figure of the daemon's reference level sent with the retrain (``{"accuracy": ..,
-    "roc_auc": ..}``; empty when absent)."""
+    """The daemon's reference level sent with the retrain, per figure (``data_window``'s
+    ``reference_level``, monitor/daemon/runtime/retrains.py: ``{"accuracy": .., "roc_auc": ..}``;
+    empty when absent)."""
     found = (data_window or {}).get("reference_level") if isinstance(data_window, dict) else None
     return {k: float(v) for k, v in (found or {}).items() if isinstance(v, (int, float))}
 
@@ -329,9 +323,7 @@ def retrain(cfg: DriftloopConfig, window: pd.DataFrame, *, trigger: str = "manua
             mlflow.set_tags({"driftloop.start": trained.start,
                              "driftloop.concept_holds": str(p.concept["holds"]).lower(),
                              "driftloop.shift": str(p.concept.get("shift", ""))})
-            examined = examine(cfg, p, trained, registry, window,
-                               level=reference_level(data_window, cfg.model.kind.primary_metric),
-                               levels=reference_levels(data_window))
+            examined = examine(cfg, p, trained, registry, window, levels=reference_levels(data_window))
             judgement = run_gates(examined.evidence)
             if progress is not None:
                 progress.stage("publishing")

@@ -27,6 +27,13 @@ current ``@champion``); what differs is the streams and how the service behaves.
 - ``broken_unit``     the concept holds; the upstream sends the strongest feature in other units (x100)
 - ``renamed``         the categorical stream; the upstream renames every category (the concept holds)
 - ``seasonal``        the concept holds; two features the label barely reads swing in a cycle (no retrain wanted)
+- ``high_card``       a 400-level categorical (a merchant id, Zipf-like) beside 5 numeric features; the
+                      numeric boundary turns 90 degrees
+- ``high_card_ctrl``  the same stream, nothing changes (control: a 400-level column must not alarm)
+- ``new_levels``      the categorical stream; after the onset a quarter of the rows carry 4 new levels of
+                      ``c5`` (new products) with strong effects of their own; the known levels hold
+- ``label_glitch``    the concept holds; the labelling pipeline flips every label for 2 batches after the
+                      onset, then is mended (goal: the served model at the end is as good as before)
 
 The estimation check after a promotion trained on a skewed window (realised inside the estimate's
 band after recalibration) is ``bench/bench_estimation_recal.py``: it needs the daemon's per-check
@@ -189,6 +196,55 @@ def _seasonal(rng, n, progress):
     return frame
 
 
+_MERCHANTS = 400
+_MERCHANT_P = 1.0 / np.arange(1, _MERCHANTS + 1) ** 0.8
+_MERCHANT_P /= _MERCHANT_P.sum()
+_MERCHANT_EFFECT = np.random.default_rng(300).normal(0, 0.8, _MERCHANTS)
+
+
+def _high_card(drift: bool):
+    """5 numeric features and a 400-level ``merchant`` (Zipf-like frequencies, an effect each); with
+    ``drift`` the numeric boundary turns 90 degrees after the onset, the merchants' effects hold."""
+    def make(rng, n, progress):
+        x = rng.standard_normal((n, 5))
+        m = rng.choice(_MERCHANTS, size=n, p=_MERCHANT_P)
+        a = np.deg2rad(90.0 if drift and progress is not None else 0.0)
+        logit = 2.5 * (np.cos(a) * x[:, 0] + np.sin(a) * x[:, 1]) + 0.5 * x[:, 2] + _MERCHANT_EFFECT[m]
+        frame = pd.DataFrame(x, columns=[f"f{i}" for i in range(5)])
+        frame["merchant"] = np.array([f"m{v:03d}" for v in range(_MERCHANTS)], dtype=object)[m]
+        frame["label"] = _sigmoid_labels(rng, logit)
+        return frame
+    return make
+
+
+_NEW_EFFECTS = np.array([2.5, -2.5, 2.0, -2.0])
+
+
+def _new_levels(rng, n, progress):
+    """The categorical stream; after the onset a quarter of the rows carry one of 4 levels of ``c5``
+    never seen before (``c5_new0``..``c5_new3``), each with a strong effect; everything else holds."""
+    frame = _categorical(rng, n, None)
+    if progress is None:
+        return frame
+    new = rng.uniform(size=n) < 0.25
+    which = rng.integers(0, len(_NEW_EFFECTS), n)
+    logit = sum(_EFFECTS_A[c][frame[c].str.rsplit("_", n=1).str[1].astype(int).to_numpy()] for c in _LEVELS)
+    logit = logit + 0.5 * frame["amount"].to_numpy()
+    old_c5 = _EFFECTS_A["c5"][frame["c5"].str.rsplit("_", n=1).str[1].astype(int).to_numpy()]
+    logit = np.where(new, logit - old_c5 + _NEW_EFFECTS[which], logit)
+    frame.loc[new, "c5"] = np.array([f"c5_new{v}" for v in range(len(_NEW_EFFECTS))], dtype=object)[which[new]]
+    frame["label"] = _sigmoid_labels(rng, logit)
+    return frame
+
+
+def _label_glitch(rng, n, progress):
+    """The concept holds; for the first 10 % of the drifted part the labels sent are flipped."""
+    frame = _rotating(8, lambda p: 0.0)(rng, n, progress)
+    if progress is not None and progress < 0.1:
+        frame["label"] = 1 - frame["label"]
+    return frame
+
+
 def _bursts(t: int) -> float:
     return (4.0, 0.25, 1.0)[t % 3]
 
@@ -214,6 +270,12 @@ STREAMS = {s.name: s for s in [
     Stream("renamed", _renamed,
            [{"name": c, "type": "categorical"} for c in _LEVELS] + [{"name": "amount", "type": "numeric"}]),
     Stream("seasonal", _seasonal, _numeric(8), expect_incident=False),
+    Stream("high_card", _high_card(True), _numeric(5) + [{"name": "merchant", "type": "categorical"}]),
+    Stream("high_card_ctrl", _high_card(False), _numeric(5) + [{"name": "merchant", "type": "categorical"}],
+           control=True, expect_incident=False),
+    Stream("new_levels", _new_levels,
+           [{"name": c, "type": "categorical"} for c in _LEVELS] + [{"name": "amount", "type": "numeric"}]),
+    Stream("label_glitch", _label_glitch, _numeric(8)),
 ]}
 
 

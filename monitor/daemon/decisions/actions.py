@@ -34,6 +34,7 @@ class WaitKind(StrEnum):
     POST_CHANGE = "post_change"              # labelled rows after the change point (training.min_post_change_rows)
     MIN_ROWS = "min_rows"                    # labelled rows for training.min_rows
     QUEUED = "queued"                        # a retrain slot of the deployment (need: its place in the queue)
+    PIPELINE = "pipeline"                    # a feature has no value in any row to retrain on (a broken upstream)
 
 
 @dataclass(frozen=True)

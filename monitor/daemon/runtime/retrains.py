@@ -282,4 +282,20 @@ class Retrains(IncidentMoves):
             return window, span, (f"not retraining: {len(window)} labelled rows < training.min_rows="
                                   f"{self.cfg.training.min_rows}; waiting for more",
                                   Wait(WaitKind.MIN_ROWS, len(window), self.cfg.training.min_rows))
-        return window.reset_index(drop=True), span, None
+        broken = self._pipeline_wait(window)
+        return window.reset_index(drop=True), span, broken
+
+    def _pipeline_wait(self, window: pd.DataFrame) -> tuple[str, Wait] | None:
+        """Why to wait when a feature has no value in any row to retrain on: the upstream sends it
+        missing (``DriftloopFeatureMissing``). The trainer refuses such rows (nothing to learn from
+        the feature), so a retrain would only fail, once per ``alerts.cooldown_seconds``; the incident
+        waits instead, saying which feature, until rows with its values arrive."""
+        empty = [name for name in self.cfg.model.feature_names
+                 if name in window.columns and window[name].isna().all()]
+        if not empty:
+            return None
+        shown = ", ".join(empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
+        return (f"waiting: feature(s) {shown} have no value in any of the {len(window)} labelled rows to retrain "
+                "on; the upstream sends them missing (DriftloopFeatureMissing), and no model learns from a "
+                "feature that is not there. Retraining resumes once rows with their values arrive",
+                Wait(WaitKind.PIPELINE, len(window)))

@@ -99,15 +99,19 @@ class Traffic:
         self._ids = itertools.count()
 
     def send(self, n: int, seed: int, *, concept: float = 0.0, covariate: float = 0.0,
-             labelled: float = 1.0, tag_version: bool = False, near_boundary: float | None = None) -> pd.DataFrame:
+             labelled: float = 1.0, tag_version: bool = False, near_boundary: float | None = None,
+             missing: tuple[str, ...] = ()) -> pd.DataFrame:
         """``n`` rows scored by the champion; ``tag_version``: say which version scored them;
         ``near_boundary``: only rows whose score is within that of 0.5 (chosen by their features, so
-        a covariate shift that hurts: ``P(label | features)`` is unchanged)."""
+        a covariate shift that hurts: ``P(label | features)`` is unchanged); ``missing``: features
+        the upstream sends as null (scored and stored without them)."""
         import trainer
         from trainer.synthetic import make_dataset
 
         pool = n if near_boundary is None else 20 * n
         df = make_dataset(pool, seed=seed, concept_shift=concept, covariate_shift=covariate)
+        for name in missing:
+            df[name] = np.nan
         champion = trainer.load_champion(self.cfg)
         df["score"] = champion.predict_proba(df)
         if near_boundary is not None:

@@ -247,3 +247,32 @@ def test_a_breach_waiting_on_late_labels_says_so_then_retrains_when_they_arrive(
     assert daemon.wait_for_retrain(60)
     kinds = [e["kind"] for e in ctl.incidents.events(incident.id)]
     assert kinds.count("waiting") == 1 and "waiting_progress" in kinds, kinds
+
+
+def test_a_feature_the_upstream_sends_missing_holds_the_retrain_and_says_which(make_daemon):
+    """The upstream breaks and two strong features arrive null in every row: accuracy falls, but a
+    retrain on those rows could only fail (the trainer refuses a feature with no value) and would
+    fail again after each cooldown. The incident waits instead, naming the features; once rows with
+    their values arrive the wait is no longer the pipeline's."""
+    daemon, traffic = make_daemon({"drift": {"window_size": 1500}})
+    daemon.start(scheduler=False)
+    traffic.send(1500, 90, tag_version=True)
+    assert daemon.run_check_now().incident is None
+    traffic.send(1500, 91, tag_version=True, missing=("x0", "x2"))
+    report = daemon.run_check_now()
+    incident = report.incident
+    assert incident is not None and report.verdict.fire, report.verdict.message
+    ctl = daemon.controller
+    for seed in (92, 93):  # check after check, nothing is started: no failure, no cooldown, no RetrainFailed
+        wait = report.action.wait
+        assert report.action.retrain is StartKind.WAITING and wait is not None, report.action
+        assert wait.kind is WaitKind.PIPELINE, wait
+        inc = ctl.incidents.get(incident.id)
+        assert inc.state == "waiting" and "feature(s) x0, x2 have no value" in inc.detail, inc.detail
+        assert ctl.attempts.for_incident(incident.id) == []
+        traffic.send(300, seed, tag_version=True, missing=("x0", "x2"))
+        report = daemon.run_check_now()
+    traffic.send(1500, 94, tag_version=True)  # mended: the features are back
+    report = daemon.run_check_now()
+    wait = report.action.wait if report.action is not None else None
+    assert wait is None or wait.kind is not WaitKind.PIPELINE, report.action

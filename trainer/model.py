@@ -62,6 +62,11 @@ from trainer.features import MISSING, UNKNOWN, category_text, embedding_values, 
 from trainer.task_head import TaskHead, head_for
 
 
+#: A value a warm start adds to its champion's vocabulary appears in at least this many of its rows
+#: (:meth:`TabularModel.grow_vocabulary`): a one-off id teaches an embedding nothing but noise.
+MIN_NEW_CATEGORY_ROWS = 5
+
+
 def embedding_dim(cardinality: int) -> int:
     return int(min(16, max(2, round(1.6 * cardinality ** 0.56))))  # fastai's rule of thumb, capped
 
@@ -172,6 +177,41 @@ class TabularModel(TaskHead, nn.Module):
             known = sorted({v for v in text if v is not None})
             vocab[c] = ([MISSING] if None in text else []) + known
         return vocab, mean, std
+
+    def grow_vocabulary(self, df: pd.DataFrame, min_rows: int = MIN_NEW_CATEGORY_ROWS) -> dict[str, list[str]]:
+        """Append to each categorical vocabulary the values ``df`` holds in at least ``min_rows`` rows
+        that it lacks, and grow the network's embedding table of that feature to match: a warm start
+        can then learn categories its champion never saw (new products, renamed values), where they
+        would all share the unknown bucket. Each new row starts as a copy of the unknown bucket's,
+        so the grown model scores every row exactly as before until it trains. Existing indices
+        never move. Only a network whose ``embeddings`` is a ``ModuleList`` of ``nn.Embedding``, one
+        per categorical feature in order (:class:`MLP`), is grown; another is left as it is (its
+        new categories stay unknown). Returns the values added, per feature."""
+        tables = getattr(self.net, "embeddings", None)
+        if (not isinstance(tables, nn.ModuleList) or len(tables) != len(self.categorical)
+                or any(not isinstance(t, nn.Embedding) or t.num_embeddings != k
+                       for t, k in zip(tables, self.cardinalities))):
+            return {}
+        added: dict[str, list[str]] = {}
+        for j, c in enumerate(self.categorical):
+            if c not in df.columns:
+                continue
+            known = self._index[c]
+            counts = pd.Series(category_text(df[c]), dtype=object).dropna().value_counts()
+            new = sorted(str(v) for v, n in counts.items() if n >= min_rows and v not in known)
+            if not new:
+                continue
+            old = tables[j]
+            grown = nn.Embedding(old.num_embeddings + len(new), old.embedding_dim).to(old.weight.device,
+                                                                                     old.weight.dtype)
+            with torch.no_grad():
+                grown.weight[:old.num_embeddings] = old.weight
+                grown.weight[old.num_embeddings:] = old.weight[UNKNOWN]
+            tables[j] = grown
+            self.vocab[c] = self.vocab[c] + new
+            added[c] = new
+        self._index = {k: {v: i + 1 for i, v in enumerate(vals)} for k, vals in self.vocab.items()}
+        return added
 
     def encode(self, df: pd.DataFrame) -> tuple[torch.Tensor, torch.Tensor]:
         """Raw features -> (numeric float32 [n, k], category indices int64 [n, m]); unseen -> 0."""

@@ -35,6 +35,7 @@ from trainer.inputs import readable_rows
 from trainer.judge import run_gates
 from trainer.loop import FitResult, LoopConfig, LoopState, copy_model, peek_checkpoint
 from trainer.metrics import ranking
+from trainer.model import TabularModel
 from trainer.outcomes import Champion, RetrainOutcome
 from trainer.previous import best_previous, recall_allowed, reinstate
 from trainer.publish import Lineage, evaluate_model, examine, publish, reference_score
@@ -254,6 +255,13 @@ def train(cfg: DriftloopConfig, p: Prepared, *, resume: bool, should_stop: Any, 
     if cfg.training.entrypoint:  # artifacts prepared for these rows; checked against today's config
         from trainer.entrypoint import warm_start
         model = warm_start(cfg, model, p.fit_rows)
+    elif isinstance(model, TabularModel):  # categories the champion never saw get their own embedding
+        grown = model.grow_vocabulary(p.fit_rows)
+        if grown:
+            shown = "; ".join(f"{c}: {len(v)} ({', '.join(v[:3])}{', ...' if len(v) > 3 else ''})"
+                              for c, v in grown.items())
+            log.info("warm start: categories champion v%s never saw added to its vocabulary: %s",
+                     p.champion.version, shown)
     result = fit_frames(model, p.fit_rows, p.val_rows, cfg.model.target, p.loop, checkpoint_path=p.checkpoint,
                         resume=resume, extra=extra, should_stop=should_stop,
                         on_epoch_end=_epoch_hooks(epoch_logger() if logged else None, progress, "warm",

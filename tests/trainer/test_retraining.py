@@ -154,3 +154,32 @@ def test_categories_the_champion_never_saw_make_a_fresh_model_compete(tcfg, cham
     out = retrain(tcfg, renamed, trigger="alert", data_window={"last_n": 800})
     metrics = client(tcfg).get_run(out.run_id).data.metrics
     assert "cold_val_accuracy" in metrics and "warm_val_accuracy" in metrics  # both were trained
+
+
+def test_a_warm_start_learns_categories_its_champion_never_saw(tcfg, champion):
+    """A new region appears on a quarter of the rows, with its own strong effect, everything else as
+    before: the warm start grows the champion's vocabulary and learns it (where it used to score the
+    new rows through the unknown bucket), and the model it publishes serves it the same way exported."""
+    import numpy as np
+
+    from monitor.config import load_config
+    cfg = load_config(path=None, environ={}, overrides={**tcfg.model_dump(mode="json", exclude={"server": {"token"}}),
+                                                          "training": {**tcfg.training.model_dump(mode="json"),
+                                                                       "cold_start": "never"}})
+    window = make_dataset(1600, seed=31)
+    new = np.random.default_rng(31).uniform(size=len(window)) < 0.25
+    window.loc[new, "region"] = "mena"
+    window.loc[new, "label"] = (np.random.default_rng(32).uniform(size=int(new.sum())) < 0.95).astype("int64")
+    old = load_champion(cfg).model
+    assert "mena" not in old.vocab["region"]
+
+    out = retrain(cfg, window, trigger="alert", data_window={"last_n": 1600})
+    assert out.outcome == "promoted", out.reasons
+    model = load_champion(cfg).model
+    assert model.vocab["region"][:len(old.vocab["region"])] == old.vocab["region"] and "mena" in model.vocab["region"]
+    probe = make_dataset(400, seed=33)
+    gain = model.predict_proba(probe.assign(region="mena")) - model.predict_proba(probe.assign(region="zzz"))
+    assert gain.mean() > 0.1, gain.mean()  # "mena" is no longer the unknown bucket: it learnt its effect
+    metrics = client(cfg).get_run(out.run_id).data.metrics
+    assert "cold_val_accuracy" not in metrics  # the warm start alone did it
+    assert metrics["export_onnx_accuracy"] == pytest.approx(metrics["export_torch_accuracy"], abs=0.005)

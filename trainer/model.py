@@ -50,7 +50,7 @@ tasks existed has no ``task`` attribute: it is binary (``getattr(model, "task", 
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
 import pandas as pd
@@ -201,7 +201,7 @@ class TabularModel(TaskHead, nn.Module):
             new = sorted(str(v) for v, n in counts.items() if n >= min_rows and v not in known)
             if not new:
                 continue
-            old = tables[j]
+            old = cast(nn.Embedding, tables[j])
             grown = nn.Embedding(old.num_embeddings + len(new), old.embedding_dim).to(old.weight.device,
                                                                                      old.weight.dtype)
             with torch.no_grad():

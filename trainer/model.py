@@ -63,7 +63,7 @@ from trainer.task_head import TaskHead, head_for
 
 
 #: A value a warm start adds to its champion's vocabulary appears in at least this many of its rows
-#: (:meth:`TabularModel.grow_vocabulary`): a one-off id teaches an embedding nothing but noise.
+#: (:func:`grow_vocabulary`): a one-off id teaches an embedding nothing but noise.
 MIN_NEW_CATEGORY_ROWS = 5
 
 
@@ -178,41 +178,6 @@ class TabularModel(TaskHead, nn.Module):
             vocab[c] = ([MISSING] if None in text else []) + known
         return vocab, mean, std
 
-    def grow_vocabulary(self, df: pd.DataFrame, min_rows: int = MIN_NEW_CATEGORY_ROWS) -> dict[str, list[str]]:
-        """Append to each categorical vocabulary the values ``df`` holds in at least ``min_rows`` rows
-        that it lacks, and grow the network's embedding table of that feature to match: a warm start
-        can then learn categories its champion never saw (new products, renamed values), where they
-        would all share the unknown bucket. Each new row starts as a copy of the unknown bucket's,
-        so the grown model scores every row exactly as before until it trains. Existing indices
-        never move. Only a network whose ``embeddings`` is a ``ModuleList`` of ``nn.Embedding``, one
-        per categorical feature in order (:class:`MLP`), is grown; another is left as it is (its
-        new categories stay unknown). Returns the values added, per feature."""
-        tables = getattr(self.net, "embeddings", None)
-        if (not isinstance(tables, nn.ModuleList) or len(tables) != len(self.categorical)
-                or any(not isinstance(t, nn.Embedding) or t.num_embeddings != k
-                       for t, k in zip(tables, self.cardinalities))):
-            return {}
-        added: dict[str, list[str]] = {}
-        for j, c in enumerate(self.categorical):
-            if c not in df.columns:
-                continue
-            known = self._index[c]
-            counts = pd.Series(category_text(df[c]), dtype=object).dropna().value_counts()
-            new = sorted(str(v) for v, n in counts.items() if n >= min_rows and v not in known)
-            if not new:
-                continue
-            old = cast(nn.Embedding, tables[j])
-            grown = nn.Embedding(old.num_embeddings + len(new), old.embedding_dim).to(old.weight.device,
-                                                                                     old.weight.dtype)
-            with torch.no_grad():
-                grown.weight[:old.num_embeddings] = old.weight
-                grown.weight[old.num_embeddings:] = old.weight[UNKNOWN]
-            tables[j] = grown
-            self.vocab[c] = self.vocab[c] + new
-            added[c] = new
-        self._index = {k: {v: i + 1 for i, v in enumerate(vals)} for k, vals in self.vocab.items()}
-        return added
-
     def encode(self, df: pd.DataFrame) -> tuple[torch.Tensor, torch.Tensor]:
         """Raw features -> (numeric float32 [n, k], category indices int64 [n, m]); unseen -> 0."""
         absent = [c for c in self.feature_names if c not in df.columns]
@@ -270,3 +235,45 @@ class TabularModel(TaskHead, nn.Module):
         state.setdefault("embeddings", {})  # pickled before embedding features
         super().__setstate__(state)
         self._index = {k: {v: i + 1 for i, v in enumerate(vals)} for k, vals in self.vocab.items()}
+
+
+def grow_vocabulary(model: nn.Module, df: pd.DataFrame, min_rows: int = MIN_NEW_CATEGORY_ROWS) -> dict[str, list[str]]:
+    """Append to each categorical vocabulary of ``model`` (a :class:`TabularModel`) the values ``df``
+    holds in at least ``min_rows`` rows that it lacks, and grow the network's embedding table of that
+    feature to match: a warm start can then learn categories its champion never saw (new products,
+    renamed values), where they would all share the unknown bucket. Each new row starts as a copy of
+    the unknown bucket's, so the grown model scores every row exactly as before until it trains.
+    Existing indices never move. Only a network whose ``embeddings`` is a ``ModuleList`` of
+    ``nn.Embedding``, one per categorical feature in order (:class:`MLP`), is grown; another is left
+    as it is (its new categories stay unknown). Returns the values added, per feature.
+
+    A function of the model's attributes, not a method: a champion is unpickled with the code of its
+    classes as it was logged (``trainer.pyfunc.pickled_by_value``), so a champion logged before this
+    function existed grows all the same."""
+    vocab, categorical = getattr(model, "vocab", None), getattr(model, "categorical", None)
+    tables = getattr(getattr(model, "net", None), "embeddings", None)
+    if not isinstance(vocab, dict) or not isinstance(categorical, list) or not isinstance(tables, nn.ModuleList):
+        return {}
+    if len(tables) != len(categorical) or any(not isinstance(t, nn.Embedding) or t.num_embeddings != len(vocab[c]) + 1
+                                              for t, c in zip(tables, categorical)):
+        return {}
+    added: dict[str, list[str]] = {}
+    for j, c in enumerate(categorical):
+        if c not in df.columns:
+            continue
+        known = set(vocab[c])
+        counts = pd.Series(category_text(df[c]), dtype=object).dropna().value_counts()
+        new = sorted(str(v) for v, n in counts.items() if n >= min_rows and v not in known)
+        if not new:
+            continue
+        old = cast(nn.Embedding, tables[j])
+        grown = nn.Embedding(old.num_embeddings + len(new), old.embedding_dim).to(old.weight.device, old.weight.dtype)
+        with torch.no_grad():
+            grown.weight[:old.num_embeddings] = old.weight
+            grown.weight[old.num_embeddings:] = old.weight[UNKNOWN]
+        tables[j] = grown
+        vocab[c] = list(vocab[c]) + new
+        added[c] = new
+    if added:
+        object.__setattr__(model, "_index", {k: {v: i + 1 for i, v in enumerate(vals)} for k, vals in vocab.items()})
+    return added

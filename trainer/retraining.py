@@ -35,7 +35,7 @@ from trainer.inputs import readable_rows
 from trainer.judge import run_gates
 from trainer.loop import FitResult, LoopConfig, LoopState, copy_model, peek_checkpoint
 from trainer.metrics import ranking
-from trainer.model import TabularModel
+from trainer.model import grow_vocabulary
 from trainer.outcomes import Champion, RetrainOutcome
 from trainer.previous import best_previous, recall_allowed, reinstate
 from trainer.publish import Lineage, evaluate_model, examine, publish, reference_score
@@ -255,8 +255,8 @@ def train(cfg: DriftloopConfig, p: Prepared, *, resume: bool, should_stop: Any, 
     if cfg.training.entrypoint:  # artifacts prepared for these rows; checked against today's config
         from trainer.entrypoint import warm_start
         model = warm_start(cfg, model, p.fit_rows)
-    elif isinstance(model, TabularModel):  # categories the champion never saw get their own embedding
-        grown = model.grow_vocabulary(p.fit_rows)
+    else:  # categories the champion never saw get their own embedding (a TabularModel's network)
+        grown = grow_vocabulary(model, p.fit_rows)
         if grown:
             shown = "; ".join(f"{c}: {len(v)} ({', '.join(v[:3])}{', ...' if len(v) > 3 else ''})"
                               for c, v in grown.items())

@@ -32,26 +32,26 @@ def test_a_grown_vocabulary_scores_as_before_until_it_trains(config, tmp_path):
     user's network (not the MLP's layout) is left as it is."""
     import torch
 
-    from trainer.model import MIN_NEW_CATEGORY_ROWS
+    from trainer.model import MIN_NEW_CATEGORY_ROWS, grow_vocabulary
     data = make_dataset(300, seed=0)
     model = build_model(config, data)
     rows = make_dataset(60, seed=1)
     rows["region"] = ["mena"] * MIN_NEW_CATEGORY_ROWS + ["once"] + list(rows["region"][MIN_NEW_CATEGORY_ROWS + 1:])
     before, eu = model.predict_proba(rows), model.encode(data.head(1).assign(region="eu"))[1][0, 0]
     tables = model.net.embeddings[0].num_embeddings
-    assert model.grow_vocabulary(rows) == {"region": ["mena"]}
+    assert grow_vocabulary(model, rows) == {"region": ["mena"]}
     assert model.net.embeddings[0].num_embeddings == tables + 1
     assert model.vocab["region"][-1] == "mena" and model.encode(rows.head(1))[1][0, 0] == tables
     assert model.encode(data.head(1).assign(region="eu"))[1][0, 0] == eu
     assert model.encode(rows.iloc[[MIN_NEW_CATEGORY_ROWS]])[1][0, 0] == 0  # "once": still unknown
     np.testing.assert_array_equal(model.predict_proba(rows), before)
-    assert model.grow_vocabulary(rows) == {}  # nothing new the second time
+    assert grow_vocabulary(model, rows) == {}  # nothing new the second time
     torch.nn.init.normal_(model.net.embeddings[0].weight[-1:])
     assert not np.array_equal(model.predict_proba(rows.head(1)), before[:1])  # it is the row "mena" reads
 
     factory = {"model": {"factory": "tests.trainer.user_nets:build"}}
     user = build_model(load_config(path=None, environ={}, overrides=factory), data)
-    assert user.grow_vocabulary(rows) == {} and "mena" not in user.vocab["region"]
+    assert grow_vocabulary(user, rows) == {} and "mena" not in user.vocab["region"]
 
 
 def test_encode_names_the_bad_column(config):

@@ -34,6 +34,8 @@ current ``@champion``); what differs is the streams and how the service behaves.
                       ``c5`` (new products) with strong effects of their own; the known levels hold
 - ``label_glitch``    the concept holds; the labelling pipeline flips every label for 2 batches after the
                       onset, then is mended (goal: the served model at the end is as good as before)
+- ``extrapolate``     the concept holds, but it is not linear (a wave in f0); after the onset f0 moves 2.5 sd
+                      up, into a region the champion never saw (covariate shift that hurts)
 
 The estimation check after a promotion trained on a skewed window (realised inside the estimate's
 band after recalibration) is ``bench/bench_estimation_recal.py``: it needs the daemon's per-check
@@ -245,6 +247,18 @@ def _label_glitch(rng, n, progress):
     return frame
 
 
+def _extrapolate(rng, n, progress):
+    """P(y | x) never changes: logit = 3 sin(1.5 f0) + f1 - 0.5 f2. After the onset f0 is drawn around
+    2.5 instead of 0, where the wave the champion learnt between -2 and 2 turns the other way."""
+    x = rng.standard_normal((n, 6))
+    if progress is not None:
+        x[:, 0] += 2.5
+    logit = 3.0 * np.sin(1.5 * x[:, 0]) + x[:, 1] - 0.5 * x[:, 2]
+    frame = pd.DataFrame(x, columns=[f"f{i}" for i in range(6)])
+    frame["label"] = _sigmoid_labels(rng, logit)
+    return frame
+
+
 def _bursts(t: int) -> float:
     return (4.0, 0.25, 1.0)[t % 3]
 
@@ -276,6 +290,7 @@ STREAMS = {s.name: s for s in [
     Stream("new_levels", _new_levels,
            [{"name": c, "type": "categorical"} for c in _LEVELS] + [{"name": "amount", "type": "numeric"}]),
     Stream("label_glitch", _label_glitch, _numeric(8)),
+    Stream("extrapolate", _extrapolate, _numeric(6)),
 ]}
 
 

@@ -37,7 +37,8 @@ from monitor.drift.columns import plan as column_plan
 from monitor.drift.descriptors import describe_window
 from monitor.drift.drifted_rows import drifted_rows
 from monitor.drift.embedding import EmbeddingDrift, embedding_drifts
-from monitor.drift.frames import PreparedReference, Side, missing_ratio, prepare_side, unseen_categories
+from monitor.drift.frames import PreparedReference, missing_ratio, prepare_side, unseen_categories
+from monitor.drift.levels import Folded, fold_levels
 from monitor.drift.reference import prepare_reference
 from monitor.drift.methods import CATEGORICAL, NUMERIC
 from monitor.drift.multivariate import multivariate_drift
@@ -52,25 +53,6 @@ from monitor.errors import DataError
 log = logging.getLogger(__name__)
 
 
-def _warn_noisy_categories(plans: list[runner.ColumnPlan], ref: PreparedReference, cur: Side,
-                           threshold: float | None) -> None:
-    """Jensen-Shannon between two samples of one distribution is not 0: with k categories it is
-    about sqrt((k - 1) / 8 * (1/n1 + 1/n2)). Sampling raises that floor; say so when it nears
-    the threshold, since the verdict of the unsampled run may then differ."""
-    if ref.side.rows <= len(ref.side.sample) and cur.rows <= len(cur.sample):
-        return
-    limit = (threshold or 0.1) / 2
-    n1, n2 = len(ref.side.sample), len(cur.sample)
-    for p in plans:
-        if p.kind == CATEGORICAL and p.method == "jensenshannon":
-            k = int(cur.sample[p.name].nunique())
-            floor = ((k - 1) / 8 * (1 / n1 + 1 / n2)) ** 0.5
-            if floor > limit:
-                log.warning("feature %s has %d categories: at %d/%d sampled rows its no-drift Jensen-Shannon "
-                            "distance is about %.3f, near the threshold; raise drift.sample_size", p.name, k, n1, n2,
-                            floor)
-
-
 def _binnable_samples(reference: pd.DataFrame, current: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The drift report's samples with each float column numpy could not bin rescaled on its own
     (:func:`monitor.drift.bounded.binnable`)."""
@@ -80,12 +62,15 @@ def _binnable_samples(reference: pd.DataFrame, current: pd.DataFrame) -> tuple[p
     return ref_sample, cur_sample
 
 
-def _feature_drift(name: str, plan: runner.ColumnPlan | str, verdicts: dict[str, runner.ColumnVerdict]) -> FeatureDrift:
-    """The drift of column ``plan.name`` under the name people see (``name``)."""
+def _feature_drift(name: str, plan: runner.ColumnPlan | str, verdicts: dict[str, runner.ColumnVerdict],
+                   folded: Folded | None = None) -> FeatureDrift:
+    """The drift of column ``plan.name`` under the name people see (``name``); ``folded``: how its
+    many levels were folded before the test (``details``)."""
     if isinstance(plan, str):
         return FeatureDrift(name, None, None, None, False, skipped=plan)
     v = verdicts[plan.name]
-    return FeatureDrift(name, v.method, v.score, v.threshold, v.drifted)
+    return FeatureDrift(name, v.method, v.score, v.threshold, v.drifted,
+                        details=None if folded is None else {"folded": folded.to_dict()})
 
 
 def _embedding_feature(name: str, verdict: EmbeddingDrift | str) -> FeatureDrift:
@@ -130,7 +115,6 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
     if not tested and all(isinstance(e, str) for e in embedded.values()):
         reasons = "; ".join(f"{n}: {p}" for n, p in {**plans, **embedded}.items())
         raise DataError(f"no feature can be tested for drift ({reasons})")
-    _warn_noisy_categories(tested, ref, cur, drift_cfg.stattest_threshold)
     score_plan = (column_plan(model_cfg.score, NUMERIC, ref, cur, current[model_cfg.score], drift_cfg)
                   if ref.side.has_score else "no score column in the reference")
     outputs = output_plans(ref, cur, model_cfg, drift_cfg)
@@ -139,6 +123,10 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
                 "reference_rows": str(ref.rows), "current_sample_rows": str(len(cur.sample)),
                 "reference_sample_rows": str(len(ref.side.sample))}
     ref_sample, cur_sample = _binnable_samples(ref.side.sample, cur.sample)
+    # Many-level categories: the reference's most frequent ones tested, the rest folded (monitor.drift.levels).
+    ref_sample, cur_sample, folded = fold_levels(ref_sample, cur_sample,
+                                                 [p.name for p in tested if p.kind == CATEGORICAL],
+                                                 drift_cfg.stattest_threshold)
     snapshot, verdicts = runner.run_drift(
         ref_sample, cur_sample, tested, score_plan if not isinstance(score_plan, str) else None,
         drift_share=drift_cfg.drift_share, threshold=drift_cfg.stattest_threshold,
@@ -188,7 +176,7 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
                                     else None),
                                    (cur.positions, cur.sample), codes)
     features = [_embedding_feature(f.name, embedded[f.name]) if f.type == "embedding"
-                else _feature_drift(f.name, plans[f.name], verdicts) for f in model_cfg.features]
+                else _feature_drift(f.name, plans[f.name], verdicts, folded.get(f.name)) for f in model_cfg.features]
     # A feature that went missing is drifted whatever its values do (monitor/drift/missing.py).
     missing = missing_ratio(current, model_cfg.feature_names)
     features = [missing_share_drift(f, ref.missing.get(f.name), ref.rows, missing.get(f.name), cur.rows,

@@ -79,10 +79,16 @@ def _feature_row(f: Any) -> list[str]:
     state = ('<span class="bad">drifted</span>' if f.drifted
              else f"skipped: {_cell(f.skipped)}" if f.skipped else '<span class="ok">stable</span>')
     note = ""
-    if f.details:  # embedding features: say what was measured, briefly
-        note = _cell(", ".join(f"{k}={_num(v) if isinstance(v, (int, float)) else v}"
-                               for k, v in list(f.details.items())[:6]))
+    if f.details:  # embedding features, descriptors, folded levels: say what was measured, briefly
+        note = _cell(", ".join(_detail(k, v) for k, v in list(f.details.items())[:6]))
     return [_cell(f.name), state, _num(f.score), _num(f.threshold), _cell(f.method or "–"), note]
+
+
+def _detail(key: str, value: Any) -> str:
+    """One entry of a feature's details; a nested block (``folded``) as its own entries."""
+    if isinstance(value, dict):
+        return f"{key}: " + ", ".join(_detail(k, v) for k, v in list(value.items())[:6])
+    return f"{key}={_num(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value}"
 
 
 def _multivariate(block: Any) -> str:

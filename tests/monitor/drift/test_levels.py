@@ -46,6 +46,13 @@ def test_a_many_level_column_that_did_not_change_is_not_drifted(levels, zipf, ro
     assert folded["levels"] > folded["kept_levels"] and folded["other_level"] == OTHER
 
 
+def test_the_summary_page_says_a_column_was_folded():
+    from monitor.drift.summary import summary_html
+    result = evaluate_window(_frame(6000, 1, 400, zipf=0.8), _frame(5000, 2, 400, zipf=0.8), CFG, DriftConfig(), {})
+    page = summary_html(result)
+    assert "folded: levels=400, kept_levels=" in page and "other_level=(other)" in page
+
+
 @pytest.mark.parametrize("change", ["new", "shuffled"])
 def test_a_many_level_column_that_changed_is_drifted(change):
     """New merchants on 15 % of the rows, or the same popularity on other merchants: drifted."""

@@ -14,6 +14,7 @@ Multiclass (6 classes; each class a Gaussian blob in the numeric features with i
 - ``mc_abrupt``      the classes swap places (a permutation of the class means): equally learnable
 - ``mc_prior``       class priors move from uniform to 45/25/12/8/6/4 %, P(x | class) unchanged
 - ``mc_gradual``     the class means drift linearly to the permuted places over the drifted part
+- ``mc_many``        30 classes (Zipf-like priors), nothing changes (control: many classes must not alarm)
 
 Regression (y = f(x) + noise, in "demand" units around 100):
 
@@ -128,11 +129,34 @@ class TaskStream:
         return frame
 
 
+MANY = [f"k{i:02d}" for i in range(30)]
+_MANY_MEANS = np.random.default_rng(2027).normal(0.0, 1.6, size=(len(MANY), len(NUMERIC)))
+_MANY_PRIORS = 1.0 / np.arange(1, len(MANY) + 1) ** 0.7
+_MANY_PRIORS /= _MANY_PRIORS.sum()
+
+
+@dataclass
+class ManyClasses(TaskStream):
+    """30 classes, each a blob in the numeric features, with Zipf-like priors; nothing changes."""
+
+    @property
+    def classes(self) -> list[str] | None:
+        return MANY
+
+    def batch(self, rng: np.random.Generator, n: int, progress: float | None) -> pd.DataFrame:
+        y = rng.choice(len(MANY), size=n, p=_MANY_PRIORS)
+        frame = pd.DataFrame(_MANY_MEANS[y] + rng.standard_normal((n, len(NUMERIC))), columns=NUMERIC)
+        frame = pd.concat([frame, _categoricals(rng, n)], axis=1)
+        frame["label"] = np.asarray(MANY, dtype=object)[y]
+        return frame
+
+
 SCENARIOS = {s.name: s for s in [
     TaskStream("mc_stationary", "multiclass", control=True, expect_incident=False),
     TaskStream("mc_abrupt", "multiclass"),
     TaskStream("mc_prior", "multiclass", expect_incident=False),
     TaskStream("mc_gradual", "multiclass"),
+    ManyClasses("mc_many", "multiclass", control=True, expect_incident=False),
     TaskStream("reg_stationary", "regression", control=True, expect_incident=False),
     TaskStream("reg_abrupt", "regression"),
     TaskStream("reg_gradual", "regression"),

@@ -71,7 +71,7 @@ def check_frame(df: pd.DataFrame, model_cfg: ModelConfig, *, what: str = "traini
         raise DataError(f"{what}: column(s) {', '.join(extra)} not in the model's features; add them to "
                         f"model.features, list them in model.ignore, or drop them")
     out = pd.DataFrame(index=pd.RangeIndex(len(df)))
-    empty = [name for name in features if df[name].isna().all()]
+    empty = empty_features(df, features)
     if empty:
         raise DataError(f"{what}: feature column(s) {', '.join(empty)} have no values (all missing); "
                         "nothing to learn from: drop them from model.features")
@@ -99,6 +99,13 @@ def check_frame(df: pd.DataFrame, model_cfg: ModelConfig, *, what: str = "traini
     if len(out) < min_rows:
         raise DataError(f"{what}: {len(out)} rows, need at least {min_rows} (training.min_rows)")
     return out
+
+
+def empty_features(df: pd.DataFrame, features: list[str]) -> list[str]:
+    """The features of ``features`` that ``df`` has as columns with no value in any row: what
+    :func:`check_frame` refuses to train on, and what the daemon waits out instead of starting a
+    retrain that would fail (monitor/daemon/runtime/retrains.py)."""
+    return [name for name in features if name in df.columns and df[name].isna().all()]
 
 
 def _missing_text(value: object) -> bool:

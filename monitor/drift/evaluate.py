@@ -123,7 +123,7 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
                 "reference_rows": str(ref.rows), "current_sample_rows": str(len(cur.sample)),
                 "reference_sample_rows": str(len(ref.side.sample))}
     ref_sample, cur_sample = _binnable_samples(ref.side.sample, cur.sample)
-    # Many-level categories: the reference's most frequent ones tested, the rest folded (monitor.drift.levels).
+    # Many-level categories: the most frequent levels tested, the rest folded (monitor.drift.levels).
     ref_sample, cur_sample, folded = fold_levels(ref_sample, cur_sample,
                                                  [p.name for p in tested if p.kind == CATEGORICAL],
                                                  drift_cfg.stattest_threshold)

@@ -1,5 +1,5 @@
-"""A categorical column with many levels is tested on its reference's most frequent ones, the rest
-folded into one ``(other)`` level on both sides.
+"""A categorical column with many levels is tested on its most frequent ones (in the reference and
+window samples together), the rest folded into one ``(other)`` level on both sides.
 
 Two samples of one distribution over k categories are not at Jensen-Shannon distance 0: the plug-in
 estimate's floor is about ``sqrt((k - 1) / 8 * (1/n1 + 1/n2))`` (and a chi-square over cells with a
@@ -8,9 +8,9 @@ that never changed (``bench/bench_outside.py high_card_ctrl``): drifted, always,
 threshold 0.1. So when reference and window together hold more levels than keeps that floor under
 half the threshold (:func:`kept_levels`, never fewer than ``MIN_KEPT_LEVELS``), the most frequent
 levels of the two samples together (each with ``MIN_LEVEL_ROWS`` rows or more) are kept and every other
-value, on both sides, becomes :data:`OTHER`. A shift among
-the kept levels is tested as before; new values, and a shift towards the rare ones, show as a
-larger ``(other)`` share. Missing values stay missing (:mod:`monitor.drift.missing` tests them).
+value, on both sides, becomes :data:`OTHER`. A shift among the kept levels is tested as before;
+new values show as levels of their own when frequent, and a shift towards rare ones as a larger
+``(other)`` share. Missing values stay missing (:mod:`monitor.drift.missing` tests them).
 The feature's drift ``details`` say so: the levels seen, the levels kept, and the ``(other)`` share
 of each side.
 """
@@ -33,7 +33,7 @@ class Folded:
     """How one column was folded: what its drift ``details`` carry."""
 
     levels: int                  # distinct values of the reference and window samples together
-    kept: int                    # of them, kept as they are (the reference's most frequent)
+    kept: int                    # of them, kept as they are (the most frequent of both samples)
     other_reference: float       # share of the reference sample's values folded into (other)
     other_current: float         # ... of the window sample's
 

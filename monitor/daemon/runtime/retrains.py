@@ -290,8 +290,8 @@ class Retrains(IncidentMoves):
         missing (``DriftloopFeatureMissing``). The trainer refuses such rows (nothing to learn from
         the feature), so a retrain would only fail, once per ``alerts.cooldown_seconds``; the incident
         waits instead, saying which feature, until rows with its values arrive."""
-        empty = [name for name in self.cfg.model.feature_names
-                 if name in window.columns and window[name].isna().all()]
+        from trainer.data import empty_features  # the trainer's own rule: it refuses exactly these
+        empty = empty_features(window, self.cfg.model.feature_names)
         if not empty:
             return None
         shown = ", ".join(empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")

@@ -75,7 +75,7 @@ def test_two_daemons_one_leader_and_failover(make_config, served, postgres_serve
     assert new is b and took <= 2 * LEASE
 
     c = served(cfg, token=TOKEN).start("--check-interval", "3600")
-    assert leader_gauge(c) == 0.0 and leader_gauge(b) == 1.0
+    assert (leader_gauge(c), leader_gauge(b)) == (0.0, 1.0), f"b:\n{b.log()[-3000:]}\nc:\n{c.log()[-3000:]}"
     # The partition stand-in: the leader's database session is terminated under it.
     with psycopg.connect(f"host=127.0.0.1 port={postgres_server.port} user=postgres dbname=postgres",
                          autocommit=True) as admin:

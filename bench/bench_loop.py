@@ -356,6 +356,7 @@ def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: i
     pending: list[pd.DataFrame] = []          # label batches not yet sent, oldest first
     label_lag = getattr(scenario, "label_lag", 1)        # batches until a batch's labels arrive
     label_share = getattr(scenario, "label_share", 1.0)  # share of rows that ever get a label
+    label_rule = getattr(scenario, "label_rule", None)   # (rng, served scores) -> which rows get a label
     send_version = getattr(scenario, "send_version", True)
     last_check = None
     last_review = ""
@@ -392,6 +393,8 @@ def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: i
             labelled = pd.DataFrame({"id": ids, "label": y})
             if label_share < 1.0:
                 labelled = labelled[rng.uniform(size=rows) < label_share].reset_index(drop=True)
+            if label_rule is not None:
+                labelled = labelled[label_rule(rng, scores)].reset_index(drop=True)
             labelled.attrs["drifted"] = drifted
             pending.append(labelled)
             while len(pending) > label_lag:

@@ -36,6 +36,9 @@ current ``@champion``); what differs is the streams and how the service behaves.
                       onset, then is mended (goal: the served model at the end is as good as before)
 - ``extrapolate``     the concept holds, but it is not linear (a wave in f0); after the onset f0 moves 2.5 sd
                       up, into a region the champion never saw (covariate shift that hurts)
+- ``reviewed``        abrupt change; only reviewed rows get a label: every row the served model scores
+                      0.5 or more, and a 10 % random audit of the rest (fraud, credit, moderation)
+- ``reviewed_ctrl``   the same labelling, nothing changes (control: the labels' skew alone must not alarm)
 
 The estimation check after a promotion trained on a skewed window (realised inside the estimate's
 band after recalibration) is ``bench/bench_estimation_recal.py``: it needs the daemon's per-check
@@ -83,6 +86,7 @@ class Stream:
     send_version: bool = True
     before: int | None = None             # onset batch; None: the command line's --before
     rows_factor: Callable[[int], float] = field(default=lambda t: 1.0)
+    label_rule: Callable[[np.random.Generator, np.ndarray], np.ndarray] | None = None
 
     def batch(self, rng: np.random.Generator, n: int, progress: float | None) -> pd.DataFrame:
         return self.make(rng, n, progress)
@@ -247,6 +251,12 @@ def _label_glitch(rng, n, progress):
     return frame
 
 
+def _reviewed(rng: np.random.Generator, scores: np.ndarray) -> np.ndarray:
+    """Which rows get a label when only flagged rows are reviewed: every row scored 0.5 or more (the
+    model's positives, sent to a person), and a 10 % random audit of the rest."""
+    return (scores >= 0.5) | (rng.uniform(size=len(scores)) < 0.1)
+
+
 def _extrapolate(rng, n, progress):
     """P(y | x) never changes: logit = 3 sin(1.5 f0) + f1 - 0.5 f2. After the onset f0 is drawn around
     2.5 instead of 0, where the wave the champion learnt between -2 and 2 turns the other way."""
@@ -291,6 +301,9 @@ STREAMS = {s.name: s for s in [
            [{"name": c, "type": "categorical"} for c in _LEVELS] + [{"name": "amount", "type": "numeric"}]),
     Stream("label_glitch", _label_glitch, _numeric(8)),
     Stream("extrapolate", _extrapolate, _numeric(6)),
+    Stream("reviewed", _rotating(8, _abrupt), _numeric(8), label_rule=_reviewed),
+    Stream("reviewed_ctrl", _rotating(8, lambda p: 0.0), _numeric(8), label_rule=_reviewed,
+           control=True, expect_incident=False),
 ]}
 
 

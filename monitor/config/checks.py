@@ -75,6 +75,10 @@ class DriftConfig(_Section):
                                                 "which the estimate is recalibrated on the champion's recent labelled "
                                                 "rows (kept per champion version across restarts); 0 never "
                                                 "recalibrates")
+    label_selection: bool = Field(True, description="when the labelled rows were chosen by the score (only the rows "
+                                  "the model flagged get reviewed), judge their realised accuracy, ROC AUC and MAE "
+                                  "against the bar moved by what the estimate expects of exactly those rows "
+                                  "(monitor.drift.selection); false judges them against the level on all rows")
     fast_lane: bool = Field(True, description="open an incident as soon as a change point in the champion's labelled "
                             "error stream proves a drop of at least alerts.accuracy_drop (before drift.min_labels "
                             "rows)")

@@ -47,6 +47,7 @@ from monitor.drift.recalibration import labelled_estimate
 from monitor.drift.missing import missing_share_drift
 from monitor.drift.result import CheckResult, FeatureDrift
 from monitor.drift.segments import segment_performance
+from monitor.drift.selection import label_selection
 from monitor.drift.violations import check_constraints
 from monitor.errors import DataError
 
@@ -170,6 +171,11 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
         if judged is not None:
             estimated["estimation_check"] = judged.to_dict()
             estimated.setdefault("estimation_error", judged.error)  # regression: realised - estimated MAE
+    if drift_cfg.label_selection and perf.rows:  # labels chosen by the score move the realised figures' bars
+        chosen = label_selection(current, model_cfg, ref.calibrator if drift_cfg.estimate else None,
+                                 drift_cfg.confidence)
+        if chosen is not None:
+            estimated["label_selection"] = chosen.to_dict()
     codes: dict[str, Any] = {}  # one factorisation per categorical column, for segments and unseen categories
     segments = segment_performance(current, model_cfg, drift_cfg, ref.segments,
                                    (ref.calibrator if drift_cfg.estimate and isinstance(ref.calibrator, Calibrator)

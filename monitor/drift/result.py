@@ -152,6 +152,9 @@ class CheckResult:
     # The estimate on the labelled rows with its band, beside what they realised
     # (monitor.drift.recalibration.LabelledEstimate.to_dict): outside the band, the estimate is off.
     estimation_check: dict[str, Any] | None = None
+    # How the labelled rows compare with the unlabelled rows of their period, and how far each
+    # realised figure's bar moves when they were chosen by the score (monitor.drift.selection).
+    label_selection: dict[str, Any] | None = None
     # ---- tasks (monitor.tasks). For multiclass, ``accuracy``/``roc_auc`` above are the multiclass
     # accuracy and the one-vs-rest macro ROC AUC, and ``estimated_accuracy``/``estimated_roc_auc``
     # their CBPE estimates; precision / recall / f1 / positive_rate stay binary-only.
@@ -264,6 +267,7 @@ class CheckResult:
             "estimated_f1": finite(self.estimated_f1),
             "estimation_error": finite(self.estimation_error),
             "estimation_check": self.estimation_check,
+            "label_selection": self.label_selection,
             "task": self.task,
             "classes": list(self.classes) if self.classes is not None else None,
             "macro_f1": finite(self.macro_f1),

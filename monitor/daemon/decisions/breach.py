@@ -74,6 +74,9 @@ class Observation:
     # The labelled rows the check needed before performance is judged, where drift.min_labels: auto
     # resolved it for the check's champion (CheckResult.min_labels); None: the policy's configured number.
     min_labels: int | None = None
+    # Labels chosen by the score (monitor.drift.selection): how far each realised figure's bar moves
+    # for the labelled rows ({"roc_auc": -0.057}); empty when the labels were not chosen.
+    selection: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,34 @@ def own_bar(figure: str, own: float | None, level: float | None, bounds: Mapping
     if own is None or level is None or bound is None or not math.isfinite(level):
         return own
     return bound
+
+
+def selection_shift(result: Any) -> dict[str, float]:
+    """The bar shifts a check recorded for labels chosen by the score (a CheckResult, or its dict:
+    ``label_selection.shift``, :mod:`monitor.drift.selection`): ``{figure: shift}``, empty when its
+    labels were not chosen (or the check predates the field)."""
+    data = result.get("label_selection") if isinstance(result, Mapping) else getattr(result, "label_selection", None)
+    shift = data.get("shift") if isinstance(data, Mapping) else None
+    if not isinstance(shift, Mapping):
+        return {}
+    return {str(k): float(v) for k, v in shift.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+
+
+def moved_bar(metric: str, bar: float, shift: float) -> float:
+    """``bar + shift``, kept within the figure's range (an error is never below 0; accuracy and ROC
+    AUC stay within 0 and 1)."""
+    return max(0.0, bar + shift) if lower_is_better(metric) else min(1.0, max(0.0, bar + shift))
+
+
+def realised_bar(obs: Observation, metric: str, bar: float | None, against: str) -> tuple[float | None, str]:
+    """The bar a *realised* figure of ``obs`` is judged against: ``bar`` moved by the check's label
+    selection shift (labels chosen by the score, :mod:`monitor.drift.selection`), kept within the
+    figure's range. Label-free estimates of the whole window are judged against ``bar`` itself."""
+    shift = obs.selection.get(metric_of(metric))
+    if not shift or bar is None or not math.isfinite(bar) or not math.isfinite(shift):
+        return bar, against
+    return moved_bar(metric, bar, shift), f"{against} moved {shift:+.4f} for labels chosen by the score to"
 
 
 def level(baseline: float | None, reference: float | None, lower: bool = False) -> tuple[float | None, str]:

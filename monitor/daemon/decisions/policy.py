@@ -66,6 +66,7 @@ from monitor.config.checks import MIN_LABELS_AUTO
 from monitor.daemon.decisions.breach import (PERFORMANCE_REASONS, Breach, Observation, lower_is_better,
                                              worsening)
 from monitor.daemon.decisions.breach import level as _level
+from monitor.daemon.decisions.breach import realised_bar
 from monitor.daemon.decisions.episodes import DriftEpisode, DriftLatch
 from monitor.daemon.decisions.rules import rule_breaches, rule_readings, segment_rule_breaches
 from monitor.finite import is_finite
@@ -163,7 +164,7 @@ class AlertPolicy:
             return self.proven_breaches(obs)
         out: list[Breach] = []
         for reason, value, _, own, reference, threshold, mode in self.default_pair(obs):
-            baseline, against = _level(own, reference, lower_is_better(reason))
+            baseline, against = realised_bar(obs, reason, *_level(own, reference, lower_is_better(reason)))
             if not (is_finite(value) and is_finite(baseline)):
                 continue  # e.g. ROC AUC is undefined on a one-class window
             worse = worsening(reason, value, baseline, mode)  # type: ignore[arg-type]  # finite: checked
@@ -182,7 +183,7 @@ class AlertPolicy:
             return None
         reason, value, _, own, reference, threshold, mode = self.default_pair(obs)[0]
         bound = obs.mae_lower if reason == "mae" else obs.accuracy_upper  # the interval's end nearest the bar
-        baseline, against = _level(own, reference, lower_is_better(reason))
+        baseline, against = realised_bar(obs, reason, *_level(own, reference, lower_is_better(reason)))
         if not (is_finite(value) and is_finite(bound) and is_finite(baseline)):
             return None
         if worsening(reason, bound, baseline, mode) < threshold - 1e-12:  # type: ignore[arg-type]
@@ -216,9 +217,10 @@ class AlertPolicy:
             return False
         reason, value, bound, own, reference, threshold, mode = self.default_pair(obs, estimated=True)[0]
         baseline, _ = _level(own, reference, lower_is_better(reason))
-        if not (is_finite(value) and is_finite(bound) and is_finite(baseline)):
+        labels_bar, _ = realised_bar(obs, reason, baseline, "")  # the labelled rows' own bar
+        if not (is_finite(value) and is_finite(bound) and is_finite(baseline) and is_finite(labels_bar)):
             return False
-        on_labels = worsening(reason, obs.labelled_estimate, baseline, mode)  # type: ignore[arg-type]
+        on_labels = worsening(reason, obs.labelled_estimate, labels_bar, mode)  # type: ignore[arg-type]
         band = worsening(reason, bound, baseline, mode)  # type: ignore[arg-type]
         return on_labels < threshold - 1e-12 and band >= threshold - 1e-12
 
@@ -238,8 +240,9 @@ class AlertPolicy:
         if obs.change.metric != reason:
             return None  # a change told in another task's figure (cannot happen within one champion)
         from monitor.drift.changepoint import fast_breach
-        baseline, against = _level(getattr(obs, f"baseline_{reason}"), getattr(obs, f"reference_{reason}"),
-                                   lower_is_better(reason))
+        baseline, against = realised_bar(obs, reason, *_level(getattr(obs, f"baseline_{reason}"),
+                                                              getattr(obs, f"reference_{reason}"),
+                                                              lower_is_better(reason)))
         found = fast_breach(obs.change, baseline, threshold, mode=mode, min_rows=self._drift.fast_min_rows,
                             confidence=self._drift.fast_confidence)
         if found is None:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from monitor.config import RULE_METRIC_TASKS, AlertsConfig, DriftloopConfig, MetricRule
-from monitor.daemon.decisions.breach import Breach, level, lower_is_better, metric_of, worsening
+from monitor.daemon.decisions.breach import Breach, level, lower_is_better, metric_of, realised_bar, worsening
 from monitor.errors import ConfigError
 from monitor.finite import is_finite
 from monitor.tasks import TASKS, Task, task_of
@@ -67,11 +67,14 @@ def rule_readings(alerts: AlertsConfig, obs: Any) -> list[RuleReading]:
     for rule in alerts.rules:
         key = rule.key
         if rule.metric == "accuracy":
-            value, (bar, against) = obs.accuracy, level(obs.baseline_accuracy, obs.reference_accuracy)
+            value, (bar, against) = obs.accuracy, realised_bar(obs, "accuracy", *level(obs.baseline_accuracy,
+                                                                                        obs.reference_accuracy))
         elif rule.metric == "roc_auc":
-            value, (bar, against) = obs.roc_auc, level(obs.baseline_roc_auc, obs.reference_roc_auc)
+            value, (bar, against) = obs.roc_auc, realised_bar(obs, "roc_auc", *level(obs.baseline_roc_auc,
+                                                                                      obs.reference_roc_auc))
         elif rule.metric == "mae":
-            value, (bar, against) = obs.mae, level(obs.baseline_mae, obs.reference_mae, lower=True)
+            value, (bar, against) = obs.mae, realised_bar(obs, "mae", *level(obs.baseline_mae, obs.reference_mae,
+                                                                              lower=True))
         else:
             value, bar, against = obs.metrics.get(key), obs.baselines.get(key), "reference sample"
         if value is None or bar is None or not (is_finite(value) and is_finite(bar)):

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from monitor.daemon.decisions.breach import is_performance_reason, lower_is_better, worsening
+from monitor.daemon.decisions.breach import (is_performance_reason, lower_is_better, moved_bar, selection_shift,
+                                             worsening)
 from monitor.daemon.decisions.kinds import Reason
 from monitor.tasks import task_of
 
@@ -97,8 +98,12 @@ class Improvement:
             return None
         figure, threshold, mode = task_of(self.cfg.model).default_rules(self.cfg.alerts)[0]
         stored = self.ctl.levels.read() or {}
+        level = stored.get(f"reference_{figure}")
+        shift = selection_shift(r).get(figure)  # labels chosen by the score: the labelled rows' own level
+        if level is not None and shift is not None and "reference_attainable_version" not in stored:
+            level = moved_bar(figure, level, shift)
         return shortfall(figure, getattr(r, figure, None), getattr(r, f"{figure}_ci", None),
-                         stored.get(f"reference_{figure}"), self.cfg.training.improve_margin * threshold, mode)
+                         level, self.cfg.training.improve_margin * threshold, mode)
 
     def _maybe_start(self, report: CheckReport) -> str | None:
         ctl, limit = self.ctl, self.cfg.training.improve_below_reference

@@ -16,7 +16,7 @@ from monitor.daemon.runtime.checks import CheckOutcome
 from monitor.daemon.state.incidents import Incident
 from monitor.daemon.state.levels import Level
 from monitor.daemon.decisions.actions import Action, ActionKind
-from monitor.daemon.decisions.breach import Observation, is_performance_reason, own_bar
+from monitor.daemon.decisions.breach import Observation, is_performance_reason, own_bar, selection_shift
 from monitor.daemon.decisions.kinds import Outcome, Reason, State
 from monitor.daemon.decisions.lifecycle import Event
 from monitor.daemon.decisions.policy import Verdict
@@ -65,6 +65,8 @@ def observation(outcome: CheckOutcome, reference: Level | None = None) -> Observ
                        rows_after_labels=(outcome.labels_end is not None and outcome.window_end is not None
                                           and outcome.window_end > outcome.labels_end),
                        min_labels=r.min_labels if getattr(r, "min_labels_auto", None) is not None else None,
+                       # An attainable level was measured on labelled rows chosen as these are: it does not move.
+                       selection={} if reference.attainable else selection_shift(r),
                        **rule_inputs(r))
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Engine
 
-from monitor.daemon.decisions.breach import Observation
+from monitor.daemon.decisions.breach import Observation, selection_shift
 from monitor.daemon.decisions.rules import rule_inputs_from
 from monitor.daemon.state.tables import check_results, daemon_counters
 from monitor.finite import finite
@@ -117,6 +117,7 @@ class CheckLog:
                                    mae=finite(result.get("mae")), baseline_mae=finite(result.get("baseline_mae")),
                                    min_labels=(result.get("min_labels") if result.get("min_labels_auto") is not None
                                                else None),
+                                   selection=selection_shift(result),
                                    **rule_inputs_from(result)))
         return out
 

@@ -82,8 +82,8 @@ class LabelSelection:
 def label_selection(current: pd.DataFrame, model_cfg: ModelConfig, estimator: Estimator | None,
                     confidence: float = 0.95) -> LabelSelection | None:
     """Compare the window's labelled rows with its unlabelled rows of the same period (module
-    docstring); None when there is nothing to compare (no target column, every row of the period
-    labelled, or fewer than ``MIN_GROUP_ROWS`` rows on a side)."""
+    docstring); None when there is nothing to compare (no target or ``ts`` column, every row of the
+    period labelled, or fewer than ``MIN_GROUP_ROWS`` rows on a side)."""
     target, score_col = model_cfg.target, model_cfg.score
     if target not in current.columns or score_col not in current.columns or not len(current):
         return None
@@ -91,12 +91,13 @@ def label_selection(current: pd.DataFrame, model_cfg: ModelConfig, estimator: Es
     has_label = current[target].notna().to_numpy() & np.isfinite(score)
     if not has_label.any():
         return None
-    in_period = np.isfinite(score)
-    if "ts" in current.columns:
-        ts = current["ts"]
-        newest = ts[has_label].max()
-        if pd.notna(newest):
-            in_period &= (ts <= newest).to_numpy()
+    if "ts" not in current.columns:  # late labels cannot be told from unchosen rows
+        return None
+    ts = current["ts"]
+    newest = ts[has_label].max()
+    if pd.isna(newest):
+        return None
+    in_period = np.isfinite(score) & (ts <= newest).to_numpy()
     labelled, unlabelled = has_label & in_period, ~has_label & in_period
     if labelled.sum() < MIN_GROUP_ROWS or unlabelled.sum() < MIN_GROUP_ROWS:
         return None

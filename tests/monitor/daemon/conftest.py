@@ -100,11 +100,13 @@ class Traffic:
 
     def send(self, n: int, seed: int, *, concept: float = 0.0, covariate: float = 0.0,
              labelled: float = 1.0, tag_version: bool = False, near_boundary: float | None = None,
-             missing: tuple[str, ...] = ()) -> pd.DataFrame:
+             missing: tuple[str, ...] = (), reviewed: bool = False) -> pd.DataFrame:
         """``n`` rows scored by the champion; ``tag_version``: say which version scored them;
         ``near_boundary``: only rows whose score is within that of 0.5 (chosen by their features, so
         a covariate shift that hurts: ``P(label | features)`` is unchanged); ``missing``: features
-        the upstream sends as null (scored and stored without them)."""
+        the upstream sends as null (scored and stored without them); ``reviewed``: only the rows a
+        person reviews get a label, every row the champion scored 0.5 or more and every 10th other
+        row (labels chosen by the score)."""
         import trainer
         from trainer.synthetic import make_dataset
 
@@ -122,8 +124,11 @@ class Traffic:
         self.t += n * self.spacing
         self.store.add_predictions(df.drop(columns=["label"]), model_version=champion.version if tag_version else None)
         k = int(round(n * labelled))
-        if k:
-            self.store.add_labels(df[["id", "label", "ts"]].tail(k))
+        rows = df[["id", "label", "ts"]].tail(k)
+        if reviewed:
+            rows = rows[(df["score"].tail(k) >= 0.5) | (np.arange(len(rows)) % 10 == 0)]
+        if len(rows):
+            self.store.add_labels(rows)
         return df
 
 

@@ -170,3 +170,22 @@ def test_estimated_auc_drop_is_suspected_too():
     v = policy().observe(obs(acc=None, auc=None, labelled=0, estimated_roc_auc=0.85, estimated_roc_auc_upper=0.87))
     assert v.suspect and v.suspected[0].reason == "roc_auc"
     assert policy().observe(obs(acc=None, auc=None, labelled=0)).healthy["estimate"] is None
+
+
+def test_labels_chosen_by_the_score_move_the_bar_of_realised_figures_only():
+    """monitor.drift.selection: reviewed rows are expected to realise a ROC AUC 6 points under the
+    level; the bar of the realised figure moves by that, within the figure's range, and says so. A
+    label-free estimate of the whole window is judged against the level itself."""
+    chosen = {"roc_auc": -0.06}
+    v = policy().observe(obs(auc=0.88, selection=chosen))      # 0.88 vs 0.87: not a drop for these rows
+    assert not v.fire and v.breaches == ()
+    assert policy().observe(obs(auc=0.88)).fire                # against the level itself it would be
+    v = policy().observe(obs(auc=0.80, selection=chosen))      # 0.80 vs 0.87: a drop for these rows too
+    assert v.fire and v.reason == "roc_auc"
+    (b,) = v.breaches
+    assert b.baseline == pytest.approx(0.87) and "moved -0.0600 for labels chosen by the score" in v.message
+    v = policy().observe(obs(acc=0.95, selection={"accuracy": 0.2}))  # the bar moves to 1.0 at most
+    assert v.fire and v.breaches[0].reason == "accuracy" and v.breaches[0].baseline == 1.0
+    est = obs(acc=None, auc=None, labelled=0, estimated_roc_auc=0.85, estimated_roc_auc_upper=0.87,
+              selection=chosen)
+    assert policy().observe(est).suspect   # the estimate's bar is the level: 0.87 is 6 points under 0.93

@@ -25,10 +25,10 @@ score and, for a classifier, a chi-square on the served classes; a difference co
 significant (p < ``ALPHA``) and material (a KS distance or a total-variation distance of at least
 ``MIN_DISTANCE``), so a large window's trivial differences do not move a bar.
 
-Only realised figures move (the policy's labelled judgements, ``alerts.rules`` on accuracy, ROC
-AUC and MAE, improvement retrains); the label-free estimate of the whole window is judged against
-the level as it is. An attainable level (measured on labelled rows chosen the same way) does not
-move. Pure: no I/O.
+Only realised figures move (the policy's labelled judgements, ``alerts.rules`` on the figures
+estimated here, improvement retrains); the label-free estimate of the whole window is judged
+against the level as it is, and so is the served positive rate (every row). An attainable level
+(measured on labelled rows chosen the same way) does not move. Pure: no I/O.
 """
 from __future__ import annotations
 
@@ -139,11 +139,13 @@ def _class_difference(pred: np.ndarray, is_labelled: np.ndarray) -> tuple[float 
 
 def _expected(estimator: Estimator, frame: pd.DataFrame, model_cfg: ModelConfig,
               confidence: float) -> dict[str, float]:
-    """The estimator's figures on ``frame``'s rows (the judged ones: accuracy and ROC AUC, or MAE)."""
+    """The estimator's figures on ``frame``'s rows: what the default pair and ``alerts.rules`` judge on
+    labelled rows (binary: accuracy, ROC AUC, precision, recall, F1; multiclass: accuracy, ROC AUC,
+    macro F1; regression: MAE, RMSE)."""
     out: dict[str, float | None] = {}
     if isinstance(estimator, LossEstimator):
         loss = estimate_loss(estimator, frame, confidence)
-        out = {} if loss is None else {"mae": loss.mae}
+        out = {} if loss is None else {"mae": loss.mae, "rmse": loss.rmse}
     else:
         scored = scored_rows(frame, model_cfg, "current window")
         if scored is None or not len(scored.score):
@@ -152,8 +154,9 @@ def _expected(estimator: Estimator, frame: pd.DataFrame, model_cfg: ModelConfig,
             if scored.proba is None:
                 return {}
             mc = estimate_multiclass(estimator, scored.proba, scored.pred, scored.score, confidence)
-            out = {} if mc is None else {"accuracy": mc.accuracy, "roc_auc": mc.roc_auc}
+            out = {} if mc is None else {"accuracy": mc.accuracy, "roc_auc": mc.roc_auc, "macro_f1": mc.macro_f1}
         elif isinstance(estimator, Calibrator):
             est = estimate(estimator, scored.score, scored.pred, confidence)
-            out = {} if est is None else {"accuracy": est.accuracy, "roc_auc": est.roc_auc}
+            out = {} if est is None else {"accuracy": est.accuracy, "roc_auc": est.roc_auc,
+                                          "precision": est.precision, "recall": est.recall, "f1": est.f1}
     return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}

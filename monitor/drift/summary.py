@@ -142,6 +142,7 @@ def summary_html(result: Any, *, interactive_name: str | None = None,
     perf = _performance(result)
     if perf:
         parts.append(_table("Performance (labelled rows; 95% interval)", ["metric", "value", "baseline"], perf))
+    parts += _label_selection(getattr(result, "label_selection", None))
     features = sorted(result.features, key=lambda f: (not f.drifted, f.name))
     shown = features[:MAX_FEATURES]
     rows = [_feature_row(f) for f in shown]
@@ -158,6 +159,18 @@ def summary_html(result: Any, *, interactive_name: str | None = None,
     body = "".join(parts)
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Drift check '
             f"{_cell(result.model)} {when}</title><style>{_CSS}</style></head><body>{body}</body></html>")
+
+
+def _label_selection(block: Any) -> list[str]:
+    """One line when the labelled rows were chosen by the score (monitor.drift.selection): the bars
+    of the realised figures moved by what the estimate expects of those rows."""
+    if not isinstance(block, dict) or not block.get("chosen"):
+        return []
+    shift = block.get("shift") or {}
+    moved = ", ".join(f"{_cell(k)} {float(v):+.4f}" for k, v in shift.items()) or "nothing (no estimate)"
+    return [f"<p>Labels chosen by the score: the {block.get('labelled_rows')} labelled rows differ from the "
+            f"{block.get('unlabelled_rows')} unlabelled rows of their period (score KS distance "
+            f"{float(block.get('score_distance') or 0):.3f}); the bars of their realised figures moved by {moved}.</p>"]
 
 
 def _constraints(block: Any) -> list[str]:

@@ -185,7 +185,7 @@ def realised_bar(obs: Observation, metric: str, bar: float | None, against: str)
     """The bar a *realised* figure of ``obs`` is judged against: ``bar`` moved by the check's label
     selection shift (labels chosen by the score, :mod:`monitor.drift.selection`), kept within the
     figure's range. Label-free estimates of the whole window are judged against ``bar`` itself."""
-    shift = obs.selection.get(metric_of(metric))
+    shift = obs.selection.get(metric)  # a figure of all the labelled rows: one class's (recall[night]) never moves
     if not shift or bar is None or not math.isfinite(bar) or not math.isfinite(shift):
         return bar, against
     return moved_bar(metric, bar, shift), f"{against} moved {shift:+.4f} for labels chosen by the score to"

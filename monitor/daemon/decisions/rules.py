@@ -76,7 +76,8 @@ def rule_readings(alerts: AlertsConfig, obs: Any) -> list[RuleReading]:
             value, (bar, against) = obs.mae, realised_bar(obs, "mae", *level(obs.baseline_mae, obs.reference_mae,
                                                                               lower=True))
         else:
-            value, bar, against = obs.metrics.get(key), obs.baselines.get(key), "reference sample"
+            value, (bar, against) = obs.metrics.get(key), realised_bar(obs, key, obs.baselines.get(key),
+                                                                       "reference sample")
         if value is None or bar is None or not (is_finite(value) and is_finite(bar)):
             out.append(RuleReading(key, value, bar, against, None, rule.drop, False, rule.class_name))
             continue

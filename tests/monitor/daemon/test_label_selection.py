@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from monitor.daemon.runtime.controller import observation
+from monitor.drift.summary import summary_html
 
 
 def test_reviewed_labels_are_judged_against_what_those_rows_realise_and_a_change_still_opens(make_daemon):
@@ -24,6 +25,9 @@ def test_reviewed_labels_are_judged_against_what_those_rows_realise_and_a_change
     assert chosen["unlabelled_rows"] > 1000 and result.labelled_rows == chosen["labelled_rows"]
     obs = observation(report.outcome)
     assert obs.selection == chosen["shift"]
+    assert daemon.status()["last_check"]["label_selection"] == chosen   # what /v1/status shows
+    page = summary_html(result)
+    assert "Labels chosen by the score" in page and f"roc_auc {chosen['shift']['roc_auc']:+.4f}" in page
     # Against the level on all rows the same window is a ROC AUC drop: the incident the shift spares.
     unmoved = policy.performance_breaches(dataclasses.replace(obs, selection={}))
     assert unmoved and unmoved[0].reason == "roc_auc", unmoved

@@ -97,3 +97,18 @@ def test_a_rule_streak_survives_a_restart(make_daemon):
     daemon, traffic = _restart(make_daemon, daemon, traffic, overrides=overrides)   # streaks replayed from the log
     second = daemon.run_check_now()
     assert second.verdict.fire and second.incident is not None and second.incident.reason == "recall"
+
+
+def test_a_rule_on_a_labelled_figure_moves_with_labels_chosen_by_the_score_and_the_served_rate_does_not():
+    """Reviewed rows (monitor.drift.selection): the recall of rows a person chose to review is
+    expected far above the reference sample's, so its bar rises with them; the served positive
+    rate is a figure of every row and keeps its bar."""
+    alerts = AlertsConfig(rules=[MetricRule(metric="recall", drop=0.05), MetricRule(metric="positive_rate", drop=0.05)])
+    chosen = {"recall": 0.15}   # what monitor.drift.selection estimates: never the served positive rate
+    v = AlertPolicy(alerts, min_labels=1000).observe(_obs(metrics={"recall": 0.90, "positive_rate": 0.30},
+                                                          selection=chosen))
+    assert v.fire and v.reason == "recall", v.message       # 0.90 vs 0.95 for these rows
+    (b,) = v.breaches
+    assert b.baseline == pytest.approx(0.95) and "moved +0.1500 for labels chosen by the score" in b.against
+    assert {r.metric: r.bar for r in v.rules}["positive_rate"] == 0.30
+    assert not AlertPolicy(alerts, min_labels=1000).observe(_obs(metrics={"recall": 0.90, "positive_rate": 0.30})).fire

@@ -71,6 +71,9 @@ def test_reviewed_labels_move_the_roc_auc_bar_to_what_those_rows_realise_and_a_c
     assert -0.08 < shift["roc_auc"] < -0.03, shift
     assert abs(_auc(window) - (level + shift["roc_auc"])) < 0.02, (level, shift, _auc(window))
     assert abs(shift["accuracy"]) < 0.03, shift   # half the reviewed rows are right either way
+    # The rules' figures move too: a reviewed positive is rarely missed (recall up), precision as it was.
+    assert set(shift) == {"accuracy", "roc_auc", "precision", "recall", "f1"}
+    assert shift["recall"] > 0.03 and abs(shift["precision"]) < 0.02, shift
     turned = _binary(5000, 6, angle=90)           # the concept changes: the reviewed rows fall far below
     turned = _keep_labels(turned, _reviewed(turned, 7))
     again = label_selection(turned, BINARY, estimator)
@@ -133,7 +136,7 @@ def test_a_multiclass_window_reviewed_for_one_served_class_is_chosen_by_its_clas
     one_class = (window["prediction"] == 0).to_numpy() | (np.random.default_rng(3).uniform(size=4000) < 0.05)
     found = label_selection(_keep_labels(window, one_class), cfg, estimator)
     assert found is not None and found.chosen and found.class_distance is not None and found.class_distance > 0.5
-    assert set(found.shift) == {"accuracy", "roc_auc"}
+    assert set(found.shift) == {"accuracy", "roc_auc", "macro_f1"}
 
 
 def test_a_regression_window_labelled_only_above_a_prediction_moves_the_mae_bar():
@@ -154,3 +157,4 @@ def test_a_regression_window_labelled_only_above_a_prediction_moves_the_mae_bar(
     realised = float((window["label"] - window["score"]).abs().mean())
     on_all = float((frame.iloc[3000:]["label"] - frame.iloc[3000:]["score"]).abs().mean())
     assert found.shift["mae"] > 0.3 * (realised - on_all) > 0, (found.shift, realised, on_all)
+    assert found.shift["rmse"] > 0

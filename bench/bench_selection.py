@@ -61,14 +61,14 @@ def main() -> int:
     print(f"{'rows':>9} {'labels':>9} {'chosen':>6} {'selection s':>12} {'estimate s':>11} {'ratio':>6}")
     for n in args.rows:
         window = _window(rng, n)
-        base = _median(lambda: estimate(estimator, window["score"].to_numpy(), window["prediction"].to_numpy()),
-                       args.repeats)
+        score, served = window["score"].to_numpy(), window["prediction"].to_numpy()
+        base = _median(lambda s=score, p=served: estimate(estimator, s, p), args.repeats)
         for name, keep in (("random", rng.uniform(size=n) < 0.2),
                            ("reviewed", (window["score"] >= 0.5).to_numpy() | (rng.uniform(size=n) < 0.1))):
             frame = window.copy()
             frame.loc[~keep, "label"] = np.nan
             found = label_selection(frame, CFG, estimator)
-            took = _median(lambda: label_selection(frame, CFG, estimator), args.repeats)
+            took = _median(lambda f=frame: label_selection(f, CFG, estimator), args.repeats)
             print(f"{n:>9} {name:>9} {str(bool(found and found.chosen)):>6} {took:>12.3f} {base:>11.3f} "
                   f"{took / base:>6.2f}")
     return 0

@@ -74,6 +74,25 @@ def _feature_drift(name: str, plan: runner.ColumnPlan | str, verdicts: dict[str,
                         details=None if folded is None else {"folded": folded.to_dict()})
 
 
+def _fold_label(frames: runner.PerformanceFrames, plan: runner.ColumnPlan | str | None, target: str,
+                threshold: float | None) -> tuple[runner.PerformanceFrames, runner.ColumnPlan | str | None,
+                                                  Folded | None]:
+    """The performance frames with a folded copy of a categorical target, and the label plan moved
+    onto it, when the classes are more than the samples can compare without noise
+    (:mod:`monitor.drift.levels`); unchanged otherwise."""
+    if not isinstance(plan, runner.ColumnPlan) or plan.kind != CATEGORICAL or frames.reference is None:
+        return frames, plan, None
+    ref, cur, folded = fold_levels(frames.reference[[target]], frames.current[[target]], [target], threshold)
+    if target not in folded:
+        return frames, plan, None
+    column = f"{target} (folded)"  # its name in Evidently's report; a class's column is never renamed
+    while column in frames.current.columns:
+        column = f"_{column}"
+    frames = dataclasses.replace(frames, reference=frames.reference.assign(**{column: ref[target]}),
+                                 current=frames.current.assign(**{column: cur[target]}))
+    return frames, dataclasses.replace(plan, name=column), folded[target]
+
+
 def _embedding_feature(name: str, verdict: EmbeddingDrift | str) -> FeatureDrift:
     """An embedding feature's test as one feature of the check (it counts once in the drift share)."""
     if isinstance(verdict, str):
@@ -142,11 +161,15 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
     target, prediction = evidently_columns(model_cfg)
     labels = label_plan(ref, labelled, model_cfg, drift_cfg, target)
     label_verdicts: dict[str, runner.ColumnVerdict] = {}
+    label_folded: Folded | None = None
     if perf.rows and labelled is not None:
         frames = performance_frames(ref, labelled, model_cfg, drift_cfg.sample_size, rng)
         # The target and the prediction share their units: rescaled together, if at all.
         frames_ref, frames_cur = binnable(frames.reference, frames.current, [float_columns(frames.current)])
         frames = dataclasses.replace(frames, reference=frames_ref, current=frames_cur)
+        # A label of many classes is tested with its rare classes folded, as a feature of many levels
+        # is; on a column of its own, for the performance figures read the classes as they are.
+        frames, labels, label_folded = _fold_label(frames, labels, target, drift_cfg.stattest_threshold)
         try:
             perf_snapshot, label_verdicts = runner.run_performance(
                 frames, target=target, prediction=prediction, score=model_cfg.score, timestamp=checked_at,
@@ -218,7 +241,8 @@ def evaluate_window(reference: pd.DataFrame | PreparedReference, current: pd.Dat
         precision=perf.precision, recall=perf.recall, f1=perf.f1, **estimated,
         **task_figures(perf, model_cfg, baseline, ref.metrics),
         output_drift=[_feature_drift(name, p, verdicts) for name, p in outputs],
-        label_drift=None if labels is None else _feature_drift(model_cfg.target, labels, label_verdicts),
+        label_drift=None if labels is None else _feature_drift(model_cfg.target, labels, label_verdicts,
+                                                               label_folded),
         segments=segments, baselines=dict(ref.metrics), multivariate=multivariate,
         drifted_rows=drifted_rows(ref.embeddings, embedded, current, model_cfg, rng_seed),
         descriptors=descriptors.report,

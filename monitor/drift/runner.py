@@ -157,6 +157,9 @@ def run_performance(frames: PerformanceFrames, *, target: str, prediction: str, 
     target column when ``label_drift`` plans it; the snapshot and that column's verdict."""
     definition, items = _performance_items(frames, target, prediction, score, quiet=label_drift is not None)
     if label_drift is not None:
+        if label_drift.name not in (*definition.get_categorical_columns(), *definition.get_numerical_columns()):
+            # a folded copy of the target (monitor.drift.evaluate._fold_label): a column of its own
+            definition.categorical_columns = [*(definition.categorical_columns or []), label_drift.name]
         items.append(ValueDrift(column=label_drift.name, method=label_drift.method, threshold=threshold))
     ref = frames.reference
     try:

@@ -82,3 +82,46 @@ def test_folding_keeps_missing_values_and_the_frequent_levels_of_both_sides():
     assert f.kept == 3 and f.levels == 303   # a, b, z (10+ rows together); the one-row ids fold
     assert f.other_reference == pytest.approx(200 / 280) and f.other_current == pytest.approx(100 / 180)
     assert ref["c"].iloc[-1] is None and "r0" in set(ref["c"])  # the caller's frames are untouched
+
+
+def _many_classes(n: int, seed: int, k: int, *, window: bool, shift: bool = False) -> pd.DataFrame:
+    """A ``k``-class model's rows (Zipf-like priors; ``shift``: the three most frequent classes
+    swap their shares with three rare ones): a reference sample, or a store window."""
+    from monitor.tasks import internal_proba_columns
+    rng = np.random.default_rng(seed)
+    priors = 1.0 / np.arange(1, k + 1) ** 0.7
+    if shift:
+        priors[[0, 1, 2, k - 3, k - 2, k - 1]] = priors[[k - 3, k - 2, k - 1, 0, 1, 2]]
+    y = rng.choice(k, size=n, p=priors / priors.sum())
+    logits = rng.standard_normal((n, k))
+    logits[np.arange(n), y] += 3.0
+    proba = np.exp(logits - logits.max(axis=1, keepdims=True))
+    proba /= proba.sum(axis=1, keepdims=True)
+    columns = {"x": rng.standard_normal(n), "score": proba.max(axis=1),
+               **dict(zip(internal_proba_columns(k), proba.T)),
+               "label": y if not window else pd.array(y, dtype="Int64")}
+    if window:
+        columns["prediction"] = pd.array(proba.argmax(axis=1), dtype="Int64")
+    return pd.DataFrame(columns)
+
+
+def test_a_label_of_many_classes_is_folded_for_its_drift_test_and_its_figures_are_not():
+    """60 classes, 500 labelled rows against a 5,000-row reference: the label's Jensen-Shannon
+    distance read 0.100 with nothing changed, drifted at the default 0.1. The label is tested folded, on a copy: the
+    accuracy is the unfolded one, and a shift of the frequent classes still drifts."""
+    k = 60
+    cfg = ModelConfig(name="many", task="multiclass", classes=[f"c{i}" for i in range(k)], features=[{"name": "x"}])
+    ref = _many_classes(5000, 1, k, window=False)
+    same = evaluate_window(ref, _many_classes(500, 2, k, window=True), cfg, DriftConfig(), {})
+    label = same.label_drift
+    assert label is not None and not label.drifted, label
+    folded = (label.details or {}).get("folded")
+    assert folded is not None and folded["levels"] == k and folded["kept_levels"] < k, label
+    window = _many_classes(500, 2, k, window=True)
+    assert same.accuracy == pytest.approx(float((window["prediction"] == window["label"]).mean()))
+    moved = evaluate_window(ref, _many_classes(500, 3, k, window=True, shift=True), cfg, DriftConfig(), {})
+    assert moved.label_drift is not None and moved.label_drift.drifted, moved.label_drift
+    few = ModelConfig(name="few", task="multiclass", classes=[f"c{i}" for i in range(12)], features=[{"name": "x"}])
+    small = evaluate_window(_many_classes(5000, 1, 12, window=False), _many_classes(500, 2, 12, window=True),
+                            few, DriftConfig(), {})
+    assert small.label_drift is not None and small.label_drift.details is None   # 12 classes: as they are

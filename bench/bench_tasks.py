@@ -15,6 +15,8 @@ Multiclass (6 classes; each class a Gaussian blob in the numeric features with i
 - ``mc_prior``       class priors move from uniform to 45/25/12/8/6/4 %, P(x | class) unchanged
 - ``mc_gradual``     the class means drift linearly to the permuted places over the drifted part
 - ``mc_many``        30 classes (Zipf-like priors), nothing changes (control: many classes must not alarm)
+- ``mc_uncertain``   nothing changes; only the rows the model is least sure of (top probability under 0.7)
+                     and a 10 % audit get a label (uncertainty sampling; control: must open nothing)
 
 Regression (y = f(x) + noise, in "demand" units around 100):
 
@@ -23,6 +25,8 @@ Regression (y = f(x) + noise, in "demand" units around 100):
 - ``reg_gradual``    the coefficients move linearly to the new ones over the drifted part
 - ``reg_noise``      the noise doubles (MAE rises; no model can win it back)
 - ``reg_scale``      the target is 30 % larger (prices rise): the same function, in other units
+- ``reg_high_value`` nothing changes; only the rows predicted above 115 and a 10 % audit get their true
+                     value (control: must open nothing)
 
 Printed by ``bench_loop.report``: for regression the pre / last20% / never columns are MAE (lower is
 better) and the ratio to the pre-drift MAE is printed below. Goals (issue 20): no incident on the
@@ -35,6 +39,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -80,6 +85,7 @@ class TaskStream:
     learnable: bool = True
     control: bool = False
     expect_incident: bool = True
+    label_rule: Callable[[np.random.Generator, np.ndarray], np.ndarray] | None = None  # which rows get a label
 
     features = FEATURES
 
@@ -129,6 +135,19 @@ class TaskStream:
         return frame
 
 
+def _uncertain(rng: np.random.Generator, scores: np.ndarray) -> np.ndarray:
+    """Uncertainty sampling (active learning): a person labels the rows the model was least sure of
+    (its top probability under 0.7), and a 10 % random audit of the rest."""
+    top = scores.max(axis=1) if scores.ndim == 2 else scores
+    return (top < 0.7) | (rng.uniform(size=len(top)) < 0.1)
+
+
+def _high_value(rng: np.random.Generator, scores: np.ndarray) -> np.ndarray:
+    """Only the rows predicted above 115 (a claim worth checking, about a quarter of them) get their
+    true value, and a 10 % random audit of the rest."""
+    return (scores > 115.0) | (rng.uniform(size=len(scores)) < 0.1)
+
+
 MANY = [f"k{i:02d}" for i in range(30)]
 _MANY_MEANS = np.random.default_rng(2027).normal(0.0, 1.6, size=(len(MANY), len(NUMERIC)))
 _MANY_PRIORS = 1.0 / np.arange(1, len(MANY) + 1) ** 0.7
@@ -162,6 +181,8 @@ SCENARIOS = {s.name: s for s in [
     TaskStream("reg_gradual", "regression"),
     TaskStream("reg_noise", "regression", learnable=False),
     TaskStream("reg_scale", "regression"),
+    TaskStream("mc_uncertain", "multiclass", control=True, expect_incident=False, label_rule=_uncertain),
+    TaskStream("reg_high_value", "regression", control=True, expect_incident=False, label_rule=_high_value),
 ]}
 
 

@@ -55,6 +55,9 @@ _SCALARS = (  # (metric name, help, attribute or function of the result)
     ("driftloop_model_estimated_f1", "F1 estimated from the scores alone (CBPE).", "estimated_f1"),
     ("driftloop_model_estimation_error", "Realised minus estimated accuracy (regression: MAE) on the same labelled "
      "rows: how far to trust the estimate for this model.", "estimation_error"),
+    ("driftloop_model_labels_chosen", "1 when the last check's labelled rows were chosen by the score (they differ "
+     "from the unlabelled rows of their period) and the bars of their realised figures moved; 0 otherwise.",
+     lambda r: 1.0 if (r.label_selection or {}).get("chosen") else 0.0),
     ("driftloop_model_macro_f1", "Multiclass: F1 averaged over the classes (macro), served classes on the labelled "
      "rows.", "macro_f1"),
     ("driftloop_model_weighted_f1", "Multiclass: F1 averaged over the classes weighted by their labelled rows.",
@@ -200,6 +203,7 @@ class ModelMetricsCollector(Collector):
                     reference.add_metric([model, feature], r.reference_missing_ratio[feature])
             yield current
             yield reference
+        yield from self._selection(r)
         yield from self._classes(r)
         yield from self._outputs(r)
         yield from self._segments(r)
@@ -224,6 +228,21 @@ class ModelMetricsCollector(Collector):
             yield score
             yield drifted
             yield threshold
+
+    def _selection(self, r: CheckResult) -> Iterable[Metric]:
+        """How far each realised figure's bar moved for labels chosen by the score (monitor.drift.selection);
+        served only while they are."""
+        shift = (r.label_selection or {}).get("shift") or {}
+        finite_shift = {k: float(v) for k, v in shift.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+        if not finite_shift:
+            return
+        fam = GaugeMetricFamily("driftloop_model_label_selection_shift",
+                                "Labels chosen by the score: how far the bar of the realised figure moved for the "
+                                "labelled rows (estimated on them minus estimated on every row of their period).",
+                                labels=["model", "metric"])
+        for metric, value in finite_shift.items():
+            fam.add_metric([self._model, metric], value)
+        yield fam
 
     def _classes(self, r: CheckResult) -> Iterable[Metric]:
         """Multiclass precision and recall per class, for the ``class_top_k`` classes with the most

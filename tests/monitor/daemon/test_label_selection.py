@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
 from monitor.daemon.runtime.controller import observation
 from monitor.drift.summary import summary_html
 
@@ -28,6 +31,10 @@ def test_reviewed_labels_are_judged_against_what_those_rows_realise_and_a_change
     assert daemon.status()["last_check"]["label_selection"] == chosen   # what /v1/status shows
     page = summary_html(result)
     assert "Labels chosen by the score" in page and f"roc_auc {chosen['shift']['roc_auc']:+.4f}" in page
+    served = {(s.name, s.labels.get("metric")): s.value
+              for fam in text_string_to_metric_families(generate_latest(daemon.registry).decode()) for s in fam.samples}
+    assert served[("driftloop_model_labels_chosen", None)] == 1.0
+    assert served[("driftloop_model_label_selection_shift", "roc_auc")] == chosen["shift"]["roc_auc"]
     # Against the level on all rows the same window is a ROC AUC drop: the incident the shift spares.
     unmoved = policy.performance_breaches(dataclasses.replace(obs, selection={}))
     assert unmoved and unmoved[0].reason == "roc_auc", unmoved
@@ -51,4 +58,6 @@ def test_with_the_switch_off_the_same_labels_read_as_a_drop(make_daemon):
         report = daemon.run_check_now()
         opened = report.incident or opened
     assert report.outcome.judged.label_selection is None
+    assert "driftloop_model_labels_chosen{model" in generate_latest(daemon.registry).decode()  # 0, served
+    assert "driftloop_model_label_selection_shift" not in generate_latest(daemon.registry).decode()
     assert opened is not None and opened.reason == "roc_auc", report.verdict.message

@@ -17,13 +17,15 @@ __all__ = ["Action", "ActionKind", "AlertPolicy", "Attainable", "Breach", "Effec
            "OUTCOME_EVENTS", "Observation", "Outcome", "REQUESTED_REASONS", "Reason", "StartKind", "State",
            "TriggerAction", "TriggerKind", "Verdict", "Wait", "WaitKind", "check_rules_fit", "cooldown_remaining",
            "event_to", "exits", "is_performance_reason", "level", "post_change_need", "rule_inputs", "rule_inputs_from",
-           "step", "attainable_from", "bar_of", "lower_is_better", "worsening", "baseline_bounds", "own_bar"]
+           "step", "attainable_from", "bar_of", "lower_is_better", "worsening", "baseline_bounds", "own_bar",
+           "moved_bar", "selection_shift"]
 
 _WHERE = {
     "Attainable": "monitor.daemon.decisions.attainable", "attainable_from": "monitor.daemon.decisions.attainable",
     "bar_of": "monitor.daemon.decisions.attainable", "lower_is_better": "monitor.daemon.decisions.breach",
     "worsening": "monitor.daemon.decisions.breach", "baseline_bounds": "monitor.daemon.decisions.breach",
-    "own_bar": "monitor.daemon.decisions.breach",
+    "own_bar": "monitor.daemon.decisions.breach", "moved_bar": "monitor.daemon.decisions.breach",
+    "selection_shift": "monitor.daemon.decisions.breach",
     "Action": "monitor.daemon.decisions.actions", "ActionKind": "monitor.daemon.decisions.actions",
     "StartKind": "monitor.daemon.decisions.actions", "TriggerAction": "monitor.daemon.decisions.actions",
     "TriggerKind": "monitor.daemon.decisions.actions", "Wait": "monitor.daemon.decisions.actions",

@@ -41,10 +41,9 @@ import pandas as pd
 from scipy.stats import chi2_contingency, ks_2samp
 
 from monitor.config import ModelConfig
-from monitor.drift.estimation import Calibrator, MulticlassCalibrator, estimate, estimate_multiclass
+from monitor.drift.check_figures import estimator_figures
 from monitor.drift.estimators import Estimator
-from monitor.drift.frames import scored_rows
-from monitor.drift.loss_estimation import LossEstimator, estimate_loss
+from monitor.drift.frames import Scored, scored_rows
 
 ALPHA = 1e-3          # significance of the difference between labelled and unlabelled rows
 MIN_DISTANCE = 0.1    # ... and its least size: KS distance of the scores, or total variation of the classes
@@ -107,18 +106,27 @@ def label_selection(current: pd.DataFrame, model_cfg: ModelConfig, estimator: Es
     period = current[in_period].reset_index(drop=True)
     scored = scored_rows(period, model_cfg, "current window")
     is_labelled = has_label[in_period]
-    if model_cfg.kind.classifier and scored is not None:
-        class_d, class_p = _class_difference(scored.pred, is_labelled[np.isfinite(score[in_period])])
+    if model_cfg.kind.classifier and scored is not None and len(scored.pred) == len(is_labelled):
+        class_d, class_p = _class_difference(scored.pred, is_labelled)
     tests = [(d, p)] + ([(class_d, class_p)] if class_d is not None and class_p is not None else [])
     alpha = ALPHA / len(tests)  # Bonferroni over the two tests
     chosen = any(dist >= MIN_DISTANCE and pv < alpha for dist, pv in tests)
     on_labelled: dict[str, float] = {}
     on_all: dict[str, float] = {}
     if chosen and estimator is not None:
-        on_labelled = _expected(estimator, period[is_labelled].reset_index(drop=True), model_cfg, confidence)
-        on_all = _expected(estimator, period, model_cfg, confidence)
+        on_labelled = _expected(estimator, period[is_labelled].reset_index(drop=True),
+                                _subset(scored, is_labelled), confidence)
+        on_all = _expected(estimator, period, scored, confidence)
     return LabelSelection(int(labelled.sum()), int(unlabelled.sum()), d, p, class_d, class_p, chosen,
                           on_labelled, on_all)
+
+
+def _subset(scored: Scored | None, rows: np.ndarray) -> Scored | None:
+    """The scored rows of the period's labelled rows (every row of the period has a finite score,
+    so ``scored`` and the period are row for row)."""
+    if scored is None or len(scored.score) != len(rows):
+        return None
+    return Scored(scored.score[rows], scored.pred[rows], None if scored.proba is None else scored.proba[rows])
 
 
 def _class_difference(pred: np.ndarray, is_labelled: np.ndarray) -> tuple[float | None, float | None]:
@@ -137,26 +145,10 @@ def _class_difference(pred: np.ndarray, is_labelled: np.ndarray) -> tuple[float 
     return tv, float(chi2_contingency(table, correction=False)[1])
 
 
-def _expected(estimator: Estimator, frame: pd.DataFrame, model_cfg: ModelConfig,
+def _expected(estimator: Estimator, frame: pd.DataFrame, scored: Scored | None,
               confidence: float) -> dict[str, float]:
-    """The estimator's figures on ``frame``'s rows: what the default pair and ``alerts.rules`` judge on
-    labelled rows (binary: accuracy, ROC AUC, precision, recall, F1; multiclass: accuracy, ROC AUC,
-    macro F1; regression: MAE, RMSE)."""
-    out: dict[str, float | None] = {}
-    if isinstance(estimator, LossEstimator):
-        loss = estimate_loss(estimator, frame, confidence)
-        out = {} if loss is None else {"mae": loss.mae, "rmse": loss.rmse}
-    else:
-        scored = scored_rows(frame, model_cfg, "current window")
-        if scored is None or not len(scored.score):
-            return {}
-        if isinstance(estimator, MulticlassCalibrator):
-            if scored.proba is None:
-                return {}
-            mc = estimate_multiclass(estimator, scored.proba, scored.pred, scored.score, confidence)
-            out = {} if mc is None else {"accuracy": mc.accuracy, "roc_auc": mc.roc_auc, "macro_f1": mc.macro_f1}
-        elif isinstance(estimator, Calibrator):
-            est = estimate(estimator, scored.score, scored.pred, confidence)
-            out = {} if est is None else {"accuracy": est.accuracy, "roc_auc": est.roc_auc,
-                                          "precision": est.precision, "recall": est.recall, "f1": est.f1}
-    return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}
+    """The estimator's figures on ``frame``'s rows (:func:`monitor.drift.check_figures.estimator_figures`)
+    that the default pair and ``alerts.rules`` judge on labelled rows, finite ones only."""
+    figures = estimator_figures(estimator, frame, scored, confidence)
+    return {k: float(v) for k, v in figures.items()
+            if k != "rows" and not k.endswith("_ci") and v is not None and math.isfinite(v)}

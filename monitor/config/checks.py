@@ -79,6 +79,11 @@ class DriftConfig(_Section):
                                   "the model flagged get reviewed), judge their realised accuracy, ROC AUC and MAE "
                                   "against the bar moved by what the estimate expects of exactly those rows "
                                   "(monitor.drift.selection); false judges them against the level on all rows")
+    label_maturity: bool = Field(True, description="when labels arrive by outcome (one class's labels take longer "
+                                 "than another's: chargebacks come fast, 'no fraud' after the dispute window), "
+                                 "treat the labels of rows made within the slowest class's delay of the newest "
+                                 "label as not yet arrived, in checks and in the rows a retrain learns from "
+                                 "(monitor.drift.maturity)")
     fast_lane: bool = Field(True, description="open an incident as soon as a change point in the champion's labelled "
                             "error stream proves a drop of at least alerts.accuracy_drop (before drift.min_labels "
                             "rows)")

@@ -155,6 +155,9 @@ class CheckResult:
     # How the labelled rows compare with the unlabelled rows of their period, and how far each
     # realised figure's bar moves when they were chosen by the score (monitor.drift.selection).
     label_selection: dict[str, Any] | None = None
+    # Labels that arrive by outcome: the delays per class and the rows whose labels were withheld as
+    # not yet matured (monitor.drift.maturity.LabelMaturity.to_dict; set by the daemon's check).
+    label_maturity: dict[str, Any] | None = None
     # ---- tasks (monitor.tasks). For multiclass, ``accuracy``/``roc_auc`` above are the multiclass
     # accuracy and the one-vs-rest macro ROC AUC, and ``estimated_accuracy``/``estimated_roc_auc``
     # their CBPE estimates; precision / recall / f1 / positive_rate stay binary-only.
@@ -268,6 +271,7 @@ class CheckResult:
             "estimation_error": finite(self.estimation_error),
             "estimation_check": self.estimation_check,
             "label_selection": self.label_selection,
+            "label_maturity": self.label_maturity,
             "task": self.task,
             "classes": list(self.classes) if self.classes is not None else None,
             "macro_f1": finite(self.macro_f1),

@@ -143,6 +143,7 @@ def summary_html(result: Any, *, interactive_name: str | None = None,
     if perf:
         parts.append(_table("Performance (labelled rows; 95% interval)", ["metric", "value", "baseline"], perf))
     parts += _label_selection(getattr(result, "label_selection", None))
+    parts += _label_maturity(getattr(result, "label_maturity", None))
     features = sorted(result.features, key=lambda f: (not f.drifted, f.name))
     shown = features[:MAX_FEATURES]
     rows = [_feature_row(f) for f in shown]
@@ -171,6 +172,16 @@ def _label_selection(block: Any) -> list[str]:
     return [f"<p>Labels chosen by the score: the {block.get('labelled_rows')} labelled rows differ from the "
             f"{block.get('unlabelled_rows')} unlabelled rows of their period (score KS distance "
             f"{float(block.get('score_distance') or 0):.3f}); the bars of their realised figures moved by {moved}.</p>"]
+
+
+def _label_maturity(block: Any) -> list[str]:
+    """One line when labels arrive by outcome (monitor.drift.maturity): the young rows' labels wait."""
+    if not isinstance(block, dict) or not block.get("immature_rows"):
+        return []
+    delays = ", ".join(f"{_cell(k)} {float(v):.1f} s" for k, v in (block.get("delays") or {}).items())
+    return [f"<p>Labels arrive by outcome (95 % of each class within: {delays}): the labels of the "
+            f"{int(block['immature_rows'])} rows made in the last {float(block.get('horizon_seconds') or 0):.1f} s "
+            "before the newest label are not judged until the slower classes' labels have had time to arrive.</p>"]
 
 
 def _constraints(block: Any) -> list[str]:

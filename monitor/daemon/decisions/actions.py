@@ -35,6 +35,7 @@ class WaitKind(StrEnum):
     MIN_ROWS = "min_rows"                    # labelled rows for training.min_rows
     QUEUED = "queued"                        # a retrain slot of the deployment (need: its place in the queue)
     PIPELINE = "pipeline"                    # a feature has no value in any row to retrain on (a broken upstream)
+    CLASSES = "classes"                      # the rows to retrain on hold labels of one class only
 
 
 @dataclass(frozen=True)

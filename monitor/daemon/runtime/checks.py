@@ -201,6 +201,11 @@ class CheckJob:
         since = self._tenure(version) if self._tenure is not None else None
         window = champion_rows(window, version, returned=since is not None)
         other = span["window_rows"] - len(window)
+        maturity = None
+        if self._cfg.drift.label_maturity:  # labels that arrive by outcome: the young rows' labels wait
+            from monitor.drift.maturity import label_maturity, withhold_immature
+            maturity = label_maturity(window, self._cfg.model)
+            window = withhold_immature(window, maturity, target)
         span = span_of(window)
         rows = len(window)
         if rows == 0:
@@ -231,6 +236,7 @@ class CheckJob:
                                     dict(baseline.metrics), **extra)
             result.min_labels_auto = dict(need.needs) if need.auto else None
             result.baseline_bounds = baseline_bounds(getattr(baseline, "intervals", None)) or None
+            result.label_maturity = maturity.to_dict() if maturity is not None else None
         except DriftloopError as exc:
             return CheckOutcome(ts, "error", f"evaluation failed: {exc}", champion_version=version, **span)
         except Exception as exc:  # a bug or a third-party surprise: log it fully, keep the daemon alive

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -23,6 +23,9 @@ from monitor.daemon.decisions.policy import cooldown_remaining
 from monitor.daemon.decisions.post_change import post_change_need
 from monitor.daemon.runtime.views import iso
 from monitor.daemon.runtime.moves import IncidentMoves
+
+if TYPE_CHECKING:
+    from monitor.drift.maturity import LabelMaturity
 
 log = logging.getLogger(__name__)
 
@@ -249,18 +252,26 @@ class Retrains(IncidentMoves):
         recent = self.cfg.alerts.retrain_rows or self.cfg.drift.window_size
         n = self.cfg.training.max_rows
         need = self.cfg.training.post_change_rows
+        maturity = self._label_maturity(recent)
+        from monitor.drift.maturity import mature_rows
+
+        def labelled(**kw: Any) -> pd.DataFrame:  # labels that arrive by outcome: only matured rows
+            return mature_rows(self.store.window(labelled_only=True, **kw), maturity)
+
         since = None
         if incident.change_ts is not None:
             # A located step: rows before it are the old concept. Wait for enough rows after it.
             # Stored times are whole microseconds; float seconds can miss one by a fraction of a microsecond.
             since = pd.Timestamp(incident.change_ts, unit="s", tz="UTC").round("us")
-            window = self.store.window(last_n=n, since=since, labelled_only=True)
+            window = labelled(last_n=n, since=since)
             if len(window) < need and not forced:
                 need = post_change_need(self.cfg, window, self.levels.read())
             if len(window) < need and not forced:
                 wait = Wait(WaitKind.POST_CHANGE, len(window), need)
                 msg = (f"waiting for {wait.more} more labelled rows after the change at "
                        f"{iso(incident.change_ts)} ({len(window)}/{need}; training.min_post_change_rows)")
+                if maturity is not None:
+                    msg += f"; {maturity.describe()}"
                 return window, {"rows": int(len(window)), "since": since.isoformat()}, (msg, wait)
             if len(window) < self.cfg.training.min_rows:  # forced, and too few after the change: take recent rows
                 since = None
@@ -268,22 +279,48 @@ class Retrains(IncidentMoves):
             # No step located (a gradual decline): rows after the last healthy window when there are
             # enough of them, else the most recent rows. Waiting would only let the decline go on.
             since = pd.Timestamp(incident.window_start, unit="s", tz="UTC").round("us")
-            window = self.store.window(last_n=n, since=since, labelled_only=True)
+            window = labelled(last_n=n, since=since)
             window = window[window["ts"] > since]
             if len(window) < need:
                 since = None
         if since is None:
-            window = self.store.window(last_n=recent, labelled_only=True)
+            window = labelled(last_n=recent)
         span = {"rows": int(len(window)),
                 "start": window["ts"].iloc[0].isoformat() if len(window) else None,
                 "end": window["ts"].iloc[-1].isoformat() if len(window) else None,
                 "since_change": since.isoformat() if since is not None else None}
+        if maturity is not None:
+            span["label_maturity"] = maturity.to_dict()
         if len(window) < self.cfg.training.min_rows:
             return window, span, (f"not retraining: {len(window)} labelled rows < training.min_rows="
                                   f"{self.cfg.training.min_rows}; waiting for more",
                                   Wait(WaitKind.MIN_ROWS, len(window), self.cfg.training.min_rows))
-        broken = self._pipeline_wait(window)
+        broken = self._pipeline_wait(window) or self._class_wait(window, maturity)
         return window.reset_index(drop=True), span, broken
+
+    def _label_maturity(self, recent: int) -> LabelMaturity | None:
+        """Do labels arrive by outcome (monitor.drift.maturity)? Read on the most recent labelled
+        rows, which hold every class even when the rows since a change do not yet."""
+        if not self.cfg.drift.label_maturity:
+            return None
+        from monitor.drift.maturity import label_maturity  # scipy: loaded when a retrain is considered
+        return label_maturity(self.store.window(last_n=recent, labelled_only=True), self.cfg.model)
+
+    def _class_wait(self, window: pd.DataFrame, maturity: LabelMaturity | None) -> tuple[str, Wait] | None:
+        """Why to wait when the rows to retrain on hold labels of one class only: a classifier cannot
+        learn from them (the trainer refuses them), and the other classes' labels are usually late,
+        not absent. Retraining resumes once they arrive, without a failed try and its cooldown."""
+        target = self.cfg.model.target
+        if not self.cfg.model.kind.classifier or target not in window.columns:
+            return None
+        classes = window[target].dropna().unique()
+        if len(classes) != 1:
+            return None
+        msg = (f"waiting: the {len(window)} labelled rows to retrain on are all of class {classes[0]}; a classifier "
+               "learns nothing from one class, so retraining resumes once labels of another class arrive")
+        if maturity is not None:
+            msg += f" ({maturity.describe()})"
+        return msg, Wait(WaitKind.CLASSES, len(window))
 
     def _pipeline_wait(self, window: pd.DataFrame) -> tuple[str, Wait] | None:
         """Why to wait when a feature has no value in any row to retrain on: the upstream sends it

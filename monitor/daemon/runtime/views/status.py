@@ -78,7 +78,8 @@ def _check_summary(row: dict[str, Any] | None) -> dict[str, Any] | None:
                 "change", "change_ts",
                 "precision", "recall", "f1", "predicted_positive_rate", "estimated_rows", "estimated_accuracy",
                 "estimated_accuracy_ci", "estimated_roc_auc", "estimated_roc_auc_ci", "estimated_precision",
-                "estimated_recall", "estimated_f1", "estimation_error", "label_selection", "task", "constraints",
+                "estimated_recall", "estimated_f1", "estimation_error", "label_selection", "label_maturity", "task",
+                "constraints",
                 *task_of(result).status_keys):
         if key in result:
             row[key] = result[key]

@@ -34,7 +34,7 @@ Scenarios (onset after ``--before`` batches):
 ``bench/bench_outside.py`` runs this harness on 14 more streams unlike these (3 and 30 features,
 categorical-heavy, 10 % positives, prior shift, early and late onsets, a recurring concept, labels
 5 batches late or for 20 % of rows, bursts, a service that never sends ``model_version``); a stream
-there may set ``features``, ``label_lag``, ``label_share``, ``send_version`` and ``rows_factor``.
+there may set ``features``, ``label_lag``, ``lag_rule``, ``label_share``, ``send_version`` and ``rows_factor``.
 
 Printed per scenario: detection delay (labelled rows after onset until the first incident),
 incidents (performance / drift), retrain attempts and promotions, served accuracy over the last
@@ -396,8 +396,19 @@ def run_scenario(scenario: Scenario, *, batches: int, before: int, batch_rows: i
             if label_rule is not None:
                 labelled = labelled[label_rule(rng, scores)].reset_index(drop=True)
             labelled.attrs["drifted"] = drifted
-            pending.append(labelled)
-            while len(pending) > label_lag:
+            lag_rule = getattr(scenario, "lag_rule", None)
+            if lag_rule is not None:
+                lags = lag_rule(labelled["label"].to_numpy())
+                for lag in sorted(set(lags.tolist())):
+                    part = labelled[lags == lag].reset_index(drop=True)
+                    part.attrs["drifted"] = drifted
+                    part.attrs["due"] = t + lag
+                    pending.append(part)
+                pending.sort(key=lambda f: f.attrs["due"])
+            else:
+                labelled.attrs["due"] = t + label_lag
+                pending.append(labelled)
+            while pending and pending[0].attrs["due"] <= t:
                 due = pending.pop(0)
                 if len(due):
                     client.log_labels(due)

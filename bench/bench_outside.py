@@ -36,6 +36,9 @@ current ``@champion``); what differs is the streams and how the service behaves.
                       onset, then is mended (goal: the served model at the end is as good as before)
 - ``extrapolate``     the concept holds, but it is not linear (a wave in f0); after the onset f0 moves 2.5 sd
                       up, into a region the champion never saw (covariate shift that hurts)
+- ``outcome_lag``     abrupt change; labels arrive by outcome: positives 1 batch after the prediction,
+                      negatives 4 (chargebacks come fast, "no fraud" only when the dispute window closes)
+- ``outcome_lag_ctrl`` the same labelling, nothing changes (control: the young rows' skew must not alarm)
 - ``reviewed``        abrupt change; only reviewed rows get a label: every row the served model scores
                       0.5 or more, and a 10 % random audit of the rest (fraud, credit, moderation)
 - ``reviewed_ctrl``   the same labelling, nothing changes (control: the labels' skew alone must not alarm)
@@ -86,6 +89,7 @@ class Stream:
     send_version: bool = True
     before: int | None = None             # onset batch; None: the command line's --before
     rows_factor: Callable[[int], float] = field(default=lambda t: 1.0)
+    lag_rule: Callable[[np.ndarray], np.ndarray] | None = None   # labels -> batches until each arrives
     label_rule: Callable[[np.random.Generator, np.ndarray], np.ndarray] | None = None
 
     def batch(self, rng: np.random.Generator, n: int, progress: float | None) -> pd.DataFrame:
@@ -269,6 +273,11 @@ def _extrapolate(rng, n, progress):
     return frame
 
 
+def _by_outcome(y: np.ndarray) -> np.ndarray:
+    """Batches until each label arrives when labels arrive by outcome: a positive after 1, a negative after 4."""
+    return np.where(y == 1, 1, 4)
+
+
 def _bursts(t: int) -> float:
     return (4.0, 0.25, 1.0)[t % 3]
 
@@ -301,6 +310,9 @@ STREAMS = {s.name: s for s in [
            [{"name": c, "type": "categorical"} for c in _LEVELS] + [{"name": "amount", "type": "numeric"}]),
     Stream("label_glitch", _label_glitch, _numeric(8)),
     Stream("extrapolate", _extrapolate, _numeric(6)),
+    Stream("outcome_lag", _rotating(8, _abrupt), _numeric(8), lag_rule=_by_outcome),
+    Stream("outcome_lag_ctrl", _rotating(8, lambda p: 0.0), _numeric(8), lag_rule=_by_outcome,
+           control=True, expect_incident=False),
     Stream("reviewed", _rotating(8, _abrupt), _numeric(8), label_rule=_reviewed),
     Stream("reviewed_ctrl", _rotating(8, lambda p: 0.0), _numeric(8), label_rule=_reviewed,
            control=True, expect_incident=False),

@@ -113,6 +113,10 @@ class ChampionReview:
         change_ts = current.change_ts if current is not None else self._promoted_for()
         since = None if change_ts is None else pd.Timestamp(change_ts, unit="s", tz="UTC").round("us")
         rows = self.ctl.store.window(last_n=want, since=since, labelled_only=True)
+        if cfg.drift.label_maturity:  # labels that arrive by outcome: only rows whose labels have all arrived
+            from monitor.drift.maturity import label_maturity, mature_rows
+            recent = self.ctl.store.window(last_n=cfg.drift.window_size, labelled_only=True)
+            rows = mature_rows(rows, label_maturity(recent, cfg.model))
         # training.entrypoint: inputs resolved again inside model.input_roots, unreadable ones left out
         rows = readable_rows(cfg, rows, what="champion review rows").rows.reset_index(drop=True)
         need = self.ctl.policy.min_labels  # drift.min_labels (auto: resolved for the champion at the last check)

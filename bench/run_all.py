@@ -24,6 +24,7 @@ BENCHES = {
     "descriptors": (["bench_descriptors.py"], ["--rows", "1000"]),
     "estimation": (["bench_estimation.py"], ["--quick"]),
     "selection": (["bench_selection.py"], ["--rows", "20000", "200000", "--repeats", "3"]),
+    "maturity": (["bench_maturity.py"], ["--rows", "20000", "200000", "--repeats", "3"]),
     "daemon": (["bench_daemon.py"], ["--repeats", "50", "--requests", "100", "--no-retrain"]),
     "dashboards": (["bench_dashboards.py"], ["--quick"]),
     "loop": (["bench_loop.py"], ["--quick", "stationary", "abrupt"]),

@@ -41,6 +41,7 @@ ALPHA = 1e-3            # significance of a class's delays differing from the ot
 MIN_DISTANCE = 0.2      # ... and its least KS distance
 MIN_EXCESS = 0.5        # ... and the slowest class's labels later than the fastest's by this share of the typical delay
 BUCKETS = 10            # periods of the window the delays are compared within
+MAX_ROWS = 100_000      # labelled rows whose delays are compared at most (a seeded sample of a larger window)
 QUANTILE = 0.95         # the slowest class's delay by which this share of its labels have arrived
 MIN_CLASS_ROWS = 30     # labelled rows a class needs before its delays are compared
 
@@ -85,6 +86,11 @@ def label_maturity(frame: pd.DataFrame, model_cfg: ModelConfig) -> LabelMaturity
         return None
     rows = frame.loc[labelled, [target, "ts", "label_ts"]]
     made, stamped = _seconds(rows["ts"]), _seconds(rows["label_ts"])
+    as_of = float(stamped.max())
+    every_made = made
+    if len(rows) > MAX_ROWS:   # the delays of a seeded sample; the immature rows are counted on all
+        keep = np.sort(np.random.default_rng(0).choice(len(rows), MAX_ROWS, replace=False))
+        rows, made, stamped = rows.iloc[keep], made[keep], stamped[keep]
     delay = np.maximum(stamped - made, 0.0)   # a label stamped before its prediction: no delay
     classes = rows[target].astype(str).to_numpy()
     names, counts = np.unique(classes, return_counts=True)
@@ -100,7 +106,7 @@ def label_maturity(frame: pd.DataFrame, model_cfg: ModelConfig) -> LabelMaturity
     distance, p_value = 0.0, 1.0
     for name in compared:
         mine = classes == name
-        ks = ks_2samp(excess[mine], excess[~mine])
+        ks = ks_2samp(excess[mine], excess[~mine], method="asymp")   # exact is slow past a few thousand rows
         if float(ks.statistic) > distance:
             distance, p_value = float(ks.statistic), float(ks.pvalue)
     tests = len(compared) if len(compared) > 2 else 1   # two classes: one comparison, seen from either side
@@ -112,8 +118,7 @@ def label_maturity(frame: pd.DataFrame, model_cfg: ModelConfig) -> LabelMaturity
     medians = {name: float(np.median(delay[classes == name])) for name in compared}
     delays = {name: float(np.quantile(delay[classes == name], QUANTILE)) for name in compared}
     horizon = max(delays.values())
-    as_of = float(stamped.max())
-    immature = int((made > as_of - horizon).sum())
+    immature = int((every_made > as_of - horizon).sum())
     return LabelMaturity(horizon, as_of, delays, medians, distance, p_value, immature)
 
 

@@ -58,6 +58,9 @@ _SCALARS = (  # (metric name, help, attribute or function of the result)
     ("driftloop_model_labels_chosen", "1 when the last check's labelled rows were chosen by the score (they differ "
      "from the unlabelled rows of their period) and the bars of their realised figures moved; 0 otherwise.",
      lambda r: 1.0 if (r.label_selection or {}).get("chosen") else 0.0),
+    ("driftloop_model_labels_immature", "Labelled rows of the last check whose labels wait as not yet matured: labels "
+     "arrive by outcome and these rows were made within the slowest class's delay of the newest label; 0 otherwise.",
+     lambda r: float((r.label_maturity or {}).get("immature_rows") or 0)),
     ("driftloop_model_macro_f1", "Multiclass: F1 averaged over the classes (macro), served classes on the labelled "
      "rows.", "macro_f1"),
     ("driftloop_model_weighted_f1", "Multiclass: F1 averaged over the classes weighted by their labelled rows.",

@@ -7,6 +7,8 @@ Real store, Evidently and MLflow champion; the retrain child is the scripted sta
 from __future__ import annotations
 
 import pandas as pd
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.drift.summary import summary_html
 
@@ -31,6 +33,9 @@ def test_young_rows_labels_wait_and_a_retrain_learns_from_matured_rows_only(make
     assert result.labelled_rows == len(labelled) - m["immature_rows"]   # judged: the matured rows only
     assert daemon.status()["last_check"]["label_maturity"] == m
     assert "Labels arrive by outcome" in summary_html(result)
+    served = {s.name: s.value for fam in text_string_to_metric_families(generate_latest(daemon.registry).decode())
+              for s in fam.samples}
+    assert served["driftloop_model_labels_immature"] == m["immature_rows"]
 
     opened = None
     for seed in (82, 83, 84, 85):
@@ -54,6 +59,7 @@ def test_with_the_switch_off_the_young_rows_are_judged_as_they_are(make_daemon):
     window = daemon.controller.check_job.current_window()
     assert report.outcome.judged.label_maturity is None
     assert report.outcome.judged.labelled_rows == int(window["label"].notna().sum())
+    assert "driftloop_model_labels_immature{model" in generate_latest(daemon.registry).decode()  # 0, served
 
 
 def test_rows_of_one_class_hold_the_retrain_until_another_class_arrives(make_daemon):

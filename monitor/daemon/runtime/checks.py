@@ -201,11 +201,6 @@ class CheckJob:
         since = self._tenure(version) if self._tenure is not None else None
         window = champion_rows(window, version, returned=since is not None)
         other = span["window_rows"] - len(window)
-        maturity = None
-        if self._cfg.drift.label_maturity:  # labels that arrive by outcome: the young rows' labels wait
-            from monitor.drift.maturity import label_maturity, withhold_immature
-            maturity = label_maturity(window, self._cfg.model)
-            window = withhold_immature(window, maturity, target)
         span = span_of(window)
         rows = len(window)
         if rows == 0:
@@ -219,6 +214,11 @@ class CheckJob:
             return CheckOutcome(ts, "empty", what, champion_version=version, versions=versions,
                                 other_version_rows=other, **span)
         try:
+            maturity = None
+            if self._cfg.drift.label_maturity:  # labels that arrive by outcome: the young rows' labels wait
+                from monitor.drift.maturity import label_maturity, withhold_immature
+                maturity = label_maturity(window, self._cfg.model)
+                window = withhold_immature(window, maturity, target)
             baseline = champion.baseline
             override = self._estimator(version) if self._estimator is not None else None
             extra: dict[str, Any] = {"estimator": override} if override is not None else {}

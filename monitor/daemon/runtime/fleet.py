@@ -221,12 +221,14 @@ class Fleet:
         with self._lock:
             if self.balancer is not None:
                 self.balancer.stop()
+            # The shared pool first: queued checks are dropped and the running ones finish against
+            # open stores; then each model (its retrain aborted and settled, its store closed).
+            self.jobs.shutdown(wait=True)
             for daemon in list(self.daemons.values()):
                 try:
                     daemon.stop(grace=grace)
                 except Exception:
                     log.exception("stopping model %r failed", daemon.cfg.model.name)
-            self.jobs.shutdown(wait=True)
             if self._lease_session is not None:
                 self._lease_session.close()
             if self._gpu_close is not None:

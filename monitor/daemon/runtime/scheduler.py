@@ -79,6 +79,7 @@ class SharedScheduler:
             timezone=timezone.utc, executors={"default": ThreadPoolExecutor(max_workers=workers)},
             job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None})
         self._lock = threading.Lock()
+        self._stopping = threading.Event()
         self._submitted = 0
         self._started = 0
         self._grid: dict[str, tuple[datetime, float]] = {}   # model → its first due time and interval
@@ -100,11 +101,23 @@ class SharedScheduler:
 
     def start(self) -> None:
         if not self._scheduler.running:
+            self._stopping.clear()
             self._scheduler.start()
 
     def shutdown(self, wait: bool = True) -> None:
+        """Stop: jobs queued for a thread return at once when they get one (the pool's own shutdown
+        runs every queued item: at 50 models on 2 threads that held SIGTERM for minutes); with ``wait``,
+        the running ones finish first."""
+        self._stopping.set()
         if self._scheduler.running:
             self._scheduler.shutdown(wait=wait)
+
+    def _unless_stopping(self, fn: Callable[[], object]) -> Callable[[], object]:
+        def run() -> object:
+            if self._stopping.is_set():
+                return None
+            return fn()
+        return run
 
     def _timed(self, model: str, check: Callable[[], object]) -> Callable[[], object]:
         def run() -> object:
@@ -145,15 +158,16 @@ class SharedScheduler:
         with self._lock:
             self._grid[model] = (now + timedelta(seconds=first_check_delay), check_interval)
         add = self._scheduler.add_job
-        add(_guarded(f"{model}:check", self._timed(model, check), on_check_error, model),
+        add(_guarded(f"{model}:check", self._unless_stopping(self._timed(model, check)), on_check_error, model),
             IntervalTrigger(seconds=check_interval), id=f"{model}:check",
             name=f"drift and performance check of model {model}",
             next_run_time=now + timedelta(seconds=first_check_delay))
-        add(_guarded(f"{model}:retention", retention, None, model), IntervalTrigger(seconds=RETENTION_INTERVAL_SECONDS),
+        add(_guarded(f"{model}:retention", self._unless_stopping(retention), None, model),
+            IntervalTrigger(seconds=RETENTION_INTERVAL_SECONDS),
             id=f"{model}:retention", name=f"store and report retention of model {model}",
             next_run_time=now + timedelta(seconds=60))
         if retrain_cron and retrain is not None:
-            add(_guarded(f"{model}:retrain", retrain, None, model),
+            add(_guarded(f"{model}:retrain", self._unless_stopping(retrain), None, model),
                 CronTrigger.from_crontab(retrain_cron, timezone=timezone.utc), id=f"{model}:retrain",
                 name=f"scheduled retrain of model {model} ({retrain_cron} UTC)")
 

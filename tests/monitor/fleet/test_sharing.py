@@ -94,3 +94,30 @@ def test_models_are_added_and_removed_without_touching_the_others():
     assert sorted(jobs.jobs()) == ["a:check", "a:retention", "a:retrain", "b:check", "b:retention", "b:retrain"]
     jobs.remove_model("a")
     assert sorted(jobs.jobs()) == ["b:check", "b:retention", "b:retrain"]
+
+
+def test_stop_runs_no_queued_check_and_waits_only_for_the_running_ones():
+    """Six models due at once on one thread: one check runs, five wait in the pool's queue. A stop
+    must not run the queued ones (the pool's own shutdown would, one after another: at 50 models that
+    held SIGTERM past any supervisor's grace); it waits for the running check and returns."""
+    jobs = SharedScheduler(workers=1)
+    started: list[str] = []
+    lock = threading.Lock()
+    first = threading.Event()
+
+    def check(name: str):
+        def run() -> None:
+            with lock:
+                started.append(name)
+            first.set()
+            time.sleep(0.5)
+        return run
+    for i in range(6):
+        jobs.add_model(f"m{i}", check=check(f"m{i}"), check_interval=60, retention=lambda: None,
+                       first_check_delay=0.0)
+    jobs.start()
+    assert first.wait(15)
+    wait_until(lambda: jobs.waiting() >= 1, 15, 0.02, lambda: f"queued {jobs.waiting()}")
+    jobs.shutdown(wait=True)
+    assert len(started) == 1, started           # the running check finished; none of the queued ones ran
+    jobs.shutdown(wait=True)                    # a second stop is harmless

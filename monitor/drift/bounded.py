@@ -63,8 +63,14 @@ _BINS = 1024
 _SPREADS = 1e6
 
 
+# Evidently's normed Wasserstein distance divides by the reference's standard deviation floored at
+# 0.001 (``max(std, 0.001)``): below that a column's drift reads in the floor's units, so a feature
+# of spread 1e-10 moved ten thousand spreads read 0.0005 against the 0.1 threshold.
+EVIDENTLY_STD_FLOOR = 1e-3
+
+
 def binnable(reference: pd.DataFrame | None, current: pd.DataFrame,
-             groups: list[list[str]]) -> tuple[pd.DataFrame | None, pd.DataFrame]:
+             groups: list[list[str]], *, std_floor: float = 0.0) -> tuple[pd.DataFrame | None, pd.DataFrame]:
     """The two frames Evidently bins, with each group of float columns (columns in the same units:
     a regression's target and prediction) that numpy could not bin rescaled; the same objects when
     none needs it.
@@ -74,17 +80,33 @@ def binnable(reference: pd.DataFrame | None, current: pd.DataFrame,
     one number) or values 1e16 apart by less than their float spacing. Any stored value can do that,
     so a group that would is rescaled, on both sides alike, to spreads of the reference around its
     median, kept within 1e6 spreads: the distance tests compare shapes, which that keeps, and a value
-    a million spreads out is as far out as a test can tell."""
+    a million spreads out is as far out as a test can tell.
+
+    ``std_floor``: a group whose reference varies, but with a standard deviation under it, is
+    rescaled the same way (:data:`EVIDENTLY_STD_FLOOR` for the drift tests: a tiny-scale feature
+    read blind)."""
     for group in groups:
         frames = [f for f in (reference, current) if f is not None]
-        if all(_can_bin(f[c].to_numpy(dtype=np.float64, na_value=np.nan)) for f in frames for c in group):
-            continue
         base = reference if reference is not None else current
         pooled = np.concatenate([base[c].to_numpy(dtype=np.float64, na_value=np.nan) for c in group])
+        if (all(_can_bin(f[c].to_numpy(dtype=np.float64, na_value=np.nan)) for f in frames for c in group)
+                and not _below_floor(pooled, std_floor)):
+            continue
         centre, spread = _centre_and_spread(pooled[np.isfinite(pooled)])
         reference = None if reference is None else _rescaled(reference, group, centre, spread)
         current = _rescaled(current, group, centre, spread)
     return reference, current
+
+
+def _below_floor(values: np.ndarray, floor: float) -> bool:
+    """Whether ``values`` vary, but by a standard deviation under ``floor``."""
+    if floor <= 0.0:
+        return False
+    values = values[np.isfinite(values)]
+    if len(values) < 2:
+        return False
+    std = float(values.std())
+    return 0.0 < std < floor
 
 
 def _can_bin(values: np.ndarray) -> bool:

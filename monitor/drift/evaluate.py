@@ -28,7 +28,7 @@ import pandas as pd
 
 from monitor.config import DriftConfig, ModelConfig
 from monitor.drift import runner
-from monitor.drift.bounded import binnable, float32_bounded, float_columns
+from monitor.drift.bounded import EVIDENTLY_STD_FLOOR, binnable, float32_bounded, float_columns
 from monitor.drift.calibration import Calibrator
 from monitor.drift.constraints import ConstraintsFile
 from monitor.drift.check_figures import estimated_figures, float_or_none, measured_performance, task_figures
@@ -55,10 +55,10 @@ log = logging.getLogger(__name__)
 
 
 def _binnable_samples(reference: pd.DataFrame, current: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The drift report's samples with each float column numpy could not bin rescaled on its own
-    (:func:`monitor.drift.bounded.binnable`)."""
+    """The drift report's samples with each float column numpy could not bin, or whose spread is
+    under Evidently's floor, rescaled on its own (:func:`monitor.drift.bounded.binnable`)."""
     groups = [[c] for c in float_columns(current) if c in reference.columns]
-    ref_sample, cur_sample = binnable(reference, current, groups)
+    ref_sample, cur_sample = binnable(reference, current, groups, std_floor=EVIDENTLY_STD_FLOOR)
     assert ref_sample is not None  # given a reference, binnable returns one
     return ref_sample, cur_sample
 

@@ -114,3 +114,27 @@ def test_only_columns_numpy_cannot_bin_are_rescaled():
     assert np.histogram(new_cur["a"], bins=10)[0].sum() == 50             # numpy bins it now
     assert new_cur["a"].max() == 1e6 and new_ref["a"].median() == pytest.approx(0.0)
     assert binnable(ref, ref, [["a"], ["b"]]) == (ref, ref)
+
+
+@pytest.mark.parametrize("scale", [1e-9, 1e-5])
+def test_a_feature_of_tiny_spread_drifts_as_it_would_in_units(cfg, scale):
+    """A feature of standard deviation 1e-10 moved ten thousand spreads read 0.0005 against the 0.1
+    threshold: Evidently's normed Wasserstein floors the reference spread at 0.001. The same columns
+    in other units must read the same drift."""
+    model, drift = cfg.model, DriftConfig()
+    ref, shifted, same = binary_reference(2000), binary_window(1000, seed=3), binary_window(1000, seed=4)
+    shifted["x0"] = shifted["x0"] + 1.0        # one spread up
+    results = {}
+    for factor in (1.0, scale):
+        frames = []
+        for frame in (ref, shifted, same):
+            scaled = frame.copy()
+            scaled["x0"] = scaled["x0"] * factor
+            frames.append(scaled)
+        prepared = prepare_reference(frames[0], model, drift)
+        results[factor] = [next(f for f in evaluate_window(prepared, w, model, drift, {"accuracy": 0.8}).features
+                                if f.name == "x0") for w in frames[1:]]
+    (moved, still), (tiny_moved, tiny_still) = results[1.0], results[scale]
+    assert moved.drifted and not still.drifted
+    assert tiny_moved.drifted and not tiny_still.drifted, (tiny_moved, tiny_still)
+    assert tiny_moved.score == pytest.approx(moved.score, rel=0.05) and tiny_moved.method == moved.method

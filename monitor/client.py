@@ -43,6 +43,7 @@ Exceptions (:mod:`monitor.client_errors`, all :class:`ClientError`, a :class:`mo
 """
 from __future__ import annotations
 
+import math
 import random
 import time
 from dataclasses import dataclass
@@ -54,10 +55,10 @@ import httpx
 import orjson
 
 from monitor.champion_client import RUNTIMES as RUNTIMES, Champion  # RUNTIMES: still importable from here
-from monitor.client_errors import ClientError, MissingExtra, RequestRejected, ServerUnavailable
+from monitor.client_errors import ClientError, InvalidRecords, MissingExtra, RequestRejected, ServerUnavailable
 
-__all__ = ["Champion", "ClientError", "DriftloopClient", "IngestSummary", "MissingExtra", "RequestRejected",
-           "ServerUnavailable", "configure", "log_labels", "log_predictions"]
+__all__ = ["Champion", "ClientError", "DriftloopClient", "IngestSummary", "InvalidRecords", "MissingExtra",
+           "RequestRejected", "ServerUnavailable", "configure", "log_labels", "log_predictions"]
 
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 MODELS_PATH = "/v1/models"  # a daemon's models: GET lists them, /v1/models/<name>/... is each one's API
@@ -206,6 +207,11 @@ class DriftloopClient:
         if not isinstance(records, (list, tuple)):
             raise TypeError(f"expected a DataFrame or a list of records, got {type(records).__name__}")
         summary = IngestSummary()
+        errors = _infinities(records)
+        if errors:
+            shown = "; ".join(f"[{e['index']}] {e['field']}: {e['message']}" for e in errors[:5])
+            more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+            raise InvalidRecords(f"{self._about('records')}: nothing sent: {shown}{more}", errors, summary)
         for start in range(0, len(records), self.batch_size):
             batch = records[start:start + self.batch_size]
             body = orjson.dumps(batch, default=_default, option=_DUMPS_OPTIONS)
@@ -253,6 +259,60 @@ class DriftloopClient:
             except ValueError:
                 pass  # an HTTP-date Retry-After; our server sends seconds
         return delay
+
+
+_MAX_REPORTED = 100
+_INFINITIES = frozenset({math.inf, -math.inf})   # numpy's float infinities hash and compare equal
+
+
+def _infinities(records: Sequence[Any]) -> list[dict]:
+    """An error per value JSON cannot carry (±inf; NaN is a missing value, sent as ``null``), at
+    most 100: orjson writes an infinity as ``null``, which the server would store as missing."""
+    errors: list[dict] = []
+    for index, record in enumerate(records):
+        if isinstance(record, Mapping) and not _finite(record.values()):
+            for field, value in record.items():
+                _scan(value, str(field), index, errors)
+            if len(errors) >= _MAX_REPORTED:
+                break
+    return errors[:_MAX_REPORTED]
+
+
+def _finite(values: Any) -> bool:
+    """Whether ``values`` (an iterable) hold no infinity at any depth; a flat mapping's or list's
+    values are looked up in a set, in C (1,000 records of 20 features: about 2 ms, twice orjson's dump)."""
+    for value in values:
+        kind = type(value)
+        if kind is float:
+            if value in _INFINITIES:
+                return False
+        elif kind is str or kind is int or value is None:
+            continue
+        elif isinstance(value, (dict, list, tuple, Mapping)):
+            items = value.values() if isinstance(value, Mapping) else value
+            try:
+                if not _INFINITIES.isdisjoint(items):
+                    return False
+            except TypeError:   # something unhashable among them: a vector, a nested mapping
+                if not _finite(items):
+                    return False
+        elif getattr(getattr(value, "dtype", None), "kind", "") == "f":   # numpy: a scalar or a vector
+            import numpy as np
+            if bool(np.isinf(value).any()):
+                return False
+    return True
+
+
+def _scan(value: Any, field: str, index: int, errors: list[dict]) -> None:
+    """Name each field of one record that holds an infinity."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _scan(item, f"{field}.{key}", index, errors)
+    elif not _finite([value]):
+        scalar = not isinstance(value, (list, tuple)) and getattr(value, "shape", ()) == ()
+        got = f"a finite number, got {float(value)}" if scalar else "finite numbers, got an infinity"
+        errors.append({"index": index, "field": field,
+                       "message": f"expected {got} (JSON has no infinity; send NaN or None for a missing value)"})
 
 
 def _column_name(frame: Any, given: str | None, configured: str | None) -> str:

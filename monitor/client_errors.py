@@ -6,6 +6,7 @@ All are :class:`monitor.errors.DriftloopError`::
     ClientError
     ├── RequestRejected      4xx: bad records (422), conflicting re-send (409), auth (401), size (413)
     ├── ServerUnavailable    retries exhausted on connection errors / 5xx
+    ├── InvalidRecords       refused before sending: a value JSON cannot carry (also a ValueError)
     └── MissingExtra         a part whose dependency the light install left out (also an ImportError)
 """
 from __future__ import annotations
@@ -31,6 +32,17 @@ class RequestRejected(ClientError):
     def __init__(self, message: str, status_code: int, errors: list[dict], stored: "IngestSummary"):
         super().__init__(message)
         self.status_code = status_code
+        self.errors = errors
+        self.stored = stored
+
+
+class InvalidRecords(ClientError, ValueError):
+    """Records the client refused before sending anything: a value JSON cannot carry, an infinity
+    (orjson would write it as ``null``, a missing value, and the row would be stored altered).
+    ``errors`` are ``{"index", "field", "message"}`` as the server's are; ``stored`` is empty."""
+
+    def __init__(self, message: str, errors: list[dict], stored: "IngestSummary"):
+        super().__init__(message)
         self.errors = errors
         self.stored = stored
 

@@ -279,3 +279,29 @@ def test_a_boolean_column_with_missing_values_from_a_csv_is_sent_as_0_1(base_url
     x1 = store.window()["x1"].tolist()
     assert x1[:2] == [1.0, 0.0] and x1[3:5] == [1.0, 0.0] and np.isnan(x1[2]) and np.isnan(x1[5])
     assert x1[6] == 1.0
+
+
+def test_an_infinity_is_refused_before_anything_is_sent(base_url, store):
+    """orjson writes an infinity as null: the row was stored with the feature missing, and a score
+    of inf came back as a confusing "got null". The client now names the record and field and sends
+    nothing; NaN is still a missing value."""
+    from monitor.client import InvalidRecords
+
+    frame = _frame(20)
+    frame.loc[3, "x0"] = -np.inf
+    frame.loc[12, "x0"] = np.nan
+    with DriftloopClient(base_url, token=TOKEN, batch_size=7) as dl:
+        with pytest.raises(InvalidRecords) as info:
+            dl.log_predictions(frame)
+        assert info.value.errors == [{"index": 3, "field": "features.x0", "message": info.value.errors[0]["message"]}]
+        assert "got -inf" in str(info.value) and "[3] features.x0" in str(info.value)
+        assert isinstance(info.value, ValueError) and info.value.stored.stored == 0
+        assert store.row_counts()["predictions"] == 0
+        records = prediction_records(_frame(3), features=["x0", "x1", "region"])
+        records[2]["score"] = np.float32(np.inf)
+        with pytest.raises(InvalidRecords) as info:
+            dl.log_predictions(records)
+        assert [(e["index"], e["field"]) for e in info.value.errors] == [(2, "score")]
+        frame.loc[3, "x0"] = 1.0
+        assert dl.log_predictions(frame).stored == 20   # NaN: sent as null, stored as missing
+    assert store.window()["x0"].isna().sum() == 1

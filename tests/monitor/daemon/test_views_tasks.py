@@ -54,6 +54,8 @@ def test_regression_check_and_status_show_mae_rmse_mape_r2(engine, tmp_path):
     assert "BREACH" in rows["mae"] and "BREACH" in rows["r2"] and "BREACH" not in rows["rmse"]
     assert "BREACH" in rows["mape"]
     assert not [line for line in realised if line.startswith("accuracy")]   # a regression model has no accuracy
+    assert outcome.result.estimation_error is not None
+    assert "realised - estimated mae on the labelled rows" in text and "estimated accuracy" not in text
 
     body = outcome.to_dict()["result"]
     assert body["task"] == "regression" and body["mae"] > body["baseline_mae"] * 1.1

@@ -91,7 +91,7 @@ def render_check(outcome: CheckOutcome, breaches: list[Breach] | None, reference
     for name, est, band in estimated_rows(d):
         lines.append(f"{name:<10} {_f(est):>8} {_ci(band):>18}")
     if r.estimation_error is not None:
-        lines.append(f"realised - estimated accuracy on the labelled rows: {r.estimation_error:+.4f}")
+        lines.append(f"realised - estimated {task.primary_metric} on the labelled rows: {r.estimation_error:+.4f}")
     at_threshold = ", ".join(f"{m} {_f(getattr(r, m))}" for m in task.threshold_metrics)  # binary's
     if at_threshold:
         lines += ["", f"at threshold: {at_threshold} (labelled rows); served positive rate "

@@ -147,6 +147,14 @@ def fleet_openapi(front: FastAPI, model_app: Any) -> dict[str, Any]:
 
 
 def unknown_model(name: str, fleet: Fleet) -> JSONResponse:
+    """404 for a name the daemon does not host; 503 for one it hosts but could not start (GET
+    /v1/models lists it as failed): the sender's data is fine, the daemon is not (a client retries,
+    then raises ServerUnavailable)."""
+    failure = fleet.failed.get(name)
+    if failure is not None:
+        return JSONResponse({"error": f"model {name!r} is configured here but did not start: {failure} "
+                                      "(fix its configuration and reload with SIGHUP; GET /v1/models)"},
+                            status_code=503, headers={"Retry-After": "30"})
     return JSONResponse({"error": f"no model {name!r} here; this daemon hosts: {', '.join(fleet.names) or 'none'} "
                                   "(GET /v1/models)"}, status_code=404)
 

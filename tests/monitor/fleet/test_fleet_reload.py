@@ -2,6 +2,7 @@
 cannot run is reported while the others run."""
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -28,8 +29,14 @@ def write_models(folder, models: dict) -> None:
         (folder / f"{name}.yaml").write_text(yaml.safe_dump(sections))
 
 
+async def _post(app, *paths: str) -> list[httpx.Response]:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://dl") as http:
+        return [await http.post(path, json=[]) for path in paths]
+
+
 def test_reload_starts_new_models_stops_removed_ones_and_leaves_the_others_alone(tmp_path):
     from monitor.daemon.runtime.fleet import Fleet
+    from monitor.daemon.runtime.fleet_http import FleetApp
 
     config = tmp_path / "driftloop.yaml"
     config.write_text(yaml.safe_dump({"home": str(tmp_path / "home"), "models_dir": "models",
@@ -52,6 +59,9 @@ def test_reload_starts_new_models_stops_removed_ones_and_leaves_the_others_alone
         assert "b" not in fleet.daemons and "feature types changed" in fleet.failed["b"]
         listing = {m["name"]: m for m in fleet.listing()["models"]}
         assert listing["b"]["state"] == "failed" and listing["c"]["state"] == "running"
+        r, unknown = asyncio.run(_post(FleetApp(fleet), "/v1/models/b/predictions", "/v1/models/zz/predictions"))
+        assert r.status_code == 503 and "did not start" in r.json()["error"]   # the daemon's fault, not the data's
+        assert "feature types changed" in r.json()["error"] and unknown.status_code == 404
         # Put it back as it was: it runs again.
         write_models(tmp_path / "models", {"b": {"model": {"features": NUMERIC}}})
         done = fleet.reload(load_config(config, environ={}))

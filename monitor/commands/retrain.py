@@ -77,19 +77,16 @@ def _recorded(cfg: Any, outcome: Any, trigger: str, incident_id: str | None, row
 
     from monitor.daemon.runtime.facade import AttemptStore
     from monitor.errors import DriftloopError
-    from monitor.store import PredictionStore
+    from monitor.store import state_engine
 
     try:
-        store = PredictionStore.from_config(cfg)
-        try:
-            attempts = AttemptStore(store.engine, cfg.model.name, time.time)
+        with state_engine(cfg) as engine:  # the attempts' table alone: the model's tables are the daemon's
+            attempts = AttemptStore(engine, cfg.model.name, time.time)
             attempt = attempts.begin(incident_id or "", trigger, rows=rows, data_window=spec)
             attempts.finish(attempt.id, outcome.outcome, run_id=outcome.run_id,
                             challenger_version=outcome.challenger_version, champion_version=outcome.champion_version,
                             duration_seconds=outcome.duration_seconds, samples_per_second=outcome.samples_per_second,
                             reasons=list(outcome.reasons))
-        finally:
-            store.close()
     except (DriftloopError, SQLAlchemyError) as exc:
         logging.getLogger(__name__).warning("retrain done but not recorded in the store: %s", exc)
     return outcome

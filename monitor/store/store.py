@@ -213,7 +213,10 @@ class PredictionStore:
         return int(self._scalar(driver_sql(self.engine, sql), tuple(params)) or 0)
 
     def last_label_time(self) -> datetime | None:
-        value = self._scalar(f"SELECT max(ts) FROM {self._q(self.tables.labels.name)}")
+        """When the latest label arrived (its ``received_at``), not the latest ``ts`` a label carries:
+        a label dated in the future, or a backfill of old ones, says nothing about labels still flowing.
+        One probe of the ``received_at`` index."""
+        value = self._scalar(f"SELECT max(received_at) FROM {self._q(self.tables.labels.name)}")
         return None if value is None else EPOCH + timedelta(microseconds=int(value))
 
     def row_counts(self) -> dict[str, int]:
@@ -295,6 +298,27 @@ class PredictionStore:
 def _reason(exc: sa.exc.SQLAlchemyError) -> str:
     orig = getattr(exc, "orig", None)
     return str(orig if orig is not None else exc).strip().splitlines()[0]
+
+
+@contextmanager
+def state_engine(cfg: DriftloopConfig) -> Iterator[sa.Engine]:
+    """An engine on cfg's store, its migrations applied, for the deployment's own tables (checks,
+    incidents, retrain attempts, reference levels); disposed on exit.
+
+    Unlike :class:`PredictionStore` it neither creates nor alters a model's tables, nor rewrites its
+    ``driftloop_models`` row: ``status``, ``export-samples`` and a retrain's record need none of them,
+    and a command run without ``model.features`` (or ``model.task``) must not bring the tables in
+    line with the defaults it would otherwise assume."""
+    engine = make_engine(cfg.store_url, busy_timeout_seconds=cfg.store.busy_timeout_seconds,
+                         synchronous=cfg.store.sqlite_synchronous)
+    try:
+        try:
+            migrate(engine)
+        except sa.exc.SQLAlchemyError as exc:
+            raise StoreError(f"store {safe_url(engine)}: cannot open: {_reason(exc)}") from exc
+        yield engine
+    finally:
+        engine.dispose()
 
 
 def labelled_window(cfg: DriftloopConfig, *, last_n: int | None = None, since: Any = None, until: Any = None

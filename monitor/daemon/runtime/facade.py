@@ -42,35 +42,30 @@ def read_status(cfg: DriftloopConfig, limit: int) -> dict:
     from monitor.daemon.state.incidents import IncidentStore
     from monitor.daemon.state.levels import ReferenceLevels
     from monitor.daemon.runtime.views import collect_status
-    from monitor.store import PredictionStore
+    from monitor.store import state_engine
 
-    store = PredictionStore.from_config(cfg)
     # A read: an embedded registry that does not exist yet is "no champion", not created empty.
     db = cfg.tracking_uri.removeprefix("sqlite:///") if cfg.tracking_uri.startswith("sqlite:///") else None
     lookup = (lambda: None) if db and db != ":memory:" and not Path(db).exists() else mlflow_alias_lookup(cfg)
-    try:
-        engine, model = store.engine, cfg.model.name
+    # The daemon's own tables only: the model's are left as they are, whatever cfg.model says.
+    with state_engine(cfg) as engine:
+        model = cfg.model.name
         return collect_status(model, lookup,
                               CheckLog(engine, model, time.time), IncidentStore(engine, model, time.time),
                               AttemptStore(engine, model, time.time), limit=limit,
                               levels=ReferenceLevels(engine, model),
                               progress=lambda attempt: read_progress(cfg.home / "retrains" / attempt))
-    finally:
-        store.close()
 
 
 def read_check(cfg: DriftloopConfig, check_id: str | None = None) -> dict[str, Any] | None:
     """One recorded check of cfg's model with its result (``CheckResult.to_dict()`` and more): by
     its row id or its 12-hex check id, or the last successful one (``None``); None when there is none."""
     from monitor.daemon.state.checklog import CheckLog
-    from monitor.store import PredictionStore
+    from monitor.store import state_engine
 
-    store = PredictionStore.from_config(cfg)
-    try:
-        log = CheckLog(store.engine, cfg.model.name, time.time)
+    with state_engine(cfg) as engine:
+        log = CheckLog(engine, cfg.model.name, time.time)
         return log.last("ok") if check_id is None else log.get(check_id)
-    finally:
-        store.close()
 
 
 def read_incident(cfg: DriftloopConfig, incident_id: str) -> dict[str, Any] | None:
@@ -78,15 +73,12 @@ def read_incident(cfg: DriftloopConfig, incident_id: str) -> dict[str, Any] | No
     from monitor.daemon.state.attempts import AttemptStore
     from monitor.daemon.state.incidents import IncidentStore, TransitionError
     from monitor.daemon.runtime.views import collect_incident
-    from monitor.store import PredictionStore
+    from monitor.store import state_engine
 
-    store = PredictionStore.from_config(cfg)
-    try:
-        engine, model = store.engine, cfg.model.name
+    with state_engine(cfg) as engine:
+        model = cfg.model.name
         try:
             return collect_incident(IncidentStore(engine, model, time.time), AttemptStore(engine, model, time.time),
                                     incident_id)
         except TransitionError:
             return None
-    finally:
-        store.close()

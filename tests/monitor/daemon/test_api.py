@@ -1,7 +1,10 @@
 """The daemon's endpoints over real HTTP: /v1/alerts, /v1/retrain, /v1/status."""
 from __future__ import annotations
 
+import time
+
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.daemon.decisions.kinds import Outcome
 from monitor.daemon.runtime.views import HIDDEN, public_status
@@ -121,3 +124,17 @@ def test_public_status_hides_texts_paths_and_uris_and_keeps_the_rest():
     assert public["recent_retrains"] == status["recent_retrains"]  # no text to hide: kept as it was
     assert public["open_incidents"][0] == {"id": "inc-1", "report_paths": [HIDDEN, HIDDEN], "detail": ""}
     assert public["ratio"] == "1/2 of the window" and public["hidden"] == 5
+
+
+def test_last_label_gauge_says_when_the_latest_label_arrived_not_what_its_ts_says(live_daemon):
+    """A label dated 2200 used to set the gauge to 7.3e9 (DriftloopLabelsStale, time() - gauge > 6h, could
+    never fire again), and a backfill of old labels to long ago (it fired although labels flowed)."""
+    _, url = live_daemon()
+    sent = time.time()
+    r = httpx.post(f"{url}/v1/labels", json=[{"id": "far-future", "label": 1, "ts": "2200-01-01T00:00:00+14:00"},
+                                             {"id": "far-past", "label": 0, "ts": "2001-01-01T00:00:00Z"}], timeout=10)
+    assert r.status_code == 200 and r.json()["stored"] == 2, r.text
+    answered = time.time()
+    families = text_string_to_metric_families(httpx.get(f"{url}/metrics", timeout=10).text)
+    gauge = [s.value for f in families for s in f.samples if s.name == "driftloop_model_last_label_timestamp_seconds"]
+    assert len(gauge) == 1 and sent - 1 <= gauge[0] <= answered + 1, (gauge, sent)

@@ -175,12 +175,20 @@ def test_data_survives_a_restart(open_store, store_url):
     assert again.add_predictions(predictions(6)).duplicates == 6
 
 
-def test_last_label_time_and_row_counts(store):
+def test_last_label_time_is_when_the_latest_label_arrived_and_row_counts(store, clock):
     assert store.last_label_time() is None
     store.add_labels(labels(["a", "b"], ts=T0))
-    assert store.last_label_time() == datetime.fromtimestamp(T0 + 1, timezone.utc)
+    assert store.last_label_time() == datetime.fromtimestamp(clock.t, timezone.utc)
+    # Labels dated far ahead and far back arrive later: the time is their arrival, not their ts.
+    clock.t += 60
+    store.add_labels([{"id": "future", "label": 1, "ts": "2200-01-01T00:00:00+14:00"},
+                      {"id": "past", "label": 0, "ts": "2001-01-01T00:00:00Z"}])
+    assert store.last_label_time() == datetime.fromtimestamp(clock.t, timezone.utc)
+    clock.t += 60
+    store.add_labels([{"id": "backfill", "label": 0, "ts": T0 - 86_400 * 365}])
+    assert store.last_label_time() == datetime.fromtimestamp(clock.t, timezone.utc)
     store.add_predictions(predictions(3))
-    assert store.row_counts() == {"predictions": 3, "labels": 2}
+    assert store.row_counts() == {"predictions": 3, "labels": 5}
 
 
 def test_retention_deletes_rows_received_long_ago_in_chunks(store, clock):

@@ -8,10 +8,11 @@ from typing import Any
 from monitor.config import FeatureSpec, ModelConfig
 from monitor.embeddings import INPUT_URI, MAX_INPUT_URI_CHARS
 from monitor.errors import Outage
-from monitor.records.fields import MAX_EPOCH_SECONDS
+from monitor.records.fields import MAX_EPOCH_SECONDS, MAX_TS_TEXT
 from monitor.tasks import PROBA_SUM_TOLERANCE, TASKS, task_of
 
-_TS = {"anyOf": [{"type": "string", "format": "date-time", "description": "RFC 3339 with a UTC offset, 1970-2286"},
+_TS = {"anyOf": [{"type": "string", "format": "date-time",
+                  "description": f"RFC 3339 with a UTC offset, from 1970 to before {MAX_TS_TEXT}"},
                  {"type": "number", "minimum": 0, "exclusiveMaximum": MAX_EPOCH_SECONDS,
                   "description": "epoch seconds"},
                  {"type": "null"}],

@@ -89,7 +89,10 @@ def timestamps(raw: list, now: int) -> tuple[list[int], list[bool]] | None:
         if not (all_finite([raw]) and min(raw) >= 0 and max(raw) < F.MAX_EPOCH_SECONDS):
             return None
         # The same arithmetic as fields.check_ts, so both paths store the same microsecond.
-        return list(map(round, map(mul, raw, repeat(1_000_000)))), [True] * n
+        us = list(map(round, map(mul, raw, repeat(1_000_000))))
+        if us and max(us) >= F.MAX_EPOCH_SECONDS * 1_000_000:  # rounded up onto the bound: check_ts names it
+            return None
+        return us, [True] * n
     return [now if v is None else F.check_ts(v) for v in raw], [v is not None for v in raw]
 
 

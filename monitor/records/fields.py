@@ -14,8 +14,14 @@ from monitor.errors import FieldError  # noqa: F401  (the precise path's error, 
 from monitor.finite import FLOAT32_MAX
 
 MAX_ID_LENGTH = 200
-# Epoch seconds beyond this (year 2286) are almost certainly milliseconds or nanoseconds.
-MAX_EPOCH_SECONDS = 10_000_000_000
+# The latest accepted time, 2262-04-11T00:00:00Z, in epoch seconds (exclusive): a little under
+# pandas' last timestamp (pd.Timestamp.max, 2262-04-11T23:47:16.854775807Z). Every window is read
+# into nanosecond timestamps (monitor.store.window), where a later time cannot be represented.
+MAX_EPOCH_SECONDS = 9_223_286_400
+MAX_TS_TEXT = "2262-04-11T00:00:00Z"
+TS_RANGE = f"a time between 1970-01-01T00:00:00Z and {MAX_TS_TEXT} (exclusive)"
+# Epoch seconds from this on (year 2286) are almost certainly milliseconds or nanoseconds.
+LIKELY_MILLISECONDS = 10_000_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _ONE_US = timedelta(microseconds=1)
 _MAX_US = MAX_EPOCH_SECONDS * 1_000_000
@@ -133,15 +139,15 @@ def check_ts(value: object) -> int:
         value = cast(float, value)  # exactly int or float (not bool), checked above
         if not math.isfinite(value):
             raise FieldError(f"expected {expected}, got {describe(value)}")
-        if value >= MAX_EPOCH_SECONDS:
+        if value >= LIKELY_MILLISECONDS:
             raise FieldError(f"expected epoch seconds, got {describe(value)} (milliseconds? divide by 1000)")
-        if value < 0:  # checked before scaling: a huge negative number would overflow
-            raise FieldError(f"expected a time between 1970 and 2286, got {describe(value)}")
+        if not 0 <= value < MAX_EPOCH_SECONDS:  # checked before scaling: a huge negative number would overflow
+            raise FieldError(f"expected {TS_RANGE}, got {describe(value)}")
         us = round(value * 1_000_000)
     else:
         raise FieldError(f"expected {expected}, got {describe(value)}")
     if not 0 <= us < _MAX_US:
-        raise FieldError(f"expected a time between 1970 and 2286, got {describe(value)}")
+        raise FieldError(f"expected {TS_RANGE}, got {describe(value)}")
     return us
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import logging
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
@@ -22,10 +23,12 @@ from sqlalchemy.engine import Connection
 
 from monitor.config import ModelConfig
 from monitor.embeddings import DTYPE, INPUT_URI
+from monitor.records.fields import MAX_EPOCH_SECONDS, MAX_TS_TEXT
 from monitor.store.schema import ModelTables, label_kind, proba_columns, stored_column
 from monitor.tasks import internal_proba_columns
 
 ADBC_AVAILABLE = importlib.util.find_spec("adbc_driver_sqlite") is not None  # found, deliberately not imported
+log = logging.getLogger(__name__)
 # Below this many rows the children's start-up (~0.2 s) costs more than fetching rows in-process.
 CHILD_READER_MIN_ROWS = 50_000
 
@@ -147,6 +150,38 @@ def vectors(column: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
     return out
 
 
+# Stored times (microseconds) a window frame can hold: pandas' nanosecond timestamps end on
+# 2262-04-11, and ingestion refuses times from that day on (monitor.records.fields.check_ts). A row
+# stored before it did (or written around it) is left out of windows, not allowed to fail each read.
+MIN_FRAME_US = -(2**63 - 1) // 1000 + 1  # pd.Timestamp.min, rounded up to a microsecond
+MAX_FRAME_US = MAX_EPOCH_SECONDS * 1_000_000  # exclusive
+
+
+def _out_of_range(column: pa.ChunkedArray) -> bool:
+    low, high = pc.min_max(column).values()  # nulls skipped; both None when nothing is valid
+    return low.is_valid and (low.as_py() < MIN_FRAME_US or high.as_py() >= MAX_FRAME_US)
+
+
+def without_unrepresentable(table: pa.Table) -> pa.Table:
+    """``table`` less the rows whose ``ts`` or ``label_ts`` lies outside what a pandas timestamp
+    can hold (:data:`MIN_FRAME_US`, :data:`MAX_FRAME_US`), with a warning that says how many. Two
+    min/max passes when every time is in range, as it is unless such a row was stored."""
+    ts, label_ts = table.column("ts"), table.column("label_ts")
+    if not (_out_of_range(ts) or _out_of_range(label_ts)):
+        return table
+
+    def inside(column: pa.ChunkedArray) -> pa.ChunkedArray:
+        ok = pc.and_(pc.greater_equal(column, MIN_FRAME_US), pc.less(column, MAX_FRAME_US))
+        return pc.fill_null(ok, True)  # no label: nothing to convert
+
+    keep = pc.and_(inside(ts), inside(label_ts))
+    dropped = len(table) - pc.sum(pc.cast(keep, pa.int64())).as_py()
+    log.warning("window: left out %d stored row(s) whose ts or label ts is past %s or before 1677, beyond "
+                "pandas' timestamps (stored before ingestion refused such times, or written around it; "
+                "retention deletes them)", dropped, MAX_TS_TEXT)
+    return table.filter(keep)
+
+
 def to_frame(table: pa.Table, model: ModelConfig) -> pd.DataFrame:
     """The contract's window frame: id, ts, features, score, prediction, target, label_ts,
     model_version (None where the sender did not say), input_uri (likewise); by ts. An embedding
@@ -154,7 +189,7 @@ def to_frame(table: pa.Table, model: ModelConfig) -> pd.DataFrame:
     One multithreaded Arrow conversion of the whole table: several times faster than column by
     column, which concatenates chunks and then copies again to consolidate pandas blocks."""
     micros_utc = pa.timestamp("us", tz="UTC")
-    table = table.drop_columns(["seq"])
+    table = without_unrepresentable(table.drop_columns(["seq"]))
     for name in ("ts", "label_ts"):  # int64 microseconds -> timestamps: a reinterpretation
         table = table.set_column(table.schema.get_field_index(name), name, pc.cast(table.column(name), micros_utc))
     names = ["id", "ts", *model.feature_names, model.score, model.prediction, model.target, "label_ts", "model_version",

@@ -2,7 +2,9 @@
 
 :class:`CheckJob` never raises for expected conditions: no champion yet, an empty window and
 evaluation errors become a :class:`CheckOutcome` with ``status`` ``no_champion``, ``empty`` or
-``error`` and a message saying what to do, so the scheduler job keeps running."""
+``error`` and a message saying what to do, so the scheduler job keeps running. An unexpected
+exception (a bug, a third-party surprise, in the window's read or anywhere else in a check) is
+logged with its traceback and recorded as an ``error`` check too."""
 from __future__ import annotations
 
 import logging
@@ -162,7 +164,11 @@ class CheckJob:
     def run(self) -> CheckOutcome:
         ts = self._clock()
         started = time.perf_counter()
-        outcome = self._run(ts)
+        try:
+            outcome = self._run(ts)
+        except Exception as exc:  # outside the reads and the evaluation, which say what failed themselves
+            log.exception("check failed unexpectedly")
+            outcome = CheckOutcome(ts, "error", f"check failed unexpectedly: {type(exc).__name__}: {exc}")
         outcome.duration_seconds = time.perf_counter() - started
         return outcome
 
@@ -172,6 +178,10 @@ class CheckJob:
             window = self.current_window()
         except DriftloopError as exc:
             return CheckOutcome(ts, "error", f"cannot read the window from the store: {exc}")
+        except Exception as exc:  # a bug, or a stored row the frame cannot hold: recorded, the next check runs
+            log.exception("check: reading the window failed unexpectedly")
+            return CheckOutcome(ts, "error",
+                                f"cannot read the window from the store (unexpected): {type(exc).__name__}: {exc}")
 
         def span_of(frame: pd.DataFrame) -> dict[str, Any]:
             n = len(frame)

@@ -53,7 +53,7 @@ def _with_feature(name, value) -> dict:
     (_with(ts="yesterday"), "ts", "expected an RFC 3339 timestamp"),
     (_with(ts="2026-11-30T01:02:03"), "ts", "(no UTC offset)"),
     (_with(ts=1_790_000_000_000), "ts", "milliseconds? divide by 1000"),
-    (_with(ts=-5), "ts", "between 1970 and 2286"),
+    (_with(ts=-5), "ts", "between 1970-01-01T00:00:00Z and 2262-04-11T00:00:00Z"),
     (_with(features=[1, 2]), "features", "expected an object of feature values, got a list"),
     (_with_feature("x1", "abc"), "features.x1", "expected a finite number, got 'abc'"),
     (_with_feature("x1", float("inf")), "features.x1", "expected a finite number, got inf"),

@@ -1,0 +1,88 @@
+"""A record's ``ts`` ends a little before pandas' last timestamp (2262-04-11T23:47:16Z): every check
+reads its window into nanosecond timestamps, so a later time, once stored, would fail each check.
+Refused in every accepted form, on the fast path and the record-by-record one, with a 422 naming
+the record and field."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from monitor.errors import ValidationError
+from monitor.records.fields import MAX_EPOCH_SECONDS, check_ts
+from monitor.records.validation import RecordValidator
+from tests.monitor.store.factories import T0, labels, predictions, small_model
+
+validator = RecordValidator(small_model(), clock=lambda: T0)
+LATEST = MAX_EPOCH_SECONDS - 1  # 2262-04-10T23:59:59Z
+
+
+def test_the_bound_is_under_pandas_last_timestamp():
+    assert pd.Timestamp("2262-04-11T00:00:00Z").timestamp() == MAX_EPOCH_SECONDS
+    assert MAX_EPOCH_SECONDS * 10**9 < pd.Timestamp.max.value
+
+
+@pytest.mark.parametrize("ts", [9_999_999_999, 9_999_999_999.5, MAX_EPOCH_SECONDS, float(MAX_EPOCH_SECONDS),
+                                MAX_EPOCH_SECONDS - 1e-7,  # rounds onto the bound
+                                "2270-01-01T00:00:00Z", "2262-04-11T00:00:00Z", "2262-04-11T01:00:00+01:00",
+                                "2262-04-12T00:00:00Z", "9999-12-31T23:59:59+00:00"])
+@pytest.mark.parametrize("kind", ["predictions", "labels"])
+@pytest.mark.parametrize("alone", [True, False], ids=["every-record", "one-of-several"])
+def test_a_time_from_2262_04_11_on_is_refused_naming_record_field_and_range(ts, kind, alone):
+    records = predictions(4) if kind == "predictions" else labels([f"r{i}" for i in range(4)])
+    if alone:
+        for rec in records:
+            rec["ts"] = ts
+    else:
+        records[2]["ts"] = ts
+    with pytest.raises(ValidationError) as info:
+        getattr(validator, kind)(records)
+    errors = info.value.errors
+    assert len(errors) == (4 if alone else 1)
+    index = 0 if alone else 2
+    assert (errors[0]["index"], errors[0]["field"]) == (index, "ts")
+    assert "between 1970-01-01T00:00:00Z and 2262-04-11T00:00:00Z" in errors[0]["message"], errors[0]
+
+
+@pytest.mark.parametrize("ts", [LATEST, float(LATEST), "2262-04-10T23:59:59.999999Z", "2262-04-11T00:59:59+01:00"])
+@pytest.mark.parametrize("kind", ["predictions", "labels"])
+def test_a_time_just_before_the_bound_is_taken_and_fits_a_pandas_timestamp(ts, kind):
+    records = predictions(3) if kind == "predictions" else labels([f"r{i}" for i in range(3)])
+    records[1]["ts"] = ts
+    batch = getattr(validator, kind)(records)
+    assert batch is not None
+    assert pd.Timestamp(check_ts(ts), unit="us", tz="UTC") < pd.Timestamp("2262-04-11T00:00:00Z")
+
+
+def test_milliseconds_are_still_named_as_such():
+    records = predictions(2)
+    records[1]["ts"] = 1_790_000_000_000
+    with pytest.raises(ValidationError) as info:
+        validator.predictions(records)
+    assert "milliseconds? divide by 1000" in info.value.errors[0]["message"]
+
+
+def test_a_frame_with_a_time_past_the_bound_is_refused():
+    """The Python client's frames become epoch seconds, then the same check."""
+    records = predictions(3)
+    frame = pd.DataFrame([{"id": r["id"], **r["features"], "score": r["score"]} for r in records])
+    # Microsecond timestamps reach past pandas' nanosecond ones: a frame can hold 2263.
+    frame["ts"] = pd.Series(pd.to_datetime([T0, T0 + 1, T0 + 2], unit="s", utc=True)).astype("datetime64[us, UTC]")
+    frame.loc[1, "ts"] = pd.Timestamp("2263-01-01T00:00:00", tz="UTC").as_unit("us")
+    assert frame["ts"].dtype == "datetime64[us, UTC]"
+    from monitor.records.frames import prediction_records
+    with pytest.raises(ValidationError) as info:
+        validator.predictions(prediction_records(frame, features=["x0", "x1", "region"], categorical=["region"]))
+    assert (info.value.errors[0]["index"], info.value.errors[0]["field"]) == (1, "ts")
+
+
+def test_over_http_a_late_ts_is_422_and_nothing_is_stored(api, store):
+    records = predictions(2)
+    records[1]["ts"] = 9_999_999_999
+    response = api.post("/v1/predictions", json=records)
+    assert response.status_code == 422, response.text
+    body = response.json()
+    assert body["errors"][0]["index"] == 1 and body["errors"][0]["field"] == "ts"
+    assert "2262-04-11T00:00:00Z" in body["errors"][0]["message"]
+    response = api.post("/v1/labels", json=[{"id": "r0", "label": 1, "ts": "2270-01-01T00:00:00Z"}])
+    assert response.status_code == 422, response.text
+    assert store.row_counts() == {"predictions": 0, "labels": 0}

@@ -6,7 +6,10 @@ waits (``WaitKind.QUEUED``). The queue is ordered by severity (a request from a 
 Alertmanager, then a performance breach, then drift and the schedule) and then by how long a model
 has waited, so a model that breaches often cannot starve the others: each model holds at most one
 place, and a place keeps its age. When a slot frees, ``on_free`` is told the model at the head of
-the queue (the fleet runs its check at once instead of at its next interval).
+the queue (the fleet runs its check at once instead of at its next interval). A place is held only
+while its model's incident is open: the incident's end (healthy again, resolved by a person or
+Alertmanager) or the model's removal :meth:`~RetrainSlots.forget` it, so a stale place never holds a
+free slot from the models behind it (the ttl is the fallback for an end this process does not see).
 
 Within one model retrains are single-flight already (its supervisor and the store's unique running
 attempt); the slots only bound how many models retrain together.
@@ -93,9 +96,17 @@ class RetrainSlots:
                 notify(head)
 
     def forget(self, model: str) -> None:
-        """``model`` no longer waits (its incident ended, or it left the deployment)."""
+        """``model`` no longer waits (its incident ended, or it left the deployment): its place goes,
+        and with a slot free the new head of the queue is told to try again (as on :meth:`release`)."""
         with self._lock:
-            self._queue.pop(model, None)
+            if self._queue.pop(model, None) is None:
+                return
+            self._expire(self._clock())
+            free = len(self._running) < self.limit
+            head = min(self._queue.values(), key=Place.order).model if self._queue and free else None
+        if head is not None:
+            for notify in self.on_free:
+                notify(head)
 
     def snapshot(self) -> tuple[list[str], list[Place]]:
         """The models retraining, and the queue in order."""

@@ -3,7 +3,8 @@ webhook), ``POST /v1/retrain`` (manual trigger) and ``GET /v1/status``.
 
 Writes take the same bearer token as ingestion (``server.token``). Errors use ingestion's shape,
 ``{"error": ..., "errors": [{"field", "message"}]}``: 400 for a body that is not JSON, 422 for
-one that does not match (each wrong field named), 409 for a retrain asked for while one runs.
+one that does not match (each wrong field named), 409 for a retrain asked for while one runs
+(202 with ``retrain: waiting`` when it is queued for one of the deployment's retrain slots).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
+from monitor.daemon.decisions.actions import StartKind
 from monitor.daemon.runtime.alertmanager import WebhookPayload
 from monitor.daemon.state.attempts import BusyError
 from monitor.errors import Outage, RequestError, UnavailableError
@@ -118,7 +120,8 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
             result = await run(controlled(daemon.retrain_now), "manual", body.reason)
         except BusyError as exc:
             return _error(BadRequest(409, str(exc)))
-        if result.details.get("attempt_id") is None:  # e.g. too few labelled rows to train on
+        queued = result.action.retrain is StartKind.WAITING  # waits for a retrain slot of the deployment
+        if result.details.get("attempt_id") is None and not queued:  # e.g. too few labelled rows to train on
             return JSONResponse({"error": f"retrain not started: {result.action.describe()}", **result.to_dict()},
                                 status_code=409)
         return JSONResponse(result.to_dict(), status_code=202)

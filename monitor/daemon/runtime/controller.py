@@ -15,7 +15,7 @@ import logging
 from monitor.daemon.runtime.checks import CheckOutcome
 from monitor.daemon.state.incidents import Incident
 from monitor.daemon.state.levels import Level
-from monitor.daemon.decisions.actions import Action, ActionKind
+from monitor.daemon.decisions.actions import Action, ActionKind, StartKind
 from monitor.daemon.decisions.breach import Observation, is_performance_reason, own_bar, selection_shift
 from monitor.daemon.decisions.kinds import Outcome, Reason, State
 from monitor.daemon.decisions.lifecycle import Event
@@ -147,6 +147,8 @@ class Controller(Suspicion):
             # breach nor its health is the new champion's (episode: a breach of v2 re-armed v1's wait).
             return Action(ActionKind.OPEN, current.id, current.state,
                           detail=f"the check judged v{outcome.champion_version}, replaced while it ran")
+        if self.queued_request(current):
+            return self._retry_request(current)
         current = self._follow_evidence(current, outcome, verdict)
         if verdict.drift.drifted and verdict.drift.active and current.reason == Reason.DRIFT:
             current = self.incidents.count_drifted(current.id)  # one continuing drift: one incident, counted
@@ -174,6 +176,16 @@ class Controller(Suspicion):
         if current.state == State.PROMOTED and healthy is None and not verdict.performance_known:
             return self._await_judgement(current, outcome, verdict)
         return Action(ActionKind.OPEN, current.id, current.state, healthy=healthy)
+
+    def _retry_request(self, incident: Incident) -> Action:
+        """A person's or the schedule's retrain that waits for a retrain slot (``queued_request``) is
+        tried again as asked at each check, healthy or not: the check does not resolve a request.
+        Once it can no longer start for another reason (too few rows), it ends as a declined request."""
+        started = self.maybe_retrain(incident, incident.trigger, respect_cooldown=False,
+                                     ignore_attempt_limit=incident.trigger == "manual")
+        if started.kind == StartKind.DEFERRED:
+            self.resolve(self.incidents.get(incident.id), f"{incident.reason} retrain not started: {started}")
+        return started.action(ActionKind.STILL_BREACHING, incident)
 
     def _continue_drift(self, outcome: CheckOutcome, verdict: Verdict) -> Action | None:
         """One drift, one incident (issue 34): a drift firing with no incident open continues the

@@ -112,6 +112,8 @@ class Daemon:
         if slots is not None:
             self.controller.slots = slots
             self.controller.supervisor.on_idle.append(partial(slots.release, cfg.model.name))
+            # The queue holds models with a live claim: an incident that ends, however, gives up its place.
+            incidents.on_end.append(lambda _ended: slots.forget(model))
         if registry is None:
             registry = CollectorRegistry(auto_describe=True)
             register_self_metrics(registry, "serve")  # process_*, python_*, driftloop_build_info

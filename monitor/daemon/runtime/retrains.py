@@ -17,7 +17,7 @@ from monitor.daemon.state.incidents import Incident, TransitionError
 from monitor.daemon.retraining.launcher import RetrainJob
 from monitor.daemon.retraining.slots import slot_severity
 from monitor.daemon.decisions.actions import Action, ActionKind, StartKind, Wait, WaitKind
-from monitor.daemon.decisions.kinds import Outcome, State
+from monitor.daemon.decisions.kinds import Outcome, Reason, State
 from monitor.daemon.decisions.lifecycle import Event
 from monitor.daemon.decisions.policy import cooldown_remaining
 from monitor.daemon.decisions.post_change import post_change_need
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from monitor.drift.maturity import LabelMaturity
 
 log = logging.getLogger(__name__)
+
+QUEUED = "waiting: queued for a retrain slot"  # how a queued incident's detail begins
 
 
 @dataclass
@@ -83,7 +85,7 @@ class Retrains(IncidentMoves):
         if place is None:
             self._claimed_slot = True
             return None
-        return (f"waiting: queued for a retrain slot, position {place} ({self.slots.limit} retrain(s) at once across "
+        return (f"{QUEUED}, position {place} ({self.slots.limit} retrain(s) at once across "
                 "the deployment's models; fleet.max_concurrent_retrains)"), Wait(WaitKind.QUEUED)
 
     def _maybe_retrain(self, incident: Incident, trigger: str, respect_cooldown: bool) -> Started:
@@ -93,6 +95,12 @@ class Retrains(IncidentMoves):
             incident = self._follow_after_promotion(incident)
         blocked = self._blocked(incident, forced) or self._slot_wait(incident, trigger)
         why_not, why = blocked if blocked else (None, None)
+        if why_not and forced and why is not None and why.kind == WaitKind.QUEUED \
+                and (incident.state in (State.FIRING, State.WAITING) or incident.state.is_outcome):
+            # A person or the schedule asked while the deployment's retrain slots are taken: the
+            # request keeps its place and its incident waits (checks claim again; it runs when its turn
+            # comes), instead of being declined and resolved.
+            return self._wait_for_slot(incident, why_not, why)
         if why_not and not forced and incident.state.is_outcome and not self._retrain_running(incident):
             # A breach after a promotion, rejection or failure that must wait for new evidence
             # (alerts.retry_rows, with labels arriving late that can take many checks) or the
@@ -144,6 +152,23 @@ class Retrains(IncidentMoves):
             return Started(None, f"retrain {attempt.id} failed to start: {attempt.error}",
                            StartKind.FAILED_TO_START)
         return Started(attempt, f"retrain {attempt.id} started", StartKind.STARTED)
+
+    def _wait_for_slot(self, incident: Incident, why_not: str, why: Wait) -> Started:
+        if incident.state != State.WAITING:
+            try:
+                self.move(incident.id, Event.WAIT, why_not, detail=why_not)
+            except TransitionError as exc:
+                log.info("%s", exc)
+        else:
+            self.incidents.note(incident.id, "waiting_progress", why_not, coalesce=True)
+            self.incidents.set_fields(incident.id, detail=why_not)
+        return Started(None, why_not, StartKind.WAITING, why)
+
+    def queued_request(self, incident: Incident) -> bool:
+        """Is ``incident`` a person's or the schedule's retrain waiting for a retrain slot
+        (:meth:`_wait_for_slot`)? Its checks retry it as asked, not resolve it when healthy."""
+        return (incident.state == State.WAITING and incident.reason in (Reason.MANUAL, Reason.SCHEDULE)
+                and (incident.detail or "").startswith(QUEUED))
 
     def _after_promotion(self, incident: Incident) -> bool:
         """Does ``incident`` wait after a promotion (no retrain running)? Then the controller looks

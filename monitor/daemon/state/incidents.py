@@ -17,6 +17,7 @@ the same incident; the loser gets :class:`TransitionError`.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import uuid
 from dataclasses import asdict, dataclass
@@ -30,6 +31,8 @@ from monitor.daemon.decisions.lifecycle import Effect, Event, IllegalTransition,
 from monitor.daemon.state.events import event_data, event_message
 from monitor.daemon.state.tables import incident_events, incidents
 from monitor.store.engine import write_transaction
+
+log = logging.getLogger(__name__)
 
 STATES: tuple[State, ...] = tuple(State)
 OPEN_STATES: tuple[State, ...] = tuple(s for s in State if s.is_open)
@@ -102,6 +105,9 @@ class IncidentStore:
         self._engine = engine
         self._model = model
         self._clock = clock
+        # Told each incident a move ended (resolved: healthy, cleared, by a person, at start-up), however
+        # it was moved. The fleet registers what must not outlive it (the model's retrain queue place).
+        self.on_end: list[Callable[[Incident], None]] = []
 
     def open(self, reason: str, trigger: str, detail: str, *, check_id: int | None = None,
              report_paths: Iterable[str] = (), window_start: float | None = None,
@@ -178,16 +184,29 @@ class IncidentStore:
         outlives the state it described. ``fields``: run_id, version, outcome_reasons, detail, data.
         ``conn``: write in the caller's transaction (a decision that writes another table too)."""
         if conn is not None:
-            return self._move_in(conn, incident_id, lambda state: event, message, fields)
+            return self._ended(*self._move_in(conn, incident_id, lambda state: event, message, fields))
         with write_transaction(self._engine) as own:
-            return self._move_in(own, incident_id, lambda state: event, message, fields)
+            moved = self._move_in(own, incident_id, lambda state: event, message, fields)
+        return self._ended(*moved)
 
     def transition(self, incident_id: str, to: State | str, message: str, **fields: Any) -> Incident:
         """Move ``incident_id`` to the state ``to`` by the table's event for that move."""
         if to not in STATES:
             raise ValueError(f"unknown incident state {to!r}")
         with write_transaction(self._engine) as conn:
-            return self._move_in(conn, incident_id, lambda state: event_to(state, to), message, fields)[0]
+            moved = self._move_in(conn, incident_id, lambda state: event_to(state, to), message, fields)
+        return self._ended(*moved)[0]
+
+    def _ended(self, incident: Incident, effect: Effect) -> tuple[Incident, Effect]:
+        """Tell :attr:`on_end` when the move ended ``incident``; a listener's error is logged, not raised
+        (the move is written)."""
+        if incident.state == State.RESOLVED:  # where an incident ends (the lifecycle's ENDS)
+            for notify in self.on_end:
+                try:
+                    notify(incident)
+                except Exception:
+                    log.exception("incident %s: a listener of its end failed", incident.id)
+        return incident, effect
 
     def _move_in(self, conn: Connection, incident_id: str, event_for: Callable[[State], Event], message: str,
                  fields: dict[str, Any]) -> tuple[Incident, Effect]:

@@ -195,7 +195,9 @@ class CheckJob:
             champion = self._champion.get()
         except NoChampionError as exc:
             return CheckOutcome(ts, "no_champion",
-                                f"no champion model to compare against ({exc}); train one with `driftloop train`",
+                                f"no champion model to compare against ({exc}); train one with `driftloop train`, "
+                                f"or, if registered model {self._cfg.registered_model_name!r} has versions, point "
+                                "its 'champion' alias at one (MLflow UI: Models, the version, Aliases)",
                                 **span)
         except RegistryError as exc:
             return CheckOutcome(ts, "error", f"cannot load the champion: {exc}", **span)

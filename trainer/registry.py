@@ -192,17 +192,38 @@ class Registry:
         self.client.set_registered_model_tag(self.name, HISTORY_TAG, json.dumps(versions[-HISTORY_KEEP:]))
 
     def make_champion(self, version: str) -> str | None:
-        """Move ``champion`` to ``version``; the old one becomes ``previous-champion``. Returns it."""
+        """Move ``champion`` to ``version``; the old one becomes ``previous-champion``. Returns it.
+
+        The history is rebuilt against the alias, not its own last entry: the version that *is*
+        champion now (perhaps moved there by hand) is the one recorded before ``version``
+        (:func:`_promoted_history`), and versions deleted since are dropped."""
         old = self.alias_version(CHAMPION)
         if old is not None and old != version:
             self.client.set_registered_model_alias(self.name, PREVIOUS, old)
         self.client.set_registered_model_alias(self.name, CHAMPION, version)
-        history = [v for v in self.history() if v != version] + [version]
-        if old is not None and old not in history:
-            history.insert(len(history) - 1, old)
+        history = _promoted_history(self.history(), old, version)
+        existing = self._existing_versions()
+        if existing is not None:
+            history = [v for v in history if v in existing or v == version]
         self._set_history(history)
         self._mark_champion(version, old)
         return old
+
+    def _existing_versions(self) -> set[str] | None:
+        """Every version of our registered model (one search), or None when it cannot be asked."""
+        if "'" in self.name:  # not expressible in a search filter: keep the history as it is
+            return None
+        return {str(mv.version) for mv in self.client.search_model_versions(f"name = '{self.name}'")}
+
+    def _exists(self, version: str) -> bool:
+        from mlflow.exceptions import MlflowException
+        try:
+            self.client.get_model_version(self.name, version)
+        except MlflowException as exc:
+            if exc.error_code in ("RESOURCE_DOES_NOT_EXIST", "NOT_FOUND", "INVALID_PARAMETER_VALUE"):
+                return False
+            raise
+        return True
 
     def _mark_champion(self, new: str, old: str | None) -> None:
         """Keep the runs' ``driftloop.champion`` tag true only on the champion's run: the alias is
@@ -214,30 +235,96 @@ class Registry:
         self.client.set_tag(self.run_id_of(new), CHAMPION_RUN_TAG, "true")
 
     def roll_back(self) -> tuple[str, str]:
+        """Move ``champion`` to the champion before it: ``(from_version, to_version)``.
+
+        The target is the last existing version of :func:`_earlier_champions` (deleted versions are
+        skipped); ``previous-champion`` then points at the one before it, and the history ends at
+        the target, so the next rollback goes one further back. A RegistryError saying what is
+        missing and how to fix it when no earlier champion exists."""
         current = self.alias_version(CHAMPION)
         if current is None:
-            raise RegistryError(f"registered model {self.name!r} has no champion to roll back")
+            raise RegistryError(f"registered model {self.name!r} has no {CHAMPION!r} alias to roll back: set it "
+                                "by hand (MLflow UI, or MlflowClient.set_registered_model_alias) to the version "
+                                "to serve")
         history = self.history()
-        if current in history:
-            history = history[: len(history) - history[::-1].index(current)]  # drop anything after it
-            earlier = history[:-1]
-        else:  # aliases moved by hand: fall back on the alias
-            previous = self.alias_version(PREVIOUS)
-            earlier = [previous] if previous else []
-        if not earlier:
-            raise RegistryError(f"registered model {self.name!r}: champion v{current} has no previous "
-                                "champion to roll back to")
-        target = earlier[-1]
+        previous = self.alias_version(PREVIOUS)
+        chain = _earlier_champions(history, current, previous)
+        deleted: list[str] = []
+        while chain and not self._exists(chain[-1]):
+            deleted.append(chain.pop())
+        if not chain:
+            raise RegistryError(self._nothing_to_roll_back(current, history, previous, deleted))
+        target, rest = chain[-1], chain[:-1]
+        while rest and not self._exists(rest[-1]):
+            deleted.append(rest.pop())
+        if deleted:
+            log.warning("rollback of %s: skipped deleted version(s) %s of the champion history", self.name,
+                        ", ".join(f"v{v}" for v in deleted))
         self.client.set_registered_model_alias(self.name, CHAMPION, target)
-        if len(earlier) > 1:
-            self.client.set_registered_model_alias(self.name, PREVIOUS, earlier[-2])
-        else:
+        if rest:
+            self.client.set_registered_model_alias(self.name, PREVIOUS, rest[-1])
+        elif previous is not None:
             self.client.delete_registered_model_alias(self.name, PREVIOUS)
-        self._set_history(earlier)
+        self._set_history(rest + [target])
         self.client.set_model_version_tag(self.name, current, "driftloop.rolled_back", "true")
         self.client.set_model_version_tag(self.name, target, "driftloop.restored_from", current)
         self._mark_champion(target, current)
         return current, target
+
+    def _nothing_to_roll_back(self, current: str, history: list[str], previous: str | None,
+                              deleted: list[str]) -> str:
+        listed = ", ".join(f"v{v}" for v in history) or "nothing"
+        why = [f"the champion history (tag {HISTORY_TAG}) lists {listed}"]
+        if deleted:
+            why.append(f"{', '.join(f'v{v}' for v in sorted(set(deleted), key=_order))} no longer exist(s) "
+                       "(deleted)")
+        if previous is None:
+            why.append(f"alias {PREVIOUS!r} is not set")
+        elif previous == current:
+            why.append(f"alias {PREVIOUS!r} points at the champion itself")
+        elif previous not in deleted:
+            why.append(f"alias {PREVIOUS!r} (v{previous}) was set before {CHAMPION!r} was moved by hand to "
+                       f"v{current}, so it is not taken as the champion before v{current}")
+        return (f"registered model {self.name!r}: champion v{current} has no previous champion to roll back to "
+                f"({'; '.join(why)}). Set alias {PREVIOUS!r} by hand (MLflow UI, or "
+                "MlflowClient.set_registered_model_alias) to the version to go back to and run `driftloop "
+                f"rollback` again, or move alias {CHAMPION!r} to that version yourself")
+
+
+def _order(version: str) -> tuple[int, str]:
+    return (int(version), "") if version.isdigit() else (0, version)
+
+
+def _last(versions: list[str], version: str) -> int:
+    return len(versions) - 1 - versions[::-1].index(version)
+
+
+def _promoted_history(history: list[str], old: str | None, new: str) -> list[str]:
+    """The champion history once ``new`` replaces ``old`` (the version the ``champion`` alias
+    pointed at, whoever put it there). An ``old`` already in the history was moved back to by hand:
+    like a rollback, that drops the champions after it. An ``old`` not in it was made champion by
+    hand after the history's last entry, so it is recorded there."""
+    if old is not None:
+        history = history[: _last(history, old) + 1] if old in history else history + [old]
+    return [v for v in history if v != new] + [new]
+
+
+def _earlier_champions(history: list[str], current: str, previous: str | None) -> list[str]:
+    """The champions before ``current``, oldest first; a rollback goes to the last that still exists.
+
+    From the history: the entries before ``current``, or all of them when ``current`` is not in it
+    (``champion`` was moved by hand to a version driftloop never promoted: the history's last entry
+    was champion before it). The ``previous-champion`` alias (``previous``) is preferred when it is
+    consistent: it is the target, entries after it are dropped (champions displaced by a hand move),
+    and it is appended when the history lacks it. It is consistent unless it is stale, that is, the
+    champion was moved by hand since driftloop last set the aliases (``current`` is not the
+    history's last entry) and ``previous`` is still what driftloop left (the entry before the last)."""
+    earlier = history[: _last(history, current)] if current in history else list(history)
+    if previous is not None and previous != current:
+        stale = bool(history) and current != history[-1] and previous == (history[-2] if len(history) > 1 else None)
+        if not stale:
+            earlier = earlier[: _last(earlier, previous) + 1] if previous in earlier else earlier + [previous]
+    return [v for v in earlier if v != current]
 
 
 def load_champion(cfg: DriftloopConfig, *, cache: ChampionCache | None = None) -> Champion:

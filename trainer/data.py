@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from pathlib import Path
+from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -31,8 +32,21 @@ log = logging.getLogger(__name__)
 WINDOW_COLUMNS = frozenset({"id", "ts", "label_ts", "model_version"})
 
 
-def read_table(path: str | Path) -> pd.DataFrame:
-    """A CSV or Parquet file (by extension; ``.csv.gz`` works) as a DataFrame."""
+# A value written with leading zeros ("01001", "007"; not "0" or "0.5"): a code (zip, account), not a number.
+# monitor.dataschema.columns.LEADING_ZERO is the same rule (the trainer may not import that package).
+LEADING_ZERO = r"\s*[+-]?0\d"
+# Where check_frame leaves the class names of a multiclass frame, for split's warning (kept through row selections).
+CLASSES_ATTR = "driftloop_classes"
+
+
+def read_table(path: str | Path, *, text: Iterable[str] = ()) -> pd.DataFrame:
+    """A CSV or Parquet file (by extension; ``.csv.gz`` works) as a DataFrame: what ``driftloop init``
+    infers the schema from and ``driftloop train`` trains on, so both read a file alike.
+
+    In a CSV, a column whose values are written with leading zeros (``01001``: a zip or account code,
+    not ``0`` or ``0.5``) is kept as the file's text, never parsed into the integer ``1001``, and so are
+    the columns named in ``text`` (the configured categorical features): a category is what the file
+    says, the same text a service later sends."""
     path = Path(path)
     if not path.exists():
         raise UserInputError(f"data file not found: {path}")
@@ -41,10 +55,39 @@ def read_table(path: str | Path) -> pd.DataFrame:
         if name.endswith((".parquet", ".pq")):
             return pd.read_parquet(path)
         if name.endswith((".csv", ".csv.gz", ".txt")):
-            return pd.read_csv(path)
+            return _read_csv(path, set(text))
     except Exception as exc:  # pandas/pyarrow raise many types for a malformed file
         raise DataError(f"{path}: cannot read: {exc}") from exc
     raise UserInputError(f"{path}: unsupported file type (expected .csv, .csv.gz or .parquet)")
+
+
+def _read_csv(path: Path, text: set[str]) -> pd.DataFrame:
+    """The CSV with pandas' types, but codes written with leading zeros and the ``text`` columns as text."""
+    header = [str(c) for c in pd.read_csv(path, nrows=0).columns]
+    as_text = {c: str for c in header if c in text}
+    df = pd.read_csv(path, dtype=as_text or None)
+    # Columns pandas parsed as whole numbers (a code's digits, gaps aside): read again as text, only
+    # those, to see how they were written.
+    parsed = [i for i, c in enumerate(df.columns) if str(c) not in as_text and _whole_numbers(df.iloc[:, i])]
+    if parsed:
+        raw = pd.read_csv(path, usecols=parsed, dtype=str)
+        for k, i in enumerate(parsed):
+            written = raw.iloc[:, k]
+            if written.str.match(LEADING_ZERO, na=False).any():
+                df.isetitem(i, written)
+    return df
+
+
+def _whole_numbers(column: pd.Series) -> bool:
+    """Integers, or floats that are whole numbers where present (integers with a gap): what a code
+    written with leading zeros becomes when parsed."""
+    if pd.api.types.is_bool_dtype(column.dtype) or not pd.api.types.is_numeric_dtype(column.dtype):
+        return False
+    if pd.api.types.is_integer_dtype(column.dtype):
+        return True
+    values = column.to_numpy(dtype="float64", na_value=np.nan)
+    values = values[~np.isnan(values)]
+    return bool(np.isfinite(values).all() and (values == np.round(values)).all())
 
 
 def check_frame(df: pd.DataFrame, model_cfg: ModelConfig, *, what: str = "training data",
@@ -98,6 +141,8 @@ def check_frame(df: pd.DataFrame, model_cfg: ModelConfig, *, what: str = "traini
                                 indices=_holds_indices(df, model_cfg))
     if len(out) < min_rows:
         raise DataError(f"{what}: {len(out)} rows, need at least {min_rows} (training.min_rows)")
+    if model_cfg.classes:  # split's warning names a class, not its index
+        out.attrs[CLASSES_ATTR] = list(model_cfg.classes)
     return out
 
 
@@ -152,18 +197,32 @@ def target_values(raw: pd.Series, model_cfg: ModelConfig, what: str = "training 
 
 
 def split(df: pd.DataFrame, fraction: float, target: str, seed: int, *, what: str = "data",
-          part: str = "validation", task: str = "binary") -> tuple[pd.DataFrame, pd.DataFrame]:
+          part: str = "validation", task: str = "binary",
+          classes: Sequence[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(rest, held_out)`` with about ``fraction`` of the rows held out: stratified by class for
     a classifier (``fraction`` of each class), plain random for regression (the task's ``hold_out``).
 
     A class with too few rows to be on both sides stays on the training side (a warning), unless
     that leaves a side with a single class: the held-out metrics would then mean nothing (and a
-    binary split needs both classes on both sides)."""
+    binary split needs both classes on both sides).
+
+    The warning names a multiclass class by its name: ``classes``, else the names
+    :func:`check_frame` left with the frame; the index only when neither is known."""
     mask, kept = task_of(task).hold_out(df[target].to_numpy(), fraction, np.random.default_rng(seed), what, part)
     if kept:
+        names = list(classes or df.attrs.get(CLASSES_ATTR) or [])
         log.warning("%s: class(es) %s have too few rows for a %s set; kept on the training side only",
-                    what, ", ".join(f"{cls} ({n} row(s))" for cls, n in kept), part)
+                    what, ", ".join(f"{_class_name(cls, names)} ({n} row(s))" for cls, n in kept), part)
     return df[~mask].reset_index(drop=True), df[mask].reset_index(drop=True)
+
+
+def _class_name(cls: object, names: list[str]) -> str:
+    """A class as the user names it: ``names[cls]`` for a class index, else the value as it is."""
+    try:
+        index = int(cls)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return str(cls)
+    return str(names[index]) if index == cls and 0 <= index < len(names) else str(cls)
 
 
 def tensors(model, df: pd.DataFrame, target: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

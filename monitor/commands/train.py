@@ -55,11 +55,13 @@ def command(ctx: click.Context, data_path: str, target: str | None, task: str | 
 
     from trainer import headline, read_table, train_baseline
 
-    data = read_table(data_path)
+    # Configured categorical features are read as the file's text ("01001" stays "01001").
+    data = read_table(data_path, text=cfg.model.categorical_features if cfg.model.features_configured else ())
     cfg = _with_task(cfg, data)
     if not cfg.model.features_configured:
         # No features configured: the rules of `driftloop init`, recorded with the model version.
         from monitor.dataschema import infer_schema, with_features
+        cfg = _with_id(cfg, data)
         schema = infer_schema(data, cfg.model.target, id=cfg.model.id, ignore=cfg.model.ignore,
                               classes=cfg.model.classes)
         inferred = schema.features
@@ -75,6 +77,24 @@ def command(ctx: click.Context, data_path: str, target: str | None, task: str | 
     kind = "" if cfg.model.task == _DEFAULT_TASK else f" ({cfg.model.task})"  # the default task goes unsaid
     click.echo(f"Registered {cfg.registered_model_name} v{outcome.version}{role}{kind}: test "
                f"{headline(cfg.model.task, outcome.metrics)} (run {outcome.run_id}, {cfg.tracking_uri})")
+
+
+def _with_id(cfg: Any, data: Any) -> Any:
+    """``cfg`` with the record id ``driftloop init`` would take when none is configured or given
+    and the file has no column ``id``: a column unique on every row that is integers named like an
+    id or counting up by one, or text named like an id (:func:`monitor.dataschema.propose_id`), said
+    on stderr as init says it."""
+    from monitor.dataschema import propose_id
+
+    m = cfg.model
+    if "id" in m.model_fields_set or m.id in data.columns:
+        return cfg
+    proposed = propose_id(data, skip=[m.target, *m.ignore])
+    if proposed is None:
+        return cfg
+    click.echo(f"Using column {proposed.name!r} as the record id ({proposed.why}; not a feature). "
+               "Pass --id COLUMN to choose another", err=True)
+    return cfg.model_copy(update={"model": m.model_copy(update={"id": proposed.name})})
 
 
 def _with_task(cfg: Any, data: Any) -> Any:

@@ -90,3 +90,28 @@ def test_missing_feature_values_are_kept_and_id_and_ignored_columns_dropped(conf
     assert list(out.columns) == [*cfg.model.feature_names, "label"]
     assert (np.isnan(out.loc[17, "x2"]) and out.loc[9, "region"] is None
             and out.loc[8, "region"] == rows.loc[8, "region"])
+
+
+def test_read_table_keeps_codes_with_leading_zeros_and_configured_text_as_written(tmp_path):
+    (tmp_path / "codes.csv").write_text("zip,plan,gap_zip,zero,half,n,flag\n"
+                                        "01001,7,,0,0.5,1,True\n"
+                                        "69001,+44,02002,1,1.5,2,False\n"
+                                        "13008,1e3,13008,0,2.0,3,\n")
+    df = read_table(tmp_path / "codes.csv")
+    assert df["zip"].tolist() == ["01001", "69001", "13008"]  # codes, not the integers 1001, 69001, 13008
+    assert df["gap_zip"].tolist()[1:] == ["02002", "13008"] and pd.isna(df["gap_zip"].iloc[0])
+    # Numbers without leading zeros stay numbers ("0" and "0.5" are no codes).
+    assert df["zero"].dtype == np.int64 and df["half"].dtype == np.float64 and df["n"].dtype == np.int64
+    assert df["plan"].tolist() == [7.0, 44.0, 1000.0]  # pandas' parse: "+44" and "1e3" are numbers to it
+    # A column declared categorical is the file's text, never a number parse.
+    coded = read_table(tmp_path / "codes.csv", text=["plan", "not_a_column"])
+    assert coded["plan"].tolist() == ["7", "+44", "1e3"] and coded["n"].dtype == np.int64
+    (tmp_path / "gaps.csv").write_text("plan,x\n7,1\n,2\n1000,3\n")  # an int parse: 7.0, NaN, 1000.0
+    plan = read_table(tmp_path / "gaps.csv", text=["plan"])["plan"].tolist()
+    assert plan[::2] == ["7", "1000"] and pd.isna(plan[1])
+
+
+def test_the_leading_zero_rule_is_one_rule():
+    from monitor.dataschema import columns
+    from trainer import data
+    assert columns.LEADING_ZERO == data.LEADING_ZERO

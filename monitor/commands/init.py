@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,7 @@ def sections(*, name: str | None, target: str, id: str | None, ignore: list[str]
         names = [*ignore, *(c.name for c in left_out)]
         lines.append(f"  ignore: [{', '.join(_yaml_name(c) for c in names)}]    # in the file, not features")
         for c in left_out:
-            keep = f"; --keep {c.name} to use it as a feature" if c.kind in _KEEPABLE else ""
+            keep = f"; --keep {shlex.quote(c.name)} to use it as a feature" if c.kind in _KEEPABLE else ""
             lines.append(f"  #   {c.name}: left out by init, {c.why}{keep}")
     lines.append("  features:")
     entries = [f"    - {{name: {_yaml_name(f.name)}, type: {f.type}{'' if f.dim is None else f', dim: {f.dim}'}}}"
@@ -229,11 +230,12 @@ def command(ctx: click.Context, data_path: str, target: str, task: str | None, i
     if fleet_file is not None:
         entry = entry_lines(model_name, data_path, rows, sections(name=None, **choices))
         done = fleet_file.add(model_name, entry, force)
-        click.echo(f"{done}: model {model_name!r}, {summary}. Next: driftloop train --model {model_name} "
-                   f"--data {data_path}")
+        click.echo(f"{done}: model {model_name!r}, {summary}. Next: driftloop train --model {shlex.quote(model_name)} "
+                   f"--data {shlex.quote(data_path)}")
     else:
         out.write_text(render(data_path=data_path, rows=rows, name=model_name, **choices), encoding="utf-8")
-        click.echo(f"Wrote {out}: model {model_name!r}, {summary}. Next: driftloop train --data {data_path}")
+        click.echo(f"Wrote {out}: model {model_name!r}, {summary}. Next: driftloop train "
+                   f"--data {shlex.quote(data_path)}")
     if proposed:
         click.echo(f"Using column {proposed.name!r} as the record id ({proposed.why}; not a feature). "
                    "Pass --id COLUMN to choose another", err=True)
@@ -249,11 +251,11 @@ def command(ctx: click.Context, data_path: str, target: str, task: str | None, i
             click.echo(f"Left out column {c.name!r}: {c.why} (listed under ignore in the file)", err=True)
         elif c.kind == Omission.MODEL_OUTPUT:
             click.echo(f"Warning: column {c.name!r} looks like {c.why}: left out of the features (listed under "
-                       f"ignore in the file). To use it as a feature, pass --keep {c.name} or move it from "
-                       "ignore to features in the file", err=True)
+                       f"ignore in the file). To use it as a feature, pass --keep {shlex.quote(c.name)} or move it "
+                       "from ignore to features in the file", err=True)
         elif c.kind == Omission.RECORD_ID:
             click.echo(f"Left out column {c.name!r}: {c.why} (listed under ignore in the file). To use it as a "
-                       f"feature, pass --keep {c.name}", err=True)
+                       f"feature, pass --keep {shlex.quote(c.name)}", err=True)
         else:
             click.echo(f"Left out column {c.name!r}: {c.why}; no signal to learn, and drift on it would mean "
                        "nothing (listed under ignore in the file)", err=True)

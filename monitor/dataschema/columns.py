@@ -7,6 +7,7 @@ The rules are the package's (its docstring); :func:`infer_column` applies them t
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from enum import Enum
 
@@ -19,6 +20,10 @@ from monitor.embeddings import INPUT_URI, MAX_EMBEDDING_DIM
 FEW_VALUES = 10            # integer columns with at most this many values get a "codes?" comment
 ID_LIKE_SHARE = 0.5        # text columns with more distinct values than this share of rows are refused
 MIN_ROWS_FOR_ID_RULE = 20  # below this, every small table would look like ids
+NUMERIC_SHARE = 0.95       # text columns with at least this share of numbers are numbers with bad values
+# A value written with leading zeros ("01001", "007"; not "0" or "0.5"): a code, text on purpose; the
+# rule trainer.data.read_table keeps such a column as text by (the same pattern, asserted by the tests).
+LEADING_ZERO = r"\s*[+-]?0\d"
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,28 @@ def _input_reference(name: str, present: pd.Series) -> LeftOut | None:
     return None
 
 
+def _numeric_except(name: str, present: pd.Series) -> str | None:
+    """The problem of a column of numbers with a few values that are not (``12,5``, ``n.a.``): at least
+    ``NUMERIC_SHARE`` of its values are numbers. Not a category, nor an id or free text: its bad
+    values are named, with the first row, to be fixed. None otherwise, and for codes written with
+    leading zeros (``01001``: text on purpose, read as such)."""
+    if present.dtype != object and not isinstance(present.dtype, pd.StringDtype):
+        return None
+    text = present.astype(str).str.strip()
+    if text.str.match(LEADING_ZERO).any():
+        return None
+    numbers = pd.to_numeric(text, errors="coerce")
+    bad = numbers.isna().to_numpy()
+    if not bad.any() or bad.mean() > 1 - NUMERIC_SHARE:
+        return None
+    values = present[bad]
+    examples = ", ".join(repr(v) for v in values.astype(str).unique()[:3])
+    row = values.index.min() if pd.api.types.is_integer_dtype(values.index.dtype) else values.index[0]
+    return (f"column {name!r} is numeric except {int(bad.sum())} of its {len(present)} values, such as {examples} "
+            f"(first at row {row}): fix them in the data (an empty cell is a missing value), "
+            f"or pass --ignore {shlex.quote(name)}")
+
+
 def infer_column(name: str, series: pd.Series) -> InferredFeature | LeftOut | str:
     """The inferred feature, a column left out (no signal), or a one-line problem naming the column."""
     present = series.dropna()
@@ -140,13 +167,16 @@ def infer_column(name: str, series: pd.Series) -> InferredFeature | LeftOut | st
         return InferredFeature(name, "numeric", note)
     if pd.api.types.is_datetime64_any_dtype(dtype) or _all_dates(present):
         return (f"column {name!r} holds dates or times: not a feature as it is (later rows bring values "
-                f"never seen in training, so it would drift for ever); pass --ignore {name}, or derive "
+                f"never seen in training, so it would drift for ever); pass --ignore {shlex.quote(name)}, or derive "
                 "features from it in your data (day of week, age in days)")
     text = present.astype(str)
+    mostly_numbers = _numeric_except(name, present)
+    if mostly_numbers:
+        return mostly_numbers
     distinct = int(text.nunique())
     if len(text) >= MIN_ROWS_FOR_ID_RULE and distinct > ID_LIKE_SHARE * len(text):
         kind = "a different value on every sampled row" if distinct == len(text) else \
             f"{distinct} distinct values in {len(text)} rows"
         return (f"column {name!r} is text with {kind}: an id or free text, not a category; "
-                f"pass --id {name} if it is the record id, or --ignore {name}")
+                f"pass --id {shlex.quote(name)} if it is the record id, or --ignore {shlex.quote(name)}")
     return InferredFeature(name, "categorical", f"text, {_values_note(text)}{missing}")

@@ -3,6 +3,7 @@ rules (:mod:`monitor.dataschema.columns`) and the model-output rules
 (:mod:`monitor.dataschema.outputs`), and the task its target asks for (:func:`resolve_task`)."""
 from __future__ import annotations
 
+import shlex
 from typing import Sequence
 
 import pandas as pd
@@ -76,7 +77,7 @@ def infer_schema(data: pd.DataFrame, target: str, *, id: str | None = "id",
         if name in RESERVED_COLUMNS:  # the reason that holds whatever the values (a text id, dates)
             record_id = f", --id {name} if it is the record id," if name == "id" else ""
             problems.append(f"column {name!r} has a name reserved for {RESERVED_COLUMNS[name]}, so it cannot be a "
-                            f"feature: pass --ignore {name}{record_id} or rename the column in your data "
+                            f"feature: pass --ignore {shlex.quote(name)}{record_id} or rename the column in your data "
                             f"(e.g. {name}_value) to keep it as a feature")
             continue
         if isinstance(result, str):
@@ -93,7 +94,7 @@ def infer_schema(data: pd.DataFrame, target: str, *, id: str | None = "id",
             result.spec()
         except ValueError:
             problems.append(f"column {name!r} is not usable as a feature name (letters, digits and _, not "
-                            f"starting with a digit); rename it or pass --ignore {name}")
+                            f"starting with a digit); rename it or pass --ignore {shlex.quote(name)}")
             continue
         if name in kept:
             result = InferredFeature(name, result.type, f"{result.note}; looks like a model output, kept by --keep")

@@ -208,9 +208,10 @@ def split(df: pd.DataFrame, fraction: float, target: str, seed: int, *, what: st
 
     The warning names a multiclass class by its name: ``classes``, else the names
     :func:`check_frame` left with the frame; the index only when neither is known."""
-    mask, kept = task_of(task).hold_out(df[target].to_numpy(), fraction, np.random.default_rng(seed), what, part)
+    names = list(classes or df.attrs.get(CLASSES_ATTR) or [])
+    mask, kept = task_of(task).hold_out(df[target].to_numpy(), fraction, np.random.default_rng(seed), what, part,
+                                        names)
     if kept:
-        names = list(classes or df.attrs.get(CLASSES_ATTR) or [])
         log.warning("%s: class(es) %s have too few rows for a %s set; kept on the training side only",
                     what, ", ".join(f"{_class_name(cls, names)} ({n} row(s))" for cls, n in kept), part)
     return df[~mask].reset_index(drop=True), df[mask].reset_index(drop=True)

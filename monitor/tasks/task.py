@@ -345,10 +345,11 @@ class Task(str):
         raise NotImplementedError
 
     def hold_out(self, y: np.ndarray, fraction: float, rng: np.random.Generator, what: str,
-                 part: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
+                 part: str, names: Sequence[str] = ()) -> tuple[np.ndarray, list[tuple[int, int]]]:
         """The rows a held-out set takes (a boolean mask over ``y``, about ``fraction`` of them),
         and the ``(class, rows)`` too small to be on both sides, kept for training: a
-        ``DataError`` when too few rows are left to make both sides mean something."""
+        ``DataError`` when too few rows are left to make both sides mean something (naming a
+        class by ``names[index]`` when given)."""
         raise NotImplementedError
 
     def target_scaling(self, y: np.ndarray) -> tuple[float, float]:
@@ -627,7 +628,7 @@ class _Classifier(Task):
         return np.where(ok, y, -1).astype(np.int64), np.nonzero(~ok)[0].tolist()
 
     def hold_out(self, y: np.ndarray, fraction: float, rng: np.random.Generator, what: str,
-                 part: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
+                 part: str, names: Sequence[str] = ()) -> tuple[np.ndarray, list[tuple[int, int]]]:
         """Stratified: ``fraction`` of each class; a class too small for both sides stays on the
         training side unless fewer than two classes would then be on both."""
         from monitor.errors import DataError
@@ -642,7 +643,8 @@ class _Classifier(Task):
             held.append(rng.choice(idx, size=k, replace=False))
         if kept and len(present) - len(kept) < 2:
             cls, n = kept[0]
-            raise DataError(f"{what}: too few rows to hold out a {part} set: class {cls} has {n} row(s), "
+            name = names[cls] if 0 <= cls < len(names) else cls
+            raise DataError(f"{what}: too few rows to hold out a {part} set: class {name} has {n} row(s), "
                             f"a {fraction:.0%} split needs both sides non-empty; give more labelled rows")
         mask = np.zeros(len(y), dtype=bool)
         mask[np.concatenate(held)] = True
@@ -1405,7 +1407,7 @@ class RegressionTask(Task):
         return pd.Series(values, dtype="float64")
 
     def hold_out(self, y: np.ndarray, fraction: float, rng: np.random.Generator, what: str,
-                 part: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
+                 part: str, names: Sequence[str] = ()) -> tuple[np.ndarray, list[tuple[int, int]]]:
         """Plain random: there are no classes to keep in proportion."""
         from monitor.errors import DataError
         k = int(round(len(y) * fraction))

@@ -57,6 +57,8 @@ def test_split_is_stratified_and_refuses_a_one_class_side(config, rows):
     tiny = pd.concat([clean[clean.label == 0].head(20), clean[clean.label == 1].head(1)])
     with pytest.raises(DataError, match="too few rows to hold out a holdout set: class 1 has 1 row"):
         split(tiny, 0.3, "label", seed=1, what="recent window", part="holdout")
+    with pytest.raises(DataError, match="class churned has 1 row"):   # named as the user names it
+        split(tiny, 0.3, "label", seed=1, classes=["stayed", "churned"])
 
 
 def test_read_table_csv_and_parquet(tmp_path, rows):

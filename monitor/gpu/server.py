@@ -21,6 +21,7 @@ from typing import Any, Callable
 from prometheus_client import CollectorRegistry
 from monitor.errors import UserInputError
 from monitor.gpu.exposition import Encoder
+from monitor.runbook_pages import RunbooksMissing, index_page, missing_page, runbook_page
 
 log = logging.getLogger(__name__)
 
@@ -107,10 +108,29 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, body, "application/json")
         elif path == "/":
             self._send(200, app.landing_page().encode(), "text/html; charset=utf-8")
+        elif path == "/runbooks" or path.startswith("/runbooks/"):
+            self._runbook(path[len("/runbooks/"):].strip("/"))
         else:
             self._send(404, b"not found: try /metrics\n", "text/plain; charset=utf-8")
 
     do_HEAD = do_GET
+
+    def _runbook(self, alert: str) -> None:
+        """The alerts' runbooks, as the daemon serves them: a GPU alert's ``runbook_url`` is
+        ``http://<instance>/runbooks/<alert>/``, and for the exporter's own series that instance is this."""
+        html = "text/html; charset=utf-8"
+        headers = {"Cache-Control": "public, max-age=3600", "X-Content-Type-Options": "nosniff"}
+        if not alert:
+            self._send(200, index_page().encode(), html, headers)
+            return
+        try:
+            page = runbook_page(alert.lower())
+        except RunbooksMissing:
+            page = None
+        if page is None:
+            self._send(404, missing_page(alert).encode(), html)
+        else:
+            self._send(200, page.encode(), html, headers)
 
     def _refuse(self) -> None:
         self.close_connection = True  # the request body is not read, so the connection cannot be reused

@@ -1,129 +1,18 @@
 """The alert runbooks, served by the daemon itself at ``GET /runbooks/<alert>`` (no token: static,
 read-only text), so an alert's ``runbook_url`` (``http://{{ $labels.instance }}/runbooks/<alert>/``
-in rules/*.yml) opens where the daemon runs, without a docs site.
-
-The pages are the Markdown of docs/runbooks/, found at ``monitor/runbooks`` (a link to docs/runbooks
-in a checkout; the files themselves in a wheel, as package data). Each page is rendered once and
-kept. Why our own renderer: no Markdown library is a runtime dependency (``markdown`` comes with the
-docs extra only), and the runbooks use a small subset: headings, paragraphs, lists, fenced code,
-inline code, emphasis and links. Everything is escaped; a link keeps its target only when it is an
-http(s) URL or another runbook.
+in rules/*.yml) opens where the daemon runs, without a docs site. The pages themselves:
+:mod:`monitor.runbook_pages` (the GPU exporter serves the same).
 """
 from __future__ import annotations
 
-import re
-from functools import lru_cache
-from html import escape
 from pathlib import Path
 
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
-from monitor.errors import DriftloopError
+from monitor.runbook_pages import PAGES, RunbooksMissing, index_page, missing_page, render, runbook_names, runbook_page
 
-PAGES = Path(__file__).resolve().parents[2] / "runbooks"
-_NAME = re.compile(r"^[a-z0-9]{1,80}$")
-_INLINE = re.compile(r"`([^`]+)`|\*\*([^*]+)\*\*|\*([^*\s][^*]*)\*|\[([^\]]+)\]\(([^)\s]+)\)")
-
-
-class RunbooksMissing(DriftloopError, LookupError):
-    """The runbook pages are not installed next to the package."""
-
-
-def _link(target: str) -> str | None:
-    if target.startswith(("https://", "http://")):
-        return target
-    page = re.fullmatch(r"([a-z0-9]+)\.md(#[a-z0-9-]+)?", target)
-    if page and page.group(1) != "index":
-        return f"/runbooks/{page.group(1)}/{page.group(2) or ''}"
-    return None
-
-
-def _inline(text: str) -> str:
-    out, pos = [], 0
-    for m in _INLINE.finditer(text):
-        out.append(escape(text[pos:m.start()]))
-        code, bold, em, label, target = m.groups()
-        if code is not None:
-            out.append(f"<code>{escape(code)}</code>")
-        elif bold is not None:
-            out.append(f"<strong>{_inline(bold)}</strong>")
-        elif em is not None:
-            out.append(f"<em>{_inline(em)}</em>")
-        else:
-            href = _link(target)
-            out.append(f'<a href="{escape(href)}">{_inline(label)}</a>' if href else _inline(label))
-        pos = m.end()
-    out.append(escape(text[pos:]))
-    return "".join(out)
-
-
-def render(markdown: str) -> str:
-    """The body HTML of a runbook page."""
-    out: list[str] = []
-    para: list[str] = []
-    items: list[list[str]] = []
-    lines = iter(markdown.splitlines())
-
-    def flush() -> None:
-        if para:
-            out.append(f"<p>{_inline(' '.join(para))}</p>")
-            para.clear()
-        if items:
-            out.append("<ul>" + "".join(f"<li>{_inline(' '.join(i))}</li>" for i in items) + "</ul>")
-            items.clear()
-
-    for line in lines:
-        stripped = line.strip()
-        if stripped.startswith("```"):
-            flush()
-            code = []
-            for inner in lines:
-                if inner.strip().startswith("```"):
-                    break
-                code.append(inner)
-            out.append(f"<pre><code>{escape(chr(10).join(code))}</code></pre>")
-        elif m := re.match(r"^(#{1,4})\s+(.*)$", line):
-            flush()
-            level = len(m.group(1))
-            out.append(f"<h{level}>{_inline(m.group(2))}</h{level}>")
-        elif m := re.match(r"^\s*(?:[-*]|\d+\.)\s+(.*)$", line):
-            if para:
-                flush()
-            items.append([m.group(1)])
-        elif not stripped:
-            flush()
-        elif items and line.startswith(" "):
-            items[-1].append(stripped)
-        else:
-            if items:
-                flush()
-            para.append(stripped)
-    flush()
-    return "\n".join(out)
-
-
-@lru_cache(maxsize=64)
-def runbook_page(name: str, folder: Path = PAGES) -> str | None:
-    """The HTML page of the alert ``name`` (lower case), or None when there is no such runbook.
-    Raises :class:`RunbooksMissing` when no runbook is installed at all."""
-    if not folder.is_dir():
-        raise RunbooksMissing(f"no runbook pages at {folder}: this installation has no docs/runbooks; "
-                              "publish the docs site and point the rules at it with "
-                              "scripts/docs_gen.py --set-site-url")
-    path = folder / f"{name}.md"
-    if not _NAME.match(name) or not path.is_file():
-        return None
-    text = path.read_text(encoding="utf-8")
-    title = text.splitlines()[0].lstrip("# ").strip() if text else name
-    return (f"<!doctype html><html lang=en><meta charset=utf-8><title>{escape(title)} runbook</title>"
-            "<style>body{font:16px/1.5 system-ui,sans-serif;max-width:52em;margin:2em auto;padding:0 1em}"
-            "pre{background:#f4f4f4;padding:.8em;overflow-x:auto}code{font-size:90%}</style>\n"
-            f"{render(text)}\n<p><a href=\"/runbooks/\">All runbooks</a></p></html>\n")
-
-
-def runbook_names(folder: Path = PAGES) -> list[str]:
-    return sorted(p.stem for p in folder.glob("*.md") if p.stem != "index") if folder.is_dir() else []
+__all__ = ["PAGES", "RunbooksMissing", "build_router", "render", "runbook_names", "runbook_page"]
 
 
 def build_router(folder: Path = PAGES) -> APIRouter:
@@ -134,9 +23,7 @@ def build_router(folder: Path = PAGES) -> APIRouter:
 
     @router.get("/runbooks/", response_class=HTMLResponse, summary="The alerts' runbooks")
     def index() -> HTMLResponse:
-        links = "".join(f'<li><a href="/runbooks/{n}/">{escape(n)}</a></li>' for n in runbook_names(folder))
-        return HTMLResponse(f"<!doctype html><meta charset=utf-8><title>Runbooks</title><h1>Runbooks</h1>"
-                            f"<ul>{links}</ul>\n", headers=headers)
+        return HTMLResponse(index_page(folder), headers=headers)
 
     @router.get("/runbooks/{alert}", response_class=HTMLResponse, summary="One alert's runbook",
                 responses={404: {"description": "no runbook for that alert (or none installed)",
@@ -145,13 +32,10 @@ def build_router(folder: Path = PAGES) -> APIRouter:
     def page(alert: str) -> HTMLResponse:
         try:
             html = runbook_page(alert.lower(), folder)
-        except RunbooksMissing as exc:
-            return HTMLResponse(f"<!doctype html><meta charset=utf-8><title>No runbooks</title><p>{escape(str(exc))}"
-                                "</p>\n", status_code=404)
+        except RunbooksMissing:
+            html = None
         if html is None:
-            return HTMLResponse("<!doctype html><meta charset=utf-8><title>No such runbook</title>"
-                                f"<p>No runbook for alert {escape(alert)}. <a href=\"/runbooks/\">All runbooks</a>"
-                                "</p>\n", status_code=404)
+            return HTMLResponse(missing_page(alert, folder), status_code=404)
         return HTMLResponse(html, headers=headers)
 
     return router

@@ -164,3 +164,26 @@ def test_bad_certificate_and_busy_port_are_user_errors(tmp_path, port):
             ExporterServer(CollectorRegistry(), "127.0.0.1", port)
     finally:
         first.close()
+
+
+def test_gpu_alerts_runbook_links_open_on_the_exporter(fake, make_collector, serve):
+    """A GPU alert's runbook_url is http://<instance>/runbooks/<alert>/; scraped from a standalone
+    exporter, that instance is the exporter, which answered 404 for every GPU runbook."""
+    import re
+    from pathlib import Path
+
+    import yaml
+    server = serve(make_collector(fake))
+    rules = yaml.safe_load((Path(__file__).resolve().parents[3] / "rules" / "driftloop.rules.yml").read_text())
+    gpu = [r for g in rules["groups"] if g["name"] == "driftloop-gpu" for r in g["rules"] if "alert" in r]
+    assert gpu
+    for rule in gpu:
+        url = rule["annotations"]["runbook_url"]
+        path = re.sub(r"^https?://[^/]+", "", url.replace("{{ $labels.instance }}", "host"))
+        if not path.startswith("/runbooks/"):
+            continue   # a fixed docs site (the exporter-down alert has no instance to point at)
+        r = httpx.get(server.url + path)
+        assert r.status_code == 200 and "<h1>" in r.text, (rule["alert"], r.status_code)
+    assert "DriftloopGpuTooHot".lower() in httpx.get(server.url + "/runbooks/").text
+    missing = httpx.get(server.url + "/runbooks/nosuchalert/")
+    assert missing.status_code == 404 and "No runbook for alert nosuchalert" in missing.text

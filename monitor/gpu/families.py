@@ -248,13 +248,12 @@ class Families:
                                             p.used_memory_bytes))
         return m
 
-    @staticmethod
-    def xid(counts: dict[tuple[int, int], int], uuids: dict[int, str]) -> list[Metric]:
+    def xid(self, counts: dict[tuple[int, int], int], uuids: dict[int, str]) -> list[Metric]:
         # Kept for GPUs that are lost since: an XID 79 is exactly the series that must stay visible.
         m = _family(XID, "counter")
         for (index, xid), n in sorted(counts.items()):
             m.samples.append(Sample(XID[0] + "_total", {"gpu": str(index), "uuid": uuids.get(index, ""),
-                                                         "xid": str(xid)}, float(n)))
+                                                         **self._host, "xid": str(xid)}, float(n)))
         return [m] if m.samples else []
 
     @staticmethod

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.gpu.background import SlowSampler
+from monitor.gpu.background import SlowSampler, XidListener
 from monitor.gpu.backend import RemappedRows
 from monitor.gpu.families import ACTIVITY
 from monitor.gpu.fake import ACTIVE
@@ -85,8 +85,16 @@ def test_mig_instances_are_their_own_entities(sampled, collect, fake):
     assert not s.has("driftloop_gpu_mig_info", gpu="1")
 
 
-def test_hostname_label_on_every_gpu_series(sampled, collect):
-    s = collect(sampled(hostname="node-7"))
+def test_hostname_label_on_every_gpu_series(sampled, collect, fake):
+    collector = sampled(hostname="node-7")
+    listener = XidListener(fake, collector.session, wait_seconds=0.05)
+    collector.xid = listener
+    collect(collector)
+    assert listener.listen_once() is True
+    fake.emit_xid(0, 48)
+    listener.listen_once()
+    s = collect(collector)
+    assert s.value("driftloop_gpu_xid_errors_total", gpu="0", xid="48") == 1.0   # an event's series too
     gpu_series = [x for x in s.samples if "gpu" in x.labels and x.name != "driftloop_gpu_collection_errors_total"]
     assert gpu_series and all(x.labels.get("hostname") == "node-7" for x in gpu_series)
     assert s.value("driftloop_gpu_info", gpu="0", hostname="node-7", name="NVIDIA Fake H100") == 1.0

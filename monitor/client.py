@@ -266,8 +266,10 @@ _INFINITIES = frozenset({math.inf, -math.inf})   # numpy's float infinities hash
 
 
 def _infinities(records: Sequence[Any]) -> list[dict]:
-    """An error per value JSON cannot carry (±inf; NaN is a missing value, sent as ``null``), at
-    most 100: orjson writes an infinity as ``null``, which the server would store as missing."""
+    """An error per value the server would not get as sent, at most 100: an infinity (orjson writes
+    it as ``null``, which the server would store as a missing value), and a NaN or infinity inside a
+    vector (one value of it cannot be missing; the server would be sent ``null`` at that position).
+    A NaN as a field's whole value is a missing value and fine."""
     errors: list[dict] = []
     for index, record in enumerate(records):
         if isinstance(record, Mapping) and not _finite(record.values()):
@@ -279,40 +281,74 @@ def _infinities(records: Sequence[Any]) -> list[dict]:
 
 
 def _finite(values: Any) -> bool:
-    """Whether ``values`` (an iterable) hold no infinity at any depth; a flat mapping's or list's
-    values are looked up in a set, in C (1,000 records of 20 features: about 2 ms, twice orjson's dump)."""
+    """Whether ``values`` (a record's or a mapping's values) hold nothing :func:`_infinities`
+    reports; a flat mapping's values are looked up in a set, in C (1,000 records of 20 features:
+    about 2 ms, twice orjson's dump)."""
     for value in values:
         kind = type(value)
         if kind is float:
             if value in _INFINITIES:
                 return False
-        elif kind is str or kind is int or value is None:
+        elif kind is str or kind is int or kind is bool or value is None:
             continue
-        elif isinstance(value, (dict, list, tuple, Mapping)):
-            items = value.values() if isinstance(value, Mapping) else value
+        elif isinstance(value, Mapping):
+            items = value.values()
             try:
                 if not _INFINITIES.isdisjoint(items):
                     return False
-            except TypeError:   # something unhashable among them: a vector, a nested mapping
+            except TypeError:   # a vector or a nested mapping among them
                 if not _finite(items):
                     return False
-        elif getattr(getattr(value, "dtype", None), "kind", "") == "f":   # numpy: a scalar or a vector
-            import numpy as np
-            if bool(np.isinf(value).any()):
-                return False
+        elif _vector_problem(value) is not None or _infinite_scalar(value):
+            return False
     return True
 
 
+def _infinite_scalar(value: Any) -> bool:
+    """A numpy float scalar that is infinite."""
+    return (getattr(getattr(value, "dtype", None), "kind", "") == "f" and getattr(value, "ndim", 1) == 0
+            and math.isinf(value))
+
+
+def _vector_problem(value: Any) -> str | None:
+    """``"NaN at position 5"`` for a vector (list, tuple or numpy array) holding a NaN or an
+    infinity; None for anything else. A list is summed first, in C: only a sum that is not finite is
+    looked at element by element."""
+    if isinstance(value, (list, tuple)):
+        try:
+            if math.isfinite(sum(value)):
+                return None
+        except TypeError:   # not a vector of numbers: the server says what is wrong with it
+            return None
+        for i, item in enumerate(value):
+            if isinstance(item, float) and not math.isfinite(item):   # numpy's float64 too
+                return f"{'NaN' if item != item else item} at position {i}"
+            if getattr(getattr(item, "dtype", None), "kind", "") == "f" and not math.isfinite(item):
+                return f"{'NaN' if item != item else float(item)} at position {i}"
+        return None   # finite values whose sum overflowed
+    if getattr(getattr(value, "dtype", None), "kind", "") == "f" and getattr(value, "ndim", 0) >= 1:
+        import numpy as np
+        bad = ~np.isfinite(value)
+        if bad.any():
+            i = int(np.argmax(bad.ravel()))
+            item = float(value.ravel()[i])
+            return f"{'NaN' if item != item else item} at position {i}"
+    return None
+
+
 def _scan(value: Any, field: str, index: int, errors: list[dict]) -> None:
-    """Name each field of one record that holds an infinity."""
+    """Name each field of one record that :func:`_infinities` reports."""
     if isinstance(value, Mapping):
         for key, item in value.items():
             _scan(item, f"{field}.{key}", index, errors)
-    elif not _finite([value]):
-        scalar = not isinstance(value, (list, tuple)) and getattr(value, "shape", ()) == ()
-        got = f"a finite number, got {float(value)}" if scalar else "finite numbers, got an infinity"
-        errors.append({"index": index, "field": field,
-                       "message": f"expected {got} (JSON has no infinity; send NaN or None for a missing value)"})
+        return
+    problem = _vector_problem(value)
+    if problem is not None:
+        errors.append({"index": index, "field": field, "message": f"expected finite numbers, got {problem} "
+                       "(a vector is sent whole: None for a missing vector)"})
+    elif (type(value) is float and value in _INFINITIES) or _infinite_scalar(value):
+        errors.append({"index": index, "field": field, "message": f"expected a finite number, got {float(value)} "
+                       "(JSON has no infinity; NaN or None for a missing value)"})
 
 
 def _column_name(frame: Any, given: str | None, configured: str | None) -> str:

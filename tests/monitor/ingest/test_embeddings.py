@@ -11,7 +11,7 @@ import orjson
 import pandas as pd
 import pytest
 
-from monitor.client import DriftloopClient, RequestRejected
+from monitor.client import DriftloopClient, InvalidRecords, RequestRejected
 from monitor.embeddings import MAX_INPUT_URI_CHARS, column
 from monitor.ingest import create_app
 from monitor.store import PredictionStore
@@ -177,7 +177,17 @@ def test_client_sends_a_2d_array_or_a_column_of_vectors(served, task):
         with pytest.raises(RequestRejected) as info:  # a wrong length is named by the server
             dl.log_predictions(frame.assign(id="e" + frame["id"]), embeddings={"emb": block[:, :-1]})
         assert info.value.errors[0]["field"] == "features.emb"
+        holed = block.copy()
+        holed[2, 5] = np.nan   # sent as null at that position: the server named a null nobody sent
+        with pytest.raises(InvalidRecords) as bad:
+            dl.log_predictions(frame.assign(id="f" + frame["id"]), embeddings={"emb": holed})
+        assert [(e["index"], e["field"]) for e in bad.value.errors] == [(2, "features.emb")]
+        assert "got NaN at position 5" in bad.value.errors[0]["message"]
+        as_lists = frame.assign(id="g" + frame["id"], emb=[list(map(float, v)) for v in holed])
+        with pytest.raises(InvalidRecords, match="NaN at position 5"):
+            dl.log_predictions(as_lists)
     window = store.window()
+    assert not window["id"].str.startswith(("f", "g")).any()
     stored = np.stack(window["emb"].to_list())
     assert np.array_equal(stored[window["id"].str.startswith("c").to_numpy()], block)
     assert np.array_equal(stored[window["id"].str.startswith("d").to_numpy()], block[::-1])

@@ -22,8 +22,8 @@ from trainer.inputs import readable_rows
 from trainer.loop import LoopConfig, LoopState, peek_checkpoint
 from trainer.metrics import headline, model_figures, task_metrics
 from trainer.outcomes import Baseline, TrainOutcome
-from trainer.runs import (check_reports, check_trigger, epoch_logger, fit_frames, lineage_tags, log_reports,
-                          loop_params, mlflow_run)
+from trainer.runs import (check_reports, check_trigger, epoch_logger, finite_output, fit_frames, lineage_tags,
+                          log_reports, loop_params, mlflow_run)
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "
     check_trigger(trigger)
     t = cfg.training
     reports = check_reports(report_paths)
-    usable = readable_rows(cfg, data, what="training data")  # inputs inside model.input_roots that read
+    usable = readable_rows(cfg, data, what="training data", required=True)  # inputs inside model.input_roots that read
     rows = checked_rows(cfg, usable.rows, what="training data", min_rows=t.min_rows)
     target, task = cfg.model.target, cfg.model.task
     rest, test = split(rows, t.holdout_fraction, target, t.seed, what="training data", part="test", task=task)
@@ -117,7 +117,7 @@ def train_baseline(cfg: DriftloopConfig, data: pd.DataFrame, *, trigger: str = "
             result = fit_frames(model, fit_rows, val_rows, target, loop, checkpoint_path=checkpoint, resume=resume,
                                  extra={"run_id": run.info.run_id}, on_epoch_end=epoch_logger(),
                                  should_stop=should_stop)
-            test_out = model.predict_proba(test)
+            test_out = finite_output(model.predict_proba(test), f"{len(test)} held-out test rows")
             test_metrics = task_metrics(task, test[target].to_numpy(), test_out, cfg.model.threshold)
             metrics = model_figures(test_metrics)
             mlflow.log_metrics({**{f"test_{k}": v for k, v in test_metrics.items()}, "best_epoch": result.best_epoch,

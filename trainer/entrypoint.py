@@ -51,13 +51,16 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import shutil
 import site
 import sys
 import sysconfig
 import tempfile
+import traceback
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -66,12 +69,60 @@ from torch import nn
 
 from monitor.config import DriftloopConfig, ModelConfig
 from monitor.embeddings import INPUT_URI
-from monitor.errors import ConfigError, DataError
+from monitor.errors import ConfigError, DataError, DriftloopError
 from trainer.entrypoint_model import (Artifacts, EntrypointModel, InputSpec, build_net, declared_inputs,
                                       import_user_module, load_object, refs_of)
 from trainer.task_head import head_for
 
 log = logging.getLogger(__name__)
+
+class EntrypointError(ConfigError):
+    """The user's code (``training.entrypoint``) raised, or called ``sys.exit``, while driftloop ran it
+    (training, reading rows): one ``Error:`` line naming the spec, the method and the exception, whose
+    traceback is the error's ``__cause__`` and in the log at debug."""
+
+
+def said(exc: BaseException) -> str:
+    """An exception of the user's code as an error line says it: ``sys.exit(3)`` for a SystemExit."""
+    return f"sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else f"{type(exc).__name__}: {exc}"
+
+
+def _raised_in(spec: str, exc: BaseException) -> str:
+    """`` in forward (epmod.py line 27)``: the deepest frame of the user's module in ``exc``'s
+    traceback; ``""`` where none is (the module is not loaded, or the error came from elsewhere)."""
+    module = sys.modules.get(spec.partition(":")[0])
+    path = getattr(module, "__file__", None)
+    if not path:
+        return ""
+    path = os.path.realpath(path)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if os.path.realpath(f.filename) == path]
+    return f" in {frames[-1].name} ({os.path.basename(path)} line {frames[-1].lineno})" if frames else ""
+
+
+def user_failure(spec: str, doing: str, exc: BaseException) -> EntrypointError:
+    """The :class:`EntrypointError` of ``exc`` raised by the user's code while driftloop was ``doing``
+    (``"training"``, ``"reading the training data"``); raise it ``from exc``."""
+    log.debug("training.entrypoint %r failed while %s", spec, doing, exc_info=exc)
+    verb = "called" if isinstance(exc, SystemExit) else "raised"
+    return EntrypointError(f"training.entrypoint {spec!r}: the code{_raised_in(spec, exc)} {verb} {said(exc)} "
+                           f"while {doing}")
+
+
+@contextmanager
+def running_user_code(spec: str | None, doing: str) -> Iterator[None]:
+    """Any exception of the block, or a ``sys.exit`` in it, as :func:`user_failure` (``spec`` None:
+    driftloop's own model, nothing translated). driftloop's own errors pass as they are, and so does
+    KeyboardInterrupt (Ctrl-C still interrupts)."""
+    if spec is None:
+        yield
+        return
+    try:
+        yield
+    except DriftloopError:
+        raise
+    except (Exception, SystemExit) as exc:
+        raise user_failure(spec, doing, exc) from exc
+
 
 REQUIRED = ("build_model", "dataset")
 HOOKS = ("embed", "collate", "prepare_artifacts", "param_groups")  # optional; callable where present
@@ -85,15 +136,14 @@ def load_entrypoint(spec: str) -> Any:
         raise ConfigError(f"training.entrypoint must look like 'package.module:Object', got {spec!r}")
     try:
         import_user_module(module_name)
-    except Exception as exc:  # an ImportError, or whatever the module raises while importing
-        raise ConfigError(f"training.entrypoint {spec!r}: cannot import {module_name!r}: "
-                          f"{type(exc).__name__}: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # an ImportError, or whatever the module raises while importing
+        raise EntrypointError(f"training.entrypoint {spec!r}: cannot import {module_name!r}: {said(exc)}") from exc
     if not hasattr(sys.modules[module_name], attr):
         raise ConfigError(f"training.entrypoint {spec!r}: module {module_name!r} has no attribute {attr!r}")
     try:
         obj = load_object(spec)
-    except Exception as exc:
-        raise ConfigError(f"training.entrypoint {spec!r}: {attr}() failed: {type(exc).__name__}: {exc}") from exc
+    except (Exception, SystemExit) as exc:
+        raise EntrypointError(f"training.entrypoint {spec!r}: {attr}() failed: {said(exc)}") from exc
     absent = [name for name in REQUIRED if not callable(getattr(obj, name, None))]
     if absent:
         raise ConfigError(f"training.entrypoint {spec!r}: {attr} lacks the required method(s) "
@@ -192,9 +242,9 @@ def prepare_artifacts(spec: str, user: Any, refs: Sequence[str], previous: Path 
             shutil.copytree(previous, given)
         try:
             hook(list(refs), given, artifacts.folder)
-        except Exception as exc:
-            raise ConfigError(f"training.entrypoint {spec!r}: prepare_artifacts on {len(refs)} training row(s) "
-                              f"failed: {type(exc).__name__}: {exc}") from exc
+        except (Exception, SystemExit) as exc:
+            raise EntrypointError(f"training.entrypoint {spec!r}: prepare_artifacts on {len(refs)} training row(s) "
+                                  f"failed: {said(exc)}") from exc
     return artifacts
 
 
@@ -235,9 +285,9 @@ def _built(spec: str, user: Any, task: str, n_outputs: int, artifacts: Artifacts
     something other than an ``nn.Module``."""
     try:
         net = build_net(user, task, n_outputs, artifacts)
-    except Exception as exc:
-        raise ConfigError(f"training.entrypoint {spec!r}: build_model({task!r}, {n_outputs}) failed: "
-                          f"{type(exc).__name__}: {exc}") from exc
+    except (Exception, SystemExit) as exc:
+        raise EntrypointError(f"training.entrypoint {spec!r}: build_model({task!r}, {n_outputs}) failed: "
+                              f"{said(exc)}") from exc
     if not isinstance(net, nn.Module):
         raise ConfigError(f"training.entrypoint {spec!r}: build_model returned {type(net).__name__}, "
                           "expected a torch.nn.Module")
@@ -261,9 +311,9 @@ def check_model(cfg: DriftloopConfig, model: EntrypointModel, rows: pd.DataFrame
         try:
             items = model.inputs(rows, False)
             batch = model.collate([items[i] for i in range(len(rows))])
-        except Exception as exc:
-            raise ConfigError(f"training.entrypoint {spec!r}: reading {len(rows)} training row(s) through "
-                              f"dataset(refs, train=False) and collate failed: {type(exc).__name__}: {exc}") from exc
+        except (Exception, SystemExit) as exc:
+            raise EntrypointError(f"training.entrypoint {spec!r}: reading {len(rows)} training row(s) through "
+                                  f"dataset(refs, train=False) and collate failed: {said(exc)}") from exc
         inputs = list(batch) if isinstance(batch, (list, tuple)) else [batch]
         _check_inputs(spec, model.input_specs, inputs)
         was = model.net.training
@@ -271,9 +321,9 @@ def check_model(cfg: DriftloopConfig, model: EntrypointModel, rows: pd.DataFrame
         try:
             raw = model.net(*inputs)
             vectors = model.user.embed(model.net, *inputs) if model.embedding_feature else None
-        except Exception as exc:
-            raise ConfigError(f"training.entrypoint {spec!r}: the network failed on {len(rows)} training row(s): "
-                              f"{type(exc).__name__}: {exc}") from exc
+        except (Exception, SystemExit) as exc:
+            raise EntrypointError(f"training.entrypoint {spec!r}: the network failed on {len(rows)} training "
+                                  f"row(s): {said(exc)}") from exc
         finally:
             model.net.train(was)
     _check_outputs(cfg, raw, len(rows))
@@ -292,8 +342,8 @@ def _check_param_groups(spec: str, model: Any, lr: float) -> None:
         return
     try:
         torch.optim.AdamW(grouping(lr), lr=lr)
-    except Exception as exc:  # the user's hook, or torch.optim's ValueError/TypeError/KeyError
-        raise ConfigError(f"training.entrypoint {spec!r}: param_groups: {type(exc).__name__}: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # the user's hook, or torch.optim's ValueError/TypeError/KeyError
+        raise EntrypointError(f"training.entrypoint {spec!r}: param_groups: {said(exc)}") from exc
 
 
 def _check_outputs(cfg: DriftloopConfig, raw: Any, rows: int) -> None:

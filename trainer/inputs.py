@@ -78,10 +78,14 @@ def resolved_refs(roots: InputRoots, uris: list[Any], ids: list[Any]) -> list[st
     return out
 
 
-def readable_rows(cfg: DriftloopConfig, df: pd.DataFrame, *, what: str, user: Any = None) -> Readable:
+def readable_rows(cfg: DriftloopConfig, df: pd.DataFrame, *, what: str, user: Any = None,
+                  required: bool = False) -> Readable:
     """``df``'s rows whose input the user's dataset reads, ``input_uri`` resolved (see the module
     doc); ``df`` as it is without ``training.entrypoint`` (driftloop's own model reads no input).
-    ``user``: the entrypoint object (default: loaded from ``training.entrypoint``)."""
+    ``user``: the entrypoint object (default: loaded from ``training.entrypoint``). ``required``
+    (rows to train on): DataError saying why when every row was skipped, with the dataset's first
+    error, instead of an "empty" error later. A ``sys.exit`` in the user's dataset is an
+    :class:`~trainer.entrypoint.EntrypointError`, never an exit."""
     if not cfg.training.entrypoint or not isinstance(df, pd.DataFrame) or len(df) == 0:
         return Readable(df)
     from trainer.entrypoint import load_entrypoint
@@ -93,7 +97,7 @@ def readable_rows(cfg: DriftloopConfig, df: pd.DataFrame, *, what: str, user: An
     had_ref = [_present(u) or _present(i) for u, i in zip(uris, ids)]
     refs = resolved_refs(InputRoots.of(cfg.model), uris, ids)
     refused = [i for i in range(n) if refs[i] is None and had_ref[i]]
-    unreadable, first_error = _unreadable(user, refs)
+    unreadable, first_error = _unreadable(user, refs, str(cfg.training.entrypoint), what)
     drop = np.zeros(n, dtype=bool)
     drop[refused + unreadable] = True
     out = df.copy()
@@ -107,12 +111,21 @@ def readable_rows(cfg: DriftloopConfig, df: pd.DataFrame, *, what: str, user: An
         log.warning("%s: %d of %d rows skipped, their input not read: %d outside model.input_roots/input_schemes, "
                     "%d unreadable by the entrypoint's dataset%s", what, len(refused) + len(unreadable), n,
                     len(refused), len(unreadable), f" (first: {first_error})" if first_error else "")
+    if required and len(kept) == 0 and unreadable:
+        from monitor.errors import DataError
+        refused_part = f"{len(refused)} outside model.input_roots/input_schemes and " if refused else ""
+        every = "every one" if not refused else "each of the others"
+        raise DataError(f"{what}: all {n} rows were skipped: {refused_part}{len(unreadable)} because "
+                        f"the dataset(refs, train=False) of training.entrypoint {cfg.training.entrypoint!r} failed "
+                        f"reading {every} (first: {first_error}); nothing to train on")
     return Readable(kept, skipped)
 
 
-def _unreadable(user: Any, refs: list[str | None]) -> tuple[list[int], str | None]:
+def _unreadable(user: Any, refs: list[str | None], spec: str, what: str) -> tuple[list[int], str | None]:
     """Positions whose item the user's ``dataset(refs, train=False)`` cannot give, and the first
-    error (for the log, which may name the path; never the API)."""
+    error (for the log, which may name the path; never the API). A ``sys.exit`` in it is the
+    user's failure (:func:`trainer.entrypoint.user_failure`), not one row's."""
+    from trainer.entrypoint import user_failure
     from trainer.entrypoint_model import with_artifacts
     positions = [i for i, r in enumerate(refs) if r is not None]
     if not positions:
@@ -120,14 +133,19 @@ def _unreadable(user: Any, refs: list[str | None]) -> tuple[list[int], str | Non
     # Before a first train no artifacts exist (prepare_artifacts reads these rows): a dataset that
     # takes them is asked with artifacts=None, to read the input only.
     read = with_artifacts(user.dataset, None)
+    doing = f"reading the {what} through dataset(refs, train=False)"
     try:
         dataset = read([refs[i] for i in positions], False)
+    except SystemExit as exc:
+        raise user_failure(spec, doing, exc) from exc
     except Exception:  # a dataset that reads everything when made: ask it one row at a time
         dataset = None
     bad, first = [], None
     for k, i in enumerate(positions):
         try:
             dataset[k] if dataset is not None else read([refs[i]], False)[0]
+        except SystemExit as exc:
+            raise user_failure(spec, doing, exc) from exc
         except Exception as exc:  # the user's code: any error means "cannot read this one"
             bad.append(i)
             first = first or f"{type(exc).__name__}: {exc}"

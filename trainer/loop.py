@@ -37,6 +37,7 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
+from monitor.errors import DataError
 from trainer import distributed
 # The loop's parts; "X as X" marks a name re-exported for those who import it from here.
 from trainer.batches import EVAL_BATCH_BYTES as EVAL_BATCH_BYTES, STACK_BYTES as STACK_BYTES
@@ -71,6 +72,21 @@ class TrainingInterrupted(Exception):
 
 class CheckpointMismatch(ValueError):
     """The checkpoint was written for other data or other training settings."""
+
+
+class NonFiniteLoss(DataError):
+    """An epoch's training or validation loss is NaN or infinite: the network's outputs (or the
+    loss of them) are not finite. Training stops there, before any weights are kept or registered."""
+
+    def __init__(self, epoch: int, train_loss: float, val_loss: float):
+        bad = [name for name, v in (("training", train_loss), ("validation", val_loss)) if not math.isfinite(v)]
+        which = "training and validation losses are" if len(bad) == 2 else f"{bad[0]} loss is"
+        super().__init__(
+            f"epoch {epoch}: the {which} not finite (train_loss {train_loss}, val_loss {val_loss}): "
+            "the network's outputs or their loss became NaN or infinite; training stopped and nothing was "
+            "registered (check the data for extreme values, lower training.learning_rate, set training.grad_clip, "
+            "or, for your own training code, its forward)")
+        self.epoch, self.train_loss, self.val_loss = epoch, train_loss, val_loss
 
 
 def placement(train: Any, device: torch.device, num_workers: int = 0) -> str:
@@ -137,6 +153,7 @@ def fit(model: nn.Module, train: Any, val: Any, cfg: LoopConfig, *,
     weight: torch.Tensor | None = task.loss_weight(lambda: targets_of(train), lambda y: n_outputs(model, y), device)
     dataset = TensorDataset(*train) if isinstance(train, tuple) else train
     val = stacked(val)
+    val_rows = len(val[-1]) if isinstance(val, tuple) else len(val)  # none: the validation loss is NaN, not wrong
     per_rank = math.ceil(len(dataset) / info.world_size)
     steps_per_epoch = math.ceil(math.ceil(per_rank / cfg.batch_size) / cfg.grad_accum_steps)
     where = placement(train, device, cfg.num_workers)
@@ -242,7 +259,13 @@ def fit(model: nn.Module, train: Any, val: Any, cfg: LoopConfig, *,
 
                 # End of epoch: evaluate, early-stop, checkpoint.
                 val_metrics = evaluate(model, val, device, amp_dtype, num_workers=cfg.num_workers)
-                record = {"epoch": epoch + 1, "train_loss": loss_sum.item() / max(state.epoch_samples, 1),
+                train_loss = loss_sum.item() / max(state.epoch_samples, 1)  # the epoch's one read of the loss
+                # Checked here, once per epoch: a per-step check would sync with the device every step.
+                # Every rank agrees, or the ones still training would wait forever in the next all-reduce.
+                finite = math.isfinite(train_loss) and (val_rows == 0 or math.isfinite(val_metrics["loss"]))
+                if distributed.any_rank(not finite, info, device):
+                    raise NonFiniteLoss(epoch + 1, train_loss, val_metrics["loss"])
+                record = {"epoch": epoch + 1, "train_loss": train_loss,
                           **{f"val_{k}": v for k, v in val_metrics.items()}, "lr": float(scheduler.get_last_lr()[0])}
                 state.history.append(record)
                 improved = val_metrics["loss"] < state.best_val_loss

@@ -25,6 +25,7 @@ from trainer.live import compare_and_log
 from trainer.metrics import comparison, model_figures, reference_figure, task_metrics
 from trainer.outcomes import Baseline, RetrainOutcome
 from trainer.rule_gate import rule_metrics
+from trainer.runs import finite_output
 from trainer.shadow import hold
 
 if TYPE_CHECKING:
@@ -79,9 +80,9 @@ def examine(cfg: DriftloopConfig, p: Prepared, trained: Trained, registry: reg.R
     the fixed margins."""
     t, target, task = cfg.training, cfg.model.target, cfg.model.task
     model, champion, holdout = trained.model, p.champion, p.holdout
+    challenger_out = finite_output(model.predict_proba(holdout), f"{len(holdout)} gate holdout rows")
     challenger_m = evaluate_model(cfg, model, holdout)
     champion_m = evaluate_model(cfg, champion.model, holdout)
-    challenger_out = model.predict_proba(holdout)
     floors = floors_of(holdout[target].to_numpy(), challenger_out, cfg.model.threshold, t.gate.confidence, task)
     champion_out = champion.model.predict_proba(holdout)
     noise = auc_noise(task, holdout[target].to_numpy(), champion_out, challenger_out, t.gate.confidence)

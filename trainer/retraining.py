@@ -207,7 +207,7 @@ class Trained:
 def prepare(cfg: DriftloopConfig, window: pd.DataFrame) -> Prepared:
     """Check the rows and the champion, split, and decide replay, budget and cold start."""
     t, target, task = cfg.training, cfg.model.target, cfg.model.task
-    usable = readable_rows(cfg, window, what="recent window")  # inputs resolved again; bad ones left out
+    usable = readable_rows(cfg, window, what="recent window", required=True)  # inputs resolved again; bad ones left out
     recent = checked_rows(cfg, usable.rows, what="recent window", min_rows=t.min_rows)
     rest, holdout = split(recent, t.holdout_fraction, target, t.seed, what="recent window", part="holdout", task=task)
     champion: Champion = reg.load_champion(cfg)  # checks reachability; RegistryError if no champion

@@ -95,18 +95,53 @@ def log_reports(paths: list[Path]) -> None:
         mlflow.log_artifact(str(p), "reports")
 
 
+def finite_output(output: Any, what: str) -> Any:
+    """``output`` (a model's ``predict_proba``) as it is when every value is finite; DataError otherwise:
+    a model whose held-out figures cannot be computed is never registered nor promoted."""
+    import numpy as np
+    values = np.asarray(output, dtype=np.float64)
+    bad = int(values.size - np.isfinite(values).sum())
+    if bad:
+        from monitor.errors import DataError
+        raise DataError(f"the trained model's outputs on the {what} are not finite ({bad} NaN or infinite "
+                        f"value(s) of {values.size}); nothing was registered")
+    return output
+
+
 def fit_checked(*args: Any, **kwargs: Any):
-    """:func:`trainer.loop.fit`, with its setting errors translated to ours."""
-    from monitor.errors import ConfigError
-    from trainer.loop import CheckpointMismatch, fit
+    """:func:`trainer.loop.fit`, with its setting errors translated to ours. A ``training.entrypoint``
+    model's failures in the user's code (its forward, dataset items, collate; a ``sys.exit`` there)
+    become one :class:`~trainer.entrypoint.EntrypointError` naming the spec, and a non-finite loss
+    names the spec too."""
+    from monitor.errors import ConfigError, DriftloopError
+    from trainer.entrypoint import user_failure
+    from trainer.loop import CheckpointMismatch, NonFiniteLoss, fit
+    spec = _entrypoint_spec(args[0] if args else kwargs.get("model"))
     try:
         return fit(*args, **kwargs)
     except CheckpointMismatch as exc:
         raise UserInputError(str(exc)) from exc
+    except NonFiniteLoss as exc:
+        if spec is not None:
+            exc.args = (f"training.entrypoint {spec!r}: {exc}",)
+        raise
+    except (TrainingInterrupted, DriftloopError):
+        raise
     except ValueError as exc:
         if str(exc).startswith("training."):
             raise ConfigError(str(exc)) from exc
-        raise
+        if spec is None:
+            raise
+        raise user_failure(spec, "training", exc) from exc
+    except (Exception, SystemExit) as exc:  # KeyboardInterrupt still interrupts
+        if spec is None:
+            raise
+        raise user_failure(spec, "training", exc) from exc
+
+
+def _entrypoint_spec(model: Any) -> str | None:
+    """A ``training.entrypoint`` model's spec; None for driftloop's own model."""
+    return str(model.spec) if hasattr(model, "training_data") and getattr(model, "spec", None) else None
 
 
 def fit_frames(model: Any, fit: Any, val: Any, target: str, loop: Any, *, checkpoint_path: Path, resume: bool,
@@ -117,8 +152,11 @@ def fit_frames(model: Any, fit: Any, val: Any, target: str, loop: Any, *, checkp
     from trainer.data import fingerprint, tensors
     if hasattr(model, "training_data"):  # a training.entrypoint model: its Dataset, keyed by input_uri and target
         from monitor.embeddings import INPUT_URI
+        from trainer.entrypoint import running_user_code
         keys = [INPUT_URI, target]
-        return fit_checked(model, model.training_data(fit, target, True), model.training_data(val, target, False),
+        with running_user_code(_entrypoint_spec(model), "making the training data's dataset(refs, train)"):
+            train_data, val_data = model.training_data(fit, target, True), model.training_data(val, target, False)
+        return fit_checked(model, train_data, val_data,
                            loop, checkpoint_path=checkpoint_path, resume=resume,
                            fingerprint=fingerprint(fit[keys], val[keys]), **kwargs)
     return fit_checked(model, tensors(model, fit, target), tensors(model, val, target), loop,

@@ -29,7 +29,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-QUEUED = "waiting: queued for a retrain slot"  # how a queued incident's detail begins
+QUEUED = "waiting: queued for a retrain slot"  # how a queued incident's detail begins (for people)
+
+
+def _kind(wait: Wait | None) -> str | None:
+    """What a waiting incident records it waits for (``Incident.waits_for``)."""
+    return None if wait is None else str(wait.kind.value)
 
 
 @dataclass
@@ -106,13 +111,13 @@ class Retrains(IncidentMoves):
             # (alerts.retry_rows, with labels arriving late that can take many checks) or the
             # cooldown: the incident says it waits, and for what, instead of sitting in its outcome.
             try:
-                self.move(incident.id, Event.WAIT, why_not, detail=why_not)
+                self.move(incident.id, Event.WAIT, why_not, detail=why_not, waits_for=_kind(why))
             except TransitionError as exc:
                 log.info("%s", exc)
             return Started(None, why_not, StartKind.WAITING, why)
         if why_not and not forced and incident.state == State.WAITING:
             self.incidents.note(incident.id, "waiting_progress", why_not, coalesce=True)
-            self.incidents.set_fields(incident.id, detail=why_not)
+            self.incidents.set_fields(incident.id, detail=why_not, waits_for=_kind(why))
             return Started(None, why_not, StartKind.WAITING, why)
         if why_not:
             # One row per wait since the last state change, updated with the newest count.
@@ -128,12 +133,13 @@ class Retrains(IncidentMoves):
         if wait:
             if incident.state != State.WAITING:
                 try:
-                    incident = self.move(incident.id, Event.WAIT, wait, data=data_window, detail=wait)
+                    incident = self.move(incident.id, Event.WAIT, wait, data=data_window, detail=wait,
+                                         waits_for=_kind(why))
                 except TransitionError as exc:
                     log.info("%s", exc)
             else:
                 self.incidents.note(incident.id, "waiting_progress", wait, data_window, coalesce=True)
-                self.incidents.set_fields(incident.id, detail=wait)
+                self.incidents.set_fields(incident.id, detail=wait, waits_for=_kind(why))
             return Started(None, wait, StartKind.WAITING, why)
         self.move(incident.id, Event.START_RETRAIN, f"retrain ({trigger}) on {len(window)} rows", data=data_window)
         # The child needs no server token; keep it out of the files on disk.
@@ -156,19 +162,19 @@ class Retrains(IncidentMoves):
     def _wait_for_slot(self, incident: Incident, why_not: str, why: Wait) -> Started:
         if incident.state != State.WAITING:
             try:
-                self.move(incident.id, Event.WAIT, why_not, detail=why_not)
+                self.move(incident.id, Event.WAIT, why_not, detail=why_not, waits_for=_kind(why))
             except TransitionError as exc:
                 log.info("%s", exc)
         else:
             self.incidents.note(incident.id, "waiting_progress", why_not, coalesce=True)
-            self.incidents.set_fields(incident.id, detail=why_not)
+            self.incidents.set_fields(incident.id, detail=why_not, waits_for=_kind(why))
         return Started(None, why_not, StartKind.WAITING, why)
 
     def queued_request(self, incident: Incident) -> bool:
         """Is ``incident`` a person's or the schedule's retrain waiting for a retrain slot
         (:meth:`_wait_for_slot`)? Its checks retry it as asked, not resolve it when healthy."""
         return (incident.state == State.WAITING and incident.reason in (Reason.MANUAL, Reason.SCHEDULE)
-                and (incident.detail or "").startswith(QUEUED))
+                and incident.waits_for == WaitKind.QUEUED)
 
     def _after_promotion(self, incident: Incident) -> bool:
         """Does ``incident`` wait after a promotion (no retrain running)? Then the controller looks

@@ -80,6 +80,7 @@ class Incident:
     reference_roc_auc: float | None = None
     escalated: bool = False
     drifted_checks: int = 0        # drifted checks of the drift episode it stands for (one drift, one incident)
+    waits_for: str | None = None   # waiting: the WaitKind it waits for (a retrain slot, rows, ...); None otherwise
 
     @property
     def is_open(self) -> bool:
@@ -181,7 +182,7 @@ class IncidentStore:
         """Send ``event`` to ``incident_id``: move it as the lifecycle's table says (one write with
         its event row) and return it with the move's effect. The incident's ``detail`` (what it is
         doing or waiting for now) becomes ``message`` unless the caller gives one: a detail never
-        outlives the state it described. ``fields``: run_id, version, outcome_reasons, detail, data.
+        outlives the state it described. ``fields``: run_id, version, outcome_reasons, detail, waits_for, data.
         ``conn``: write in the caller's transaction (a decision that writes another table too)."""
         if conn is not None:
             return self._ended(*self._move_in(conn, incident_id, lambda state: event, message, fields))
@@ -232,6 +233,7 @@ class IncidentStore:
             if key in fields:
                 values[key] = fields[key]
         values["detail"] = event_message(fields.get("detail", message))
+        values["waits_for"] = fields.get("waits_for")  # like the detail, a wait never outlives its state
         if "outcome_reasons" in fields:
             values["outcome_reasons"] = json.dumps(list(fields["outcome_reasons"]))
         done = conn.execute(update(incidents).where(incidents.c.id == incident_id, incidents.c.state == state)
@@ -244,7 +246,7 @@ class IncidentStore:
         moved = conn.execute(select(incidents).where(incidents.c.id == incident_id)).first()
         return _incident(moved), effect
 
-    UPDATABLE = frozenset({"reason", "retrain", "change_ts", "escalated", "report_paths", "detail"})
+    UPDATABLE = frozenset({"reason", "retrain", "change_ts", "escalated", "report_paths", "detail", "waits_for"})
 
     def update(self, incident_id: str, kind: str, message: str, **values: Any) -> Incident:
         """Change an open incident's facts without moving its state (its reason follows the evidence,

@@ -123,6 +123,11 @@ def incidents_drifted_checks(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE incidents ADD COLUMN drifted_checks INTEGER NOT NULL DEFAULT 0")
 
 
+def incidents_waits_for(conn: Connection) -> None:
+    """A waiting incident records what it waits for (a retrain slot, rows, the cooldown), as data."""
+    conn.exec_driver_sql("ALTER TABLE incidents ADD COLUMN waits_for VARCHAR(20)")
+
+
 def create_alert_deliveries(conn: Connection) -> None:
     """alert_deliveries: the Alertmanager alerts seen, by fingerprint and startsAt, so that a
     re-delivered or replayed alert is recognised (see monitor/daemon/state/deliveries.py)."""
@@ -152,5 +157,6 @@ MIGRATIONS = [
               owner="daemon"),
     Migration(5, "daemon: incidents count the drifted checks of their drift episode", incidents_drifted_checks,
               owner="daemon"),
+    Migration(6, "daemon: a waiting incident records what it waits for", incidents_waits_for, owner="daemon"),
 ]
 register(*MIGRATIONS)

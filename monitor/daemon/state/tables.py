@@ -65,6 +65,8 @@ incidents = Table(
     Column("escalated", Boolean, nullable=False, default=False),  # stayed unrecovered after alerts.max_attempts tries
     # Migration 5 (schema.incidents_drifted_checks):
     Column("drifted_checks", Integer, nullable=False, default=0),  # drifted checks of its drift episode
+    # Migration 6 (schema.incidents_waits_for):
+    Column("waits_for", String(20), nullable=True),  # a waiting incident's WaitKind (None: not known, or not waiting)
 )
 
 incident_events = Table(

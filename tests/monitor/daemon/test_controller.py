@@ -71,6 +71,7 @@ def test_retry_needs_new_evidence_then_single_flight(make_daemon, clock):
     inc = daemon.controller.incidents.get(incident.id)
     # The text people read (status shows the incident's detail): it says what the incident waits for.
     assert inc.state == "waiting" and inc.detail.startswith("waiting for 300 more labelled rows for the new champion")
+    assert inc.waits_for == WaitKind.NEW_CHAMPION  # and as data (status, the fleet's queue read it)
     clock.advance(3600)
     for _ in range(2):
         again = daemon.run_check_now().action

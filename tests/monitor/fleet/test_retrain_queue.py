@@ -114,6 +114,10 @@ def test_a_request_while_the_slot_is_taken_waits_its_turn_with_its_incident_open
     assert body["retrain"] == "waiting" and "queued for a retrain slot, position 1" in body["action"], body
     incident = fleet.daemons["b"].controller.incidents.current()
     assert incident is not None and incident.id == body["incident"]["id"] and incident.state == "waiting"
+    assert incident.waits_for == "queued" and fleet.daemons["b"].controller.queued_request(incident)
+    # What it waits for is data, not read back from the sentence people see.
+    fleet.daemons["b"].controller.incidents.set_fields(incident.id, detail="waiting (reworded)")
+    incident = fleet.daemons["b"].controller.incidents.get(incident.id)
     assert fleet.daemons["b"].controller.queued_request(incident)
     assert retrains(url) == {"limit": 1, "running": ["a"], "queue": ["b"]}
 
@@ -125,6 +129,8 @@ def test_a_request_while_the_slot_is_taken_waits_its_turn_with_its_incident_open
     again = fleet.daemons["b"].controller.maybe_retrain(incident, incident.trigger, respect_cooldown=False)
     assert again.attempt is not None, again
     assert retrains(url) == {"limit": 1, "running": ["b"], "queue": []}
+    retraining = fleet.daemons["b"].controller.incidents.get(incident.id)
+    assert retraining.state == "retraining" and retraining.waits_for is None  # a wait ends with its state
 
 
 def test_the_slots_forget_a_model_and_call_the_new_head_when_a_slot_is_free():

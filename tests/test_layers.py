@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 BOTTOM = ("monitor", "monitor.config", "monitor.errors", "monitor.logs", "monitor.lazy", "monitor.records",
           "monitor.stats", "monitor.paired", "monitor.writable", "monitor.files", "monitor.onnx_scoring",
           "monitor.tasks", "monitor.taskstats", "monitor.embeddings", "monitor.buildinfo", "monitor.finite",
-          "monitor.retrain_contract", "monitor.client_errors", "monitor.runbook_pages")
+          "monitor.retrain_contract", "monitor.client_errors", "monitor.runbook_pages",
+          "monitor.codes")
 
 # Known exceptions, each with its reason; keep this list short and shrinking.
 EXCEPTIONS = {

@@ -22,6 +22,7 @@ import torch
 
 from monitor.config import ModelConfig
 from monitor.embeddings import INPUT_URI, matrix
+from monitor.codes import written_as_codes
 from monitor.errors import DataError, UserInputError
 from monitor.tasks import INTERNAL_PROBA_PREFIX, task_of
 from trainer.model import category_text
@@ -32,9 +33,6 @@ log = logging.getLogger(__name__)
 WINDOW_COLUMNS = frozenset({"id", "ts", "label_ts", "model_version"})
 
 
-# A value written with leading zeros ("01001", "007"; not "0" or "0.5"): a code (zip, account), not a number.
-# monitor.dataschema.columns.LEADING_ZERO is the same rule (the trainer may not import that package).
-LEADING_ZERO = r"\s*[+-]?0\d"
 # Where check_frame leaves the class names of a multiclass frame, for split's warning (kept through row selections).
 CLASSES_ATTR = "driftloop_classes"
 
@@ -73,7 +71,7 @@ def _read_csv(path: Path, text: set[str]) -> pd.DataFrame:
         raw = pd.read_csv(path, usecols=parsed, dtype=str)
         for k, i in enumerate(parsed):
             written = raw.iloc[:, k]
-            if written.str.match(LEADING_ZERO, na=False).any():
+            if written_as_codes(written):
                 df.isetitem(i, written)
     return df
 

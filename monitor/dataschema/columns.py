@@ -14,6 +14,7 @@ from enum import Enum
 import numpy as np
 import pandas as pd
 
+from monitor.codes import written_as_codes
 from monitor.config import FeatureSpec
 from monitor.embeddings import INPUT_URI, MAX_EMBEDDING_DIM
 
@@ -21,9 +22,6 @@ FEW_VALUES = 10            # integer columns with at most this many values get a
 ID_LIKE_SHARE = 0.5        # text columns with more distinct values than this share of rows are refused
 MIN_ROWS_FOR_ID_RULE = 20  # below this, every small table would look like ids
 NUMERIC_SHARE = 0.95       # text columns with at least this share of numbers are numbers with bad values
-# A value written with leading zeros ("01001", "007"; not "0" or "0.5"): a code, text on purpose; the
-# rule trainer.data.read_table keeps such a column as text by (the same pattern, asserted by the tests).
-LEADING_ZERO = r"\s*[+-]?0\d"
 
 
 @dataclass(frozen=True)
@@ -117,7 +115,7 @@ def _numeric_except(name: str, present: pd.Series) -> str | None:
     if present.dtype != object and not isinstance(present.dtype, pd.StringDtype):
         return None
     text = present.astype(str).str.strip()
-    if text.str.match(LEADING_ZERO).any():
+    if written_as_codes(text):
         return None
     numbers = pd.to_numeric(text, errors="coerce")
     bad = numbers.isna().to_numpy()

@@ -111,9 +111,3 @@ def test_read_table_keeps_codes_with_leading_zeros_and_configured_text_as_writte
     (tmp_path / "gaps.csv").write_text("plan,x\n7,1\n,2\n1000,3\n")  # an int parse: 7.0, NaN, 1000.0
     plan = read_table(tmp_path / "gaps.csv", text=["plan"])["plan"].tolist()
     assert plan[::2] == ["7", "1000"] and pd.isna(plan[1])
-
-
-def test_the_leading_zero_rule_is_one_rule():
-    from monitor.dataschema import columns
-    from trainer import data
-    assert columns.LEADING_ZERO == data.LEADING_ZERO

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
 from monitor.daemon.decisions.actions import StartKind
+from monitor.daemon.retraining.champion import NoChampionError
 from monitor.daemon.runtime.alertmanager import WebhookPayload
 from monitor.daemon.state.attempts import BusyError
 from monitor.errors import Outage, RequestError, UnavailableError
@@ -109,8 +110,9 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
     @router.post("/retrain", status_code=202, dependencies=[Depends(require_token)],
                  summary="Start a retrain now (no cooldown; one at a time)",
                  openapi_extra=openapi.model_body(RetrainRequest, {"reason": "new labels from the quarterly audit"}),
-                 responses=openapi.error_responses({**_WRITE_ERRORS, 409: "a retrain is already running, or there "
-                                                    "is too little labelled data to start one"}))
+                 responses=openapi.error_responses({**_WRITE_ERRORS, 409: "a retrain is already running, there "
+                                                    "is too little labelled data to start one, or there is no "
+                                                    "champion yet"}))
     async def retrain(request: Request) -> Any:
         try:
             body = parse_body(await request.body(), RetrainRequest, "retrain request", empty_ok=True)
@@ -120,6 +122,8 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
             result = await run(controlled(daemon.retrain_now), "manual", body.reason)
         except BusyError as exc:
             return _error(BadRequest(409, str(exc)))
+        except NoChampionError as exc:
+            return _error(BadRequest(409, f"no champion: {exc}"))
         queued = result.action.retrain is StartKind.WAITING  # waits for a retrain slot of the deployment
         if result.details.get("attempt_id") is None and not queued:  # e.g. too few labelled rows to train on
             return JSONResponse({"error": f"retrain not started: {result.action.describe()}", **result.to_dict()},
@@ -136,7 +140,6 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
         (what good looked like before the drift). When the concept really became harder, so that no
         model reaches the old level, accept the champion's baseline as the new level; the open
         incident can then resolve. Recorded on the open incident."""
-        from monitor.daemon.retraining.champion import NoChampionError
         try:
             return await run(controlled(daemon.reset_reference))
         except NoChampionError as exc:

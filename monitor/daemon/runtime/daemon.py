@@ -24,7 +24,8 @@ from prometheus_client import CollectorRegistry
 from monitor.buildinfo import register_self_metrics
 from monitor.config import DriftloopConfig
 from monitor.daemon.state.attempts import AttemptStore
-from monitor.daemon.retraining.champion import ChampionCache
+from monitor.daemon.retraining.champion import ChampionCache, NoChampionError
+from monitor.daemon.state.attempts import BusyError
 from monitor.daemon.state.checklog import CheckLog
 from monitor.daemon.state import history_citations
 from monitor.daemon.runtime.checks import CheckJob, champion_rows
@@ -208,13 +209,13 @@ class Daemon:
             self._jobs.add_model(
                 self.cfg.model.name, check=self.run_check_now, check_interval=self._check_interval,
                 retention=self.apply_retention,
-                retrain=lambda: self.retrain_now("schedule", f"cron {self.cfg.alerts.retrain_cron}"),
+                retrain=self._scheduled_retrain,
                 retrain_cron=self.cfg.alerts.retrain_cron, on_check_error=self._check_failed)
             return
         self._scheduler = scheduler = build_scheduler(
             check=self.run_check_now, check_interval=self._check_interval,
             retention=self.apply_retention,
-            retrain=lambda: self.retrain_now("schedule", f"cron {self.cfg.alerts.retrain_cron}"),
+            retrain=self._scheduled_retrain,
             retrain_cron=self.cfg.alerts.retrain_cron, on_check_error=self._check_failed)
         scheduler.start()
 
@@ -265,11 +266,24 @@ class Daemon:
         return report
 
     def retrain_now(self, trigger: str = "manual", detail: str = "manual retrain") -> TriggerResult:
-        """Raises RegistryError (answered 503) while MLflow cannot take the retrain's results, and
-        NotLeaderError on a follower."""
+        """Raises RegistryError (answered 503) while MLflow cannot take the retrain's results,
+        NoChampionError (409) when there is no champion to warm-start from, and NotLeaderError on a
+        follower."""
         self._require_leader()
         self.check_registry()
+        if self.champion.version() is None:  # a retrain warm-starts the champion: it could only fail
+            self.store.check_writable()  # but a store outage answers first (503), as on every write
+            raise NoChampionError("the registry has no champion to retrain: train one with `driftloop train`, "
+                                  f"or set the `champion` alias on a version of {self.cfg.registered_model_name!r}")
         return request_retrain(self.controller, trigger, detail)
+
+    def _scheduled_retrain(self) -> None:
+        """``alerts.retrain_cron``: a retrain now, or one log line saying why not (no champion yet, a
+        retrain already running): the schedule comes again."""
+        try:
+            self.retrain_now("schedule", f"cron {self.cfg.alerts.retrain_cron}")
+        except (NoChampionError, BusyError) as exc:
+            log.warning("scheduled retrain not started: %s", exc)
 
     def handle_alerts(self, payload: WebhookPayload) -> TriggerResult:
         """Raises RegistryError (answered 503: Alertmanager re-sends) while MLflow cannot be used,

@@ -143,9 +143,10 @@ class Traffic:
 
 @pytest.fixture
 def live_daemon(make_config):
-    """``live_daemon(token=None, overrides=None, behaviour="promote")`` -> (Daemon, base URL): the
-    daemon served over real HTTP (uvicorn on 127.0.0.1) in this process, with 300 labelled rows in
-    its store, no scheduled checks, and the stand-in retrain child told to ``behaviour``."""
+    """``live_daemon(token=None, overrides=None, behaviour="promote", with_champion=True)`` -> (Daemon,
+    base URL): the daemon served over real HTTP (uvicorn on 127.0.0.1) in this process, with 300
+    labelled rows in its store (none, and no registry, without a champion), no scheduled checks,
+    and the stand-in retrain child told to ``behaviour``."""
     import threading
 
     from monitor.daemon.runtime.daemon import Daemon
@@ -156,13 +157,16 @@ def live_daemon(make_config):
 
     running = []
 
-    def start(token: str | None = None, overrides: dict | None = None, behaviour: str = "promote"):
-        cfg = make_config(merge(overrides or {}, {"server": {"token": token, "port": free_port()}}))
+    def start(token: str | None = None, overrides: dict | None = None, behaviour: str = "promote",
+              with_champion: bool = True):
+        cfg = make_config(merge(overrides or {}, {"server": {"token": token, "port": free_port()}}),
+                          with_champion=with_champion)
         root = cfg.home / "retrains"
         root.mkdir(parents=True, exist_ok=True)
         (root / "behaviour").write_text(behaviour)
-        with PredictionStore.from_config(cfg) as store:
-            Traffic(cfg, store).send(300, 5)
+        if with_champion:  # the rows are the champion's scores
+            with PredictionStore.from_config(cfg) as store:
+                Traffic(cfg, store).send(300, 5)
         daemon = Daemon(cfg, launcher=ProcessLauncher(root, module=STUB_WORKER))
         stop, ready = threading.Event(), threading.Event()
         thread = threading.Thread(target=serve, args=(cfg, stop), kwargs={"daemon": daemon, "ready": ready,

@@ -70,6 +70,17 @@ def test_manual_retrain_without_enough_labels_is_refused_with_the_reason(live_da
     assert r.status_code == 422 and r.json()["errors"][0]["field"] == "limit"
 
 
+def test_manual_retrain_without_a_champion_is_refused_up_front(live_daemon):
+    # A retrain warm-starts the champion: without one it could only fail (it was a 202, then a failed
+    # attempt and an incident). The answer says what to do, and nothing is opened or started.
+    daemon, url = live_daemon(with_champion=False)
+    r = httpx.post(f"{url}/v1/retrain", json={"reason": "audit"}, timeout=30)
+    assert r.status_code == 409, r.text
+    assert r.json()["error"].startswith("no champion: the registry has no champion to retrain")
+    assert "`driftloop train`" in r.json()["error"] and "`champion` alias" in r.json()["error"]
+    assert daemon.controller.incidents.recent() == [] and daemon.controller.attempts.recent() == []
+
+
 def test_openapi_documents_the_daemon_endpoints(live_daemon):
     _, url = live_daemon()
     spec = httpx.get(f"{url}/openapi.json", timeout=10).json()

@@ -14,7 +14,7 @@ import pytest
 
 from monitor.config import load_config
 from tests.conftest import free_port
-from tests.monitor.daemon.conftest import SMALL, STUB_WORKER, merge
+from tests.monitor.daemon.conftest import SMALL, STUB_WORKER, baseline_home, merge  # noqa: F401  (fixture)
 
 MODELS = ("a", "b", "c")
 ALERT = {"labels": {"alertname": "UpstreamOutage", "component": "model", "severity": "page"}, "annotations": {},
@@ -28,9 +28,28 @@ def webhook(status: str) -> dict:
             "alerts": [{**ALERT, "status": status}]}
 
 
+def register_champions(home, baseline_home) -> None:
+    """Each model's registered model (driftloop-<name>) holds the baseline champion's model as its v1
+    and ``champion``: in a copy of the baseline registry, through MLflow's own client."""
+    import shutil
+
+    from mlflow import MlflowClient
+
+    home.mkdir(parents=True)
+    shutil.copy(baseline_home / "mlflow.db", home / "mlflow.db")
+    client = MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}")
+    base = client.get_model_version_by_alias("driftloop-demo", "champion")
+    source = client.get_logged_model(base.source.rsplit("/", 1)[-1]).artifact_location  # models:/m-…
+    for name in MODELS:
+        client.create_registered_model(f"driftloop-{name}")
+        version = client.create_model_version(f"driftloop-{name}", source, run_id=base.run_id)
+        client.set_registered_model_alias(f"driftloop-{name}", "champion", version.version)
+
+
 @pytest.fixture
-def served_fleet(tmp_path):
-    """Three binary models, one retrain slot, each with 300 labelled rows; no scheduled checks."""
+def served_fleet(tmp_path, baseline_home):
+    """Three binary models, one retrain slot, each with a champion and 300 labelled rows; no
+    scheduled checks."""
     from trainer.synthetic import make_dataset
 
     from monitor.daemon.retraining.launcher import ProcessLauncher
@@ -41,6 +60,7 @@ def served_fleet(tmp_path):
     cfg = load_config(path=None, environ={}, overrides=merge(SMALL, {
         "home": str(home), "server": {"port": free_port()}, "fleet": {"max_concurrent_retrains": 1},
         "models": {name: {"model": {"task": "binary"}} for name in MODELS}}))
+    register_champions(home, baseline_home)
     root = home / "retrains"
     root.mkdir(parents=True)
     (root / "behaviour").write_text("hang")

@@ -28,6 +28,9 @@ class RecordByRecord:
     def __init__(self, model: ModelConfig, max_errors: int):
         self.model = model
         self._max_errors = max_errors
+        # The model's column names accepted for generic fields ({"churned": "label"}); a record that
+        # holds both is told so, not that the model's name is unknown.
+        self.aliases: dict[str, str] = {}
         self._names = model.feature_names
         self._featset = frozenset(self._names)
         # Longer categorical values are refused: each one is stored, drawn in every report and
@@ -197,14 +200,18 @@ class RecordByRecord:
         return LabelBatch(**out)
 
     # ---- shared ------------------------------------------------------------------------------
-    @staticmethod
-    def _structure(errors: ErrorList, i: int, rec: Any, allowed: frozenset, required: frozenset) -> bool:
+    def _structure(self, errors: ErrorList, i: int, rec: Any, allowed: frozenset, required: frozenset) -> bool:
         """False when ``rec`` is not an object; unknown and missing fields are reported either way."""
         if type(rec) is not dict:
             errors.add(i, "(record)", f"expected an object, got {F.describe(rec)}")
             return False
         for key in sorted(rec.keys() - allowed, key=str):
-            errors.add(i, str(key), f"unknown field (allowed: {', '.join(sorted(allowed))})")
+            same = self.aliases.get(key) if isinstance(key, str) else None
+            if same is not None and same in rec:
+                errors.add(i, key, f"the same field as {same!r} (the model's name for it), which the record "
+                                   "also holds: send one of them")
+            else:
+                errors.add(i, str(key), f"unknown field (allowed: {', '.join(sorted(allowed))})")
         for key in sorted(required - rec.keys()):
             errors.add(i, key, "required field is missing")
         return True

@@ -77,6 +77,7 @@ class RecordValidator:
         configured = {"score": model.score, "prediction": model.prediction}
         self._prediction_aliases = {configured[k]: k for k in self._task.aliased_outputs if configured[k] != k}
         self._label_aliases = {model.target: "label"} if model.target != "label" else {}
+        self._slow.aliases = {**self._prediction_aliases, **self._label_aliases}  # to name a record holding both
         # Accepted batches by kind and path, e.g. paths["label", "fast"]: a client whose batches all
         # take the slow path pays several times the validation cost. Increments from concurrent
         # request threads may race; this is a statistic, not an account.
@@ -382,7 +383,7 @@ class _Reread:
 
 def _renamed(records: list, aliases: dict[str, str]) -> list:
     """Records with configured names (``churned``) under the generic keys (``label``). A record
-    holding both keeps both, and its alias is then reported as an unknown field."""
+    holding both keeps both, and its alias is then reported as the same field given twice."""
     if not aliases:
         return records
     out = []

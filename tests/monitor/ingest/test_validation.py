@@ -258,6 +258,15 @@ def test_target_name_is_accepted_for_label():
     with pytest.raises(ValidationError) as info:
         named.labels([{"id": "a", "churned": "yes"}])
     assert info.value.errors[0]["field"] == "churned"
+    # Both names in one record: the same field twice, said so (it was "unknown field" for the target's name).
+    with pytest.raises(ValidationError) as info:
+        named.labels([{"id": "a", "label": 0}, {"id": "b", "label": 1, "churned": 1}])
+    assert info.value.errors == [{"index": 1, "field": "churned", "message": "the same field as 'label' (the "
+                                  "model's name for it), which the record also holds: send one of them"}]
+    scored = RecordValidator(small_model().model_copy(update={"score": "p_churn"}), clock=lambda: NOW)
+    with pytest.raises(ValidationError) as info:
+        scored.predictions([{**prediction(1), "p_churn": 0.5}])
+    assert info.value.errors[0]["field"] == "p_churn" and "same field as 'score'" in info.value.errors[0]["message"]
 
 
 @pytest.mark.parametrize("drop", [(), ("x1", "region")], ids=["three features", "one feature"])

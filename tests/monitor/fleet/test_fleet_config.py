@@ -67,6 +67,27 @@ def test_every_problem_names_the_model_and_key(tmp_path):
                      "models.eta.alerts.accuracy_drop", "models.Eta: its tables would be those of model 'eta'",
                      "models.x.mlflow: tracking_uri shared by the deployment"):
         assert expected in text, (expected, text)
+    assert "is also the name" not in text  # the shared experiment is said once, at the top level
+
+
+def test_two_models_under_one_registered_model_or_experiment_are_refused(tmp_path):
+    # One registered model for two would be one `champion` alias: a promotion of one replaced the other.
+    f = write(tmp_path / "d.yaml", {"models": {
+        "churn": {"mlflow": {"registered_model": "models-of-acme"}},
+        "fraud": {"mlflow": {"registered_model": "models-of-acme", "experiment": "driftloop-eta"}},
+        "eta": {"model": {"task": "regression"}}, "spare": {"mlflow": {"registered_model": "driftloop-eta"}}}})
+    with pytest.raises(ConfigError) as err:
+        load_config(f, environ={})
+    text = str(err.value)
+    for expected in ("models.fraud.mlflow.registered_model: 'models-of-acme' is also the name of model 'churn'",
+                     "models.spare.mlflow.registered_model: 'driftloop-eta' is also the name of model 'eta'",
+                     "one `champion` alias for both",
+                     "models.fraud.mlflow.experiment: 'driftloop-eta' is also the name of model 'eta'"):
+        assert expected in text, (expected, text)
+    ok = write(tmp_path / "ok.yaml", {"models": {"churn": {"mlflow": {"registered_model": "acme-churn"}},
+                                                 "fraud": {}}})
+    assert [c.registered_model_name for c in load_config(ok, environ={}).model_configs().values()] == \
+        ["acme-churn", "driftloop-fraud"]
 
 
 def test_models_dir_problems_name_the_file(tmp_path):

@@ -86,3 +86,18 @@ def test_over_http_a_late_ts_is_422_and_nothing_is_stored(api, store):
     response = api.post("/v1/labels", json=[{"id": "r0", "label": 1, "ts": "2270-01-01T00:00:00Z"}])
     assert response.status_code == 422, response.text
     assert store.row_counts() == {"predictions": 0, "labels": 0}
+
+
+@pytest.mark.parametrize("text, same_as", [
+    ("2026-11-30t01:02:03z", "2026-11-30T01:02:03Z"),                 # RFC 3339 5.6: t and z in either case
+    ("2026-11-30t01:02:03.250+01:00", "2026-11-30T00:02:03.25Z"),
+    ("2026-11-30 01:02:03Z", "2026-11-30T01:02:03Z"),                 # the space RFC 3339 allows for T
+    ("2016-12-31T23:59:60Z", "2017-01-01T00:00:00Z"),                 # a leap second: the next second, as POSIX
+    ("2016-12-31T23:59:60.5Z", "2017-01-01T00:00:00.5Z"),
+])
+def test_every_rfc_3339_form_is_read_and_stored_alike_on_both_paths(text, same_as):
+    assert check_ts(text) == check_ts(same_as)  # was: lower case refused, the leap second refused
+    batch = validator.predictions([{**r, "ts": text} for r in predictions(3, ts=None)])
+    assert batch.ts == [check_ts(same_as)] * 3
+    batch = validator.labels([{"id": "r0", "label": 1, "ts": text}, {"id": "r1", "label": 1, "ts": same_as}])
+    assert batch.ts[0] == batch.ts[1] == check_ts(same_as)

@@ -136,6 +136,24 @@ def missing_page(alert: str, folder: Path = PAGES) -> str:
             f"<p>No runbook for alert {escape(alert)}. <a href=\"/runbooks/\">All runbooks</a></p>\n")
 
 
+# How both servers answer a page: static text, cached an hour, never sniffed as another type.
+HEADERS = {"Cache-Control": "public, max-age=3600", "X-Content-Type-Options": "nosniff"}
+
+
+def answer(alert: str, folder: Path = PAGES) -> tuple[int, str, dict[str, str]]:
+    """What ``GET /runbooks/<alert>`` answers on the daemon and on the exporter alike: status, HTML
+    and headers. ``alert`` in any case, without slashes; empty for the list of runbooks."""
+    if not alert:
+        return 200, index_page(folder), HEADERS
+    try:
+        html = runbook_page(alert.lower(), folder)
+    except RunbooksMissing:
+        html = None
+    if html is None:
+        return 404, missing_page(alert, folder), {}
+    return 200, html, HEADERS
+
+
 def _missing(folder: Path) -> RunbooksMissing:
     return RunbooksMissing(f"no runbook pages at {folder}: this installation has no docs/runbooks; "
                            "publish the docs site and point the rules at it with scripts/docs_gen.py --set-site-url")

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from prometheus_client import CollectorRegistry
 from monitor.errors import UserInputError
 from monitor.gpu.exposition import Encoder
-from monitor.runbook_pages import RunbooksMissing, index_page, missing_page, runbook_page
+from monitor.runbook_pages import answer as runbook_answer
 
 log = logging.getLogger(__name__)
 
@@ -118,19 +118,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _runbook(self, alert: str) -> None:
         """The alerts' runbooks, as the daemon serves them: a GPU alert's ``runbook_url`` is
         ``http://<instance>/runbooks/<alert>/``, and for the exporter's own series that instance is this."""
-        html = "text/html; charset=utf-8"
-        headers = {"Cache-Control": "public, max-age=3600", "X-Content-Type-Options": "nosniff"}
-        if not alert:
-            self._send(200, index_page().encode(), html, headers)
-            return
-        try:
-            page = runbook_page(alert.lower())
-        except RunbooksMissing:
-            page = None
-        if page is None:
-            self._send(404, missing_page(alert).encode(), html)
-        else:
-            self._send(200, page.encode(), html, headers)
+        status, page, headers = runbook_answer(alert)
+        self._send(status, page.encode(), "text/html; charset=utf-8", headers)
 
     def _refuse(self) -> None:
         self.close_connection = True  # the request body is not read, so the connection cannot be reused

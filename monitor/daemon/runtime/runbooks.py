@@ -10,7 +10,7 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
-from monitor.runbook_pages import PAGES, RunbooksMissing, index_page, missing_page, render, runbook_names, runbook_page
+from monitor.runbook_pages import PAGES, RunbooksMissing, answer, render, runbook_names, runbook_page
 
 __all__ = ["PAGES", "RunbooksMissing", "build_router", "render", "runbook_names", "runbook_page"]
 
@@ -19,23 +19,18 @@ def build_router(folder: Path = PAGES) -> APIRouter:
     """``GET /runbooks/`` (the list) and ``GET /runbooks/<alert>`` (one page, any case, with or
     without the trailing slash); no authentication: the pages are the project's public docs."""
     router = APIRouter(tags=["runbooks"])
-    headers = {"Cache-Control": "public, max-age=3600", "X-Content-Type-Options": "nosniff"}
 
     @router.get("/runbooks/", response_class=HTMLResponse, summary="The alerts' runbooks")
     def index() -> HTMLResponse:
-        return HTMLResponse(index_page(folder), headers=headers)
+        status, html, headers = answer("", folder)
+        return HTMLResponse(html, status_code=status, headers=headers)
 
     @router.get("/runbooks/{alert}", response_class=HTMLResponse, summary="One alert's runbook",
                 responses={404: {"description": "no runbook for that alert (or none installed)",
                                  "content": {"text/html": {}}}})
     @router.get("/runbooks/{alert}/", response_class=HTMLResponse, include_in_schema=False)
     def page(alert: str) -> HTMLResponse:
-        try:
-            html = runbook_page(alert.lower(), folder)
-        except RunbooksMissing:
-            html = None
-        if html is None:
-            return HTMLResponse(missing_page(alert, folder), status_code=404)
-        return HTMLResponse(html, headers=headers)
+        status, html, headers = answer(alert, folder)
+        return HTMLResponse(html, status_code=status, headers=headers)
 
     return router

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import pandas as pd
 
 import monitor
+from monitor.config.base import ENV_PREFIX
 from monitor.files import PRIVATE, atomic_write_json
 from monitor.retrain_contract import FileWindow, RetrainProgress, RetrainRequest, RetrainResult
 
@@ -196,6 +197,13 @@ class ProcessLauncher:
         # folder that holds the ``monitor`` package (and the user's ``examples``-style entrypoints).
         root = str(Path(monitor.__file__).resolve().parents[1])
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        # The request holds this model's whole configuration (file, environment and flags applied):
+        # the child must not read the deployment's file again (./driftloop.yaml or $DRIFTLOOP_CONFIG).
+        # It holds every model, and validating the others with this model's sections as overrides
+        # failed the retrain (every model named like this one; another model's typo not yet reloaded).
+        env[ENV_PREFIX + "CONFIG"] = os.devnull
+        for key in [k for k in env if k.startswith(ENV_PREFIX + "MODELS")]:  # models.<name>.…, models_dir
+            del env[key]
         with open(job_dir / "worker.log", "ab") as log_file:
             proc = subprocess.Popen([self._python, "-m", self._module, str(job_dir)], stdout=log_file,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,

@@ -9,7 +9,7 @@ task          figures (test, holdout, baseline ``metrics.json``, MLflow)
 binary        accuracy (at ``model.threshold``), roc_auc, log_loss
 multiclass    accuracy (most probable class), roc_auc (one-vs-rest macro), macro_f1,
               weighted_f1, log_loss (cross-entropy)
-regression    mae, rmse, r2, and mape when no target is 0
+regression    mae, rmse, r2, and mape when the targets are of one sign (none 0)
 ============  ==========================================================================
 
 The training loop imports :func:`binary_metrics` from here; keep it.

@@ -37,6 +37,7 @@ from evidently.presets import DataDriftPreset
 
 from monitor.errors import DataError
 from monitor.tasks import task_of
+from monitor.taskstats import mape_defined
 
 _VALUE_DRIFT = "evidently:metric_v2:ValueDrift"
 _LABELS_TASK, _PROBAS_TASK = "labels", "probas"
@@ -190,7 +191,7 @@ def _regression_items(frames: PerformanceFrames, target: str, prediction: str, s
                                 regression=[Regression(target=target, prediction=prediction)])
     mean_tests: dict = {"mean_tests": [], "std_tests": []} if quiet else {}
     items: list = [MAE(**mean_tests), RMSE(**tests)]
-    if bool((frames.current[target] != 0).all()):  # MAPE divides by the target
+    if mape_defined(frames.current[target].to_numpy("float64")):  # MAPE divides by the target
         items.append(MAPE(**mean_tests))
     items.append(R2Score(**tests))
     return definition, items

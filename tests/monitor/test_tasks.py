@@ -185,6 +185,20 @@ def test_regression_figures_match_scikit_learn_and_intervals_cover():
     assert perf.r2 == pytest.approx(r2_score(y, pred))
     assert perf.mape is not None
     assert regression_performance(np.array([0.0, 1.0]), np.array([0.5, 1.0])).mape is None
+    assert regression_performance(-y, -pred).mape == pytest.approx(perf.mape)  # all negative: one sign
+
+
+def test_no_mape_for_targets_that_cross_zero():
+    """A percentage of values near 0 swings by multiples between samples of one unchanged model:
+    the MAPE of a target that crosses 0 is absent, and so no rule can breach on it."""
+    rng = np.random.default_rng(3)
+    mapes = []
+    for _ in range(20):  # windows of one stationary regressor, target mean 1, sd 1
+        y = rng.normal(1, 1, size=500)
+        pred = y + rng.normal(0, 0.3, size=500)
+        assert regression_performance(y, pred).mape is None
+        mapes.append(float((np.abs(pred - y) / np.abs(y)).mean()))
+    assert max(mapes) / min(mapes) > 1.5  # what it would have read: a 50 %+ "rise" with nothing changed
 
 
 def test_per_row_loss():

@@ -105,6 +105,11 @@ def test_no_mape_when_a_target_is_zero(ref, model, drift):
     r = evaluate_window(ref, frame, model, drift, BASELINE)
     assert r.mape is None and r.mae is not None
     assert not any(m["metric_name"].startswith("MAPE") for m in r.snapshot.dict()["metrics"])
+    crossing = regression_frame(1200, seed=8)
+    crossing["label"] = crossing["label"] - crossing["label"].median()  # half the targets below 0
+    r = evaluate_window(ref, crossing, model, drift, BASELINE)
+    assert r.mape is None and r.mae is not None
+    assert not any(m["metric_name"].startswith("MAPE") for m in r.snapshot.dict()["metrics"])
 
 
 def test_residual_shift_is_measured_against_the_reference_either_way(ref, model, drift, stationary):

@@ -111,3 +111,27 @@ def test_read_table_keeps_codes_with_leading_zeros_and_configured_text_as_writte
     (tmp_path / "gaps.csv").write_text("plan,x\n7,1\n,2\n1000,3\n")  # an int parse: 7.0, NaN, 1000.0
     plan = read_table(tmp_path / "gaps.csv", text=["plan"])["plan"].tolist()
     assert plan[::2] == ["7", "1000"] and pd.isna(plan[1])
+
+
+@pytest.mark.parametrize("chunk", [1 << 24, 7], ids=["one-chunk", "split-across-chunks"])
+def test_the_scan_for_codes_finds_every_written_form_and_skips_numeric_files(tmp_path, monkeypatch, chunk):
+    """The second, text read of whole-number columns happens only where some field begins with a
+    leading zero: the scan must find every form a code is written in, anywhere in the file."""
+    import gzip
+
+    from trainer import data
+    monkeypatch.setattr(data, "_SCAN_CHUNK", chunk)
+    numeric = "zip,x,when\n1001,0.5,2024-01-05\n2002,10.05,2024-10-30\n300,-0.25,2023-12-01\n"
+    (tmp_path / "n.csv").write_text(numeric)
+    assert not data._may_hold_codes(tmp_path / "n.csv")  # 0.5, 10.05, -0.25, dates: no code
+    for i, code in enumerate(["01001", '"01001"', " 007", "-05", '" 007"', "+01"]):
+        for where in ("first", "last"):
+            text = f"zip,x\n{code},1\n2002,2\n" if where == "first" else f"x,zip\n1,2002\n2,{code}"
+            path = tmp_path / f"c{i}{where}.csv"
+            path.write_text(text)
+            assert data._may_hold_codes(path), (code, where)
+    with gzip.open(tmp_path / "c.csv.gz", "wt") as f:
+        f.write("x,zip\n1,2002\n2,01001\n")
+    assert data._may_hold_codes(tmp_path / "c.csv.gz")
+    assert read_table(tmp_path / "c.csv.gz")["zip"].tolist() == ["2002", "01001"]
+    assert read_table(tmp_path / "n.csv")["zip"].tolist() == [1001, 2002, 300]

@@ -76,7 +76,8 @@ _SCALARS = (  # (metric name, help, attribute or function of the result)
      lambda r: r.rmse_ci and r.rmse_ci[0]),
     ("driftloop_model_rmse_upper", "Upper bound of the RMSE's interval (delta method, drift.confidence).",
      lambda r: r.rmse_ci and r.rmse_ci[1]),
-    ("driftloop_model_mape", "Regression: mean absolute percentage error as a fraction (absent when a target is 0 or the targets cross 0).",
+    ("driftloop_model_mape",
+     "Regression: mean absolute percentage error as a fraction (absent when a target is 0 or the targets cross 0).",
      "mape"),
     ("driftloop_model_bias", "Regression: mean signed residual (prediction - target) on the labelled rows.", "bias"),
     ("driftloop_model_residual_shift", "Regression: shift of the mean signed residual from the champion's on its "

@@ -115,7 +115,10 @@ class Controller(Suspicion):
 
     def _act(self, outcome: CheckOutcome, verdict: Verdict) -> Action:
         if verdict.performance_known and not any(b.reason != "drift" for b in verdict.breaches):
-            self._last_healthy_end = outcome.window_end
+            # What was judged healthy ends at the newest labelled row: rows after it (labels not in yet,
+            # with late labels the next concept's first batch) were not judged, and a retrain without a
+            # located change point takes its rows from here.
+            self._last_healthy_end = outcome.labels_end if outcome.labels_end is not None else outcome.window_end
         current = self.incidents.current()
         if current is None:
             self._healthy_streak = 0

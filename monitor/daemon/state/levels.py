@@ -68,6 +68,12 @@ class ReferenceLevels:
                 if value is not None:
                     conn.execute(insert(daemon_counters).values(model=self._model, name=name, value=value))
 
+    def _retrain_running(self) -> bool:
+        q = select(retrain_attempts.c.id).where(retrain_attempts.c.model == self._model,
+                                                retrain_attempts.c.status == "running").limit(1)
+        with self._engine.connect() as conn:
+            return conn.execute(q).first() is not None
+
     def promoted_by_loop(self, version: str) -> bool:
         q = select(retrain_attempts.c.id).where(retrain_attempts.c.model == self._model,
                                                 retrain_attempts.c.status == "promoted",
@@ -97,6 +103,12 @@ class ReferenceLevels:
         stored_version = None if stored is None else stored.get("reference_version")
         same = stored_version is not None and finite(version) == stored_version
         mae = getattr(result, "baseline_mae", None)
+        if stored is not None and not same and not self.promoted_by_loop(version) and self._retrain_running():
+            # The retrain child moves the alias before the daemon settles its attempt: a check in between
+            # sees a new champion that no promoted attempt names yet. Keep the level, unwritten, until the
+            # attempt is settled; a reset here lowered the bar to a challenger's baseline on 108 rows.
+            return Level(stored.get("reference_accuracy"), stored.get("reference_roc_auc"),
+                         stored.get("reference_mae")), False
         if stored is None or (not same and not self.promoted_by_loop(version)):
             return Level(finite(result.baseline_accuracy), finite(result.baseline_roc_auc), finite(mae)), True
         attainable = stored.get("reference_attainable_version") == finite(version)

@@ -15,6 +15,7 @@ registry probe, evaluation and report saving), which is how the tests drive it.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
@@ -197,6 +198,19 @@ class Daemon:
         else:
             recover(self.controller)  # logs what it settled
         self._started = True
+        threading.Thread(target=self._learn_champion, name=f"driftloop-champion-{self.cfg.model.name}",
+                         daemon=True).start()
+
+    def _learn_champion(self) -> None:
+        """Ask which version is champion as the daemon starts (milliseconds from the registry), not
+        at its first check (up to a check interval later, and tens of seconds in a busy fleet): rows
+        a service sends without ``model_version`` are stored as that version meanwhile, and
+        ``/v1/models`` and ``driftloop_model_champion_info`` show it. An unreachable registry is
+        left to the first check and readiness, which say so."""
+        try:
+            self.champion.version()
+        except Exception as exc:
+            log.info("champion version not known at start: %s", exc)
 
     @property
     def is_leader(self) -> bool:

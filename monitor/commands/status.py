@@ -189,16 +189,8 @@ def _task(cfg, status: dict[str, Any]) -> str | None:
 
 
 def _fetch_models(url: str, token: str | None) -> list[dict[str, Any]]:
-    """GET /v1/models' entries, their check times as status writes times (ISO 8601, UTC)."""
-    from datetime import datetime, timezone
-
-    entries = _fetch(url, "/v1/models", token).get("models", [])
-    for entry in entries:
-        check = entry.get("last_check")
-        if check and isinstance(check.get("at"), (int, float)):
-            check["at"] = (datetime.fromtimestamp(check["at"], timezone.utc).isoformat(timespec="seconds")
-                           .replace("+00:00", "Z"))
-    return entries
+    """GET /v1/models' entries (check times in ISO 8601, UTC, as status writes them)."""
+    return _fetch(url, "/v1/models", token).get("models", [])
 
 
 def render_listing(entries: list[dict[str, Any]]) -> str:

@@ -31,6 +31,7 @@ from monitor.daemon.retraining.slots import RetrainSlots
 from monitor.daemon.runtime.leader import LockSession
 from monitor.daemon.runtime.membership import Balancer, Membership
 from monitor.daemon.runtime.scheduler import SharedScheduler
+from monitor.daemon.runtime.views import iso
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -255,7 +256,7 @@ class Fleet:
             incident = {"error": f"store unavailable: {type(exc).__name__}"}
         return {"name": name, "task": str(daemon.cfg.model.task), "state": "running" if daemon._started else "stopped",
                 "leader": daemon.is_leader, "champion": daemon.champion.last_version,
-                "last_check": ({"state": report.outcome.status, "at": report.outcome.ts} if report else None),
+                "last_check": ({"state": report.outcome.status, "at": iso(report.outcome.ts)} if report else None),
                 "retraining": ctl.supervisor.busy, "incident": incident,
                 "check_interval_seconds": daemon._check_interval, "url": f"/v1/models/{name}"}
 

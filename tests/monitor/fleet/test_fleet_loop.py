@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from monitor.client import DriftloopClient
+from monitor.daemon.runtime.views import iso
 from monitor.config import load_config
 from tests.conftest import free_port
 from tests.monitor.daemon.conftest import SMALL, merge
@@ -93,6 +94,9 @@ def test_one_daemon_judges_two_models_and_retrains_only_the_one_that_drifted(tra
         listing = httpx.get(url + "/v1/models", timeout=10).json()
         assert [(m["name"], m["task"], m["champion"], m["last_check"]["state"]) for m in listing["models"]] == \
             [("churn", "binary", "1", "ok"), ("price", "regression", "1", "ok")]
+        # Times as /status writes them (it was epoch seconds here, ISO 8601 in /status).
+        at = listing["models"][0]["last_check"]["at"]
+        assert at == iso(reports["churn"].outcome.ts) and at.endswith("Z")
 
         metrics = httpx.get(url + "/metrics", timeout=10).text
         for model in ("churn", "price"):

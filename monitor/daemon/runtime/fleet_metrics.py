@@ -101,9 +101,15 @@ class FleetCollector:
         yield GaugeMetricFamily("driftloop_fleet_check_queue", "Checks due that wait for a free check thread",
                                 value=fleet.jobs.waiting())
         with self._lock:
-            for model in list(fleet.daemons):  # every hosted model has its series from the first scrape
+            hosted = set(fleet.daemons)
+            for model in list(self._delays):  # a model removed on reload takes its series with it
+                if model not in hosted:
+                    del self._delays[model]
+            for model in hosted:  # every hosted model has its series from the first scrape
                 self._delays.setdefault(model, _Histogram(DELAY_BUCKETS))
             for model, seen in list(fleet.jobs.delays.items()):
+                if model not in hosted:
+                    continue
                 hist = self._delays.setdefault(model, _Histogram(DELAY_BUCKETS))
                 while seen:
                     hist.observe(seen.pop(0))
@@ -116,7 +122,7 @@ class FleetCollector:
             skipped = CounterMetricFamily("driftloop_fleet_checks_skipped", "A model's scheduled checks that came "
                                           "due while its previous one still ran or waited for a thread (the pool "
                                           "cannot keep up with the models' intervals)", labels=["model"])
-            for model in sorted(set(fleet.daemons) | set(fleet.jobs.skipped)):
+            for model in sorted(hosted):
                 skipped.add_metric([model], float(fleet.jobs.skipped.get(model, 0)))
             yield skipped
             slots = fleet.slots

@@ -37,6 +37,9 @@ class Observation:
 
     labelled_rows: int
     task: str = "binary"                      # monitor.tasks: which default pair judges the check
+    # (labelled rows, the newest label's time): a check that judged the same rows as the one before it
+    # adds no window to alerts.sustained_windows. None: not known (a check replayed from the log).
+    judged_rows: tuple[int, float] | None = None
     accuracy: float | None = None
     roc_auc: float | None = None
     baseline_accuracy: float | None = None

@@ -121,6 +121,7 @@ class AlertPolicy:
         self._perf_streak = 0
         self._drift_streak = 0
         self._estimate_streak = 0
+        self._judged: tuple[int, float] | None = None  # the labelled rows the last judged check saw
         self._champion: str | None = None
         self._latch = DriftLatch(*alerts.drift_hysteresis)
 
@@ -140,6 +141,7 @@ class AlertPolicy:
 
     def reset(self) -> None:
         self._perf_streak = self._drift_streak = self._estimate_streak = 0
+        self._judged = None
         self._latch.reset()
 
     def default_pair(self, obs: Observation, estimated: bool = False) -> list[_Judged]:
@@ -264,7 +266,12 @@ class AlertPolicy:
         if predate:
             perf = None
         if perf is not None:
-            self._perf_streak = self._perf_streak + 1 if perf else 0
+            # alerts.sustained_windows counts windows: a check that judged the very labelled rows the
+            # last one did (no label arrived between them) is the same evidence, not another window.
+            again = obs.judged_rows is not None and obs.judged_rows == self._judged
+            if not (perf and again and self._perf_streak > 0):
+                self._perf_streak = self._perf_streak + 1 if perf else 0
+            self._judged = obs.judged_rows
         too_small = obs.window_rows is not None and obs.window_rows < self._min_drift_rows
         drifted = obs.dataset_drift and not too_small
         if drifted:

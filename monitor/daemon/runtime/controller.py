@@ -44,6 +44,8 @@ def observation(outcome: CheckOutcome, reference: Level | None = None) -> Observ
     upper = lambda ci: ci[1] if ci else None  # noqa: E731
     lower = lambda ci: ci[0] if ci else None  # noqa: E731
     return Observation(labelled_rows=outcome.labelled_rows, task=getattr(r, "task", "binary"),
+                       judged_rows=(None if outcome.labels_end is None
+                                    else (outcome.labelled_rows, outcome.labels_end)),
                        accuracy=r.accuracy, roc_auc=r.roc_auc,
                        baseline_accuracy=base(r.baseline_accuracy, reference.accuracy, "accuracy"),
                        baseline_roc_auc=base(r.baseline_roc_auc, reference.roc_auc, "roc_auc"),

@@ -56,6 +56,21 @@ def test_sustained_windows_need_consecutive_breaches():
         False, False, False, False, False, True]
 
 
+def test_sustained_windows_count_windows_not_checks_of_the_same_rows():
+    # A check that judged the very labelled rows the last one did is the same evidence: one noisy
+    # window checked twice (no label between the checks) opened an incident at sustained_windows=2.
+    p = policy(sustained_windows=2)
+    first = p.observe(obs(acc=0.8, judged_rows=(2000, 1.0e9)))
+    again = p.observe(obs(acc=0.8, judged_rows=(2000, 1.0e9)))
+    assert not first.fire and not again.fire and again.performance_streak == 1
+    assert p.observe(obs(acc=0.8, judged_rows=(2100, 1.0e9 + 60))).fire  # a second window: new labels
+    healthy = policy(sustained_windows=2)
+    healthy.observe(obs(acc=0.87, judged_rows=(2000, 1.0e9)))
+    assert healthy.observe(obs(acc=0.8, judged_rows=(2000, 1.0e9))).performance_streak == 1  # a new bar: counts
+    unknown = policy(sustained_windows=2)  # checks replayed from the log carry no rows: each counts
+    assert [unknown.observe(obs(acc=0.8)).fire for _ in range(2)] == [False, True]
+
+
 def test_relative_mode_scales_with_the_baseline():
     p = policy(mode="relative", accuracy_drop=0.05)
     assert not p.observe(obs(acc=0.83)).fire    # 4.6 % below 0.87

@@ -222,7 +222,8 @@ class AlertsConfig(_Section):
                                   "deviation): a model that starts to over- or under-predict")
     mode: Literal["absolute", "relative"] = Field("absolute", description="absolute (baseline - live) or relative "
                                                                           "((baseline - live) / baseline)")
-    sustained_windows: int = Field(1, ge=1, description="breaching checks in a row before an alert fires")
+    sustained_windows: int = Field(1, ge=1, description="breaching windows in a row before a performance alert "
+                                   "fires (a check of the same labelled rows as the one before counts once)")
     cooldown_seconds: float = Field(300.0, ge=0, description="seconds before retrying after a retrain that *failed* "
                                     "(crashed, MLflow down); rejected retrains wait for new labelled rows instead")
     retrain_on_drift: bool = Field(False, description="retrain on dataset drift without a performance drop")

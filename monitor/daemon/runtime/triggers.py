@@ -50,14 +50,16 @@ def _wants_retrain(labels: dict[str, str], retrain_on_drift: bool) -> bool:
 
 def handle_alertmanager(ctl: Controller, payload: WebhookPayload) -> TriggerResult:
     """Firing alerts that concern us open (or attach to) an incident and may retrain, with the
-    cooldown; resolved ones are noted, and resolve an Alertmanager incident that is not retraining.
+    cooldown; resolved ones are noted, and resolve an Alertmanager incident that is not retraining
+    once no other alert for the model fires (delivered since it opened, not resolved).
 
     Deliveries are deduplicated by fingerprint and ``startsAt`` (deliveries.py): a firing alert
     delivered again attaches (one event row, counted), and one replayed after its resolution is
     recorded but not acted upon."""
     sel = select_alerts(payload, ctl.cfg.alerts.webhook_match, ctl.cfg.model.name)
     with ctl.lock:
-        seen = DeliveryLedger(ctl.store.engine, ctl.cfg.model.name, ctl.clock).sort(sel.firing, sel.resolved)
+        ledger = DeliveryLedger(ctl.store.engine, ctl.cfg.model.name, ctl.clock)
+        seen = ledger.sort(sel.firing, sel.resolved)
         details = {"firing": len(seen.firing), "resolved": len(sel.resolved), "ignored": len(sel.ignored),
                    "replayed": len(seen.replay), "repeated": len(seen.repeat)}
         current = ctl.incidents.current()
@@ -86,7 +88,11 @@ def handle_alertmanager(ctl: Controller, payload: WebhookPayload) -> TriggerResu
         if sel.resolved and current is not None:
             summary = summarize(sel.resolved)
             ctl.incidents.note(current.id, "alertmanager_resolved", summary, coalesce=True)
-            if current.reason == Reason.ALERTMANAGER and current.state != State.RETRAINING:
+            still = ledger.firing_since(current.opened_at)
+            if still:  # Alertmanager groups by alertname: one alert's resolution is not the others'
+                ctl.incidents.note(current.id, "alertmanager_still_firing",
+                                   f"{still} other alert(s) for this model still firing", coalesce=True)
+            elif current.reason == Reason.ALERTMANAGER and current.state != State.RETRAINING:
                 ctl.resolve(current, f"Alertmanager resolved: {summary}")
                 return TriggerResult(ctl.incidents.get(current.id), _action(TriggerKind.RESOLVED, current), details)
             return TriggerResult(current, _action(TriggerKind.NOTED, current), details)

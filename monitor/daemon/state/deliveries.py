@@ -87,3 +87,11 @@ class DeliveryLedger:
                 conn.execute(update(t).where(*where).values(**values))
             conn.execute(delete(t).where(t.c.model == self._model, t.c.last_seen < now - KEEP_SECONDS))
         return out
+
+    def firing_since(self, since: float) -> int:
+        """How many alerts for this model are firing, delivered at or after ``since`` and not resolved
+        since (an incident's opening: an alert that fired before it, never resolved, is not its)."""
+        t = alert_deliveries
+        q = select(t.c.fingerprint).where(t.c.model == self._model, t.c.status == "firing", t.c.last_seen >= since)
+        with self._engine.connect() as conn:
+            return len(conn.execute(q).all())

@@ -65,6 +65,29 @@ def test_alertmanager_deliveries_say_what_they_did(make_daemon):
     assert replay.details["replayed"] == 1
 
 
+def test_an_alertmanager_incident_resolves_when_its_last_alert_does(make_daemon):
+    # Alertmanager groups by alertname: AccuracyDrop and RocAucDrop come as separate notifications.
+    # The first to resolve closed the incident while the other still fired.
+    daemon, traffic = make_daemon()
+    traffic.send(300, 110)
+    auc = copy.deepcopy(FIRING)
+    auc["alerts"][0]["labels"]["alertname"], auc["alerts"][0]["fingerprint"] = "ModelRocAucDrop", "beef"
+    opened = daemon.handle_alerts(payload())
+    assert opened.action.kind is TriggerKind.OPENED
+    assert daemon.wait_for_retrain(60)  # the retrain ends; the incident waits on its alerts
+    assert daemon.handle_alerts(WebhookPayload.model_validate(auc)).action.kind is TriggerKind.ATTACHED
+    incident = daemon.controller.incidents.get(opened.incident.id)
+    assert incident.state is not State.RETRAINING, incident
+    first = daemon.handle_alerts(payload("resolved"))  # ModelAccuracyDrop resolves; RocAucDrop fires on
+    assert first.action.kind is TriggerKind.NOTED and first.incident.is_open
+    events = [e["kind"] for e in daemon.controller.incidents.events(opened.incident.id)]
+    assert "alertmanager_still_firing" in events
+    auc["status"] = auc["alerts"][0]["status"] = "resolved"
+    auc["alerts"][0]["endsAt"] = "2026-11-30T10:40:00Z"
+    last = daemon.handle_alerts(WebhookPayload.model_validate(auc))
+    assert last.action.kind is TriggerKind.RESOLVED and last.incident.state is State.RESOLVED
+
+
 def test_a_resolved_alert_is_noted_on_an_incident_it_did_not_open(make_daemon):
     daemon, traffic = make_daemon(behaviour="hang")  # the manual retrain runs on
     traffic.send(300, 110)

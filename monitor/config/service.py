@@ -15,6 +15,12 @@ class LoggingConfig(_Section):
                                                                             "--log-level)")
     format: Literal["text", "json"] = Field("text", description="text, or json (one JSON object per line)")
 
+    @field_validator("level", mode="before")
+    @classmethod
+    def _any_case(cls, value: Any) -> Any:
+        """``info`` as ``--log-level info`` takes it (a YAML file and DRIFTLOOP_LOGGING__LEVEL too)."""
+        return value.strip().upper() if isinstance(value, str) else value
+
 
 class ExporterConfig(_Section):
     host: str = Field("127.0.0.1", description="address to listen on (0.0.0.0 or :: for Prometheus on another host)")

@@ -21,6 +21,15 @@ def test_file_then_environment_precedence(tmp_path):
     assert cfg.alerts.accuracy_drop == 0.02
 
 
+def test_log_level_in_any_case_as_the_flag_takes_it(tmp_path):
+    f = tmp_path / "d.yaml"
+    f.write_text("logging:\n  level: info\n")  # was refused: "input should be 'DEBUG', 'INFO', ..."
+    assert load_config(f, environ={}).logging.level == "INFO"
+    assert load_config(None, environ={"DRIFTLOOP_LOGGING__LEVEL": " warning"}).logging.level == "WARNING"
+    with pytest.raises(ConfigError, match="logging.level"):
+        load_config(None, environ={"DRIFTLOOP_LOGGING__LEVEL": "loud"})
+
+
 def test_environment_values_are_typed(tmp_path):
     cfg = load_config(tmp_path / "none.yaml" if False else None, environ={
         "DRIFTLOOP_ALERTS__RETRAIN_ON_DRIFT": "true", "DRIFTLOOP_TRAINING__HIDDEN": "[8, 4]"})

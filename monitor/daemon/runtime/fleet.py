@@ -246,18 +246,25 @@ class Fleet:
         if daemon is None:
             return {"name": name, "state": "failed", "error": self.failed.get(name), "url": f"/v1/models/{name}"}
         ctl = daemon.controller
+        leader = daemon.is_leader
         report = ctl.last_check
+        last_check = {"state": report.outcome.status, "at": iso(report.outcome.ts)} if report else None
+        retraining: Any = ctl.supervisor.busy
         incident = None
         try:
             current = ctl.incidents.current()
             incident = ({"id": current.id, "state": str(current.state), "reason": str(current.reason)}
                         if current else None)
+            if not leader:  # another daemon checks and retrains this model: the store knows, not our memory
+                row = ctl.checklog.last()
+                last_check = {"state": row["status"], "at": iso(row["ts"])} if row else None
+                retraining = ctl.attempts.running() is not None
         except Exception as exc:  # the store is down: the rest of the listing still answers
             incident = {"error": f"store unavailable: {type(exc).__name__}"}
         return {"name": name, "task": str(daemon.cfg.model.task), "state": "running" if daemon._started else "stopped",
-                "leader": daemon.is_leader, "champion": daemon.champion.last_version,
-                "last_check": ({"state": report.outcome.status, "at": iso(report.outcome.ts)} if report else None),
-                "retraining": ctl.supervisor.busy, "incident": incident,
+                "leader": leader, "champion": daemon.champion.last_version,
+                "last_check": last_check,
+                "retraining": retraining, "incident": incident,
                 "check_interval_seconds": daemon._check_interval, "url": f"/v1/models/{name}"}
 
     def listing(self) -> dict[str, Any]:

@@ -214,8 +214,11 @@ class Daemon:
 
     @property
     def is_leader(self) -> bool:
-        # In-process use without the scheduler (tests, the demo) acts as the leader.
-        return self.leadership.is_leader or not self._with_scheduler or not self._started
+        # In-process use without the scheduler (tests, the demo) acts as the leader; so does a daemon
+        # not started yet on one host (SQLite). On a shared PostgreSQL store only the election says
+        # so: until this daemon has won it (while `serve` starts its models), another may lead.
+        return (self.leadership.is_leader or not self._with_scheduler
+                or (not self._started and self.leadership.single))
 
     def _lead(self) -> None:
         recover(self.controller)  # logs what it settled

@@ -176,6 +176,11 @@ class LeaderElection:
         return self._leader
 
     @property
+    def single(self) -> bool:
+        """One host (not PostgreSQL): no other daemon can lead, so this one always does once started."""
+        return self._single
+
+    @property
     def leader_since(self) -> float | None:
         """When (``clock``) this daemon last became the leader; None while a follower."""
         return self._since

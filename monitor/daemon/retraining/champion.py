@@ -7,7 +7,9 @@ against the new champion's baseline.
 """
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Callable
 
 from monitor.config import DriftloopConfig
@@ -15,6 +17,9 @@ from monitor.errors import RegistryError
 
 if TYPE_CHECKING:
     from trainer import Champion
+
+
+log = logging.getLogger(__name__)
 
 
 class NoChampionError(RegistryError):
@@ -30,9 +35,29 @@ class ChampionCache:
         self._cached: Champion | None = None
         self._lock = threading.Lock()
         self.last_version: str | None = None  # as of the latest lookup; for /metrics, which must not block
+        self._looked_at: float | None = None   # time.monotonic() of the latest lookup
+        self._refreshing = threading.Lock()    # held by the one background lookup in flight
 
     def version(self) -> str | None:
         self.last_version = self._current_version()
+        self._looked_at = time.monotonic()
+        return self.last_version
+
+    def recent_version(self, max_age: float) -> str | None:
+        """``last_version`` without waiting; when it is older than ``max_age`` seconds, one lookup
+        starts in the background (for a follower, whose checks do not run: another daemon's promotion
+        is seen within ``max_age`` plus a lookup). A registry that does not answer keeps the last."""
+        looked = self._looked_at
+        if (looked is None or time.monotonic() - looked > max_age) and self._refreshing.acquire(blocking=False):
+            def refresh() -> None:
+                try:
+                    self.version()
+                except Exception as exc:  # the checks and readiness report an unreachable registry
+                    log.debug("champion lookup failed: %s", exc)
+                    self._looked_at = time.monotonic()  # asked: the next try waits its age too
+                finally:
+                    self._refreshing.release()
+            threading.Thread(target=refresh, name="driftloop-champion-lookup", daemon=True).start()
         return self.last_version
 
     def get(self) -> Champion:

@@ -64,6 +64,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+FOLLOWER_LOOKUP_SECONDS = 10.0  # how old a follower's champion version may get before it asks again
+
 
 class Daemon:
     def __init__(self, cfg: DriftloopConfig, *, store: PredictionStore | None = None,
@@ -120,7 +122,7 @@ class Daemon:
             registry = CollectorRegistry(auto_describe=True)
             register_self_metrics(registry, "serve")  # process_*, python_*, driftloop_build_info
         self.registry = registry
-        self.registry.register(DaemonCollector(self.controller, lambda: self.champion.last_version,
+        self.registry.register(DaemonCollector(self.controller, self.served_version,
                                                lambda: self.is_leader))
         self._register_model_metrics()
         self._gpu_close: Callable[[], None] | None = None
@@ -169,8 +171,18 @@ class Daemon:
         app.state.readiness.add("mlflow", self.check_registry)
         # A service that does not send model_version scored its rows with the champion of the moment:
         # stored as that version, a promoted challenger is judged on its own rows, not its predecessor's.
-        app.state.ingest_handler.assumed_version = lambda: self.champion.last_version
+        app.state.ingest_handler.assumed_version = self.served_version
         return app
+
+    def served_version(self) -> str | None:
+        """The champion version rows without ``model_version`` are stored as, and /metrics shows.
+        The leader's is current (each check asks; a promotion sets it). A follower runs no checks:
+        its lookup is repeated in the background once it is ``FOLLOWER_LOOKUP_SECONDS`` old, so a
+        promotion by the leader reaches the rows it stores within about that (it kept the old
+        version until a restart, or a call of its /status)."""
+        if self.is_leader:
+            return self.champion.last_version
+        return self.champion.recent_version(FOLLOWER_LOOKUP_SECONDS)
 
     def known_champion(self) -> str | None:
         """A champion version this daemon (or a check on record) has served, if any: its registry

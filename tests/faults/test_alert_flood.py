@@ -58,7 +58,13 @@ def test_a_flood_of_deliveries_adds_constant_rows_and_a_replay_is_not_acted_on(t
         assert now["incidents"] == 1 and now["incident_events"] == after_flood["incident_events"]
         assert now["alert_deliveries"] == after_first["alert_deliveries"] + FLOOD
 
+        # The first alert resolves while the distinct ones still fire: noted, the incident stays open.
         r = c.post("/v1/alerts", json=resolved(FIRING)).json()
+        assert r["kind"] == "noted" and r["incident"]["state"] != "resolved", r
+        # The last of them resolves (Alertmanager sends a group's resolutions together): resolved.
+        rest = resolved(FIRING)
+        rest["alerts"] = [{**rest["alerts"][0], "fingerprint": f"flood-{i}"} for i in range(FLOOD)]
+        r = c.post("/v1/alerts", json=rest).json()
         assert r["kind"] == "resolved" and r["retrain"] is None
         # The firing notification delivered again after its resolution: recorded, not acted on.
         replay = c.post("/v1/alerts", json=FIRING).json()

@@ -15,7 +15,6 @@ registry probe, evaluation and report saving), which is how the tests drive it.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
@@ -46,6 +45,7 @@ from monitor.daemon.runtime.scheduler import build_scheduler
 from monitor.daemon.runtime.views import collect_status
 from monitor.daemon.runtime.triggers import TriggerResult, handle_alertmanager, request_retrain
 from monitor.daemon.runtime.wiring import LazyEvaluator, ReportSaver, default_champion, shadow_observer
+from monitor.store.engine import write_transaction
 from monitor.tasks import task_of
 from trainer.monitoring_runs import MonitoringRuns
 
@@ -210,18 +210,18 @@ class Daemon:
         else:
             recover(self.controller)  # logs what it settled
         self._started = True
-        threading.Thread(target=self._learn_champion, name=f"driftloop-champion-{self.cfg.model.name}",
-                         daemon=True).start()
+        self._last_served_champion()
 
-    def _learn_champion(self) -> None:
-        """Ask which version is champion as the daemon starts (milliseconds from the registry), not
-        at its first check (up to a check interval later, and tens of seconds in a busy fleet): rows
-        a service sends without ``model_version`` are stored as that version meanwhile, and
-        ``/v1/models`` and ``driftloop_model_champion_info`` show it. An unreachable registry is
-        left to the first check and readiness, which say so."""
+    def _last_served_champion(self) -> None:
+        """The champion the last check on record served, as this daemon's until its first check asks
+        the registry (up to a check interval later, tens of seconds in a busy fleet): rows a service
+        sends without ``model_version`` are stored as it meanwhile, and ``/v1/models`` and
+        ``driftloop_model_champion_info`` show it. From the store, not MLflow: nothing to wait for."""
+        if self.champion.last_version is not None:
+            return
         try:
-            self.champion.version()
-        except Exception as exc:
+            self.champion.last_version = self.controller.checklog.last_champion()
+        except Exception as exc:  # the store is down: the first check says so
             log.info("champion version not known at start: %s", exc)
 
     @property
@@ -301,7 +301,8 @@ class Daemon:
         self._require_leader()
         self.check_registry()
         if self.champion.version() is None:  # a retrain warm-starts the champion: it could only fail
-            self.store.check_writable()  # but a store outage answers first (503), as on every write
+            with write_transaction(self.store.engine):  # but a store outage answers first (503), as the
+                pass                                    # request's own write would, within its wait
             raise NoChampionError("the registry has no champion to retrain: train one with `driftloop train`, "
                                   f"or set the `champion` alias on a version of {self.cfg.registered_model_name!r}")
         return request_retrain(self.controller, trigger, detail)

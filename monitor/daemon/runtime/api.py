@@ -100,7 +100,8 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
         """Firing alerts labelled for this model (``alerts.webhook_match``, default
         ``component="model"``) open an incident or attach to the open one, and retrain unless the
         cooldown or a running retrain says wait; resolved ones are recorded, and resolve an
-        incident Alertmanager opened."""
+        incident Alertmanager opened. On a follower (several daemons on one PostgreSQL store) they
+        are held in the store for the model's leader, which acts within seconds (``kind: queued``)."""
         try:
             payload = parse_body(await request.body(), WebhookPayload, "Alertmanager webhook payload (version 4)")
         except BadRequest as exc:

@@ -43,7 +43,9 @@ from monitor.daemon.retraining.improve import Improvement
 from monitor.daemon.retraining.registry import MlflowProbe, RegistryProbe
 from monitor.daemon.runtime.scheduler import build_scheduler
 from monitor.daemon.runtime.views import collect_status
-from monitor.daemon.runtime.triggers import TriggerResult, handle_alertmanager, request_retrain
+from monitor.daemon.runtime.triggers import (
+    TriggerResult, handle_alertmanager, hold_for_leader, request_retrain, take_held)
+from monitor.daemon.state import INBOX_SECONDS
 from monitor.daemon.runtime.wiring import LazyEvaluator, ReportSaver, default_champion, shadow_observer
 from monitor.store.engine import write_transaction
 from monitor.tasks import task_of
@@ -234,18 +236,22 @@ class Daemon:
 
     def _lead(self) -> None:
         recover(self.controller)  # logs what it settled
+        # Followers hold alerts for the leader only where there can be followers (a shared store).
+        inbox = None if self.leadership.single else self.take_held_alerts
         if self._jobs is not None:
             self._jobs.add_model(
                 self.cfg.model.name, check=self.run_check_now, check_interval=self._check_interval,
                 retention=self.apply_retention,
                 retrain=self._scheduled_retrain,
-                retrain_cron=self.cfg.alerts.retrain_cron, on_check_error=self._check_failed)
+                retrain_cron=self.cfg.alerts.retrain_cron, on_check_error=self._check_failed,
+                inbox=inbox, inbox_interval=INBOX_SECONDS)
             return
         self._scheduler = scheduler = build_scheduler(
             check=self.run_check_now, check_interval=self._check_interval,
             retention=self.apply_retention,
             retrain=self._scheduled_retrain,
-            retrain_cron=self.cfg.alerts.retrain_cron, on_check_error=self._check_failed)
+            retrain_cron=self.cfg.alerts.retrain_cron, on_check_error=self._check_failed,
+            inbox=inbox, inbox_interval=INBOX_SECONDS)
         scheduler.start()
 
     def _follow(self) -> None:
@@ -317,10 +323,25 @@ class Daemon:
 
     def handle_alerts(self, payload: WebhookPayload) -> TriggerResult:
         """Raises RegistryError (answered 503: Alertmanager re-sends) while MLflow cannot be used,
-        rather than starting a retrain that could only fail; NotLeaderError on a follower."""
-        self._require_leader()
+        rather than starting a retrain that could only fail. A follower holds the alerts concerning
+        its model in the shared store for the model's leader (:meth:`take_held_alerts`; 503 when
+        they pile up unread)."""
+        if not self.is_leader:
+            if self.leadership.single:
+                raise NotLeaderError("this daemon is not running its model yet; retry")
+            return hold_for_leader(self.controller, payload)
         self.check_registry()
         return handle_alertmanager(self.controller, payload)
+
+    def take_held_alerts(self) -> int:
+        """The leader's job: act on the Alertmanager deliveries followers held for this model."""
+        if not self.is_leader:
+            return 0
+
+        def ready() -> None:
+            self._require_leader()
+            self.check_registry()  # MLflow down: the deliveries wait in the store, as Alertmanager would re-send
+        return take_held(self.controller, ready)
 
     def wait_for_retrain(self, timeout: float | None = None) -> bool:
         return self.controller.supervisor.wait_idle(timeout)

@@ -8,7 +8,9 @@
   retrains; the retrain queue and the check pool. ``GET /v1/models/{name}``: one model's entry.
 * ``GET /metrics``: every model's series (``model`` label) and the fleet's, one exposition.
 * ``POST /v1/alerts``: Alertmanager's webhook for every model: each model acts on the alerts whose
-  ``model`` label names it (``alerts.webhook_match`` as always); the answer lists each model's.
+  ``model`` label names it (``alerts.webhook_match`` as always); the answer lists each model's. A
+  model another daemon leads (a shared PostgreSQL store) holds its alerts for that leader
+  (``kind: queued``, state/inbox.py).
 
 A deployment of one model also answers every path it always did (``/v1/predictions`` …) for that
 model. With several, those per-model paths answer 404 naming ``/v1/models/{name}/…``; the

@@ -1,4 +1,5 @@
-"""APScheduler wiring: the periodic check, daily retention and the optional retrain cron.
+"""APScheduler wiring: the periodic check, daily retention, the optional retrain cron and, on a
+shared store, taking the Alertmanager deliveries followers held for this leader (state/inbox.py).
 
 Every job runs with ``max_instances=1`` and ``coalesce=True``: a check that takes longer than
 the interval delays the next one instead of piling up, and missed runs (a suspended laptop)
@@ -43,7 +44,8 @@ def _guarded(name: str, fn: Callable[[], object],
 def build_scheduler(*, check: Callable[[], object], check_interval: float, retention: Callable[[], object],
                     retrain: Callable[[], object] | None = None, retrain_cron: str | None = None,
                     on_check_error: Callable[[BaseException], None] | None = None,
-                    first_check_delay: float = 1.0) -> BackgroundScheduler:
+                    first_check_delay: float = 1.0, inbox: Callable[[], object] | None = None,
+                    inbox_interval: float = 5.0) -> BackgroundScheduler:
     """A scheduler (not started) with the daemon's jobs. The first check runs
     ``first_check_delay`` seconds after start, so /metrics has model series right away."""
     scheduler = BackgroundScheduler(timezone=timezone.utc,
@@ -58,6 +60,9 @@ def build_scheduler(*, check: Callable[[], object], check_interval: float, reten
         scheduler.add_job(_guarded("retrain", retrain, None),
                           CronTrigger.from_crontab(retrain_cron, timezone=timezone.utc),
                           id="retrain", name=f"scheduled retrain ({retrain_cron} UTC)")
+    if inbox is not None:
+        scheduler.add_job(_guarded("inbox", inbox, None), IntervalTrigger(seconds=inbox_interval), id="inbox",
+                          name="Alertmanager deliveries held by followers", next_run_time=now)
     return scheduler
 
 
@@ -151,7 +156,8 @@ class SharedScheduler:
     def add_model(self, model: str, *, check: Callable[[], object], check_interval: float,
                   retention: Callable[[], object], retrain: Callable[[], object] | None = None,
                   retrain_cron: str | None = None, on_check_error: Callable[[BaseException], None] | None = None,
-                  first_check_delay: float = 1.0) -> None:
+                  first_check_delay: float = 1.0, inbox: Callable[[], object] | None = None,
+                  inbox_interval: float = 5.0) -> None:
         """Schedule ``model``'s jobs (replacing any it had)."""
         self.remove_model(model)
         now = datetime.now(timezone.utc)
@@ -170,10 +176,14 @@ class SharedScheduler:
             add(_guarded(f"{model}:retrain", self._unless_stopping(retrain), None, model),
                 CronTrigger.from_crontab(retrain_cron, timezone=timezone.utc), id=f"{model}:retrain",
                 name=f"scheduled retrain of model {model} ({retrain_cron} UTC)")
+        if inbox is not None:
+            add(_guarded(f"{model}:inbox", self._unless_stopping(inbox), None, model),
+                IntervalTrigger(seconds=inbox_interval), id=f"{model}:inbox",
+                name=f"Alertmanager deliveries held by followers for model {model}", next_run_time=now)
 
     def remove_model(self, model: str) -> None:
         """Unschedule ``model``'s jobs; a check of it already running finishes."""
-        for kind in ("check", "retention", "retrain"):
+        for kind in ("check", "retention", "retrain", "inbox"):
             try:
                 self._scheduler.remove_job(f"{model}:{kind}")
             except Exception:  # JobLookupError: it had none of this kind

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from monitor.daemon.decisions.actions import TriggerAction, TriggerKind
 from monitor.daemon.decisions.kinds import Reason, State
@@ -18,6 +18,7 @@ from monitor.daemon.state.attempts import BusyError
 from monitor.daemon.runtime.controller import Controller
 from monitor.daemon.runtime.retrains import Started
 from monitor.daemon.state.deliveries import DeliveryLedger
+from monitor.daemon.state import AlertInbox
 from monitor.daemon.state.incidents import Incident
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,42 @@ def handle_alertmanager(ctl: Controller, payload: WebhookPayload) -> TriggerResu
         if seen.replay:
             return TriggerResult(current, _action(TriggerKind.REPLAY_IGNORED, current), details)
         return TriggerResult(current, _action(TriggerKind.NOTHING, current), details)
+
+
+def hold_for_leader(ctl: Controller, payload: WebhookPayload) -> TriggerResult:
+    """On a follower: the alerts concerning this model, held in the shared store for its leader
+    (state/inbox.py), which acts on them as on its own delivery. Raises InboxFullError (503) when
+    no leader has taken the model's deliveries for a long while."""
+    sel = select_alerts(payload, ctl.cfg.alerts.webhook_match, ctl.cfg.model.name)
+    details: dict[str, Any] = {"firing": len(sel.firing), "resolved": len(sel.resolved), "ignored": len(sel.ignored)}
+    if not sel.firing and not sel.resolved:
+        return TriggerResult(None, TriggerAction(TriggerKind.NOTHING), details)
+    kept = payload.model_dump(mode="json", by_alias=True, exclude_none=True)
+    kept["alerts"] = [a.model_dump(mode="json", by_alias=True, exclude_none=True) for a in sel.firing + sel.resolved]
+    held = AlertInbox(ctl.store.engine, ctl.cfg.model.name, ctl.clock).put(kept)
+    log.info("Alertmanager: %d alert(s) held for the leader of model %s (delivery %d): %s",
+             len(kept["alerts"]), ctl.cfg.model.name, held, summarize(sel.firing + sel.resolved))
+    return TriggerResult(None, TriggerAction(TriggerKind.QUEUED), {**details, "held": held})
+
+
+def take_held(ctl: Controller, before_each: Callable[[], None]) -> int:
+    """On the leader: act on the deliveries followers held for this model, oldest first; each is
+    removed once acted upon (one that fails stays for the next time: the ledger knows a repeat).
+    ``before_each`` raises to stop (MLflow unavailable, leadership lost). Returns how many were taken."""
+    inbox = AlertInbox(ctl.store.engine, ctl.cfg.model.name, ctl.clock)
+    taken = 0
+    for delivery in inbox.pending():
+        before_each()
+        try:
+            payload = WebhookPayload.model_validate(delivery.payload)
+        except ValueError as exc:  # written by another version of driftloop: nothing to act on
+            log.error("Alertmanager delivery %d held for this model cannot be read, dropped: %s", delivery.id, exc)
+        else:
+            result = handle_alertmanager(ctl, payload)
+            log.info("Alertmanager delivery %d held by a follower: %s", delivery.id, result.action)
+        inbox.done(delivery.id)
+        taken += 1
+    return taken
 
 
 def request_retrain(ctl: Controller, trigger: str, detail: str) -> TriggerResult:

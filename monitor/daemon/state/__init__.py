@@ -1,5 +1,5 @@
 """The daemon's state in the store: incidents, retrain attempts, the check log, webhook
-deliveries, reference levels and the tables and migrations behind them.
+deliveries (and those a follower holds for the leader), reference levels and the tables and migrations behind them.
 
 Imports only :mod:`monitor.daemon.decisions` of the daemon (and the store) at run time; the check
 outcome and webhook alerts it records are handed in (annotations only).
@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from monitor.lazy import lazy_attributes
 
-__all__ = ["Attempt", "AttemptStore", "BusyError", "CheckLog", "DeliveryLedger", "Incident", "IncidentStore",
-           "Level", "OUTCOMES", "OUTCOME_STATES", "REASONS", "ReferenceLevels", "TransitionError",
+__all__ = ["AlertInbox", "Attempt", "AttemptStore", "BusyError", "CheckLog", "DeliveryLedger", "INBOX_SECONDS",
+           "Incident", "IncidentStore", "Level", "OUTCOMES", "OUTCOME_STATES", "REASONS", "ReferenceLevels", "TransitionError",
            "history_citations", "unsuccessful_in_a_row"]
 
 _WHERE = {
+    "AlertInbox": "monitor.daemon.state.inbox", "INBOX_SECONDS": "monitor.daemon.state.inbox",
     "Attempt": "monitor.daemon.state.attempts", "AttemptStore": "monitor.daemon.state.attempts",
     "BusyError": "monitor.daemon.state.attempts", "OUTCOMES": "monitor.daemon.state.attempts",
     "CheckLog": "monitor.daemon.state.checklog", "DeliveryLedger": "monitor.daemon.state.deliveries",

@@ -120,3 +120,13 @@ alert_deliveries = Table(
     Column("deliveries", Integer, nullable=False),
     Column("resolved_at", Float, nullable=True),           # when a resolved delivery was first seen
 )
+
+
+alert_inbox = Table(
+    "alert_inbox", metadata,
+    # Migration 7 (schema.create_alert_inbox): deliveries a follower took for the model's leader.
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("model", String(200), nullable=False),
+    Column("received_at", Float, nullable=False),
+    Column("payload", Text, nullable=False),              # the webhook payload as JSON (inbox.py)
+)

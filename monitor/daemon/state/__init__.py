@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from monitor.lazy import lazy_attributes
 
-__all__ = ["AlertInbox", "Attempt", "AttemptStore", "BusyError", "CheckLog", "DeliveryLedger", "INBOX_SECONDS",
-           "Incident", "IncidentStore", "Level", "OUTCOMES", "OUTCOME_STATES", "REASONS", "ReferenceLevels", "TransitionError",
-           "history_citations", "unsuccessful_in_a_row"]
+__all__ = ["AlertInbox", "Attempt", "AttemptStore", "BusyError", "CheckLog", "DeliveryLedger",
+           "INBOX_SECONDS", "Incident", "IncidentStore", "Level", "OUTCOMES", "OUTCOME_STATES", "REASONS",
+           "ReferenceLevels", "TransitionError", "history_citations", "unsuccessful_in_a_row"]
 
 _WHERE = {
     "AlertInbox": "monitor.daemon.state.inbox", "INBOX_SECONDS": "monitor.daemon.state.inbox",

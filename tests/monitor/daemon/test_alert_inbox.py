@@ -61,7 +61,8 @@ def test_a_follower_holds_the_alert_and_the_leader_acts_on_it(make_daemon, postg
 
     incident = wait_until(leader.controller.incidents.current, 15, 0.1, "the leader did not act on the held alert")
     assert incident.reason == Reason.ALERTMANAGER
-    notes = [e["message"] for e in leader.controller.incidents.events(incident.id) if e["kind"] == "alertmanager_firing"]
+    events = leader.controller.incidents.events(incident.id)
+    notes = [e["message"] for e in events if e["kind"] == "alertmanager_firing"]
     assert notes and "accuracy dropped" in notes[0], notes
     assert wait_until(lambda: AlertInbox(leader.store.engine, model, leader.clock).count() == 0, 10, 0.1)
 

@@ -143,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     except DriftloopError as exc:
         click.echo(f"Error: {exc}", err=True)
         return 2
+    except OSError as exc:  # a path the system refused: a missing folder, /proc, a file where a folder goes
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(f"Error: {where}{exc.strerror or exc}", err=True)
+        return 2
     except KeyboardInterrupt:
         return 130
     except click.exceptions.Exit as exc:

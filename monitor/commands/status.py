@@ -106,6 +106,8 @@ def _fetch(url: str, path: str, token: str | None, params: dict | None = None) -
     target = url.rstrip("/") + path
     try:
         r = httpx.get(target, params=params, headers=headers, timeout=10)
+    except httpx.InvalidURL as exc:
+        raise UserInputError(f"--url {url!r} is not a URL ({exc}): e.g. http://127.0.0.1:8470") from exc
     except httpx.HTTPError as exc:
         raise UserInputError(f"cannot reach the daemon at {target}: {exc}") from exc
     if r.status_code != 200:

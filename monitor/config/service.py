@@ -178,3 +178,22 @@ class StoreConfig(_Section):
     sqlite_synchronous: Literal["FULL", "NORMAL"] = Field("FULL", description="FULL fsyncs the WAL per batch (no "
                                                                               "acknowledged batch lost to a power "
                                                                               "cut); NORMAL is faster")
+
+    @field_validator("url")
+    @classmethod
+    def _database_url(cls, url: str | None) -> str | None:
+        if url is None:
+            return url
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            parsed = make_url(url)
+        except ArgumentError:
+            raise ValueError("expected a database URL: sqlite:////path/to/driftloop.db or "
+                             "postgresql+psycopg://user@host/db (or leave store.url out: a file under home)") from None
+        if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
+            raise ValueError("an in-memory SQLite store loses every acknowledged row when the process exits: give a "
+                             "file (sqlite:////var/lib/driftloop/driftloop.db), or leave store.url out (a file under "
+                             "home)")
+        return url

@@ -217,7 +217,9 @@ def create_app(cfg: DriftloopConfig, store: Any, registry: CollectorRegistry | N
         app_version = version("driftloop")
     except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
         app_version = "0"
-    app = FastAPI(title="driftloop", version=app_version,
+    # No trailing-slash redirects: an API path is exact (a 307 to the slashless path would be built
+    # from the client's Host header, and in a fleet from the path with /v1/models/<name> taken off).
+    app = FastAPI(title="driftloop", version=app_version, redirect_slashes=False,
                   description="Prediction and label ingestion, metrics and control of the driftloop daemon.")
     registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
     readiness = Readiness({"store": lambda: store.check_writable(cfg.store.min_free_bytes)})

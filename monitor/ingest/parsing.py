@@ -113,6 +113,19 @@ def check_containers(body: bytes) -> None:
                                           "not a batch of records")
 
 
+def _non_json_number(body: bytes, exc: orjson.JSONDecodeError) -> str:
+    """A hint when the parser stopped at ``NaN``, ``Infinity`` or ``-Infinity``: Python's
+    ``json.dumps`` writes them by default, and JSON has no such numbers."""
+    at = getattr(exc, "pos", None)
+    if not isinstance(at, int):
+        return ""
+    tail = body[at:at + 9]
+    if tail.startswith((b"NaN", b"Infinity", b"-Infinity")):
+        return (" (NaN and Infinity are not JSON: send a missing value as null; from Python, "
+                "json.dumps(..., allow_nan=False) finds them)")
+    return ""
+
+
 def parse_records(body: bytes, kind: str, max_records: int | None = None) -> list:
     """The records of ``body`` (``kind``: ``"json"`` or ``"ndjson"``); more than ``max_records``
     lines of NDJSON are refused (413) before they are parsed."""
@@ -125,7 +138,7 @@ def parse_records(body: bytes, kind: str, max_records: int | None = None) -> lis
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise BodyError(400, "malformed", f"malformed JSON: {exc}") from None
+        raise BodyError(400, "malformed", f"malformed JSON: {exc}{_non_json_number(body, exc)}") from None
     if isinstance(data, list):
         return data
     if isinstance(data, dict) and "records" in data:
@@ -181,7 +194,8 @@ def _ndjson_lines(text: bytes, first: int) -> list:
         try:
             records.append(orjson.loads(line))
         except orjson.JSONDecodeError as exc:
-            raise BodyError(400, "malformed", f"malformed JSON on line {number}: {exc}") from None
+            raise BodyError(400, "malformed", f"malformed JSON on line {number}: {exc}{_non_json_number(line, exc)}") \
+                from None
     return records
 
 

@@ -77,14 +77,23 @@ class ErrorList:
 
     def add(self, index: int | None, field: str, message: str) -> None:
         self.count += 1
-        if len(self.items) < self.cap:
-            self.items.append({"index": index, "field": field, "message": message})
+        if len(self.items) < self.cap:  # a field name or value the sender made up is shown shortened
+            self.items.append({"index": index, "field": _short(field, MAX_FIELD_CHARS),
+                               "message": _short(message, MAX_MESSAGE_CHARS)})
 
     def check(self, kind: str, n: int) -> None:
         if self.count:
             listed = "" if self.count <= len(self.items) else f" (first {len(self.items)} listed)"
             raise ValidationError(f"{self.count} problem(s) in a batch of {n} {kind} records{listed}; "
                                   "nothing from this batch was stored", self.items)
+
+
+MAX_FIELD_CHARS = 200     # an error's field name (an unknown field of 10 MB was echoed whole)
+MAX_MESSAGE_CHARS = 2000  # an error's message (it may list a wide model's fields)
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def as_record_list(records: Any) -> list:

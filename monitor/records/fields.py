@@ -147,6 +147,10 @@ def check_ts(value: object) -> int:
     expected = "an RFC 3339 timestamp with a UTC offset (e.g. 2026-11-30T01:02:03Z) or epoch seconds"
     if type(value) is str:
         leap = 0
+        # Python's ISO reader takes more than RFC 3339: week dates (2026-W48-1), ordinal dates
+        # (2026-330), the basic form (20261130T...), a comma before the fraction. Two cheap looks.
+        if value[4:5] != "-" or value[7:8] != "-" or "," in value:
+            raise FieldError(f"expected {expected}, got {describe(value)}")
         try:
             parsed = datetime.fromisoformat(value)
         except ValueError:  # RFC 3339's own forms Python's reader does not take (rare: off the fast path)

@@ -107,7 +107,7 @@ class RecordByRecord:
             raise F.FieldError(f"expected a class name, got {F.describe(value)} ({self._known_classes()})")
         index = self.class_index.get(class_name(value))
         if index is None:
-            raise F.FieldError(f"unknown class {value!r} ({self._known_classes()})")
+            raise F.FieldError(f"unknown class {F.describe(value)} ({self._known_classes()})")
         return index
 
     def binary_class(self, value: Any) -> int:
@@ -124,7 +124,8 @@ class RecordByRecord:
         if type(value) is dict:
             unknown = [c for c in value if class_name(c) not in self.class_index]  # type: ignore[operator]
             if unknown:
-                raise F.FieldError(f"unknown class(es) {', '.join(map(repr, unknown[:5]))} ({self._known_classes()})")
+                raise F.FieldError(f"unknown class(es) {', '.join(map(F.describe, unknown[:5]))} "
+                                   f"({self._known_classes()})")
             given = {class_name(c): p for c, p in value.items()}
             lacking = [c for c in self.classes if c not in given]
             if lacking:

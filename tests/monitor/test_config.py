@@ -30,6 +30,15 @@ def test_log_level_in_any_case_as_the_flag_takes_it(tmp_path):
         load_config(None, environ={"DRIFTLOOP_LOGGING__LEVEL": "loud"})
 
 
+def test_a_store_url_that_is_no_database_or_lives_in_memory_is_refused():
+    with pytest.raises(ConfigError, match="store.url: .*expected a database URL"):
+        load_config(None, environ={}, overrides={"store": {"url": "::::"}})  # was a traceback in `status`
+    for memory in ("sqlite://", "sqlite:///:memory:"):  # was accepted: acknowledged, then gone at exit
+        with pytest.raises(ConfigError, match="in-memory SQLite store loses every acknowledged row"):
+            load_config(None, environ={}, overrides={"store": {"url": memory}})
+    assert load_config(None, environ={}, overrides={"store": {"url": "sqlite:////tmp/x.db"}}).store.url
+
+
 def test_environment_values_are_typed(tmp_path):
     cfg = load_config(tmp_path / "none.yaml" if False else None, environ={
         "DRIFTLOOP_ALERTS__RETRAIN_ON_DRIFT": "true", "DRIFTLOOP_TRAINING__HIDDEN": "[8, 4]"})

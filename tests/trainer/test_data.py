@@ -135,3 +135,23 @@ def test_the_scan_for_codes_finds_every_written_form_and_skips_numeric_files(tmp
     assert data._may_hold_codes(tmp_path / "c.csv.gz")
     assert read_table(tmp_path / "c.csv.gz")["zip"].tolist() == ["2002", "01001"]
     assert read_table(tmp_path / "n.csv")["zip"].tolist() == [1001, 2002, 300]
+
+
+def test_a_wide_table_is_checked_without_fragmenting_the_frame(config):
+    # 150 numeric and 5 categorical features: pandas warned PerformanceWarning 56 times ("highly fragmented").
+    import warnings
+
+    from monitor.config import ModelConfig
+
+    rng = np.random.default_rng(0)
+    numeric = {f"n{i}": rng.normal(size=200) for i in range(150)}
+    text = {f"c{i}": rng.choice(["a", "b", "c"], 200) for i in range(5)}
+    frame = pd.DataFrame({**numeric, **text, "label": rng.integers(0, 2, 200)}, index=np.arange(1000, 1200))
+    model = ModelConfig(features=[{"name": n, "type": "numeric"} for n in numeric]
+                        + [{"name": n, "type": "categorical"} for n in text])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pd.errors.PerformanceWarning)
+        out = check_frame(frame, model)
+    assert list(out.columns) == [*numeric, *text, "label"] and len(out) == 200
+    assert out.index.equals(pd.RangeIndex(200)) and out["n3"].tolist() == numeric["n3"].tolist()
+    assert out["c1"].tolist() == text["c1"].tolist()

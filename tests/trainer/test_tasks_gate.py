@@ -77,3 +77,22 @@ def test_rule_metrics_and_regressions_per_task():
     assert rule_regressions({"mae": 1.05}, {"mae": 1.0}, mae_rule, "relative") == []
     assert rule_regressions({"mae": 1.2}, {"mae": 1.0}, mae_rule, "relative")  # 20 % higher error: a rise
     assert rule_regressions({"mae": 0.5}, {"mae": 1.0}, mae_rule, "relative") == []  # lower error is better
+
+
+def test_a_class_with_one_held_out_row_widens_the_macro_auc_band_and_the_gate_still_judges():
+    # 20 classes, the rarest with a single held-out row (no DeLong variance for it): the band was
+    # undefined, and the gate refused every challenger ("ROC AUC lower bound undefined").
+    rng = np.random.default_rng(3)
+    k = 20
+    y = rng.integers(0, k - 1, 2000)
+    y[0] = k - 1
+    skilled = np.eye(k)[y] * 3 + rng.normal(0, 1, (2000, k))
+    proba = np.exp(skilled) / np.exp(skilled).sum(axis=1, keepdims=True)
+    floors = floors_of(y, proba, 0.5, 0.95, "multiclass")
+    assert isinstance(floors, Floors) and floors.auc_lower is not None and 0.5 < floors.auc_lower < 0.99
+    y[1] = k - 1  # two rows: DeLong's own variance, a narrower band than the single row's bound
+    two = floors_of(y, proba, 0.5, 0.95, "multiclass")
+    assert isinstance(two, Floors) and two.auc_lower is not None and two.auc_lower > floors.auc_lower - 0.05
+    decision = judge("multiclass", {"accuracy": 0.9, "roc_auc": 0.95}, {"accuracy": 0.1, "roc_auc": 0.47}, 0.2, 0.2,
+                     TRAINING.gate, floors=floors, concept_holds=False)
+    assert not any("undefined" in r for r in decision.reasons), decision.reasons

@@ -17,6 +17,12 @@ from monitor.tasks import LOWER_IS_BETTER
 # key may also name one class (recall[night]).
 
 
+# Below this many labelled rows of the rarer class, a binary window's ROC AUC breaches only when its
+# whole interval lies past the threshold (a 1 % positive model judged on 7 positives read 0.79
+# against a 0.86 bar with nothing changed).
+AUC_POINT_MIN_CLASS_ROWS = 30
+
+
 def metric_of(key: str) -> str:
     """The metric of a breach key: ``recall`` of ``recall[night]`` (one class's recall)."""
     return key.split("[", 1)[0]
@@ -70,6 +76,11 @@ class Observation:
     # a window with fewer than drift.min_labels labelled rows (label-starved streams).
     accuracy_upper: float | None = None
     mae_lower: float | None = None
+    # Binary: the ROC AUC interval's upper end, and the labelled rows of the window's rarer class. ROC
+    # AUC on a few rows of one class is noise (7 positives of 1,000: ±0.1); below
+    # AUC_POINT_MIN_CLASS_ROWS it is judged by the upper end, as a proven drop (policy).
+    roc_auc_upper: float | None = None
+    minority_rows: int | None = None
     # Do the labels cover the rows after a drop? The estimate of the task's headline figure on the
     # window's labelled rows alone, and whether the window has rows newer than its newest label.
     labelled_estimate: float | None = None

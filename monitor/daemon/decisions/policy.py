@@ -63,8 +63,8 @@ from typing import Any
 
 from monitor.config import AlertsConfig, DriftConfig
 from monitor.config.checks import MIN_LABELS_AUTO
-from monitor.daemon.decisions.breach import (PERFORMANCE_REASONS, Breach, Observation, lower_is_better,
-                                             worsening)
+from monitor.daemon.decisions.breach import (AUC_POINT_MIN_CLASS_ROWS, PERFORMANCE_REASONS, Breach, Observation,
+                                             lower_is_better, worsening)
 from monitor.daemon.decisions.breach import level as _level
 from monitor.daemon.decisions.breach import realised_bar
 from monitor.daemon.decisions.episodes import DriftEpisode, DriftLatch
@@ -170,10 +170,24 @@ class AlertPolicy:
             if not (is_finite(value) and is_finite(baseline)):
                 continue  # e.g. ROC AUC is undefined on a one-class window
             worse = worsening(reason, value, baseline, mode)  # type: ignore[arg-type]  # finite: checked
+            if reason == "roc_auc" and not self._auc_point_judges(obs, baseline, threshold, mode):  # type: ignore[arg-type]
+                continue
             # A tiny epsilon so that a drop of exactly the threshold counts despite float rounding.
             if worse >= threshold - 1e-12:
                 out.append(Breach(reason, value, baseline, worse, threshold, against))
         return out + rule_breaches(rule_readings(self._cfg, obs), {b.key for b in out})
+
+    @staticmethod
+    def _auc_point_judges(obs: Observation, baseline: float, threshold: float, mode: str) -> bool:
+        """Whether the window's ROC AUC may breach: always with enough rows of each class; with fewer
+        than ``AUC_POINT_MIN_CLASS_ROWS`` of the rarer one (a 1 % positive model), only when the
+        interval's upper end too is a drop of the threshold (the drop is proven, not noise)."""
+        if obs.minority_rows is None or obs.minority_rows >= AUC_POINT_MIN_CLASS_ROWS:
+            return True
+        bound = obs.roc_auc_upper
+        if bound is None or not is_finite(bound):
+            return False
+        return worsening("roc_auc", bound, baseline, mode) >= threshold - 1e-12
 
     def proven_breaches(self, obs: Observation) -> list[Breach] | None:
         """A window with fewer than ``drift.min_labels`` labelled rows (but at least

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
 from monitor.daemon.decisions.actions import StartKind
+from monitor.daemon.decisions.kinds import State
 from monitor.daemon.retraining.champion import NoChampionError
 from monitor.daemon.runtime.alertmanager import WebhookPayload
 from monitor.daemon.state.attempts import BusyError
@@ -127,7 +128,12 @@ def build_router(daemon: "Daemon", require_token: Callable[..., Any]) -> APIRout
             return _error(BadRequest(409, f"no champion: {exc}"))
         queued = result.action.retrain is StartKind.WAITING  # waits for a retrain slot of the deployment
         if result.details.get("attempt_id") is None and not queued:  # e.g. too few labelled rows to train on
-            return JSONResponse({"error": f"retrain not started: {result.action.describe()}", **result.to_dict()},
+            incident = result.incident
+            # The request is on record as an incident, resolved at once: nothing waits or resumes.
+            closed = (f" (nothing waits: incident {incident.id}, which records this request, is resolved; ask "
+                      "again once that is met)" if incident is not None and incident.state == State.RESOLVED else "")
+            why = result.action.detail or result.action.describe()
+            return JSONResponse({"error": f"retrain not started: {why}{closed}", **result.to_dict()},
                                 status_code=409)
         return JSONResponse(result.to_dict(), status_code=202)
 

@@ -11,6 +11,7 @@ move only by the lifecycle's events (:mod:`monitor.daemon.decisions.lifecycle`).
 from __future__ import annotations
 
 import logging
+import math
 
 from monitor.daemon.runtime.checks import CheckOutcome
 from monitor.daemon.state.incidents import Incident
@@ -62,6 +63,8 @@ def observation(outcome: CheckOutcome, reference: Level | None = None) -> Observ
                        reference_mae=reference.mae, estimated_mae=getattr(r, "estimated_mae", None),
                        estimated_mae_lower=lower(getattr(r, "estimated_mae_ci", None)),
                        accuracy_upper=upper(getattr(r, "accuracy_ci", None)),
+                       roc_auc_upper=upper(getattr(r, "roc_auc_ci", None)),
+                       minority_rows=minority_rows(outcome.labelled_rows, getattr(r, "positive_rate", None)),
                        mae_lower=lower(getattr(r, "mae_ci", None)),
                        labelled_estimate=labelled_estimate(r),
                        rows_after_labels=(outcome.labels_end is not None and outcome.window_end is not None
@@ -70,6 +73,13 @@ def observation(outcome: CheckOutcome, reference: Level | None = None) -> Observ
                        # An attainable level was measured on labelled rows chosen as these are: it does not move.
                        selection={} if reference.attainable else selection_shift(r),
                        **rule_inputs(r))
+
+
+def minority_rows(labelled: int, positive_rate: float | None) -> int | None:
+    """A binary window's labelled rows of its rarer class (None for other tasks: no positive rate)."""
+    if positive_rate is None or not math.isfinite(positive_rate):
+        return None
+    return int(round(labelled * min(positive_rate, 1.0 - positive_rate)))
 
 
 def labelled_estimate(result: object) -> float | None:

@@ -51,7 +51,8 @@ def build_front(fleet: Fleet, model_app: Callable[[], Any] = lambda: None) -> Fa
     from monitor.ingest.scrape import Snapshots
     from monitor.ingest.security import require_token, trusted
 
-    app = FastAPI(title="driftloop", description="Many models: /v1/models/{name}/… is each model's own API.")
+    app = FastAPI(title="driftloop", description="Many models: /v1/models/{name}/… is each model's own API.",
+                  redirect_slashes=False)
     security.install(app, fleet.cfg.server)
     install_error_handlers(app)
     snapshots = Snapshots(fleet.registry, lambda: fleet.names, wait=0.5)
@@ -77,7 +78,7 @@ def build_front(fleet: Fleet, model_app: Callable[[], Any] = lambda: None) -> Fa
     @app.get(PREFIX + "/{name}", tags=["models"], summary="One model's entry of GET /v1/models")
     async def one_model(name: str, request: Request) -> Any:
         if name not in fleet.daemons and name not in fleet.failed:
-            return unknown_model(name, fleet)
+            return unknown_model(name, fleet, request.scope)
         return public(await anyio.to_thread.run_sync(fleet.summary, name), request)
 
     @app.get("/metrics", tags=["operations"], summary="Prometheus metrics of every model",
@@ -148,17 +149,46 @@ def fleet_openapi(front: FastAPI, model_app: Any) -> dict[str, Any]:
     return document
 
 
-def unknown_model(name: str, fleet: Fleet) -> JSONResponse:
+def _trusted(fleet: Fleet, scope: Scope) -> bool:
+    """Whether the caller carries the token (or none is set): only then does a 404 list the hosted
+    models, or a 503 say why one did not start (``GET /v1/models`` itself needs the token when reads
+    are protected, ``server.protect_reads``)."""
+    from monitor.ingest.security import token_matches
+
+    headers = dict(scope.get("headers") or [])
+    authorization = headers.get(b"authorization", b"").decode("latin-1") or None
+    return token_matches(fleet.cfg.server.token, authorization)
+
+
+def _names(fleet: Fleet, scope: Scope) -> str:
+    return (", ".join(fleet.names) or "none") if _trusted(fleet, scope) else "see GET /v1/models"
+
+
+def unknown_model(name: str, fleet: Fleet, scope: Scope | None = None) -> JSONResponse:
     """404 for a name the daemon does not host; 503 for one it hosts but could not start (GET
     /v1/models lists it as failed): the sender's data is fine, the daemon is not (a client retries,
-    then raises ServerUnavailable)."""
+    then raises ServerUnavailable). The hosted names and the failure go only to a caller with the token."""
+    trusted = scope is None or _trusted(fleet, scope)
+    shown = name if len(name) <= 64 else name[:61] + "..."
     failure = fleet.failed.get(name)
     if failure is not None:
-        return JSONResponse({"error": f"model {name!r} is configured here but did not start: {failure} "
+        why = f": {failure}" if trusted else ""
+        return JSONResponse({"error": f"model {shown!r} is configured here but did not start{why} "
                                       "(fix its configuration and reload with SIGHUP; GET /v1/models)"},
                             status_code=503, headers={"Retry-After": "30"})
-    return JSONResponse({"error": f"no model {name!r} here; this daemon hosts: {', '.join(fleet.names) or 'none'} "
-                                  "(GET /v1/models)"}, status_code=404)
+    hosted = (", ".join(fleet.names) or "none") if trusted else "see GET /v1/models"
+    return JSONResponse({"error": f"no model {shown!r} here; this daemon hosts: {hosted} (GET /v1/models)"},
+                        status_code=404)
+
+
+def _encoded_slash(scope: Scope) -> bool:
+    """Whether the model segment of the raw path hides a slash (``%2F``): the decoded path would
+    split there, routing a request whose raw path names no model."""
+    raw = scope.get("raw_path")
+    if not isinstance(raw, bytes):
+        return False
+    segment = raw[len(PREFIX) + 1:].split(b"/", 1)[0]
+    return b"%2f" in segment.lower()
 
 
 class FleetApp:
@@ -189,9 +219,14 @@ class FleetApp:
         path: str = scope.get("path", "")
         if path.startswith(PREFIX + "/") and path.count("/") >= 4:
             name, _, rest = path[len(PREFIX) + 1:].partition("/")
+            if _encoded_slash(scope):  # /v1/models/churn%2Fpredictions: no model's path (a proxy's rules read it raw)
+                response = JSONResponse({"error": "a model's name holds no '/' (%2F in the path); send to "
+                                                  f"{PREFIX}/<name>/… (GET {PREFIX} lists them)"}, status_code=404)
+                await response(scope, receive, send)
+                return
             app = self.apps.get(name)
             if app is None:
-                await unknown_model(name, self.fleet)(scope, receive, send)
+                await unknown_model(name, self.fleet, scope)(scope, receive, send)
                 return
             inner = dict(scope)
             inner["path"] = "/v1/" + rest
@@ -215,7 +250,18 @@ class FleetApp:
         if apps and (path in SHARED_PATHS or path.startswith("/runbooks")):
             await apps[0](scope, receive, send)
             return
-        names = ", ".join(self.fleet.names) or "none"
+        if not apps and path == "/livez":  # every model failed to start: the process still lives
+            await JSONResponse({"status": "ok"})(scope, receive, send)
+            return
+        if not apps and path in ("/readyz", "/healthz"):  # every model failed to start: not ready, not healthy
+            failed = ", ".join(sorted(self.fleet.failed)) if _trusted(self.fleet, scope) else "see GET /v1/models"
+            response = JSONResponse({"status": "unavailable", "error": f"no model is running here (failed: "
+                                                                       f"{failed}); fix the configuration and "
+                                                                       "reload with SIGHUP"},
+                                    status_code=503, headers={"Retry-After": "30"})
+            await response(scope, receive, send)
+            return
+        names = _names(self.fleet, scope)
         response = JSONResponse({"error": f"this daemon hosts several models ({names}): send to "
                                           f"{PREFIX}/<name>{path[3:] if path.startswith('/v1/') else ''} "
                                           f"(GET {PREFIX} lists them)"}, status_code=404)

@@ -233,3 +233,12 @@ def test_init_then_train_on_a_three_class_file_with_the_models_outputs(tmp_path)
     assert set(yaml.safe_load(version.tags["driftloop.schema"])) == {"f0", "f1", "f2", "colour"}
     columns = yaml.safe_load(version.tags["driftloop.columns"])
     assert (columns["task"], columns["classes"]) == ("multiclass", CLASSES)
+
+
+def test_a_path_the_system_refuses_is_one_error_line_not_a_traceback(tmp_path, capsys):
+    scored_three_classes().to_csv(tmp_path / "reference.csv", index=False)
+    code = main(["init", "--data", str(tmp_path / "reference.csv"), "--target", "y_true",
+                 "--output", str(tmp_path / "no-such-folder" / "x.yaml")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert err.startswith("Error: ") and "no-such-folder" in err and "No such file or directory" in err, err

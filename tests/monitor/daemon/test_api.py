@@ -62,6 +62,7 @@ def test_manual_retrain_without_enough_labels_is_refused_with_the_reason(live_da
     assert r.status_code == 409
     assert "300 labelled rows < training.min_rows=1000" in r.json()["error"]
     assert r.json()["incident"]["state"] == "resolved"  # the request is on record, and closed
+    assert "nothing waits" in r.json()["error"] and "is resolved" in r.json()["error"]  # not "resumes"
     assert daemon.controller.attempts.recent() == []
     assert httpx.post(f"{url}/v1/retrain", timeout=30).status_code == 409
     assert len(httpx.get(f"{url}/v1/status", timeout=10).json()["recent_incidents"]) == 2

@@ -41,6 +41,17 @@ def test_auc_drop_alone_fires_with_reason_roc_auc():
     assert v.fire and v.reason == "roc_auc" and v.firing == ("roc_auc",)
 
 
+def test_auc_on_a_few_rows_of_the_rarer_class_breaches_only_when_its_interval_proves_the_drop():
+    # 1 % positives: 7 positives among 1,000 labelled rows put the ROC AUC at ±0.1. A point 0.07
+    # under the bar whose interval reaches back over it is noise; a flip (the interval wholly below) is not.
+    noisy = obs(auc=0.86, minority_rows=7, roc_auc_upper=0.96)
+    assert not policy().observe(noisy).fire
+    flipped = policy().observe(obs(auc=0.15, minority_rows=7, roc_auc_upper=0.35))
+    assert flipped.fire and flipped.reason == "roc_auc"
+    # With enough rows of each class the point judges, as always.
+    assert policy().observe(obs(auc=0.86, minority_rows=30, roc_auc_upper=0.96)).fire
+
+
 def test_too_few_labels_cannot_fire_and_does_not_reset_the_streak():
     p = policy(sustained_windows=2)
     assert not p.observe(obs(acc=0.70)).fire

@@ -95,6 +95,8 @@ def test_labels_before_predictions(api, store):
 
 @pytest.mark.parametrize("body, headers, status, fragment", [
     (b"[{", {"Content-Type": "application/json"}, 400, "malformed JSON"),
+    (b'[{"id": "a", "score": NaN}]', {"Content-Type": "application/json"}, 400, "send a missing value as null"),
+    (b'{"id": "a", "score": Infinity}\n', NDJSON, 400, "NaN and Infinity are not JSON"),
     (b"", {"Content-Type": "application/json"}, 400, "empty body"),
     (b'{"id": "a"}\nnot json\n', NDJSON, 400, "line 2"),
     (b"[]", {"Content-Type": "text/csv"}, 415, "application/x-ndjson"),

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from monitor.errors import ValidationError
-from monitor.records.fields import MAX_EPOCH_SECONDS, check_ts
+from monitor.records.fields import MAX_EPOCH_SECONDS, FieldError, check_ts
 from monitor.records.validation import RecordValidator
 from tests.monitor.store.factories import T0, labels, predictions, small_model
 
@@ -101,3 +101,11 @@ def test_every_rfc_3339_form_is_read_and_stored_alike_on_both_paths(text, same_a
     assert batch.ts == [check_ts(same_as)] * 3
     batch = validator.labels([{"id": "r0", "label": 1, "ts": text}, {"id": "r1", "label": 1, "ts": same_as}])
     assert batch.ts[0] == batch.ts[1] == check_ts(same_as)
+
+
+@pytest.mark.parametrize("text", ["2026-W48-1T00:00:00Z", "2026-330T00:00:00Z", "20261130T010203Z",
+                                  "2026-11-30T01:02:03,5Z"])
+def test_iso_8601_forms_outside_rfc_3339_are_refused(text):
+    # Python's ISO reader took these: a week date was stored as 2026-11-23, a comma as a fraction.
+    with pytest.raises(FieldError, match="RFC 3339"):
+        check_ts(text)

@@ -285,3 +285,11 @@ def test_the_fast_path_reads_features_in_the_configured_order_whatever_the_recor
     with pytest.raises(ValidationError) as info:
         fresh.predictions(records)
     assert {(e["index"], e["field"]) for e in info.value.errors} == {(3, "features.x9"), (3, "features.x0")}
+
+
+def test_a_made_up_field_name_is_echoed_shortened():
+    # A 1 MB unknown field name was echoed whole in the 422 (a 10 MB request, a 10 MB answer).
+    long_name = "f" * 1_000_000
+    [error] = _errors([_with(**{long_name: 1})])
+    assert len(error["field"]) <= 200 and error["field"].endswith("...")
+    assert len(error["message"]) <= 2000 and "unknown field" in error["message"]

@@ -73,6 +73,24 @@ def test_every_service_has_a_healthcheck_and_waits_for_healthy_dependencies(mode
     assert "prometheus" in services["grafana"]["depends_on"]
 
 
+def test_driftloop_gets_time_to_stop_before_docker_kills_it(model):
+    """`docker compose stop` sends SIGTERM, then SIGKILL after stop_grace_period (Docker's default: 10 s).
+    The daemon stops in order (docs/parts/daemon.md): the HTTP server drains requests (up to 10 s), a
+    running check finishes, a running retrain gets its grace to checkpoint, the last figures go to
+    MLflow (up to 5 s); the container's grace must cover them."""
+    import inspect
+
+    from monitor.daemon.runtime.daemon import Daemon
+
+    retrain_grace = inspect.signature(Daemon.stop).parameters["grace"].default
+    period = model["services"]["driftloop"].get("stop_grace_period")
+    assert period, "no stop_grace_period: Docker kills the daemon after 10 s"
+    match = re.fullmatch(r"(?:(\d+)m)?(?:(\d+)s)?", period)
+    assert match and any(match.groups()), period
+    seconds = 60 * int(match.group(1) or 0) + int(match.group(2) or 0)
+    assert seconds >= 10 + retrain_grace + 5
+
+
 def test_driftloop_environment_is_valid_configuration(model):
     env = model["services"]["driftloop"]["environment"]
     assert env["DRIFTLOOP_SERVER__HOST"] == "0.0.0.0"

@@ -23,7 +23,7 @@ from monitor.tasks import TASKS, Task, task_of
 log = logging.getLogger(__name__)
 
 R = Reason
-_NOT_METRICS = (R.ALERTMANAGER, R.SCHEDULE, R.MANUAL)  # incident reasons of every task
+_NOT_METRICS = (R.ALERTMANAGER, R.SCHEDULE, R.MANUAL, R.REVIEW, R.IMPROVE)  # incident reasons of every task
 # What the per-version gauge's help says of the model's headline figure (Task.primary_metric).
 _FIGURE_HELP = {"accuracy": "Accuracy", "mae": "Mean absolute error"}
 

@@ -83,3 +83,20 @@ def test_the_figures_of_every_task_are_documented():
 def test_the_comparison_can_fail():
     text = "# TYPE driftloop_made_up gauge\ndriftloop_made_up 1\n"
     assert served_names(text) - contract_metrics() == {"driftloop_made_up"}
+
+
+# docs/CONTRACTS.md: driftloop_incidents_total has a series from the first scrape for each of these, beside
+# the task's alert reasons (those of driftloop_model_alert_firing).
+REQUESTED_AND_EXTERNAL = {"alertmanager", "schedule", "manual", "review", "improve"}
+
+
+def test_incidents_total_starts_at_zero_for_every_documented_reason(make_daemon):
+    from monitor.daemon.runtime.metrics import alert_reasons
+
+    daemon, _ = make_daemon(with_champion=False)
+    totals = {s.labels["reason"]: s.value
+              for fam in text_string_to_metric_families(generate_latest(daemon.registry).decode())
+              for s in fam.samples if s.name == "driftloop_incidents_total"}
+    expected = set(alert_reasons(daemon.cfg.model.task)) | REQUESTED_AND_EXTERNAL
+    assert set(totals) == expected
+    assert set(totals.values()) == {0.0}

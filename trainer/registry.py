@@ -105,24 +105,37 @@ def check_reachable(cfg: DriftloopConfig, known_champion: str | None = None) -> 
 
 
 @contextmanager
-def session(cfg: DriftloopConfig) -> Iterator[None]:
-    """Point MLflow's fluent API (runs, metrics, log_model) at our store for the duration, restoring
-    the previous setting afterwards, with HTTP timeouts bounded so an outage mid-run fails in
-    seconds rather than minutes of retries. The registry is only used through explicit clients."""
-    import mlflow
-    previous = mlflow.get_tracking_uri() if mlflow.is_tracking_uri_set() else None
+def bounded_http(cfg: DriftloopConfig) -> Iterator[None]:
+    """MLflow's HTTP timeouts bounded for the duration (``mlflow.timeout_seconds``, 2 retries), so an
+    outage fails in seconds rather than minutes of retries. Enough for an explicit client (the
+    registry); :func:`session` adds the fluent API's tracking URI."""
     env = {"MLFLOW_HTTP_REQUEST_TIMEOUT": str(max(1, int(cfg.mlflow.timeout_seconds))),
            "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
     added = [k for k in env if k not in os.environ]
     for k in added:
         os.environ[k] = env[k]
-    mlflow.set_tracking_uri(cfg.tracking_uri)
     try:
         yield
     finally:
-        mlflow.set_tracking_uri(previous)  # type: ignore[arg-type]  # None unsets it; mlflow's annotation omits None
         for k in added:
             os.environ.pop(k, None)
+
+
+@contextmanager
+def session(cfg: DriftloopConfig) -> Iterator[None]:
+    """Point MLflow's fluent API (runs, metrics, log_model) at our store for the duration, restoring
+    the previous setting afterwards, with HTTP timeouts bounded (:func:`bounded_http`). The tracking
+    URI is process-wide: code that may run beside a training in the same process (a lookup in a
+    thread) uses an explicit client under :func:`bounded_http` instead. The registry is only used
+    through explicit clients."""
+    import mlflow
+    previous = mlflow.get_tracking_uri() if mlflow.is_tracking_uri_set() else None
+    with bounded_http(cfg):
+        mlflow.set_tracking_uri(cfg.tracking_uri)
+        try:
+            yield
+        finally:
+            mlflow.set_tracking_uri(previous)  # type: ignore[arg-type]  # None unsets it; mlflow omits None
 
 
 class Registry:

@@ -275,32 +275,8 @@ def _fleet_models(data: dict[str, Any], base_dir: Path, problems: list[str],
             problems += [f"models.{name}.{line}" if not line.startswith("(top level)") else f"models.{name}: {line}"
                          for line in _format_errors(exc, name)
                          if line.split(":")[0].split(".")[0].split("[")[0] in (*F.PER_MODEL_SECTIONS, "(top level)")]
-    problems += _shared_mlflow_names(models, said=shared_names)
+    problems += F.shared_mlflow_names(models, said=shared_names)
     return models
-
-
-def _shared_mlflow_names(models: dict[str, DriftloopConfig], said: list[str]) -> list[str]:
-    """Two models of one deployment under one registered model would share one ``champion`` alias (a
-    promotion of one replaces the other's model), and under one experiment mix their runs: each name,
-    set per model or the ``driftloop-<model name>`` default, belongs to one model. ``said``: the keys
-    already refused as set once for every model."""
-    problems = []
-    for key, name_of, harm in (("registered_model", lambda c: c.registered_model_name,
-                                "their versions, and one `champion` alias for both"),
-                               ("experiment", lambda c: c.experiment_name, "their runs")):
-        if key in said:
-            continue
-        owner: dict[str, str] = {}
-        # A default name (driftloop-<model name>) is its model's own: the model that set it again is named.
-        for model, cfg in sorted(models.items(), key=lambda item: getattr(item[1].mlflow, key) is not None):
-            name = name_of(cfg)
-            if name in owner:
-                problems.append(f"models.{model}.mlflow.{key}: {name!r} is also the name of model {owner[name]!r} "
-                                f"(set, or its default driftloop-<model name>); one name for two models mixes {harm}: "
-                                "give each model its own")
-            else:
-                owner[name] = model
-    return problems
 
 
 def load_config(

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from monitor.config.base import _Section
+
+if TYPE_CHECKING:  # the whole configuration is built from these sections; only its names are read here
+    from monitor.config import DriftloopConfig
 
 # The sections a model may set for itself; every other section is shared by the deployment.
 PER_MODEL_SECTIONS = ("model", "training", "alerts", "drift", "mlflow")
@@ -116,3 +119,27 @@ def expand(shared: dict[str, Any], name: str, entry: dict[str, Any]) -> dict[str
     model["name"] = name
     data["model"] = model
     return data
+
+
+def shared_mlflow_names(models: dict[str, DriftloopConfig], said: list[str]) -> list[str]:
+    """Two models of one deployment under one registered model would share one ``champion`` alias (a
+    promotion of one replaces the other's model), and under one experiment mix their runs: each name,
+    set per model or the ``driftloop-<model name>`` default, belongs to one model. ``said``: the keys
+    already refused as set once for every model."""
+    problems = []
+    for key, name_of, harm in (("registered_model", lambda c: c.registered_model_name,
+                                "their versions, and one `champion` alias for both"),
+                               ("experiment", lambda c: c.experiment_name, "their runs")):
+        if key in said:
+            continue
+        owner: dict[str, str] = {}
+        # A default name (driftloop-<model name>) is its model's own: the model that set it again is named.
+        for model, cfg in sorted(models.items(), key=lambda item: getattr(item[1].mlflow, key) is not None):
+            name = name_of(cfg)
+            if name in owner:
+                problems.append(f"models.{model}.mlflow.{key}: {name!r} is also the name of model {owner[name]!r} "
+                                f"(set, or its default driftloop-<model name>); one name for two models mixes {harm}: "
+                                "give each model its own")
+            else:
+                owner[name] = model
+    return problems

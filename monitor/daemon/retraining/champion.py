@@ -93,7 +93,9 @@ def mlflow_alias_lookup(cfg: DriftloopConfig,
         from trainer import registry as reg
 
         reg.check_reachable(cfg, answered[-1] if answered else served())
-        with reg.session(cfg), reg.translating(cfg, "reading the champion alias"):
+        # An explicit client only: a follower looks up in a thread, and session() would move MLflow's
+        # process-wide tracking URI under whatever else runs in the process.
+        with reg.bounded_http(cfg), reg.translating(cfg, "reading the champion alias"):
             version = reg.Registry(cfg).alias_version(reg.CHAMPION)
         if version is not None:
             answered[:] = [str(version)]

@@ -219,7 +219,9 @@ class CheckJob:
             where = (f"in the last {self._cfg.drift.window_seconds:g} s" if self._cfg.drift.window_seconds
                      else "in the store")
             if since is not None:
-                where += f" since it became champion again at {pd.Timestamp(since, unit='s', tz='UTC').isoformat()}"
+                left = pd.Timestamp(since, unit="s", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+                # since: when the alias last left this version (a later one's promotion); it is back now
+                where += f" since it is champion again (rows after {left}, when the alias last left it)"
             what = (f"no predictions scored by champion v{version} {where} yet ({other} by other versions); "
                     "judging starts when it has served some" if other else f"no predictions {where} yet; nothing to "
                                                                            "check")

@@ -112,4 +112,4 @@ def test_a_returned_champion_is_judged_on_its_new_rows_only(make_config):
         assert mine.labelled_rows == 400 and mine.result.accuracy > 0.7 and mine.other_version_rows == 900
         store.add_predictions(served(10, now - 60, 14, flip=False).assign(model_version="2").drop(columns=["label"]))
         waiting = check(lambda v: now)   # v2 scored rows after v1's: none of v1's rows are of its present
-        assert waiting.status == "empty" and "since it became champion again" in waiting.message
+        assert waiting.status == "empty" and "since it is champion again (rows after" in waiting.message

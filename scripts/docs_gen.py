@@ -171,7 +171,8 @@ def cli_markdown() -> str:
 @lru_cache(maxsize=1)
 def openapi_schema() -> dict[str, Any]:
     """The OpenAPI schema of the app ``driftloop serve`` serves, built on the default config in a
-    throw-away home (no GPU collector, no scheduler, nothing listening)."""
+    throw-away home (no GPU collector, no scheduler, nothing listening), with the paths a deployment
+    of several models adds (``/v1/models``, each model's own under ``/v1/models/{name}/…``)."""
     from monitor.config import load_config
     from monitor.daemon import Daemon
 
@@ -179,11 +180,29 @@ def openapi_schema() -> dict[str, Any]:
         cfg = load_config(environ={}, overrides={"home": home, "server": {"gpu_metrics": False}})
         daemon = Daemon(cfg, gpu=False)
         try:
-            return daemon.build_app().openapi()
+            spec = daemon.build_app().openapi()
         finally:
             store = getattr(daemon, "store", None)
             if store is not None and hasattr(store, "close"):
                 store.close()
+    spec["paths"].update({path: ops for path, ops in _fleet_schema()["paths"].items() if path.startswith("/v1/models")})
+    return spec
+
+
+def _fleet_schema() -> dict[str, Any]:
+    """The OpenAPI document a daemon of two models serves (``GET /openapi.json``)."""
+    from monitor.config import load_config
+    from monitor.daemon.runtime.fleet import Fleet
+    from monitor.daemon.runtime.fleet_http import FleetApp
+
+    with tempfile.TemporaryDirectory(prefix="driftloop-docs-") as home:
+        cfg = load_config(environ={}, overrides={"home": home, "server": {"gpu_metrics": False},
+                                                 "models": {"first": {}, "second": {}}})
+        fleet = Fleet(cfg)
+        try:
+            return FleetApp(fleet).front.openapi()
+        finally:
+            fleet.stop()
 
 
 def http_markdown() -> str:

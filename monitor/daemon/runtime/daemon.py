@@ -47,6 +47,7 @@ from monitor.daemon.runtime.triggers import (
     TriggerResult, handle_alertmanager, hold_for_leader, request_retrain, take_held)
 from monitor.daemon.state import INBOX_SECONDS
 from monitor.daemon.runtime.wiring import LazyEvaluator, ReportSaver, default_champion, shadow_observer
+from monitor.errors import RegistryError
 from monitor.store.engine import write_transaction
 from monitor.tasks import task_of
 from trainer.monitoring_runs import MonitoringRuns
@@ -341,7 +342,11 @@ class Daemon:
         def ready() -> None:
             self._require_leader()
             self.check_registry()  # MLflow down: the deliveries wait in the store, as Alertmanager would re-send
-        return take_held(self.controller, ready)
+        try:
+            return take_held(self.controller, ready)
+        except (RegistryError, NotLeaderError) as exc:  # they wait; the next run tries again
+            log.warning("Alertmanager deliveries held by followers wait: %s", exc)
+            return 0
 
     def wait_for_retrain(self, timeout: float | None = None) -> bool:
         return self.controller.supervisor.wait_idle(timeout)

@@ -76,3 +76,25 @@ def test_a_follower_holds_the_alert_and_the_leader_acts_on_it(make_daemon, postg
     nothing = follower.handle_alerts(WebhookPayload.model_validate(
         {**firing(model), "alerts": firing(model)["alerts"][1:]})).to_dict()
     assert nothing["kind"] == "nothing" and "held" not in nothing
+
+
+def test_held_deliveries_wait_while_mlflow_is_unavailable_then_are_acted_on_once(make_daemon, monkeypatch):
+    from monitor.errors import RegistryError
+
+    daemon, _ = make_daemon()
+    daemon.start(scheduler=False)
+    model = daemon.cfg.model.name
+    box = AlertInbox(daemon.store.engine, model, daemon.clock)
+    box.put(firing(model))
+    box.put({"version": "4", "status": "firing", "alerts": [{"status": "firing", "labels": "not an object"}]})
+
+    def down() -> None:
+        raise RegistryError("MLflow at sqlite:///x is unreachable")
+    monkeypatch.setattr(daemon, "check_registry", down)
+    assert daemon.take_held_alerts() == 0 and box.count() == 2  # they wait; nothing acted upon
+    assert daemon.controller.incidents.current() is None
+    monkeypatch.undo()
+    assert daemon.take_held_alerts() == 2 and box.count() == 0  # the unreadable one is dropped, not retried forever
+    incident = daemon.controller.incidents.current()
+    assert incident is not None and incident.reason == Reason.ALERTMANAGER
+    assert daemon.take_held_alerts() == 0  # nothing left

@@ -93,6 +93,11 @@ class ModelConfig(_Section):
                                  "accepts; a larger one is refused (422 naming the record and field). Default and "
                                  "most: float32's largest finite number, 3.4e38 (a check reads stored values within "
                                  "float32's range: docs: Ingestion)")
+    max_future_seconds: float | None = Field(
+        366 * 86_400, gt=0, description="a ts more than this many seconds after the server's clock is refused "
+        "(422 naming the record and field). A check's window is the newest rows by ts: rows stamped years ahead "
+        "(a typo in the year, a clock set wrong) would be the newest for years and hide live traffic from every "
+        "check. null accepts any time before 2262")
     input_roots: list[str] = Field(
         default_factory=list, description="folders a prediction's input_uri may name, as a path or file:// URI "
         "(relative folders from the working directory; a relative input_uri from the first one). Resolved after "

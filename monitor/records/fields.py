@@ -178,6 +178,11 @@ def check_ts(value: object) -> int:
     return us
 
 
+def iso_us(us: int) -> str:
+    """Microseconds since the epoch as RFC 3339 text, to the second (for messages)."""
+    return (_EPOCH + timedelta(microseconds=us)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def check_embedding(value: object, dim: int) -> bytes:
     """An embedding vector: a list of exactly ``dim`` finite numbers (JSON ints or floats) that fit
     float32 -> its stored form, ``dim`` little-endian float32 (:func:`monitor.embeddings.to_blob`).

@@ -45,6 +45,18 @@ class RecordByRecord:
         self.classes = list(model.classes) if model.classes else None
         self.class_index = {c: i for i, c in enumerate(self.classes)} if self.classes else None
         self._inputs = InputRoots.of(model)  # where an input_uri may point (monitor/records/inputs.py)
+        # A ts this far past the server's clock is refused (model.max_future_seconds): it would be the
+        # newest row of every window for as long.
+        self.future_us = None if model.max_future_seconds is None else round(model.max_future_seconds * 1_000_000)
+
+    def _ts(self, errors: ErrorList, i: int, value: object, now: int) -> Any:
+        ts = _check(errors, i, "ts", F.check_ts, value)
+        if ts is not _BAD and self.future_us is not None and ts > now + self.future_us:
+            errors.add(i, "ts", f"expected a time at most {self.model.max_future_seconds:g} s after this server's "
+                                f"clock ({F.iso_us(now)}), got {F.describe(value)}: a typo in the year, or a clock "
+                                "set ahead? (model.max_future_seconds)")
+            return _BAD
+        return ts
 
     def predictions(self, records: list, now: int, errors: ErrorList | None = None, offset: int = 0) -> PredictionBatch:
         """Record-by-record validation: every problem reported, or the same batch as the fast path.
@@ -63,7 +75,7 @@ class RecordByRecord:
             score, pred, given, row_probas = self._task.read_outputs(_RecordOutputs(self, errors, i, rec))
             ts = rec.get("ts")
             if ts is not None:
-                ts = _check(errors, i, "ts", F.check_ts, ts)
+                ts = self._ts(errors, i, ts, now)
             version = rec.get("model_version")
             if version is not None:
                 version = _check(errors, i, "model_version", F.check_model_version, version)
@@ -189,7 +201,7 @@ class RecordByRecord:
             label = _check(errors, i, self.model.target, self._label_value, rec["label"]) if "label" in rec else _BAD
             ts = rec.get("ts")
             if ts is not None:
-                ts = _check(errors, i, "ts", F.check_ts, ts)
+                ts = self._ts(errors, i, ts, now)
             if errors.count:
                 continue
             out["ids"].append(rid)

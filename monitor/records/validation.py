@@ -83,6 +83,11 @@ class RecordValidator:
         # request threads may race; this is a statistic, not an account.
         self.paths: Counter[tuple[str, str]] = Counter()
 
+    def _too_late(self, us: list[int], now: int) -> bool:
+        """Whether a time lies past model.max_future_seconds after ``now``: the slow pass names it."""
+        bound = self._slow.future_us
+        return bound is not None and bool(us) and max(us) > now + bound
+
     def _now_us(self) -> int:
         return int(self._clock() * 1_000_000)
 
@@ -123,7 +128,7 @@ class RecordValidator:
             if not fast.within([scores], self._max_abs):  # a classifier's scores lie in [0, 1]: always
                 return None
             ts = fast.timestamps(list(map(dict.get, records, repeat("ts", n))), now)
-            if ts is None:
+            if ts is None or self._too_late(ts[0], now):
                 return None
             versions = fast.versions(list(map(dict.get, records, repeat("model_version", n))))
             if versions is None:
@@ -209,7 +214,7 @@ class RecordValidator:
             if labels is None or not self._task.labels_within(labels, self._max_abs):
                 return None
             ts = fast.timestamps(list(map(dict.get, records, repeat("ts", n))), now)
-            if ts is None:
+            if ts is None or self._too_late(ts[0], now):
                 return None
         except (TypeError, ValueError, KeyError, OverflowError):
             return None

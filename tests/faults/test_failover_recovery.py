@@ -109,6 +109,8 @@ def test_a_version_registered_before_the_gate_is_tagged_orphaned_and_the_retrain
     assert first.status == "interrupted" and f"version(s) {orphan}" in first.error, first.error
     client = MlflowClient(tracking_uri=daemon.cfg.tracking_uri)
     assert client.get_model_version(daemon.cfg.registered_model_name, orphan).tags[FATE_TAG] == ORPHANED
+    run_id = client.get_model_version(daemon.cfg.registered_model_name, orphan).run_id
+    assert client.get_run(run_id).info.status == "KILLED"  # was RUNNING in the MLflow UI for good
     assert daemon.wait_for_retrain(60)
     assert [a.status for a in ctl.attempts.for_incident(incident.id)] == ["interrupted", "promoted"]
 

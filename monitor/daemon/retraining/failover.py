@@ -93,6 +93,27 @@ def attempt_versions(cfg: Any, attempt: Attempt) -> list[AttemptVersion]:
                    for v in found), key=lambda v: int(v.version))
 
 
+def end_runs(cfg: Any, attempt: Attempt) -> None:
+    """Mark the MLflow runs an interrupted attempt's child left ``RUNNING`` as ``KILLED`` (the child
+    died or was stopped before it could end them; the MLflow UI showed them running for good).
+    Best effort: a failure is logged, not raised."""
+    from trainer import registry as reg
+    try:
+        with reg.session(cfg), reg.translating(cfg, f"ending the runs of retrain {attempt.id}"):
+            registry = reg.Registry(cfg)
+            experiment = registry.client.get_experiment_by_name(cfg.experiment_name)
+            if experiment is None:
+                return
+            runs = registry.client.search_runs(
+                [experiment.experiment_id], max_results=100,
+                filter_string=f"tags.`{INCIDENT_TAG}` = '{attempt.incident_id}' and attributes.status = 'RUNNING'")
+            for run in runs:
+                if _of_attempt(run, attempt):
+                    registry.client.set_terminated(run.info.run_id, status="KILLED")
+    except DriftloopError as exc:
+        log.warning("could not end the MLflow runs of the interrupted retrain %s: %s", attempt.id, exc)
+
+
 def tag_fate(cfg: Any, versions: list[AttemptVersion], fate: str) -> None:
     """``driftloop.fate`` on each version (best effort: a failure is logged, not raised)."""
     if not versions:
@@ -159,6 +180,7 @@ def settle_dead_leaders_attempt(ctl: Controller, attempt: Attempt) -> Outcome:
         ctl.settle(attempt, ChildResult(None, error="the leader died after this retrain promoted"))
         return ctl.attempts.get(attempt.id).status
     tag_fate(ctl.cfg, versions, ORPHANED)
+    end_runs(ctl.cfg, attempt)
     why = "interrupted: the leader died during this retrain" + (
         f" (version(s) {', '.join(v.version for v in versions)} registered before the gate: {ORPHANED})"
         if versions else "")
@@ -175,6 +197,7 @@ def stopped_with_its_daemon(ctl: Controller, attempt: Attempt, why: str) -> None
         log.warning("cannot tag the versions of the interrupted retrain %s: %s", attempt.id, exc)
         versions = []
     tag_fate(ctl.cfg, [v for v in versions if not v.outcome and not v.is_champion], ORPHANED_BY_STOP)
+    end_runs(ctl.cfg, attempt)
     interrupt(ctl, attempt, why)
 
 

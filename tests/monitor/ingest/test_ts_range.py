@@ -12,7 +12,8 @@ from monitor.records.fields import MAX_EPOCH_SECONDS, FieldError, check_ts
 from monitor.records.validation import RecordValidator
 from tests.monitor.store.factories import T0, labels, predictions, small_model
 
-validator = RecordValidator(small_model(), clock=lambda: T0)
+# Any time up to the bound (model.max_future_seconds off: the bound here is what pandas can hold).
+validator = RecordValidator(small_model().model_copy(update={"max_future_seconds": None}), clock=lambda: T0)
 LATEST = MAX_EPOCH_SECONDS - 1  # 2262-04-10T23:59:59Z
 
 
@@ -109,3 +110,20 @@ def test_iso_8601_forms_outside_rfc_3339_are_refused(text):
     # Python's ISO reader took these: a week date was stored as 2026-11-23, a comma as a fraction.
     with pytest.raises(FieldError, match="RFC 3339"):
         check_ts(text)
+
+
+@pytest.mark.parametrize("kind", ["predictions", "labels"])
+def test_a_time_past_max_future_seconds_is_refused_naming_the_option(kind):
+    # 5,000 rows stamped 2262 were the newest of every window: the live rows were never checked.
+    strict = RecordValidator(small_model(), clock=lambda: T0)  # default: 366 days ahead at most
+    records = predictions(4) if kind == "predictions" else labels([f"r{i}" for i in range(4)])
+    records[1]["ts"] = "2262-04-10T00:00:00Z"
+    records[2]["ts"] = T0 + 400 * 86_400
+    with pytest.raises(ValidationError) as info:
+        getattr(strict, kind)(records)
+    errors = info.value.errors
+    assert [(e["index"], e["field"]) for e in errors] == [(1, "ts"), (2, "ts")]
+    assert "model.max_future_seconds" in errors[0]["message"] and "2026-09-21T14:13:20Z" in errors[0]["message"]
+    records = predictions(4) if kind == "predictions" else labels([f"r{i}" for i in range(4)])
+    records[1]["ts"] = T0 + 300 * 86_400  # within a year: a replay dated ahead is taken
+    assert getattr(strict, kind)(records) is not None

@@ -13,13 +13,13 @@ from monitor.errors import ValidationError
 from monitor.ingest import parsing
 from monitor.records.validation import RecordValidator
 from tests.faults.conftest import FIRING
-from tests.monitor.store.factories import prediction, predictions, small_model
+from tests.monitor.store.factories import T0, prediction, predictions, small_model
 
 import orjson
 
 
 def _validator(limit: int) -> RecordValidator:
-    return RecordValidator(small_model().model_copy(update={"max_value_chars": limit}), clock=lambda: 1.0)
+    return RecordValidator(small_model().model_copy(update={"max_value_chars": limit}), clock=lambda: T0)
 
 
 def test_a_categorical_value_past_the_limit_is_refused_naming_record_and_feature():

@@ -44,7 +44,8 @@ def build_front(fleet: Fleet, model_app: Callable[[], Any] = lambda: None) -> Fa
     """The fleet's own routes (see the module doc)."""
     from prometheus_client.exposition import choose_encoder
 
-    from monitor.daemon.runtime.alertmanager import WebhookPayload
+    from monitor.daemon.decisions.actions import TriggerAction, TriggerKind
+    from monitor.daemon.runtime.alertmanager import WebhookPayload, select_alerts
     from monitor.daemon.runtime.api import BadRequest, _error, parse_body
     from monitor.ingest import security
     from monitor.ingest.responses import install_error_handlers
@@ -102,16 +103,24 @@ def build_front(fleet: Fleet, model_app: Callable[[], Any] = lambda: None) -> Fa
             answers: dict[str, Any] = {}
             unavailable = 0
             for name, daemon in list(fleet.daemons.items()):
+                chosen = select_alerts(payload, daemon.cfg.alerts.webhook_match, name)
+                if not chosen.firing and not chosen.resolved:  # not this model's: nothing to ask MLflow about
+                    answers[name] = {"incident": None, "action": TriggerAction(TriggerKind.NOTHING).describe(),
+                                     "kind": TriggerKind.NOTHING.value, "retrain": None,
+                                     "firing": 0, "resolved": 0, "ignored": len(chosen.ignored)}
+                    continue
                 try:
-                    answers[name] = daemon.handle_alerts(payload).to_dict()
+                    with about_model(name):
+                        answers[name] = daemon.handle_alerts(payload).to_dict()
                 except Exception as exc:  # one model's MLflow or leadership: the others still act
                     unavailable += 1
                     answers[name] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
             return answers, unavailable
 
         answers, unavailable = await anyio.to_thread.run_sync(each)
-        # Alertmanager re-sends on a 5xx: only when no model could take it.
-        status = 503 if answers and unavailable == len(answers) else 200
+        # Alertmanager re-sends on a 5xx: whenever a model the alerts concern could not take them (the
+        # models that did take them recognise the re-sent alerts: deliveries are deduplicated).
+        status = 503 if unavailable else 200
         return JSONResponse({"models": answers}, status_code=status, headers={"Retry-After": "5"} if status == 503
                             else None)
 

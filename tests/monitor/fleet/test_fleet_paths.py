@@ -87,3 +87,49 @@ def test_readiness_with_every_model_failed_is_503_not_a_404(tmp_path):
         assert live.status_code == 200, live.text  # the process itself lives
     finally:
         fleet.stop()
+
+
+def _alert(model: str) -> dict:
+    return {"version": "4", "status": "firing", "receiver": "driftloop", "groupKey": "{}:{}",
+            "alerts": [{"status": "firing", "labels": {"alertname": "ModelAccuracyDrop", "component": "model",
+                                                       "model": model},
+                        "startsAt": "2026-11-30T10:00:00Z", "fingerprint": f"fp-{model}"}]}
+
+
+def test_an_alert_a_model_could_not_take_is_a_503_whatever_the_other_models_did(tmp_path, monkeypatch):
+    """Two daemons on one store: the model's leader had MLflow down and answered 200 (its other models,
+    which the alert did not concern, "succeeded"), so Alertmanager never re-sent and the alert was lost.
+    Models an alert does not concern are not asked (nor is their MLflow: 29 s with three of them down)."""
+    from monitor.daemon.runtime.fleet import Fleet
+    from monitor.daemon.runtime.fleet_http import FleetApp
+    from monitor.errors import RegistryError
+
+    config = tmp_path / "driftloop.yaml"
+    config.write_text(yaml.safe_dump({
+        "home": str(tmp_path / "home"), "server": {"gpu_metrics": False},
+        "models": {"churn": {"model": {"features": NUMERIC}}, "species": {"model": {"features": NUMERIC}}}}))
+    fleet = Fleet(load_config(config, environ={}))
+    fleet.start(scheduler=False)
+    asked = []
+
+    def down() -> None:
+        asked.append("species")
+        raise RegistryError("MLflow at sqlite:///x is locked")
+    monkeypatch.setattr(fleet.daemons["species"], "check_registry", down)
+
+    app = FleetApp(fleet)
+
+    async def send(payload: dict) -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://dl") as h:
+            return await h.post("/v1/alerts", json=payload)
+    try:
+        lost = asyncio.run(send(_alert("species")))
+        assert lost.status_code == 503 and lost.headers["retry-after"], lost.text  # was 200: never re-sent
+        assert "RegistryError" in lost.json()["models"]["species"]["error"]
+        assert lost.json()["models"]["churn"]["kind"] == "nothing"
+        taken = asyncio.run(send(_alert("churn")))
+        assert taken.status_code == 200, taken.text
+        assert taken.json()["models"]["churn"]["kind"] == "opened"
+        assert taken.json()["models"]["species"]["kind"] == "nothing" and asked == ["species"]  # not asked again
+    finally:
+        fleet.stop()

@@ -14,6 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from monitor.config import RULE_METRIC_TASKS, RULE_METRICS
 from monitor.daemon.decisions.kinds import Reason, State
+from monitor.daemon.state import AlertInbox
 from monitor.daemon.state.attempts import OUTCOMES
 from monitor.daemon.runtime.checks import STATUSES
 from monitor.daemon.runtime.controller import Controller
@@ -129,6 +130,12 @@ class DaemonCollector:
         if last_label is not None:
             yield _gauge("driftloop_model_last_label_timestamp_seconds", "When the latest label arrived",
                          ["model"], [([m], last_label.timestamp())])
+        if ctl.store.engine.dialect.name == "postgresql":  # followers hold alerts only on a shared store
+            held, age = AlertInbox(ctl.store.engine, m, ctl.clock).backlog()
+            yield _gauge("driftloop_alert_inbox_held", "Alertmanager deliveries a follower holds in the store for "
+                         "this model's leader, not yet acted upon", ["model"], [([m], held)])
+            yield _gauge("driftloop_alert_inbox_oldest_age_seconds", "How long the oldest held delivery has waited "
+                         "for the model's leader (0 when none)", ["model"], [([m], age)])
         errors = CounterMetricFamily("driftloop_model_check_errors", "Drift/performance checks that failed",
                                      labels=["model"])
         errors.add_metric([m], ctl.checklog.error_total() + ctl.unrecorded_errors)

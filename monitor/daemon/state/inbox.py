@@ -77,6 +77,14 @@ class AlertInbox:
         with write_transaction(self._engine) as conn:
             conn.execute(delete(t).where(t.c.id == delivery_id, t.c.model == self._model))
 
+    def backlog(self) -> tuple[int, float]:
+        """(deliveries waiting, seconds the oldest has waited; 0 when none)."""
+        t = alert_inbox
+        q = select(func.count(), func.min(t.c.received_at)).where(t.c.model == self._model)
+        with self._engine.connect() as conn:
+            n, oldest = conn.execute(q).one()
+        return int(n), (max(0.0, self._clock() - float(oldest)) if oldest is not None else 0.0)
+
     def count(self) -> int:
         t = alert_inbox
         with self._engine.connect() as conn:

@@ -5,6 +5,7 @@ and the alert was lost (no daemon leads every model, so nothing re-sent it to th
 from __future__ import annotations
 
 import pytest
+from prometheus_client import generate_latest
 
 from monitor.daemon.decisions.kinds import Reason
 from monitor.daemon.runtime.alertmanager import WebhookPayload
@@ -31,6 +32,8 @@ def test_the_inbox_keeps_deliveries_in_order_until_done_and_bounds_them(engine, 
     first, second = box.put({"n": 1}), box.put({"n": 2})
     other.put({"n": 3})
     assert [(d.id, d.payload) for d in box.pending()] == [(first, {"n": 1}), (second, {"n": 2})]
+    clock.advance(30)
+    assert box.backlog() == (2, 30.0) and AlertInbox(engine, "m3", clock).backlog() == (0, 0.0)
     box.done(first)
     assert [d.payload for d in box.pending()] == [{"n": 2}] and other.count() == 1
 
@@ -59,12 +62,18 @@ def test_a_follower_holds_the_alert_and_the_leader_acts_on_it(make_daemon, postg
     assert "leading this model" in answer["action"]
     assert follower.controller.incidents.current() is None  # a follower opens nothing itself
 
+    scrape = generate_latest(follower.registry).decode()
+    assert f'driftloop_alert_inbox_held{{model="{model}"}}' in scrape  # what an operator watches
     incident = wait_until(leader.controller.incidents.current, 15, 0.1, "the leader did not act on the held alert")
     assert incident.reason == Reason.ALERTMANAGER
     events = leader.controller.incidents.events(incident.id)
     notes = [e["message"] for e in events if e["kind"] == "alertmanager_firing"]
     assert notes and "accuracy dropped" in notes[0], notes
     assert wait_until(lambda: AlertInbox(leader.store.engine, model, leader.clock).count() == 0, 10, 0.1)
+    held = [line for line in generate_latest(follower.registry).decode().splitlines()
+            if line.startswith("driftloop_alert_inbox_")]
+    assert held == [f'driftloop_alert_inbox_held{{model="{model}"}} 0.0',
+                    f'driftloop_alert_inbox_oldest_age_seconds{{model="{model}"}} 0.0'], held
 
     # Delivered again to the follower: held again, and the leader's ledger knows it is a repeat.
     follower.handle_alerts(WebhookPayload.model_validate(firing(model)))

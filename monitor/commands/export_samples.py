@@ -34,7 +34,8 @@ def command(ctx: click.Context, check_id: str | None, last: bool, out: str, fmt:
     check = read_check(cfg, check_id)
     which = f"check {check_id}" if check_id is not None else "the last successful check"
     if check is None:
-        raise UserInputError(f"no {which} of model {cfg.model.name!r} in the store")
+        missing = f"no check {check_id}" if check_id is not None else "no successful check yet"
+        raise UserInputError(f"{missing} of model {cfg.model.name!r} in the store")
     drifted = (check.get("result") or {}).get("drifted_rows") or []
     if not any(block.get("rows") for block in drifted):
         raise UserInputError(f"{which} (id {check['id']}) lists no rows behind a drift: no embedding feature drifted, "

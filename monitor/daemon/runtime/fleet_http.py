@@ -46,6 +46,7 @@ def build_front(fleet: Fleet, model_app: Callable[[], Any] = lambda: None) -> Fa
 
     from monitor.daemon.decisions.actions import TriggerAction, TriggerKind
     from monitor.daemon.runtime.alertmanager import WebhookPayload, select_alerts
+    from monitor.daemon.runtime.triggers import TriggerResult
     from monitor.daemon.runtime.api import BadRequest, _error, parse_body
     from monitor.ingest import security
     from monitor.ingest.responses import install_error_handlers
@@ -105,9 +106,8 @@ def build_front(fleet: Fleet, model_app: Callable[[], Any] = lambda: None) -> Fa
             for name, daemon in list(fleet.daemons.items()):
                 chosen = select_alerts(payload, daemon.cfg.alerts.webhook_match, name)
                 if not chosen.firing and not chosen.resolved:  # not this model's: nothing to ask MLflow about
-                    answers[name] = {"incident": None, "action": TriggerAction(TriggerKind.NOTHING).describe(),
-                                     "kind": TriggerKind.NOTHING.value, "retrain": None,
-                                     "firing": 0, "resolved": 0, "ignored": len(chosen.ignored)}
+                    answers[name] = TriggerResult(None, TriggerAction(TriggerKind.NOTHING), {
+                        "firing": 0, "resolved": 0, "ignored": len(chosen.ignored)}).to_dict()
                     continue
                 try:
                     with about_model(name):
@@ -185,7 +185,7 @@ def unknown_model(name: str, fleet: Fleet, scope: Scope | None = None) -> JSONRe
         return JSONResponse({"error": f"model {shown!r} is configured here but did not start{why} "
                                       "(fix its configuration and reload with SIGHUP; GET /v1/models)"},
                             status_code=503, headers={"Retry-After": "30"})
-    hosted = (", ".join(fleet.names) or "none") if trusted else "see GET /v1/models"
+    hosted = _names(fleet, scope) if scope is not None else ", ".join(fleet.names) or "none"
     return JSONResponse({"error": f"no model {shown!r} here; this daemon hosts: {hosted} (GET /v1/models)"},
                         status_code=404)
 
